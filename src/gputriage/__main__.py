@@ -1,0 +1,5 @@
+import sys
+
+from gputriage.cli import main
+
+sys.exit(main())

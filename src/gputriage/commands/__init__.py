@@ -1,0 +1,1 @@
+"""One module per CLI command. Each exposes `add_parser(subparsers)` and `main(args) -> int`."""

@@ -1,0 +1,70 @@
+"""Rung-1 facts: the torch build, the driver and GPUs, the host, the env vars. Filled by a probe or a pasted text."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class TorchFacts:
+    installed: bool | None = None  # None: the pasted text does not say
+    version: str | None = None
+    cuda_version: str | None = None  # torch.version.cuda: the CUDA runtime torch was built with
+    hip_version: str | None = None
+    is_cpu_build: bool | None = None
+    install_method: str | None = None  # pip | conda | source | unknown
+    is_available: bool | None = None
+    device_count: int | None = None
+    arch_list: list[str] | None = None
+    init_warning: str | None = None  # the warning/error text of CUDA initialisation, captured
+    import_error: str | None = None
+
+
+@dataclass
+class GpuDevice:
+    index: int
+    name: str
+    uuid: str | None = None
+    memory_total_bytes: int | None = None
+    compute_capability: str | None = None  # "8.6"
+    pci_bus_id: str | None = None
+    mig_mode: bool | None = None
+
+
+@dataclass
+class DriverFacts:
+    nvml_loaded: bool | None = None
+    nvml_error: str | None = None  # e.g. "Driver/library version mismatch"
+    driver_version: str | None = None  # "535.104.05"
+    cuda_driver_version: str | None = None  # the highest CUDA the driver supports, "12.2"
+    devices: list[GpuDevice] = field(default_factory=list)
+
+
+@dataclass
+class HostFacts:
+    python_version: str | None = None
+    platform: str | None = None
+    in_container: bool | None = None
+    container_kind: str | None = None  # docker | podman | kubernetes | ...
+    wsl: bool | None = None
+    dev_nodes: list[str] | None = None  # /dev/nvidia*
+    proc_driver_version: str | None = None  # /proc/driver/nvidia/version
+    pci_nvidia_devices: int | None = None  # NVIDIA vendor id 0x10de on the PCI bus
+
+
+@dataclass
+class Environment:
+    source: str = "probe"  # probe | text
+    torch: TorchFacts = field(default_factory=TorchFacts)
+    driver: DriverFacts = field(default_factory=DriverFacts)
+    host: HostFacts = field(default_factory=HostFacts)
+    env_vars: dict[str, str] = field(default_factory=dict)
+    # Facts that could not be told (from a pasted text, or a probe that failed), as sentences.
+    unknown: list[str] = field(default_factory=list)
+
+    def self_check(self) -> list[str]:
+        problems = []
+        indices = [d.index for d in self.driver.devices]
+        if len(set(indices)) != len(indices):
+            problems.append(f"environment: duplicate GPU indices {indices}")
+        return problems

@@ -1,0 +1,68 @@
+"""The machine-readable report (DESIGN.md "Machine-readable contract"): build it, and read a saved one back."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from gputriage.diagnosis import Diagnosis
+from gputriage.errors import InputError
+from gputriage.record import Run, run_from_dict, run_to_dict
+
+REPORT_SCHEMA = "gputriage.report/1"
+_REPORT_KEYS = ("schema", "run_schema", "verdict", "ladder", "findings")
+
+
+def build_document(diag: Diagnosis) -> dict[str, Any]:
+    """The one JSON object of `--json` and `report.json`.
+
+    The Run record's sections sit at the top level next to the verdict, so the document is both the contract and a
+    complete saved run: `gputriage report report.json` re-renders it by re-running the (pure) rules.
+    """
+    run_doc = run_to_dict(diag.run)
+    run_schema = run_doc.pop("schema")
+    doc: dict[str, Any] = {
+        "schema": REPORT_SCHEMA,
+        "run_schema": run_schema,
+        "verdict": {
+            "status": diag.verdict.status,
+            "root_cause": diag.verdict.root_cause,
+            "summary": diag.verdict.summary,
+        },
+        "ladder": [
+            {"rung": r.rung, "question": r.question, "status": r.status, "finding_codes": r.finding_codes}
+            for r in diag.ladder
+        ],
+        "findings": [f.to_json() for f in diag.findings],
+    }
+    doc.update(run_doc)
+    return doc
+
+
+def encode_document(doc: dict[str, Any]) -> bytes:
+    return msgspec.json.format(msgspec.json.encode(doc), indent=2) + b"\n"
+
+
+def run_from_document(doc: dict[str, Any]) -> Run:
+    """Accept either a report document (report.json) or a bare run record."""
+    if doc.get("schema") == REPORT_SCHEMA:
+        body = {k: v for k, v in doc.items() if k not in _REPORT_KEYS}
+        body["schema"] = doc.get("run_schema")
+        return run_from_dict(body)
+    return run_from_dict(doc)
+
+
+def load_document(path: Path) -> Run:
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise InputError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    try:
+        doc = msgspec.json.decode(raw)
+    except msgspec.DecodeError as exc:
+        raise InputError(f"{path} is not valid JSON ({exc}); expected a gputriage report.json") from exc
+    if not isinstance(doc, dict):
+        raise InputError(f"{path} is not a gputriage report (top level is not an object)")
+    return run_from_document(doc)

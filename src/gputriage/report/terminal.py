@@ -1,0 +1,87 @@
+"""The terminal report (rich): verdict first, then the ladder, then each finding's evidence and fix."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console, Group, RenderableType
+from rich.panel import Panel
+from rich.syntax import Syntax
+from rich.table import Table
+from rich.text import Text
+
+from gputriage.diagnosis import Diagnosis
+from gputriage.findings import Finding, Severity
+
+_VERDICT_STYLE = {"idle": "bold red", "underused": "bold yellow", "healthy": "bold green", "unknown": "bold"}
+_RUNG_MARK = {
+    "fail": ("✗ fail", "red"),
+    "warn": ("! warn", "yellow"),
+    "pass": ("✓ pass", "green"),
+    "skipped": ("· skipped", "dim"),
+}
+_SEVERITY_STYLE = {Severity.CRITICAL: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
+
+
+def render(diag: Diagnosis, console: Console) -> None:
+    console.print(verdict_panel(diag))
+    console.print(ladder_table(diag))
+    for finding in diag.findings:
+        console.print(finding_panel(finding))
+
+
+def verdict_panel(diag: Diagnosis) -> Panel:
+    v = diag.verdict
+    title = Text(f"gputriage verdict: {v.status.upper()}", style=_VERDICT_STYLE.get(v.status, "bold"))
+    body = Text(v.summary)
+    if v.root_cause:
+        body.append(f"\nroot cause: {v.root_cause}", style="bold")
+    return Panel(body, title=title, title_align="left", expand=True)
+
+
+def ladder_table(diag: Diagnosis) -> Table:
+    table = Table(title="The ladder", title_justify="left", show_edge=False, pad_edge=False)
+    table.add_column("rung", justify="right")
+    table.add_column("question")
+    table.add_column("status")
+    table.add_column("findings")
+    for view in diag.ladder:
+        label, style = _RUNG_MARK[view.status]
+        table.add_row(str(view.rung), view.question, Text(label, style=style), ", ".join(view.finding_codes))
+    return table
+
+
+def finding_panel(finding: Finding) -> Panel:
+    parts: list[RenderableType] = [Text(finding.title, style="bold")]
+    if finding.where:
+        parts.append(Text(f"where: {finding.where}", style="magenta"))
+    if finding.evidence:
+        parts.append(_evidence_table(finding.evidence))
+    if finding.fix:
+        parts.append(Text("fix:", style="bold green"))
+        parts.append(Syntax(finding.fix, "python", theme="ansi_dark", word_wrap=True, background_color="default"))
+    rank = f" rank {finding.rank}" if finding.rank is not None else ""
+    title = Text(
+        f"{finding.severity.value} · rung {finding.rung} · {finding.code}{rank}",
+        style=_SEVERITY_STYLE[finding.severity],
+    )
+    return Panel(Group(*parts), title=title, title_align="left")
+
+
+def _evidence_table(evidence: dict[str, Any]) -> Table:
+    table = Table(show_header=False, box=None, pad_edge=False)
+    table.add_column(style="dim")
+    table.add_column()
+    for key, value in evidence.items():
+        table.add_row(key, format_value(value))
+    return table
+
+
+def format_value(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, list):
+        return ", ".join(format_value(v) for v in value)
+    if isinstance(value, dict):
+        return ", ".join(f"{k}={format_value(v)}" for k, v in value.items())
+    return str(value)

@@ -1,0 +1,3 @@
+"""Rules for the env part of the ladder (see DESIGN.md's finding catalogue)."""
+
+from __future__ import annotations
