@@ -29,6 +29,7 @@ class GpuDevice:
     compute_capability: str | None = None  # "8.6"
     pci_bus_id: str | None = None
     mig_mode: bool | None = None
+    error: str | None = None  # NVML's reason when the device answers nothing (e.g. "GPU is lost")
 
 
 @dataclass
