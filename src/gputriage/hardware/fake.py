@@ -11,7 +11,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 # NVML return codes (nvml.h); only the ones the scenarios raise.
 NVML_ERROR_UNINITIALIZED = 1
@@ -154,14 +156,14 @@ class FakeNvml:
         if not self.initialised:
             raise NVMLError(NVML_ERROR_UNINITIALIZED)
 
-    def _call(self, name: str, get: Callable[[], Any]) -> Any:
+    def _call(self, name: str, get: Callable[[], T]) -> T:
         self._check_init()
         if name in self.missing_functions:
             raise NVMLError(NVML_ERROR_FUNCTION_NOT_FOUND)
         return get()
 
-    def _dev(self, name: str, dev: FakeDevice, get: Callable[[], Any]) -> Any:
-        def guarded() -> Any:
+    def _dev(self, name: str, dev: FakeDevice, get: Callable[[], T]) -> T:
+        def guarded() -> T:
             if dev.lost:
                 raise NVMLError(NVML_ERROR_GPU_IS_LOST)
             if name in dev.not_supported:
