@@ -1,10 +1,15 @@
-"""Step timing: where each training step's wall time went (data wait, compute, optimizer, other)."""
+"""Step timing: where each training step's wall time went.
+
+The phases follow the sequence people draw for this problem: load data -> send data -> perform computation (forward)
+-> return results (host syncs) -> backpropagate (backward + optimizer). Time no probe attributed lands in `other_s`,
+so the phases always add up to the step's wall time (checked by `self_check`).
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-# A step's phases must add up to its wall time; timer resolution and float sums allow this much slack.
+# Timer resolution and float sums allow this much slack when checking that phases add up to wall time.
 PHASE_SUM_TOLERANCE_S = 1e-6
 
 
@@ -13,24 +18,59 @@ class Step:
     index: int
     start_s: float  # seconds since the run started
     wall_s: float
-    data_wait_s: float = 0.0
-    compute_s: float = 0.0
+    data_wait_s: float = 0.0  # blocked in DataLoader.__next__
+    h2d_s: float = 0.0  # copying the batch to the device (.to / .cuda)
+    forward_s: float = 0.0
+    sync_s: float = 0.0  # blocked on the device: .item(), .cpu(), .tolist(), synchronize
+    backward_s: float = 0.0
     optimizer_s: float = 0.0
     other_s: float = 0.0
+    rank: int | None = None
 
     def phase_sum_s(self) -> float:
-        return self.data_wait_s + self.compute_s + self.optimizer_s + self.other_s
+        return (
+            self.data_wait_s
+            + self.h2d_s
+            + self.forward_s
+            + self.sync_s
+            + self.backward_s
+            + self.optimizer_s
+            + self.other_s
+        )
+
+
+@dataclass
+class LoaderInfo:
+    """The DataLoader feeding the steps, as the user configured it."""
+
+    dataset_class: str | None = None
+    dataset_len: int | None = None
+    batch_size: int | None = None
+    num_workers: int | None = None
+    pin_memory: bool | None = None
+    persistent_workers: bool | None = None
+    prefetch_factor: int | None = None
+    sampler_class: str | None = None
+    is_iterable_dataset: bool | None = None
+    where: str | None = None  # file:line where the DataLoader was created
 
 
 @dataclass
 class StepsSection:
     steps: list[Step] = field(default_factory=list)
+    loader: LoaderInfo | None = None
+    steps_observed: int = 0  # how many steps the probes watched (--steps)
+    steps_total: int | None = None  # how many steps the job ran in all, when counted
+    step_source: str | None = None  # optimizer | dataloader: how steps were detected
 
     def self_check(self) -> list[str]:
         problems = []
         for step in self.steps:
-            if abs(step.phase_sum_s() - step.wall_s) > PHASE_SUM_TOLERANCE_S + 1e-9 * step.wall_s:
+            slack_s = PHASE_SUM_TOLERANCE_S + 1e-9 * step.wall_s
+            if abs(step.phase_sum_s() - step.wall_s) > slack_s:
                 problems.append(
-                    f"step {step.index}: phases sum to {step.phase_sum_s():.9f}s, wall time is {step.wall_s:.9f}s"
+                    f"step {step.index}: phases sum to {step.phase_sum_s():.9f}s, wall is {step.wall_s:.9f}s"
                 )
+            if step.wall_s < 0 or min(step.data_wait_s, step.forward_s, step.other_s) < 0:
+                problems.append(f"step {step.index}: negative time")
         return problems

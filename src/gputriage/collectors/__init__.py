@@ -1,0 +1,1 @@
+"""Collectors fill the Run record. The only layer (with integrations) that may import torch."""
