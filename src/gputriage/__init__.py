@@ -2,4 +2,16 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> Any:
+    # `gputriage.session` is imported lazily: `import gputriage` must stay cheap and must not import torch. (It lives
+    # in gputriage.api: a submodule named `session` would replace this attribute with itself once imported.)
+    if name in ("session", "Session"):
+        from gputriage import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'gputriage' has no attribute {name!r}")

@@ -11,7 +11,7 @@ from gputriage import __version__
 from gputriage.errors import InputError
 
 # Each module under gputriage.commands adds its sub-parser and sets `func`.
-COMMANDS = ("report",)
+COMMANDS = ("env", "report", "watch", "run", "demo", "trace")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gputriage import rules
 from gputriage.findings import Finding, Severity
 from gputriage.ladder import RungView, Verdict, build_ladder, build_verdict
+from gputriage.merge import evaluate_job
 from gputriage.record import Run
 
 
@@ -23,5 +23,5 @@ class Diagnosis:
 
 
 def diagnose(run: Run) -> Diagnosis:
-    findings = rules.evaluate(run)
+    findings = evaluate_job(run)  # per rank, tagged with `rank`, for a merged distributed job
     return Diagnosis(run, findings, build_ladder(run, findings), build_verdict(run, findings))

@@ -1,4 +1,8 @@
-"""`gputriage report RUN.json`: re-render a saved run without re-running anything."""
+"""`gputriage report RUN.json|DIR [--html F] [--md F] [--json] [--out DIR]`: re-render a saved run.
+
+Nothing is re-run: the saved record goes through the (pure) rules again and then the renderers, so the files come
+out the same as when the run wrote them.
+"""
 
 from __future__ import annotations
 
@@ -8,23 +12,35 @@ from pathlib import Path
 from gputriage.commands.common import add_output_options, exit_code_for, output_options
 from gputriage.diagnosis import diagnose
 from gputriage.errors import InputError
+from gputriage.merge import load_job
 from gputriage.report.document import load_document
-from gputriage.report.output import emit
+from gputriage.report.html import render_html
+from gputriage.report.markdown import render_markdown
+from gputriage.report.output import emit, write_file
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("report", help="re-render a saved run (report.json or an --out folder)")
     p.add_argument("paths", nargs="+", type=Path, metavar="RUN", help="report.json, or a folder that holds one")
+    p.add_argument("--html", type=Path, metavar="FILE", help="write the self-contained HTML report here")
+    p.add_argument("--md", type=Path, metavar="FILE", help="write the Markdown report (for an issue or PR) here")
     add_output_options(p)
     p.set_defaults(func=main)
 
 
 def main(args: argparse.Namespace) -> int:
-    if len(args.paths) != 1:
-        raise InputError("give one report.json or --out folder")
-    path: Path = args.paths[0]
-    if path.is_dir():
-        path = path / "report.json"
-    diag = diagnose(load_document(path))
+    run = load_job(args.paths)  # per-rank records of a torchrun job (one --out folder, or one per node): merge
+    if run is None:
+        if len(args.paths) != 1:
+            raise InputError("give one report.json or --out folder (several only for the per-node folders of one job)")
+        path: Path = args.paths[0]
+        if path.is_dir():
+            path = path / "report.json"
+        run = load_document(path)
+    diag = diagnose(run)
+    if args.html is not None:
+        write_file(args.html, render_html(diag).encode("utf-8"))
+    if args.md is not None:
+        write_file(args.md, render_markdown(diag).encode("utf-8"))
     emit(diag, output_options(args))
     return exit_code_for(diag, args.fail_on)

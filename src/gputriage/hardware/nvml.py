@@ -17,6 +17,7 @@ from typing import Any
 from gputriage.record.environment import DriverFacts, GpuDevice
 
 FAKE_ENV_VAR = "GPUTRIAGE_FAKE_NVML"
+FAKE_JOB_PID_ENV_VAR = "GPUTRIAGE_FAKE_JOB_PID"  # "self" or a PID: who the fake scenario's job (pid 4242) is
 
 
 @dataclass(frozen=True)
@@ -36,7 +37,9 @@ def _load_library() -> Any:
     if scenario:
         from gputriage.hardware.fake import scenario_library
 
-        return scenario_library(scenario)
+        job = os.environ.get(FAKE_JOB_PID_ENV_VAR)
+        job_pid = os.getpid() if job == "self" else int(job) if job and job.isdigit() else None
+        return scenario_library(scenario, job_pid=job_pid)
     import pynvml
 
     return pynvml

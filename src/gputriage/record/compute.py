@@ -6,9 +6,46 @@ from dataclasses import dataclass, field
 
 
 @dataclass
+class OpStat:
+    """One operator on one device inside the probe window, with the user line that issued most of it."""
+
+    name: str  # aten op, e.g. "aten.addmm"
+    device: str  # device type
+    count: int = 0
+    time_s: float = 0.0  # host wall time inside the op (for cuda: launch time, the kernel runs asynchronously)
+    where: str | None = None
+
+
+@dataclass
+class HostSync:
+    """A place in the user's code where the host waited for the device."""
+
+    kind: str  # item | cpu | tolist | print | to-cpu | scalar (bool()/int()/float() of a tensor) | nonzero | cuda-sync
+    where: str | None = None
+    code: str | None = None  # the source line, stripped
+    count: int = 0  # inside the probe window
+    time_s: float = 0.0  # inside the probe window
+    device: str | None = None
+
+
+@dataclass
 class ComputeSection:
     # device type -> ops counted in the probe window
     ops_per_device: dict[str, int] = field(default_factory=dict)
+    # device type -> host time spent inside those ops; ops whose tensors are all 0-d scalars are counted apart,
+    # because optimizers keep their step counters as CPU scalars on purpose
+    op_time_s_per_device: dict[str, float] = field(default_factory=dict)
+    scalar_cpu_ops: int = 0
+    window_steps: int = 0  # steps the census covered
+    window_wall_s: float = 0.0  # wall time of those steps
+    top_cpu_ops: list[OpStat] = field(default_factory=list)
+    syncs: list[HostSync] = field(default_factory=list)
+    sync_debug_mode: bool = False  # torch.cuda.set_sync_debug_mode("warn") was on during the window
 
     def self_check(self) -> list[str]:
-        return []
+        problems = []
+        if any(n < 0 for n in self.ops_per_device.values()):
+            problems.append("compute: negative op count")
+        if self.window_steps < 0 or self.window_wall_s < 0:
+            problems.append("compute: negative window")
+        return problems

@@ -18,6 +18,15 @@ class TorchFacts:
     arch_list: list[str] | None = None
     init_warning: str | None = None  # the warning/error text of CUDA initialisation, captured
     import_error: str | None = None
+    init_error_code: int | None = None  # the CUDA error number named in init_warning (804, 999, ...)
+    min_capability: str | None = None  # "The minimum cuda capability supported by this library is 3.7"
+    cuda_version_inferred_from: str | None = None  # set when cuda_version was not read but looked up (a pip command)
+    cpuonly_package: bool | None = None  # conda's `cpuonly` package, which pins every later solve to CPU builds
+    install_command: str | None = None  # the install command seen in a pasted text
+    other_accelerators: dict[str, bool] = field(default_factory=dict)  # mps / xpu -> available
+    # Another library that initialised the device before torch in the same process (cupy, ...), when shown.
+    init_conflict: str | None = None
+    probe_mode: str | None = None  # subprocess | in-process | text
 
 
 @dataclass
@@ -30,6 +39,10 @@ class GpuDevice:
     pci_bus_id: str | None = None
     mig_mode: bool | None = None
     error: str | None = None  # NVML's reason when the device answers nothing (e.g. "GPU is lost")
+    mig_uuids: list[str] = field(default_factory=list)  # "MIG-..." of its MIG instances, when MIG is on
+    # Where the device was seen: nvml | nvidia-smi | collect_env | torch-warning | text
+    source: str | None = None
+    unsupported_by_torch: bool | None = None  # torch's own warning said this GPU is not supported by the build
 
 
 @dataclass
@@ -39,6 +52,8 @@ class DriverFacts:
     driver_version: str | None = None  # "535.104.05"
     cuda_driver_version: str | None = None  # the highest CUDA the driver supports, "12.2"
     devices: list[GpuDevice] = field(default_factory=list)
+    # A pasted nvidia-smi said "No devices were found" (a positive "no GPU", unlike a missing fact).
+    no_devices_reported: bool | None = None
 
 
 @dataclass
@@ -51,6 +66,11 @@ class HostFacts:
     dev_nodes: list[str] | None = None  # /dev/nvidia*
     proc_driver_version: str | None = None  # /proc/driver/nvidia/version
     pci_nvidia_devices: int | None = None  # NVIDIA vendor id 0x10de on the PCI bus
+    os_name: str | None = None  # linux | windows | darwin
+    machine: str | None = None  # x86_64 | aarch64 | ...
+    # Whether the container was started with GPU access (--gpus / nvidia runtime), when the text or env shows it.
+    container_gpu_requested: bool | None = None
+    cuda_toolkit_version: str | None = None  # nvcc / "CUDA runtime version" of collect_env: NOT what torch uses
 
 
 @dataclass
@@ -68,4 +88,8 @@ class Environment:
         indices = [d.index for d in self.driver.devices]
         if len(set(indices)) != len(indices):
             problems.append(f"environment: duplicate GPU indices {indices}")
+        if self.source not in ("probe", "text"):
+            problems.append(f"environment: source is {self.source!r}, expected 'probe' or 'text'")
+        if self.torch.installed is False and self.torch.is_available:
+            problems.append("environment: torch is not installed yet CUDA is marked available")
         return problems

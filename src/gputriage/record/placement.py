@@ -6,6 +6,22 @@ from dataclasses import dataclass, field
 
 
 @dataclass
+class StrayPart:
+    """A piece of a model that sits on another device than the rest of the job expects.
+
+    `path` is the qualified name inside the model ("head", "encoder.mask"); `kind` says what it is, because the fix
+    differs: a submodule or parameter follows `.to()` when it exists before the call, a plain tensor attribute never
+    does (it must become a registered buffer).
+    """
+
+    path: str
+    kind: str  # module | parameter | buffer | attribute (a plain tensor attribute, not a registered buffer)
+    device: str  # "cpu", "cuda:0", "meta"
+    numel: int = 0
+    where: str | None = None  # file:line where it was created or attached to the model
+
+
+@dataclass
 class ModelInfo:
     """The top-level model, as seen by the first forward pre-hook."""
 
@@ -14,11 +30,36 @@ class ModelInfo:
     # device -> number of parameter and buffer elements there
     devices: dict[str, int] = field(default_factory=dict)
     where: str | None = None  # file:line where the model was built or moved
+    moved_to: str | None = None  # the device of the last `.to()` / `.cuda()` on the model, if any
+    moved_where: str | None = None  # file:line of that call
+    called_where: str | None = None  # file:line of the first forward call
+    # Submodules, parameters, buffers and plain tensor attributes away from the expected device (at most a few dozen)
+    stray: list[StrayPart] = field(default_factory=list)
+
+
+@dataclass
+class TensorSeen:
+    """A tensor entering the model or the loss at the first steps."""
+
+    role: str  # input (into the model) | prediction (first loss argument) | label (other loss arguments)
+    device: str
+    shape: list[int] = field(default_factory=list)
+    dtype: str | None = None
+    target: str | None = None  # the module class or loss function it entered, e.g. "Net", "cross_entropy"
+    argument: str | None = None  # "args[0]", "target"
+    where: str | None = None  # file:line of the call in the user's code
 
 
 @dataclass
 class PlacementSection:
+    expected_device: str | None = None  # the device type the job should use: cuda | mps | xpu | meta | cpu
     models: list[ModelInfo] = field(default_factory=list)
+    tensors: list[TensorSeen] = field(default_factory=list)
+    steps_watched: int = 0  # how many steps the placement hooks watched
 
     def self_check(self) -> list[str]:
-        return []
+        problems = []
+        for model in self.models:
+            if any(n < 0 for n in model.devices.values()):
+                problems.append(f"placement: model {model.name} has a negative element count")
+        return problems

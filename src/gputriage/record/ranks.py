@@ -1,8 +1,80 @@
-"""Distributed facts: which rank a record belongs to, and the merged per-rank view."""
+"""Distributed facts: which rank a record belongs to, what that rank saw, and the merged per-rank view.
+
+A rank's own record (`DIR/ranks/rank-00003.json`) is a plain Run with `rank_info` set; its sections sit at the top
+level as in any run. The merge (`gputriage.merge`) moves each rank's sections into its `RankInfo`, so the merged
+report holds every rank's evidence and the rules can be re-run per rank on a saved report.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+
+from gputriage.record.compute import ComputeSection
+from gputriage.record.environment import Environment
+from gputriage.record.gpu import GpuSection
+from gputriage.record.placement import PlacementSection
+from gputriage.record.process import ProcessSection
+from gputriage.record.steps import StepsSection
+from gputriage.record.trace import TraceSection
+
+# The Run sections a rank carries into the merged view; `gputriage.merge` moves exactly these (a test keeps the list
+# in step with the fields of Run).
+RANK_SECTIONS = ("environment", "process", "placement", "compute", "steps", "gpu", "trace")
+
+
+@dataclass
+class GpuProcess:
+    """One process that NVML lists on a GPU of this rank's node (nvmlDeviceGetComputeRunningProcesses)."""
+
+    gpu_index: int  # NVML index (physical, not CUDA_VISIBLE_DEVICES-relative)
+    pid: int
+    gpu_uuid: str | None = None
+    used_memory_bytes: int | None = None
+
+
+@dataclass
+class ModelWrap:
+    """How the model was wrapped for data parallelism, seen at the wrapper's constructor."""
+
+    kind: str  # ddp | dataparallel
+    module_class: str | None = None  # the wrapped model's class name
+    device_ids: list[int] | None = None  # as given (DataParallel: None means every visible GPU)
+    gpu_count: int | None = None  # GPUs the wrapper spreads over (DataParallel), 1 for single-device DDP
+    param_device: str | None = None  # where the wrapped model's parameters were at wrap time
+    where: str | None = None  # file:line of the wrapper's construction in the user's code
+
+
+@dataclass
+class RankLoader:
+    """A DataLoader this rank iterated, with the numbers that show whether it shards the dataset."""
+
+    sampler_class: str | None = None
+    dataset_class: str | None = None
+    dataset_len: int | None = None
+    samples_per_epoch: int | None = None  # len(sampler): what this rank iterates per epoch
+    batch_size: int | None = None
+    is_iterable_dataset: bool | None = None
+    iterations: int = 0  # how many times it was iterated (epochs started)
+    where: str | None = None  # file:line where the user's loop iterates it
+
+
+@dataclass
+class CollectiveEvent:
+    """One collective that this rank waited on, timed on the host (never issued by gputriage)."""
+
+    op: str  # all_reduce | barrier | ... | ddp_allreduce (DDP's gradient buckets, last bucket of a backward)
+    t_s: float  # when it started, seconds since the run started (same clock as Step.start_s)
+    wait_s: float  # how long this rank was blocked in it
+
+
+@dataclass
+class CollectiveStats:
+    calls: int = 0  # every collective call seen, including async ones
+    wait_s: float = 0.0  # total time blocked in synchronous collectives and in DDP's gradient all-reduce
+    ddp_timed: bool = False  # DDP's gradient all-reduce was timed through a comm hook
+    ddp_untimed_reason: str | None = None  # why it was not (e.g. the user registered their own comm hook)
+    events: list[CollectiveEvent] = field(default_factory=list)  # capped; the totals above are not
+    events_dropped: int = 0
 
 
 @dataclass
@@ -13,6 +85,35 @@ class RankInfo:
     local_world_size: int | None = None
     node: str | None = None  # hostname
     backend: str | None = None  # the process group backend: nccl | gloo | ...
+    group_rank: int | None = None  # the node's rank (torchrun's GROUP_RANK)
+    job_id: str | None = None  # TORCHELASTIC_RUN_ID or the scheduler's job id: records of one job share it
+    pid: int | None = None
+    backend_where: str | None = None  # file:line of init_process_group
+    # The device this rank computes on ("cuda:1", "cpu"), how it was told, and where in the user's code.
+    device: str | None = None
+    device_source: str | None = None  # set_device | ddp | init_process_group | model | current_device
+    device_where: str | None = None
+    device_uuid: str | None = None  # the GPU's UUID as torch sees it, to match NVML
+    cuda_device_count: int | None = None  # GPUs this rank can see
+    cuda_visible_devices: str | None = None
+    # torch's caching allocator: bytes reserved per device by this rank ("cuda:0" -> bytes).
+    cuda_reserved_bytes: dict[str, int] = field(default_factory=dict)
+    # NVML: every compute process on this node's GPUs, read once when the rank finished.
+    gpu_processes: list[GpuProcess] | None = None
+    gpu_processes_unavailable: str | None = None
+    wrap: ModelWrap | None = None
+    loaders: list[RankLoader] = field(default_factory=list)
+    collectives: CollectiveStats = field(default_factory=CollectiveStats)
+    # file:line of torch.load calls without map_location (they load tensors onto the device they were saved from).
+    load_without_map_location: list[str] = field(default_factory=list)
+    # The rank's own sections, filled only in the merged view (see RANK_SECTIONS).
+    environment: Environment | None = None
+    process: ProcessSection | None = None
+    placement: PlacementSection | None = None
+    compute: ComputeSection | None = None
+    steps: StepsSection | None = None
+    gpu: GpuSection | None = None
+    trace: TraceSection | None = None
 
 
 @dataclass
@@ -21,9 +122,16 @@ class RanksSection:
 
     world_size: int = 0
     ranks: list[RankInfo] = field(default_factory=list)
+    missing: list[int] = field(default_factory=list)  # ranks of the job that left no record (killed hard)
+    job_id: str | None = None
+    nodes: list[str] = field(default_factory=list)
+    sources: list[str] = field(default_factory=list)  # the folders the records were read from
+    unreadable: list[str] = field(default_factory=list)  # rank files that could not be read (named, not guessed)
 
     def self_check(self) -> list[str]:
         seen = [r.rank for r in self.ranks]
         if len(set(seen)) != len(seen):
             return [f"ranks: duplicate rank numbers {seen}"]
+        if set(seen) & set(self.missing):
+            return [f"ranks: {sorted(set(seen) & set(self.missing))} are both present and missing"]
         return []

@@ -53,6 +53,9 @@ class LoaderInfo:
     sampler_class: str | None = None
     is_iterable_dataset: bool | None = None
     where: str | None = None  # file:line where the DataLoader was created
+    has_transform: bool | None = None  # the dataset carries a `transform` (torchvision style)
+    batches: int = 0  # batches this loader handed to the observed steps
+    wait_s: float = 0.0  # time the observed steps waited in its __next__
 
 
 @dataclass
@@ -62,6 +65,7 @@ class StepsSection:
     steps_observed: int = 0  # how many steps the probes watched (--steps)
     steps_total: int | None = None  # how many steps the job ran in all, when counted
     step_source: str | None = None  # optimizer | dataloader: how steps were detected
+    cpu_count: int | None = None  # CPU cores this process may use (sched_getaffinity), for the num_workers fix
 
     def self_check(self) -> list[str]:
         problems = []

@@ -1,4 +1,8 @@
-"""The trace section: per-rank numbers from a PyTorch profiler (Kineto) trace, in DESIGN.md's contract."""
+"""The trace section: per-rank numbers from a PyTorch profiler (Kineto) trace, in DESIGN.md's contract.
+
+The contract fields of RankTrace come first (DESIGN.md: "trace" section); the nested summaries after them are the
+evidence that the trace rules read. Every time is in microseconds (`_us`), every share in percent (`_pct`).
+"""
 
 from __future__ import annotations
 
@@ -10,6 +14,132 @@ class IdleBreakdown:
     host_wait_pct: float | None = None
     kernel_wait_pct: float | None = None
     other_pct: float | None = None
+
+
+@dataclass
+class StreamIdle:
+    """HTA's idle breakdown for one stream: shares of that stream's idle time."""
+
+    stream: int
+    idle_us: float
+    host_wait_pct: float
+    kernel_wait_pct: float
+    other_pct: float
+
+
+@dataclass
+class StepBreakdown:
+    """The TensorBoard plugin's step partition: each instant of a step goes to the first category that covers it."""
+
+    kernel_pct: float
+    memcpy_pct: float
+    memset_pct: float
+    runtime_pct: float
+    dataloader_pct: float
+    cpu_exec_pct: float
+    other_pct: float
+
+
+@dataclass
+class SyncSite:
+    """Where the host blocked on the device: the runtime call, the op around it and the user's line."""
+
+    call: str
+    op: str | None
+    where: str | None
+    count: int
+    total_us: float
+
+
+@dataclass
+class SyncSummary:
+    calls: int
+    blocking_us: float
+    calls_per_step: float | None
+    blocking_pct_of_steps: float | None
+    # GPU idle time that starts while the host sits in a sync call: the queue drained and the host had to refill it.
+    idle_after_sync_us: float
+    idle_after_sync_pct: float | None
+    sites: list[SyncSite] = field(default_factory=list)
+
+
+@dataclass
+class CopySummary:
+    h2d_count: int
+    h2d_bytes: int
+    h2d_us: float
+    pageable_h2d_count: int
+    pageable_h2d_bytes: int
+    pageable_h2d_us: float
+    pinned_h2d_count: int
+    d2h_count: int
+    d2h_us: float
+    pageable_d2h_count: int
+    pageable_h2d_pct_of_window: float | None
+
+
+@dataclass
+class LaunchSummary:
+    kernels: int
+    kernels_per_step: float | None
+    median_kernel_us: float | None
+    short_kernel_pct: float | None  # kernels shorter than SHORT_KERNEL_US
+    median_launch_us: float | None  # CPU time of one launch call (cudaLaunchKernel ...)
+    median_launch_delay_us: float | None  # from the launch call's start to the kernel's start
+    idle_in_short_gaps_pct: float | None  # share of GPU idle time in gaps under 100 µs
+
+
+@dataclass
+class GraphSummary:
+    graph_launches: int
+    graph_kernels: int
+    compiled_regions: int  # torch.compile markers on the CPU side
+    triton_kernels: int
+    unattributed_gpu_us: float  # GPU time that no CPU op can be blamed for (graph replays, no correlation)
+    unattributed_gpu_pct: float | None  # of GPU busy time
+
+
+@dataclass
+class CommSummary:
+    kernels: int
+    comm_us: float
+    overlap_us: float  # communication that runs while a compute kernel runs
+    overlap_pct: float | None  # of communication time
+    comm_pct_of_window: float | None
+
+
+@dataclass
+class CpuComputeSummary:
+    """Long ATen ops on the CPU that launched no device work (a loss, metrics or augmentation on CPU tensors)."""
+
+    ops: int
+    cpu_compute_us: float
+    pct_of_steps: float | None
+    gpu_idle_during_us: float
+    gpu_idle_during_pct_of_steps: float | None
+    top_ops: list[str] = field(default_factory=list)
+    where: str | None = None
+
+
+@dataclass
+class IdleGap:
+    """One long GPU idle gap, and what the CPU main thread did meanwhile."""
+
+    start_us: float  # from the start of the GPU window
+    dur_us: float
+    activity: str  # dataloader | sync | optimizer | allocator | cpu-op | python | outside-steps
+    op: str | None
+    where: str | None
+
+
+@dataclass
+class GapSummary:
+    threshold_us: float
+    count: int
+    total_us: float
+    pct_of_window: float | None
+    by_activity_us: dict[str, float] = field(default_factory=dict)
+    top: list[IdleGap] = field(default_factory=list)
 
 
 @dataclass
@@ -29,17 +159,66 @@ class RankTrace:
     step_time_us: float | None = None
     busy_pct_of_steps: float | None = None
     dataloader_pct_of_step: float | None = None
+    # Evidence beyond the contract.
+    world_size: int | None = None
+    backend: str | None = None
+    events: int | None = None
+    events_dropped: int | None = None
+    gpu_events: int | None = None
+    cpu_ops: int | None = None
+    launch_calls: int | None = None
+    comm_pct: float | None = None
+    memory_pct: float | None = None
+    streams: list[StreamIdle] = field(default_factory=list)
+    step_times_us: list[float] = field(default_factory=list)
+    dataloader_us_per_step: float | None = None
+    step_breakdown: StepBreakdown | None = None
+    dataloader_where: str | None = None
+    syncs: SyncSummary | None = None
+    copies: CopySummary | None = None
+    launches: LaunchSummary | None = None
+    graphs: GraphSummary | None = None
+    comm: CommSummary | None = None
+    cpu_compute: CpuComputeSummary | None = None
+    gaps: GapSummary | None = None
+    # Multi-rank: when this rank starts its collectives, relative to the earliest rank (median over collectives).
+    collective_lag_us: float | None = None
 
     def self_check(self) -> list[str]:
         problems = []
         if self.busy_pct is not None and self.idle_pct is not None and abs(self.busy_pct + self.idle_pct - 100) > 0.01:
             problems.append(f"trace rank {self.rank}: busy {self.busy_pct} + idle {self.idle_pct} != 100")
+        if (
+            self.busy_pct is not None
+            and self.compute_pct is not None
+            and self.non_compute_pct is not None
+            and abs(self.compute_pct + self.non_compute_pct - self.busy_pct) > 0.01
+        ):
+            problems.append(f"trace rank {self.rank}: compute + non-compute != busy")
         return problems
+
+
+@dataclass
+class RankImbalance:
+    """How the ranks of one job compare (filled when several ranks' traces are analysed together)."""
+
+    ranks: int
+    busy_pct_min: float | None
+    busy_pct_max: float | None
+    busy_spread_pct: float | None  # max - min, percentage points
+    step_time_us_min: float | None
+    step_time_us_max: float | None
+    step_time_spread_pct: float | None  # (max - min) / min
+    collectives_compared: int
+    straggler_rank: int | None
+    straggler_lag_us: float | None  # how late the straggler starts its collectives (median)
+    straggler_lag_pct_of_step: float | None
 
 
 @dataclass
 class TraceSection:
     ranks: list[RankTrace] = field(default_factory=list)
+    imbalance: RankImbalance | None = None
 
     def self_check(self) -> list[str]:
         return [p for r in self.ranks for p in r.self_check()]

@@ -13,6 +13,9 @@ from gputriage.diagnosis import Diagnosis
 from gputriage.errors import InputError
 from gputriage.report import terminal
 from gputriage.report.document import build_document, encode_document
+from gputriage.report.html import render_html
+from gputriage.report.markdown import render_markdown
+from gputriage.report.timeline import build_timeline, encode_timeline
 
 
 @dataclass
@@ -38,12 +41,28 @@ def make_console(stream: TextIO, width: int | None = None) -> Console:
     return Console(file=stream, width=width, soft_wrap=False, highlight=False)
 
 
+def report_files(diag: Diagnosis) -> dict[str, bytes]:
+    """Every file of `--out DIR`, by name. report.json comes first: the others are views of it."""
+    return {
+        "report.json": encode_document(build_document(diag)),
+        "report.html": render_html(diag).encode("utf-8"),
+        "report.md": render_markdown(diag).encode("utf-8"),
+        "timeline.json": encode_timeline(build_timeline(diag)),
+    }
+
+
 def write_files(diag: Diagnosis, out_dir: Path) -> list[Path]:
     """Write every report file into out_dir and return their paths."""
+    paths = []
+    for name, content in report_files(diag).items():
+        paths.append(write_file(out_dir / name, content))
+    return paths
+
+
+def write_file(path: Path, content: bytes) -> Path:
     try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-        path = out_dir / "report.json"
-        path.write_bytes(encode_document(build_document(diag)))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(content)
     except OSError as exc:
-        raise InputError(f"cannot write the report into {out_dir}: {exc.strerror or exc}") from exc
-    return [path]
+        raise InputError(f"cannot write {path}: {exc.strerror or exc}") from exc
+    return path

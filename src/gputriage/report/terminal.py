@@ -12,6 +12,7 @@ from rich.text import Text
 
 from gputriage.diagnosis import Diagnosis
 from gputriage.findings import Finding, Severity
+from gputriage.record.environment import Environment
 
 _VERDICT_STYLE = {"idle": "bold red", "underused": "bold yellow", "healthy": "bold green", "unknown": "bold"}
 _RUNG_MARK = {
@@ -26,6 +27,8 @@ _SEVERITY_STYLE = {Severity.CRITICAL: "bold red", Severity.WARNING: "yellow", Se
 def render(diag: Diagnosis, console: Console) -> None:
     console.print(verdict_panel(diag))
     console.print(ladder_table(diag))
+    if diag.run.environment is not None:
+        console.print(environment_table(diag.run.environment))
     for finding in diag.findings:
         console.print(finding_panel(finding))
 
@@ -49,6 +52,49 @@ def ladder_table(diag: Diagnosis) -> Table:
         label, style = _RUNG_MARK[view.status]
         table.add_row(str(view.rung), view.question, Text(label, style=style), ", ".join(view.finding_codes))
     return table
+
+
+def environment_table(env: Environment) -> Table:
+    """The rung-1 facts behind the findings, and what could not be told (never guessed)."""
+    title = "What this machine has" if env.source == "probe" else "What the pasted text says"
+    table = Table(title=title, title_justify="left", show_header=False, box=None, pad_edge=False)
+    table.add_column(style="dim")
+    table.add_column()
+    for label, value in _environment_rows(env):
+        table.add_row(label, value)
+    for sentence in env.unknown:
+        table.add_row("could not tell", Text(sentence, style="italic"))
+    return table
+
+
+def _environment_rows(env: Environment) -> list[tuple[str, str]]:
+    t, d, h = env.torch, env.driver, env.host
+    rows: list[tuple[str, str]] = []
+    if t.installed is False:
+        rows.append(("torch", "not installed"))
+    elif t.version:
+        build = f"CUDA {t.cuda_version}" if t.cuda_version else (f"HIP {t.hip_version}" if t.hip_version else "CPU")
+        avail = {True: "available", False: "not available", None: "availability unknown"}[t.is_available]
+        rows.append(("torch", f"{t.version} ({build} build, {t.install_method or 'install unknown'}), {avail}"))
+    if d.driver_version or d.nvml_error:
+        cuda = f", supports CUDA <= {d.cuda_driver_version}" if d.cuda_driver_version else ""
+        rows.append(("driver", f"{d.driver_version}{cuda}" if d.driver_version else f"NVML: {d.nvml_error}"))
+    for dev in d.devices:
+        detail = dev.error or ", ".join(
+            x
+            for x in (
+                f"sm_{dev.compute_capability.replace('.', '')}" if dev.compute_capability else "",
+                f"{dev.memory_total_bytes / 2**30:.0f} GiB" if dev.memory_total_bytes else "",
+                "MIG on" if dev.mig_mode else "",
+            )
+            if x
+        )
+        rows.append((f"GPU {dev.index}", f"{dev.name} ({detail})" if detail else dev.name))
+    if h.in_container:
+        rows.append(("container", h.container_kind or "yes"))
+    for name, value in env.env_vars.items():
+        rows.append((name, repr(value)))
+    return rows
 
 
 def finding_panel(finding: Finding) -> Panel:

@@ -6,7 +6,7 @@ the distributed view.
 
 from __future__ import annotations
 
-from gputriage.rules import compute, distributed, env, gpu, placement, trace  # noqa: F401  (registers rules)
+from gputriage.rules import compute, distributed, env, gpu, placement, steps, trace  # noqa: F401  (registers rules)
 from gputriage.rules.registry import Rule, evaluate, registered, rule
 
 __all__ = ["Rule", "evaluate", "registered", "rule"]

@@ -1,3 +1,295 @@
-"""Rules for the placement part of the ladder (see DESIGN.md's finding catalogue)."""
+"""Rungs 2-3: the model and the data are on the device the job is meant to use; device-mismatch crashes explained.
+
+The evidence is what the forward pre-hooks saw at the first steps (see gputriage.collectors.probe.placement), judged
+against the expected device type (`--expect-device`, or the first accelerator). With no accelerator expected ("cpu")
+the placement rules have nothing to judge and say so once.
+"""
 
 from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+from gputriage.findings import Finding, Severity
+from gputriage.record import Run
+from gputriage.record.placement import ModelInfo, StrayPart, TensorSeen
+from gputriage.rules.registry import rule
+
+# The texts of a device-mismatch RuntimeError, per backend and per PyTorch generation.
+MISMATCH_PATTERNS = (
+    re.compile(r"Expected all tensors to be on the same device", re.IGNORECASE),  # cuda, mps, xpu
+    re.compile(r"Tensor on device \S+ is not on the expected device \S+"),  # meta
+    re.compile(r"Placeholder storage has not been allocated on MPS device"),  # mps
+    re.compile(r"Expected object of device type \w+ but got device type \w+"),  # torch < 1.5
+    re.compile(r"is on (?:CPU|cpu|GPU|cuda)[^,]*, but expected (?:it )?to be on (?:GPU|CPU|cuda|cpu)"),
+    re.compile(r"Input and parameter tensors are not at the same device"),  # RNNs
+    re.compile(r"to have the same device as tensor for argument"),
+    re.compile(r"indices should be either on cpu or on the same device as the indexed tensor"),
+    re.compile(r"Expected (?:a|all) \w+ tensors? to be on the same device"),
+)
+# "Input type (torch.FloatTensor) and weight type (torch.cuda.FloatTensor)" is a device mismatch only when the device
+# part differs; the same sentence with Half vs Float is a dtype mismatch.
+_TYPE_PAIR = re.compile(r"Input type \(([\w.]+)\) and weight type \(([\w.]+)\) should be the same")
+_DEVICE_WORD = re.compile(r"\b(cuda(?::\d+)?|cpu|mps(?::\d+)?|xpu(?::\d+)?|meta|npu(?::\d+)?|hpu(?::\d+)?)\b")
+
+
+def expected_device(run: Run) -> str | None:
+    if run.placement is not None and run.placement.expected_device:
+        return run.placement.expected_device
+    if run.expect_device:
+        return run.expect_device.split(":", 1)[0]
+    return None
+
+
+def device_type(device: str) -> str:
+    return device.split(":", 1)[0]
+
+
+def is_device_mismatch(message: str | None) -> bool:
+    if not message:
+        return False
+    if any(p.search(message) for p in MISMATCH_PATTERNS):
+        return True
+    pair = _TYPE_PAIR.search(message)
+    if pair is not None:
+        return _tensor_type_device(pair.group(1)) != _tensor_type_device(pair.group(2))
+    return False
+
+
+def _tensor_type_device(type_name: str) -> str:
+    parts = type_name.split(".")
+    return parts[1] if len(parts) == 3 else "cpu"  # torch.cuda.FloatTensor -> cuda; torch.FloatTensor -> cpu
+
+
+def mismatch_devices(message: str) -> list[str]:
+    """The devices a mismatch message names, in order of first mention."""
+    found: list[str] = []
+    for word in _DEVICE_WORD.findall(message):
+        if word not in found:
+            found.append(word)
+    return found
+
+
+def crash_evidence(run: Run) -> dict[str, object]:
+    """What the crash adds to a placement finding: the error and where it happened."""
+    proc = run.process
+    if proc is None or not is_device_mismatch(proc.exception_message):
+        return {}
+    evidence: dict[str, object] = {"crashed_with": _first_line(proc.exception_message or "")}
+    if proc.crash_where:
+        evidence["crash_where"] = proc.crash_where
+    if proc.crash_module:
+        evidence["crash_module"] = proc.crash_module
+    return evidence
+
+
+def _first_line(text: str) -> str:
+    return text.strip().splitlines()[0][:300] if text.strip() else ""
+
+
+# -- model placement -------------------------------------------------------------------------------------------------
+
+
+def _off_numel(model: ModelInfo, expected: str) -> int:
+    return sum(n for dev, n in model.devices.items() if device_type(dev) != expected)
+
+
+def _total_numel(model: ModelInfo) -> int:
+    return sum(model.devices.values())
+
+
+def model_findings(run: Run) -> Iterator[Finding]:
+    expected = expected_device(run)
+    if run.placement is None or expected in (None, "cpu"):
+        return
+    for model in run.placement.models:
+        total, off = _total_numel(model), _off_numel(model, expected)
+        if total == 0 or off == 0:
+            continue
+        if off == total:
+            yield _model_on_cpu(run, model, expected)
+        else:
+            yield _model_partly_on_cpu(run, model, expected, off, total)
+
+
+def _model_on_cpu(run: Run, model: ModelInfo, expected: str) -> Finding:
+    devices = sorted({device_type(d) for d in model.devices})
+    evidence: dict[str, object] = {
+        "model": model.name,
+        "parameter_count": model.parameter_count,
+        "elements_per_device": dict(model.devices),
+        "expected_device": expected,
+    }
+    if model.called_where:
+        evidence["first_forward_where"] = model.called_where
+    evidence.update(crash_evidence(run))
+    built = f"  # {model.where}" if model.where else ""
+    fix = (
+        f'device = torch.device("{expected}")\n'
+        f"model = {model.name}(...).to(device){built}\n"
+        "# and move every batch too: x, y = x.to(device), y.to(device)"
+    )
+    return Finding(
+        code="model-on-cpu",
+        rung=3,
+        severity=Severity.CRITICAL,
+        title=f"The model {model.name} is on {'/'.join(devices)}, not on {expected}",
+        evidence=evidence,
+        fix=fix,
+        where=model.where or model.called_where,
+    )
+
+
+def _model_partly_on_cpu(run: Run, model: ModelInfo, expected: str, off: int, total: int) -> Finding:
+    names = [f"{p.path} ({_kind_text(p)}, {p.numel} elements on {p.device})" for p in model.stray]
+    evidence: dict[str, object] = {
+        "model": model.name,
+        "stray_parts": names,
+        "stray_elements": off,
+        "stray_pct": round(100.0 * off / total, 2),
+        "expected_device": expected,
+    }
+    if model.moved_where:
+        evidence["moved_where"] = model.moved_where
+    evidence.update(crash_evidence(run))
+    first = model.stray[0] if model.stray else None
+    label = ", ".join(p.path for p in model.stray[:4]) or "some parameters"
+    return Finding(
+        code="model-partly-on-cpu",
+        rung=3,
+        severity=Severity.CRITICAL,
+        title=f"Part of the model {model.name} stays off {expected}: {label}",
+        evidence=evidence,
+        fix=_partly_fix(model, first),
+        where=(first.where if first and first.where else None) or model.where,
+    )
+
+
+def _kind_text(part: StrayPart) -> str:
+    if part.kind == "attribute":
+        return "plain tensor attribute, not a registered buffer"
+    return part.kind
+
+
+def _partly_fix(model: ModelInfo, part: StrayPart | None) -> str:
+    if part is not None and part.kind == "attribute":
+        owner, _, leaf = part.path.rpartition(".")
+        target = f"self.{owner}" if owner else "self"
+        return (
+            "# a plain tensor attribute never follows model.to(); register it as a buffer in __init__:\n"
+            f'{target}.register_buffer("{leaf}", torch.ones(...))  # instead of {target}.{leaf} = torch.ones(...)'
+        )
+    moved = f" (the model was moved at {model.moved_where})" if model.moved_where else ""
+    name = part.path if part is not None else "the new layer"
+    return (
+        f"# {name} was created or attached after model.to(device){moved}:\n"
+        "# attach every submodule first, then move the whole model once\n"
+        "model = model.to(device)"
+    )
+
+
+# -- data placement --------------------------------------------------------------------------------------------------
+
+
+def data_findings(run: Run) -> Iterator[Finding]:
+    expected = expected_device(run)
+    if run.placement is None or expected in (None, "cpu"):
+        return
+    tensors = run.placement.tensors
+    off = [t for t in tensors if t.shape and device_type(t.device) != expected]
+    inputs = [t for t in off if t.role == "input" and not _host_side_argument(t, tensors, expected)]
+    labels = [t for t in off if t.role == "label"]
+    if inputs:
+        yield _data_on_cpu(run, "inputs", inputs, expected)
+    if labels:
+        yield _data_on_cpu(run, "labels", labels, expected)
+
+
+def _host_side_argument(t: TensorSeen, seen: list[TensorSeen], expected: str) -> bool:
+    """A 1-D integer tensor next to device inputs is host-side by design: `lengths` for pack_padded_sequence."""
+    if len(t.shape) != 1 or t.dtype not in ("int64", "int32"):
+        return False
+    return any(o.target == t.target and o.role == "input" and device_type(o.device) == expected for o in seen)
+
+
+def _data_on_cpu(run: Run, what: str, tensors: list[TensorSeen], expected: str) -> Finding:
+    first = tensors[0]
+    seen = [f"{t.target} {t.argument}: {t.dtype}{t.shape} on {t.device}" for t in tensors[:6]]
+    evidence: dict[str, object] = {
+        "tensors": seen,
+        "tensor_count": len(tensors),
+        "expected_device": expected,
+    }
+    evidence.update(crash_evidence(run))
+    into = "the model" if what == "inputs" else "the loss"
+    if what == "inputs":
+        fix = f'x = x.to("{expected}", non_blocking=True)  # before calling {first.target} at {first.where}'
+    else:
+        fix = f'y = y.to("{expected}", non_blocking=True)  # before computing {first.target} at {first.where}'
+    return Finding(
+        code="data-on-cpu",
+        rung=2,
+        severity=Severity.CRITICAL,
+        title=f"The {what} reach {into} on {device_type(first.device)}, not on {expected}",
+        evidence=evidence,
+        fix=fix,
+        where=first.where,
+    )
+
+
+# -- rules -------------------------------------------------------------------------------------------------------------
+
+
+@rule
+def placement_rule(run: Run) -> list[Finding]:
+    """data-on-cpu, model-on-cpu, model-partly-on-cpu."""
+    return [*data_findings(run), *model_findings(run)]
+
+
+@rule
+def device_mismatch_rule(run: Run) -> list[Finding]:
+    """device-mismatch-error, only when the crash is a device mismatch and nothing more specific explains it."""
+    proc = run.process
+    if proc is None or not is_device_mismatch(proc.exception_message):
+        return []
+    if any(True for _ in data_findings(run)) or any(True for _ in model_findings(run)):
+        return []
+    message = proc.exception_message or ""
+    evidence: dict[str, object] = {
+        "error": _first_line(message),
+        "devices": mismatch_devices(message),
+    }
+    if proc.crash_module:
+        evidence["module"] = proc.crash_module
+    module = f" inside {proc.crash_module}" if proc.crash_module else ""
+    return [
+        Finding(
+            code="device-mismatch-error",
+            rung=3,
+            severity=Severity.CRITICAL,
+            title=f"The script died mixing tensors on {' and '.join(mismatch_devices(message)) or 'two devices'}"
+            + module,
+            evidence=evidence,
+            fix="# move the tensor created on the other device to the model's device, e.g.\n"
+            "t = t.to(next(model.parameters()).device)\n"
+            "# tensors made inside forward: torch.zeros(..., device=x.device)",
+            where=proc.crash_where,
+        )
+    ]
+
+
+@rule
+def cpu_run_rule(run: Run) -> list[Finding]:
+    """With no accelerator to expect, say plainly that rungs 2-5 describe a CPU run."""
+    if run.command != "run" or expected_device(run) != "cpu":
+        return []
+    return [
+        Finding(
+            code="cpu-run",
+            rung=2,
+            severity=Severity.INFO,
+            title="No accelerator was expected, so rungs 2 to 5 describe a run on the CPU",
+            evidence={"expected_device": "cpu"},
+            fix="# rung 1 says why no accelerator is usable; once one is, run again (or pass --expect-device cuda)",
+        )
+    ]

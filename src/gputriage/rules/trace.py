@@ -1,3 +1,413 @@
-"""Rules for the trace part of the ladder (see DESIGN.md's finding catalogue)."""
+"""Rules for the trace part of the ladder (see DESIGN.md's finding catalogue).
+
+Each rule reads the `trace` section's per-rank summaries and turns what a profiler trace can prove into a finding.
+The thresholds were calibrated on the real traces in ../shared/corpus/traces (see tests/trace/test_corpus.py); each
+one's reason sits next to it. A rule flags a cause only when the trace shows it cost GPU time.
+"""
 
 from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from gputriage.findings import Finding, Severity
+from gputriage.record import Run
+from gputriage.record.trace import RankTrace, TraceSection
+from gputriage.rules.registry import rule
+
+# input-pipeline-bound. The TensorBoard plugin advised on DataLoader time above 5% of the step; its share only
+# counts loader time that no kernel, copy or runtime call hides, so 5% of the step is 5% of GPU time lost. In the
+# corpus the starved ResNet-50 (num_workers=0) sits at 20.3% and every fed trace at or under 0.1%. From 40% on,
+# the GPU waits for data for most of the step (owlv2 on H100: 51%): critical.
+LOADER_WARN_PCT = 5.0
+LOADER_CRITICAL_PCT = 40.0
+# Without ProfilerStep spans: GPU idle gaps of 1 ms+ spent in the DataLoader, as a share of the GPU window, over at
+# least a few loader calls (one slow first batch is worker start-up, not a pipeline problem).
+LOADER_GAP_WARN_PCT = 10.0
+LOADER_MIN_CALLS = 3
+
+# host-sync-in-loop: GPU idle that begins while the host blocks in a sync (the queue ran dry) costs 5% of the
+# window or more, and the syncs recur every step. Corpus: 46% on the 16-rank A100 job (21 syncs/step); healthy
+# traces stay under 3.3% even with 20 syncs/step (their syncs land when the queue is deep).
+SYNC_IDLE_WARN_PCT = 5.0
+SYNC_MIN_PER_STEP = 1.0
+
+# launch-bound (HTA's idle breakdown): most idle time is host wait (the CPU had not enqueued the next kernel yet),
+# and idle time spread in gaps under 100 µs costs 10%+ of the window, with short kernels. Corpus: the Linear loop
+# (23.7% of the window in short gaps), eager B200 inference (31%), V100 DDP training (23%); the fed ResNet-50 sits
+# at 7.8% and healthy traces near 0.
+LAUNCH_HOST_WAIT_PCT = 50.0
+LAUNCH_SHORT_GAP_WINDOW_PCT = 10.0
+LAUNCH_MEDIAN_KERNEL_US = 20.0
+LAUNCH_SHORT_KERNEL_PCT = 30.0
+
+# pageable-memcpy: any pageable host-to-device copy is worth an info (pinning is a one-line change); from 3% of the
+# GPU window (the ResNet-50 pair: 1.4% and 2.6%; param ResNet: 4.3%) the slower, host-blocking copies are a warning.
+PAGEABLE_WARN_PCT = 3.0
+
+# low-gpu-utilization: the TensorBoard plugin's rule, GPU busy under 50% of the window, when no finding above
+# explains the idle time.
+LOW_UTIL_PCT = 50.0
+
+# cpu-compute-in-step: long ATen ops on the CPU that launch nothing keep the GPU idle for 10%+ of the step time.
+# Corpus: the A100 ResNet DDP trace (12.3%); every other GPU trace is under 2.5%.
+CPU_COMPUTE_WARN_PCT = 10.0
+
+# A trace at this busy share is healthy: what remains is at most info.
+HEALTHY_BUSY_PCT = 95.0
+
+
+def _section(run: Run) -> TraceSection | None:
+    return run.trace if run.trace is not None and run.trace.ranks else None
+
+
+def _rank_of(section: TraceSection, r: RankTrace) -> int | None:
+    distributed = len(section.ranks) > 1 or (r.world_size or 1) > 1
+    return r.rank if distributed else None
+
+
+def _healthy(r: RankTrace) -> bool:
+    return r.busy_pct is not None and r.busy_pct >= HEALTHY_BUSY_PCT
+
+
+def _soften(r: RankTrace, severity: Severity) -> Severity:
+    return Severity.INFO if _healthy(r) else severity
+
+
+def _suffix(section: TraceSection, r: RankTrace) -> str:
+    rank = _rank_of(section, r)
+    return f" on rank {rank}" if rank is not None else ""
+
+
+# ---- per-rank checks (pure; low-gpu-utilization and straggler-rank reuse them) ----
+
+
+def no_gpu_compute(section: TraceSection, r: RankTrace) -> Finding | None:
+    if (r.gpu_events or 0) > 0 or not r.cpu_ops or (r.launch_calls or 0) > 0:
+        # With launch calls but no device events, the profiler simply did not record the device (no
+        # ProfilerActivity.CUDA): that proves nothing about where the work ran.
+        return None
+    return Finding(
+        code="no-gpu-compute",
+        rung=4,
+        severity=Severity.CRITICAL,
+        title=f"The profiled steps ran no kernel on any accelerator{_suffix(section, r)}",
+        evidence={
+            "cpu_ops": r.cpu_ops,
+            "gpu_events": 0,
+            "launch_calls": 0,
+            "steps": r.steps,
+            "step_time_us": r.step_time_us,
+        },
+        fix=(
+            "device = torch.device('cuda'); model.to(device); and in the loop: inputs, labels = "
+            "inputs.to(device), labels.to(device)  # check torch.cuda.is_available() first"
+        ),
+        where=None,
+        rank=_rank_of(section, r),
+    )
+
+
+def input_pipeline_bound(section: TraceSection, r: RankTrace) -> Finding | None:
+    share = r.dataloader_pct_of_step
+    evidence: dict[str, object]
+    if share is not None:
+        if share < LOADER_WARN_PCT:
+            return None
+        severity = Severity.CRITICAL if share >= LOADER_CRITICAL_PCT else Severity.WARNING
+        evidence = {
+            "dataloader_pct_of_step": share,
+            "dataloader_us_per_step": r.dataloader_us_per_step,
+            "step_time_us": r.step_time_us,
+            "busy_pct_of_steps": r.busy_pct_of_steps,
+            "steps": r.steps,
+        }
+        title = f"The GPU waits for the DataLoader {share:.1f}% of each step{_suffix(section, r)}"
+    else:
+        gaps = r.gaps
+        loader_us = gaps.by_activity_us.get("dataloader", 0.0) if gaps is not None else 0.0
+        loader_calls = sum(1 for g in gaps.top if g.activity == "dataloader") if gaps is not None else 0
+        if r.window_us is None or gaps is None or loader_calls < LOADER_MIN_CALLS:
+            return None
+        share_of_window = 100.0 * loader_us / r.window_us
+        if share_of_window < LOADER_GAP_WARN_PCT:
+            return None
+        severity = Severity.CRITICAL if share_of_window >= LOADER_CRITICAL_PCT else Severity.WARNING
+        evidence = {
+            "dataloader_idle_us": loader_us,
+            "dataloader_idle_pct_of_window": round(share_of_window, 3),
+            "long_gaps_in_dataloader": loader_calls,
+            "window_us": r.window_us,
+        }
+        title = f"The GPU sits idle in the DataLoader for {share_of_window:.1f}% of the trace{_suffix(section, r)}"
+    pinned = r.copies is not None and r.copies.pinned_h2d_count > 0
+    return Finding(
+        code="input-pipeline-bound",
+        rung=5,
+        severity=_soften(r, severity),
+        title=title,
+        evidence=evidence,
+        fix=(
+            "DataLoader(dataset, batch_size=..., num_workers=8, persistent_workers=True, prefetch_factor=4"
+            + ("" if pinned else ", pin_memory=True")
+            + ")  # num_workers ~ CPU cores per GPU; move decoding/augmentation to the workers or the GPU"
+        ),
+        where=r.dataloader_where,
+        rank=_rank_of(section, r),
+    )
+
+
+def host_sync_in_loop(section: TraceSection, r: RankTrace) -> Finding | None:
+    s = r.syncs
+    if s is None or s.idle_after_sync_pct is None or s.idle_after_sync_pct < SYNC_IDLE_WARN_PCT:
+        return None
+    recurring = s.calls_per_step >= SYNC_MIN_PER_STEP if s.calls_per_step is not None else s.calls >= 3
+    if not recurring:
+        return None
+    top = s.sites[0] if s.sites else None
+    culprit = f" in {top.op}" if top is not None and top.op else ""
+    return Finding(
+        code="host-sync-in-loop",
+        rung=4,
+        severity=_soften(r, Severity.WARNING),
+        title=f"The host blocks on the GPU{culprit} and the GPU then idles {s.idle_after_sync_pct:.1f}% of the "
+        f"time{_suffix(section, r)}",
+        evidence={
+            "sync_calls": s.calls,
+            "sync_calls_per_step": s.calls_per_step,
+            "blocking_us": s.blocking_us,
+            "idle_after_sync_us": s.idle_after_sync_us,
+            "idle_after_sync_pct": s.idle_after_sync_pct,
+            "top_call": top.call if top else None,
+            "top_op": top.op if top else None,
+        },
+        fix=(
+            "Keep values on the GPU inside the loop: accumulate `total += loss.detach()` and call `.item()` / "
+            "`.cpu()` / `print(tensor)` every N steps; find every sync with "
+            "`torch.cuda.set_sync_debug_mode('warn')`"
+        ),
+        where=top.where if top else None,
+        rank=_rank_of(section, r),
+    )
+
+
+def launch_bound(section: TraceSection, r: RankTrace) -> Finding | None:
+    launches, ib = r.launches, r.idle_breakdown
+    if launches is None or ib is None or r.idle_pct is None or launches.idle_in_short_gaps_pct is None:
+        return None
+    lost_pct = r.idle_pct * launches.idle_in_short_gaps_pct / 100.0
+    short = (launches.median_kernel_us or 1e9) <= LAUNCH_MEDIAN_KERNEL_US or (
+        launches.short_kernel_pct or 0.0
+    ) >= LAUNCH_SHORT_KERNEL_PCT
+    if lost_pct < LAUNCH_SHORT_GAP_WINDOW_PCT or (ib.host_wait_pct or 0.0) < LAUNCH_HOST_WAIT_PCT or not short:
+        return None
+    return Finding(
+        code="launch-bound",
+        rung=4,
+        severity=_soften(r, Severity.WARNING),
+        title=f"The GPU waits for the CPU to launch many short kernels, losing {lost_pct:.1f}% of the "
+        f"time{_suffix(section, r)}",
+        evidence={
+            "idle_in_short_gaps_pct_of_window": round(lost_pct, 3),
+            "host_wait_pct_of_idle": ib.host_wait_pct,
+            "kernels": launches.kernels,
+            "kernels_per_step": launches.kernels_per_step,
+            "median_kernel_us": launches.median_kernel_us,
+            "short_kernel_pct": launches.short_kernel_pct,
+            "median_launch_us": launches.median_launch_us,
+            "busy_pct": r.busy_pct,
+        },
+        fix=(
+            "model = torch.compile(model, mode='reduce-overhead')  # fuses small ops and replays the step as a "
+            "CUDA graph; or raise the batch size so each kernel does more work"
+        ),
+        where=None,
+        rank=_rank_of(section, r),
+    )
+
+
+def pageable_memcpy(section: TraceSection, r: RankTrace) -> Finding | None:
+    c = r.copies
+    if c is None or c.pageable_h2d_count == 0:
+        return None
+    share = c.pageable_h2d_pct_of_window or 0.0
+    severity = Severity.WARNING if share >= PAGEABLE_WARN_PCT else Severity.INFO
+    return Finding(
+        code="pageable-memcpy",
+        rung=4,
+        severity=_soften(r, severity),
+        title=f"{c.pageable_h2d_count} host-to-device copies come from pageable memory{_suffix(section, r)}",
+        evidence={
+            "pageable_h2d_count": c.pageable_h2d_count,
+            "pageable_h2d_bytes": c.pageable_h2d_bytes,
+            "pageable_h2d_us": c.pageable_h2d_us,
+            "pageable_h2d_pct_of_window": c.pageable_h2d_pct_of_window,
+            "pinned_h2d_count": c.pinned_h2d_count,
+        },
+        fix="DataLoader(..., pin_memory=True) and batch.to(device, non_blocking=True)",
+        where=None,
+        rank=_rank_of(section, r),
+    )
+
+
+def cpu_compute_in_step(section: TraceSection, r: RankTrace) -> Finding | None:
+    c = r.cpu_compute
+    if c is None or not r.launch_calls or not r.gpu_events:
+        # Without launch calls we cannot tell an op that computed on the CPU from one whose device work the
+        # profiler did not link (MTIA's runtime, CPU-only traces).
+        return None
+    share = c.gpu_idle_during_pct_of_steps
+    if share is None and r.window_us:
+        share = round(100.0 * c.gpu_idle_during_us / r.window_us, 3)
+    if share is None or share < CPU_COMPUTE_WARN_PCT:
+        return None
+    ops = ", ".join(c.top_ops) or "ATen ops"
+    return Finding(
+        code="cpu-compute-in-step",
+        rung=4,
+        severity=_soften(r, Severity.WARNING),
+        title=f"CPU ops ({ops}) run inside the step while the GPU idles {share:.1f}% of it{_suffix(section, r)}",
+        evidence={
+            "cpu_ops": c.ops,
+            "cpu_compute_us": c.cpu_compute_us,
+            "cpu_compute_pct_of_steps": c.pct_of_steps,
+            "gpu_idle_during_us": c.gpu_idle_during_us,
+            "gpu_idle_during_pct": share,
+            "top_ops": c.top_ops,
+        },
+        fix="Create these tensors on the GPU (torch.tensor(..., device=device)) or move them with .to(device) "
+        "before the op; keep metrics and losses on the device",
+        where=c.where,
+        rank=_rank_of(section, r),
+    )
+
+
+_EXPLAINING: tuple[Callable[[TraceSection, RankTrace], Finding | None], ...] = (
+    no_gpu_compute,
+    host_sync_in_loop,
+    launch_bound,
+    cpu_compute_in_step,
+    input_pipeline_bound,
+)
+
+
+def low_gpu_utilization(section: TraceSection, r: RankTrace) -> Finding | None:
+    if r.busy_pct is None or r.busy_pct >= LOW_UTIL_PCT:
+        return None
+    if any((f := check(section, r)) is not None and f.severity is not Severity.INFO for check in _EXPLAINING):
+        return None
+    gaps = r.gaps
+    by_activity = gaps.by_activity_us if gaps is not None else {}
+    top_activity = max(by_activity, key=lambda k: by_activity[k]) if by_activity else None
+    return Finding(
+        code="low-gpu-utilization",
+        rung=5,
+        severity=Severity.WARNING,
+        title=f"The GPU is busy only {r.busy_pct:.1f}% of the profiled window{_suffix(section, r)}",
+        evidence={
+            "busy_pct": r.busy_pct,
+            "idle_pct": r.idle_pct,
+            "window_us": r.window_us,
+            "long_gaps": gaps.count if gaps is not None else None,
+            "long_gaps_pct_of_window": gaps.pct_of_window if gaps is not None else None,
+            "long_gap_activity_us": by_activity,
+            "main_thread_in_gaps": top_activity,
+        },
+        fix=(
+            "Look at the longest idle gaps in the trace section (what the CPU did meanwhile); raise the batch size, "
+            "or profile a window of steady-state steps: schedule(wait=1, warmup=2, active=5)"
+        ),
+        where=gaps.top[0].where if gaps is not None and gaps.top else None,
+        rank=_rank_of(section, r),
+    )
+
+
+def findings_for_rank(section: TraceSection, r: RankTrace) -> list[Finding]:
+    """Every per-rank trace finding for one rank (used by straggler-rank to say why a rank is late)."""
+    checks = (*_EXPLAINING, pageable_memcpy, low_gpu_utilization)
+    return [f for check in checks if (f := check(section, r)) is not None]
+
+
+def _per_rank(check: Callable[[TraceSection, RankTrace], Finding | None]) -> Callable[[Run], Iterable[Finding]]:
+    def run_rule(run: Run) -> Iterable[Finding]:
+        section = _section(run)
+        if section is None:
+            return []
+        return [f for r in section.ranks if (f := check(section, r)) is not None]
+
+    run_rule.__name__ = f"trace_{check.__name__}"
+    run_rule.__doc__ = check.__doc__
+    return run_rule
+
+
+# Registration order is the causal tie-break within one severity and rung.
+for _check in (
+    no_gpu_compute,
+    host_sync_in_loop,
+    launch_bound,
+    cpu_compute_in_step,
+    pageable_memcpy,
+    input_pipeline_bound,
+    low_gpu_utilization,
+):
+    rule(_per_rank(_check))
+
+
+# straggler-rank: a rank that starts its collectives late by 5% of the step (or 1 ms without steps) makes every
+# other rank wait inside the collective for that long.
+STRAGGLER_LAG_PCT_OF_STEP = 5.0
+STRAGGLER_LAG_US = 1000.0
+
+
+@rule
+def trace_straggler_rank(run: Run) -> Iterable[Finding]:
+    section = _section(run)
+    imbalance = section.imbalance if section is not None else None
+    if section is None or imbalance is None or imbalance.straggler_rank is None or imbalance.straggler_lag_us is None:
+        return []
+    lag_pct = imbalance.straggler_lag_pct_of_step
+    late = (
+        lag_pct >= STRAGGLER_LAG_PCT_OF_STEP if lag_pct is not None else imbalance.straggler_lag_us >= STRAGGLER_LAG_US
+    )
+    if not late:
+        return []
+    straggler = next((r for r in section.ranks if r.rank == imbalance.straggler_rank), None)
+    if straggler is None:
+        return []
+    own = [f for f in findings_for_rank(section, straggler) if f.code != "low-gpu-utilization"]
+    others = {f.code for r in section.ranks if r is not straggler for f in findings_for_rank(section, r)}
+    specific = [f for f in own if f.code not in others]
+    reason: Finding | None = (specific or own)[0] if (specific or own) else None
+    if reason is None:
+        why = ""
+    elif specific:
+        why = f": {reason.code} on rank {straggler.rank} only"
+    else:
+        why = f": {reason.code}"
+    return [
+        Finding(
+            code="straggler-rank",
+            rung=5,
+            severity=Severity.WARNING,
+            title=f"Rank {straggler.rank} is late to the collectives by {imbalance.straggler_lag_us / 1000:.1f} ms and "
+            f"the other ranks wait for it{why}",
+            evidence={
+                "straggler_rank": straggler.rank,
+                "collective_lag_us": imbalance.straggler_lag_us,
+                "lag_pct_of_step": lag_pct,
+                "collectives_compared": imbalance.collectives_compared,
+                "reason_code": reason.code if reason is not None else None,
+                "reason_evidence": reason.evidence if reason is not None else None,
+                "busy_pct_min": imbalance.busy_pct_min,
+                "busy_pct_max": imbalance.busy_pct_max,
+                "step_time_spread_pct": imbalance.step_time_spread_pct,
+            },
+            fix=(
+                reason.fix
+                if reason is not None
+                else "Compare rank "
+                f"{straggler.rank}'s trace with another rank's: its input pipeline, host syncs and CPU work"
+            ),
+            where=reason.where if reason is not None else None,
+            rank=straggler.rank,
+        )
+    ]

@@ -1,0 +1,93 @@
+"""The Python API (`gputriage.session`): what `gputriage run` records, around a block of code in this process.
+
+with gputriage.session(expect_device="cuda") as s:
+    train()
+s.report()          # the terminal report (in a notebook: the cell output)
+s.findings          # [Finding, ...], most likely root cause first
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from types import TracebackType
+from typing import TextIO
+
+from gputriage.diagnosis import Diagnosis, diagnose
+from gputriage.findings import Finding
+from gputriage.record import Run
+from gputriage.record.process import ProcessSection
+
+DEFAULT_SESSION_STEPS = 200
+
+
+class Session:
+    """Records while the `with` block runs; afterwards holds the Run record and its diagnosis."""
+
+    def __init__(self, expect_device: str | None = None, steps: int | None = DEFAULT_SESSION_STEPS) -> None:
+        self.expect_device = expect_device
+        self.steps = steps
+        self.run: Run | None = None
+        self._diagnosis: Diagnosis | None = None
+        self._observers: list[object] = []
+        self._start_s = 0.0
+
+    def __enter__(self) -> Session:
+        from gputriage.collectors.gpu_observer import GpuSamplerObserver
+        from gputriage.collectors.probe import RunProbe
+        from gputriage.collectors.probe.devices import resolve_expected_device
+        from gputriage.collectors.probe.environment import EnvironmentObserver
+
+        expected = resolve_expected_device(self.expect_device)
+        self.run = Run(command="run", argv=list(sys.argv), expect_device=expected)
+        self._probe = RunProbe(expected, steps_limit=self.steps)
+        self._observers = [EnvironmentObserver(self.expect_device or expected), GpuSamplerObserver(), self._probe]
+        for observer in self._observers:
+            observer.start(self.run)  # type: ignore[attr-defined]
+        self._start_s = time.perf_counter()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        assert self.run is not None
+        process = ProcessSection(exit_code=0 if exc is None else 1, wall_s=time.perf_counter() - self._start_s)
+        process.target = "gputriage.session()"
+        if exc is not None:
+            process.exception_type = type(exc).__name__
+            process.exception_message = str(exc)[:2000]
+            process.crash_where, process.crash_module = self._probe.explain_crash(exc)
+            if isinstance(exc, KeyboardInterrupt):
+                process.signal = "SIGINT"
+        self.run.process = process
+        for observer in reversed(self._observers):
+            observer.finish(self.run)  # type: ignore[attr-defined]
+        self._diagnosis = diagnose(self.run)
+
+    @property
+    def diagnosis(self) -> Diagnosis:
+        if self._diagnosis is None:
+            raise RuntimeError("the session is still recording; read its findings after the `with` block")
+        return self._diagnosis
+
+    @property
+    def findings(self) -> list[Finding]:
+        """The findings, most likely root cause first."""
+        return self.diagnosis.findings
+
+    def report(self, out: str | Path | None = None, stream: TextIO | None = None) -> None:
+        """Print the terminal report (to stdout, or `stream`); with `out`, also write report.json and friends there."""
+        from gputriage.report.output import OutputOptions, emit
+
+        emit(self.diagnosis, OutputOptions(out_dir=Path(out) if out is not None else None, terminal_stream=stream))
+
+
+def session(expect_device: str | None = None, steps: int | None = DEFAULT_SESSION_STEPS) -> Session:
+    """Record rungs 1-5 around a block of code in this process (a notebook cell, a custom training loop).
+
+    Args:
+        expect_device: the device the code is meant to use; default: the first available accelerator.
+        steps: observe this many training steps, then let the code run untouched.
+    """
+    return Session(expect_device, steps)

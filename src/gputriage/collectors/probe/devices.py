@@ -1,0 +1,46 @@
+"""The device the job is meant to use: `--expect-device`, or the first accelerator this torch can reach."""
+
+from __future__ import annotations
+
+import torch
+
+from gputriage.errors import InputError
+
+# The order people mean by "the GPU": NVIDIA/AMD first, then the other accelerators torch knows.
+ACCELERATOR_ORDER = ("cuda", "xpu", "mps", "npu", "hpu", "mtia")
+
+
+def resolve_expected_device(requested: str | None) -> str:
+    """The device type the probes judge placement against ("cuda", "meta", ..., or "cpu" with no accelerator)."""
+    if requested is not None:
+        try:
+            return torch.device(requested).type
+        except (RuntimeError, ValueError) as exc:
+            raise InputError(
+                f"--expect-device {requested!r} is not a device torch knows (try cuda, mps, xpu, meta or cpu)"
+            ) from exc
+    return first_accelerator() or "cpu"
+
+
+def first_accelerator() -> str | None:
+    try:
+        if torch.cuda.is_available():
+            return "cuda"
+    except Exception:  # a broken CUDA init is rung 1's to explain; here it only means "not cuda"
+        return None
+    accelerator = getattr(torch, "accelerator", None)
+    if accelerator is not None:
+        try:
+            current = accelerator.current_accelerator(check_available=True)
+        except Exception:
+            current = None
+        if current is not None:
+            return str(current.type)
+    for name in ACCELERATOR_ORDER[1:]:
+        backend = getattr(torch, name, None)
+        try:
+            if backend is not None and backend.is_available():
+                return name
+        except Exception:
+            continue
+    return None

@@ -1,0 +1,140 @@
+"""Step detection and step-phase timing.
+
+A step ends at the optimizer's step post-hook (the first optimizer that steps drives the count, so a GAN's two
+optimizers do not double it). A loop with no optimizer (inference) cuts a step at each DataLoader batch instead.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch.optim import optimizer as optimizer_mod
+from torch.utils.hooks import RemovableHandle
+
+from gputriage.collectors.probe.clock import StepTimes
+from gputriage.collectors.probe.state import ProbeState
+from gputriage.record.steps import Step, StepsSection
+
+OPTIMIZER = "optimizer"
+DATALOADER = "dataloader"
+
+
+class StepTracker:
+    """Turns phase-clock cuts into Step records and tells the window driver when a new step begins."""
+
+    def __init__(self, state: ProbeState, section: StepsSection, on_step: Callable[[int], None]) -> None:
+        self._state = state
+        self.section = section
+        self._on_step = on_step
+        self._t0_s = state.clock.now()
+        self._driver: weakref.ref[Any] | None = None
+        self._hooks: list[RemovableHandle] = []
+        self.recording = True  # False after --steps N: only the count goes on
+
+    def start(self) -> None:
+        self._hooks.append(optimizer_mod.register_optimizer_step_pre_hook(self._opt_pre))
+        self._hooks.append(optimizer_mod.register_optimizer_step_post_hook(self._opt_post))
+
+    def stop(self) -> None:
+        for handle in self._hooks:
+            handle.remove()
+        self._hooks.clear()
+
+    # -- signals from the probes -------------------------------------------------------------------------------------
+
+    def activity(self) -> None:
+        """Something of a step happened (a batch, a forward, a backward): open the first step if none is open."""
+        if self.recording and not self._state.clock.running and not self._state.in_child:
+            self._state.clock.begin()
+
+    def batch_start(self) -> None:
+        if self.section.step_source != OPTIMIZER and self._state.clock.running:
+            self._close_step(keep_running=True, source=DATALOADER)
+        self.activity()
+
+    def loader_exhausted(self) -> None:
+        if self.section.step_source != OPTIMIZER and self._state.clock.running:
+            self._close_step(keep_running=False, source=DATALOADER)
+
+    def _opt_pre(self, opt: Any, args: Any, kwargs: Any) -> None:
+        if self._is_driver(opt) and self.recording and not self._state.in_child:
+            self.activity()
+            self._state.clock.push("optimizer")
+
+    def _opt_post(self, opt: Any, args: Any, kwargs: Any) -> None:
+        if not self._is_driver(opt) or self._state.in_child:
+            return
+        if not self.recording:
+            self.section.steps_total = (self.section.steps_total or 0) + 1
+            return
+        self._state.clock.pop()
+        if self.section.step_source != OPTIMIZER:
+            self._merge_loader_steps()
+        self._close_step(keep_running=True, source=OPTIMIZER)
+
+    def _is_driver(self, opt: Any) -> bool:
+        if self._driver is None:
+            self._driver = weakref.ref(opt)
+            return True
+        return self._driver() is opt
+
+    # -- steps ---------------------------------------------------------------------------------------------------
+
+    def _close_step(self, *, keep_running: bool, source: str) -> None:
+        times = self._state.clock.cut(keep_running=keep_running)
+        if times is None:
+            return
+        self.section.step_source = source
+        self.section.steps.append(self._step_from(times))
+        self.section.steps_observed = len(self.section.steps)
+        self.section.steps_total = (self.section.steps_total or 0) + 1
+        self._state.step += 1
+        self._on_step(self._state.step)
+
+    def _merge_loader_steps(self) -> None:
+        """Gradient accumulation: batches cut before the first optimizer step belong to that one step.
+
+        The open step is extended back to the start of the first batch-cut step; their phases are folded into it.
+        """
+        earlier = self.section.steps
+        if not earlier:
+            return
+        first = earlier[0]
+        self._state.clock.absorb(first.start_s + self._t0_s, [_phases_of(s) for s in earlier])
+        self.section.steps = []
+        self.section.steps_total = 0
+        self._state.step = 0
+
+    def _step_from(self, times: StepTimes) -> Step:
+        p = times.phases_s
+        return Step(
+            index=len(self.section.steps),
+            start_s=times.start_s - self._t0_s,
+            wall_s=times.wall_s,
+            data_wait_s=p["data_wait"],
+            h2d_s=p["h2d"],
+            forward_s=p["forward"],
+            sync_s=p["sync"],
+            backward_s=p["backward"],
+            optimizer_s=p["optimizer"],
+            other_s=p["other"],
+        )
+
+
+def _phases_of(step: Step) -> dict[str, float]:
+    return {
+        "data_wait": step.data_wait_s,
+        "h2d": step.h2d_s,
+        "forward": step.forward_s,
+        "sync": step.sync_s,
+        "backward": step.backward_s,
+        "optimizer": step.optimizer_s,
+        "other": step.other_s,
+    }
+
+
+def is_cpu_tensor(t: torch.Tensor) -> bool:
+    return t.device.type == "cpu"

@@ -1,0 +1,189 @@
+"""Host-device syncs: where the step waited for the device, and how long.
+
+The Python-level wrappers (`.item()`, `.cpu()`, `.tolist()`, `.to("cpu")`, `print`/`repr`) time every observed step,
+so the `sync` phase is measured throughout; inside the census window they also record the line and the count. Syncs
+that do not pass through those methods (`bool(t)`, `if (x > 0).any():`, `nonzero`) are caught by the op census at the
+dispatcher, and on CUDA `torch.cuda.set_sync_debug_mode("warn")` catches the rest.
+"""
+
+from __future__ import annotations
+
+import functools
+import linecache
+import sys
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from gputriage.collectors.probe.frames import frame_where, user_frame
+from gputriage.collectors.probe.patches import Patches
+from gputriage.collectors.probe.state import ProbeState
+from gputriage.record.compute import HostSync
+
+# Tensor methods that copy a device tensor to the host, and the kind each is reported as.
+SYNC_METHODS = {"item": "item", "tolist": "tolist", "cpu": "cpu", "numpy": "numpy", "__repr__": "print"}
+CUDA_SYNC_WARNING = "called a synchronizing CUDA operation"
+
+
+class SyncRecorder:
+    """Counts syncs per (kind, line) while the census window is on."""
+
+    def __init__(self, state: ProbeState) -> None:
+        self._state = state
+        self.recording = False
+        self.by_site: dict[tuple[str, str | None], HostSync] = {}
+
+    def record(self, kind: str, device: str, time_s: float, skip_frames: int = 0) -> None:
+        frame = user_frame(sys._getframe(skip_frames + 1))
+        where = frame_where(frame)
+        key = (kind, where)
+        entry = self.by_site.get(key)
+        if entry is None:
+            code = None
+            if frame is not None:
+                code = linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip() or None
+            entry = self.by_site[key] = HostSync(kind=kind, where=where, code=code, device=device)
+        entry.count += 1
+        entry.time_s += time_s
+
+
+class TensorTimers:
+    """Wraps Tensor methods so that copies to the device count as h2d and copies back as sync."""
+
+    def __init__(self, state: ProbeState, syncs: SyncRecorder) -> None:
+        self._state = state
+        self._syncs = syncs
+        self._patches = Patches()
+
+    def start(self) -> None:
+        tensor = torch.Tensor
+        self._patches.set(tensor, "to", self._wrap_to(tensor.to))
+        self._patches.set(tensor, "cuda", self._wrap_cuda(tensor.cuda))
+        for name, kind in SYNC_METHODS.items():
+            self._patches.set(tensor, name, self._wrap_sync(getattr(tensor, name), kind))
+
+    def stop(self) -> None:
+        self._patches.restore()
+
+    def _wrap_to(self, orig: Callable[..., Any]) -> Callable[..., Any]:
+        state = self._state
+        syncs = self._syncs
+
+        @functools.wraps(orig)
+        def to(t: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+            if not state.clock.running:
+                return orig(t, *args, **kwargs)
+            source = t.device.type
+            target = _target_device_type(args, kwargs)
+            if source == "cpu" and target not in (None, "cpu"):
+                state.clock.push("h2d")
+                try:
+                    return orig(t, *args, **kwargs)
+                finally:
+                    state.clock.pop()
+            if source != "cpu" and target == "cpu":
+                return _timed_sync(state, syncs, lambda: orig(t, *args, **kwargs), kind="to-cpu", device=source)
+            return orig(t, *args, **kwargs)
+
+        return to
+
+    def _wrap_cuda(self, orig: Callable[..., Any]) -> Callable[..., Any]:
+        state = self._state
+
+        @functools.wraps(orig)
+        def cuda(t: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+            if not state.clock.running or t.device.type != "cpu":
+                return orig(t, *args, **kwargs)
+            state.clock.push("h2d")
+            try:
+                return orig(t, *args, **kwargs)
+            finally:
+                state.clock.pop()
+
+        return cuda
+
+    def _wrap_sync(self, orig: Callable[..., Any], kind: str) -> Callable[..., Any]:
+        state = self._state
+        syncs = self._syncs
+
+        @functools.wraps(orig)
+        def sync_method(t: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+            device = t.device.type
+            if device == "cpu" or state.in_sync_call or not state.clock.running or state.in_child:
+                return orig(t, *args, **kwargs)
+            return _timed_sync(state, syncs, lambda: orig(t, *args, **kwargs), kind=kind, device=device)
+
+        return sync_method
+
+
+def _timed_sync(state: ProbeState, syncs: SyncRecorder, call: Callable[[], Any], *, kind: str, device: str) -> Any:
+    """Run a host-reading call as the `sync` phase; inside the census window, also record its line."""
+    state.in_sync_call += 1
+    start_s = state.clock.now()
+    state.clock.push("sync")
+    try:
+        return call()
+    finally:
+        state.clock.pop()
+        state.in_sync_call -= 1
+        if syncs.recording:
+            syncs.record(kind, device, state.clock.now() - start_s)
+
+
+def _target_device_type(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | None:
+    value = kwargs.get("device")
+    if value is None and args:
+        value = args[0]
+    if isinstance(value, torch.device):
+        return value.type
+    if isinstance(value, str):
+        return value.split(":", 1)[0]
+    if isinstance(value, int) and not isinstance(value, bool):
+        return "cuda"
+    if isinstance(value, torch.Tensor):
+        return value.device.type
+    return None
+
+
+class CudaSyncDebug:
+    """On CUDA, `set_sync_debug_mode("warn")` for the census window, its warnings turned into HostSync records."""
+
+    def __init__(self, syncs: SyncRecorder) -> None:
+        self._syncs = syncs
+        self._saved_mode: int | None = None
+        self._saved_show: Callable[..., None] | None = None
+        self._catcher: warnings.catch_warnings[None] | None = None
+
+    def start(self) -> bool:
+        if not torch.cuda.is_available() or not torch.cuda.is_initialized():  # type: ignore[no-untyped-call]
+            return False
+        self._saved_mode = torch.cuda.get_sync_debug_mode()
+        self._saved_show = warnings.showwarning
+        syncs = self._syncs
+        previous = self._saved_show
+
+        def showwarning(message: Any, category: Any, filename: str, lineno: int, *args: Any, **kwargs: Any) -> None:
+            if CUDA_SYNC_WARNING in str(message):
+                if not syncs._state.in_sync_call:
+                    syncs.record("cuda-sync", "cuda", 0.0)
+                return
+            previous(message, category, filename, lineno, *args, **kwargs)
+
+        warnings.showwarning = showwarning
+        self._catcher = warnings.catch_warnings()
+        self._catcher.__enter__()
+        warnings.filterwarnings("always", message=f".*{CUDA_SYNC_WARNING}.*")
+        torch.cuda.set_sync_debug_mode("warn")
+        return True
+
+    def stop(self) -> None:
+        if self._saved_mode is None:
+            return
+        torch.cuda.set_sync_debug_mode(self._saved_mode)
+        if self._catcher is not None:
+            self._catcher.__exit__(None, None, None)
+        if self._saved_show is not None:
+            warnings.showwarning = self._saved_show
+        self._saved_mode = None

@@ -1,0 +1,76 @@
+"""`gputriage env`: rung 1 for this machine, or for a pasted collect_env / nvidia-smi text (`--from FILE|-`)."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+
+from gputriage.collectors.env_probe import probe_environment
+from gputriage.collectors.env_text import parse_environment_text
+from gputriage.commands.common import add_output_options, exit_code_for, output_options
+from gputriage.diagnosis import diagnose
+from gputriage.errors import InputError
+from gputriage.record import Run
+from gputriage.record.environment import Environment
+from gputriage.report.output import emit
+
+_DEVICE_RE = re.compile(r"^[a-z][a-z_]*(:\d+)?$")
+_MAX_TEXT_BYTES = 16 * 1024 * 1024  # a pasted report is kilobytes; anything this large is the wrong file
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "env",
+        help="rung 1: can this torch build reach the GPU? (this machine, or a pasted report)",
+        description="Diagnose rung 1 of the ladder: the torch build, the driver, the GPUs, the env vars.",
+    )
+    p.add_argument(
+        "--from",
+        dest="from_path",
+        metavar="FILE",
+        help="diagnose a pasted collect_env / nvidia-smi / session text instead of this machine ('-' reads stdin)",
+    )
+    p.add_argument(
+        "--expect-device",
+        metavar="DEV",
+        help="the device the job is meant to use (cuda, cuda:1, mps, xpu, meta, cpu); "
+        "default: the first available accelerator",
+    )
+    add_output_options(p)
+    p.set_defaults(func=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    expect = args.expect_device
+    if expect is not None and not _DEVICE_RE.match(expect):
+        raise InputError(f"--expect-device {expect!r} is not a device name (e.g. cuda, cuda:1, mps, meta, cpu)")
+    env = _from_text(args.from_path) if args.from_path else probe_environment(expect)
+    run = Run(command="env", argv=list(sys.argv[1:]), expect_device=expect, environment=env)
+    diag = diagnose(run)
+    emit(diag, output_options(args))
+    return exit_code_for(diag, args.fail_on)
+
+
+def _from_text(source: str) -> Environment:
+    name = "stdin" if source == "-" else source
+    raw = _read_bytes(source)
+    if len(raw) > _MAX_TEXT_BYTES:
+        raise InputError(f"{name} is {len(raw)} bytes, too large for a pasted report; give the collect_env text")
+    if b"\x00" in raw:
+        raise InputError(f"{name} looks binary, not text: give a collect_env / nvidia-smi text file")
+    try:
+        return parse_environment_text(raw.decode("utf-8", errors="replace"))
+    except InputError as exc:
+        raise InputError(f"{name}: {exc}") from exc
+
+
+def _read_bytes(source: str) -> bytes:
+    if source == "-":
+        return sys.stdin.buffer.read()
+    path = Path(source)
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise InputError(f"cannot read {path}: {exc.strerror or exc}") from exc

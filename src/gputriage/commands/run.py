@@ -1,0 +1,157 @@
+"""`gputriage run [OPTIONS] script.py [ARGS...]` / `-m package.module`: the whole ladder on a real run of the job."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gputriage.collectors.distributed import is_multi_rank
+from gputriage.collectors.observer import Observer
+from gputriage.collectors.runner import Outcome, Target, check_target, die_by_signal, run_target
+from gputriage.diagnosis import Diagnosis, diagnose
+from gputriage.errors import InputError
+from gputriage.merge import report_rank
+from gputriage.record import Run
+from gputriage.record.process import ProcessSection
+from gputriage.report.output import OutputOptions, emit
+
+DEFAULT_OUT = Path("gputriage-out")
+# Steps the cheap timing hooks watch by default; every probe is off after them and the job runs untouched.
+DEFAULT_STEPS = 200
+
+
+@dataclass
+class RunConfig:
+    target: Target
+    expect_device: str | None = None  # as given; None: the first available accelerator
+    steps: int | None = DEFAULT_STEPS
+    out_dir: Path = DEFAULT_OUT
+    argv: list[str] = field(default_factory=list)
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "run",
+        help="run a training script under gputriage and triage it (rungs 1-5)",
+        usage="gputriage run [OPTIONS] script.py [ARGS...]\n       gputriage run [OPTIONS] -m package.module [ARGS...]",
+        description="Runs the script as `python script.py ARGS` would (same stdout, stderr and exit code) and writes "
+        "the triage report to stderr and --out.",
+    )
+    add_run_options(p)
+    p.add_argument("-m", dest="module", nargs=argparse.REMAINDER, metavar="MODULE", help="run a module, like python -m")
+    p.add_argument("target", nargs=argparse.REMAINDER, metavar="script.py [ARGS...]", help="the script and its args")
+    p.set_defaults(func=main)
+
+
+def add_run_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--expect-device",
+        metavar="DEV",
+        help="the device the job is meant to use (default: the first available accelerator: cuda, xpu, mps, ...)",
+    )
+    p.add_argument(
+        "--steps",
+        type=int,
+        default=DEFAULT_STEPS,
+        metavar="N",
+        help=f"observe the first N training steps, then let the job run untouched (default {DEFAULT_STEPS})",
+    )
+    p.add_argument(
+        "--out", type=Path, default=DEFAULT_OUT, metavar="DIR", help="report folder (default ./gputriage-out)"
+    )
+
+
+def main(args: argparse.Namespace) -> int:
+    return execute(config_from(args))
+
+
+def config_from(args: argparse.Namespace) -> RunConfig:
+    if args.module:
+        target = Target(name=args.module[0], args=list(args.module[1:]), is_module=True)
+    elif args.target:
+        target = Target(name=args.target[0], args=list(args.target[1:]))
+    else:
+        raise InputError("name the script to run: gputriage run train.py [ARGS...]  (or -m package.module)")
+    if args.steps is not None and args.steps < 1:
+        raise InputError(f"--steps must be at least 1 (got {args.steps})")
+    argv = ["-m", *args.module] if args.module else list(args.target)
+    return RunConfig(target, args.expect_device, args.steps, args.out, argv)
+
+
+def default_observers(config: RunConfig, expected_device: str) -> list[Observer]:
+    """Everything that watches the job. Started in this order, finished in reverse (the probe's hooks come off
+    before the environment probe touches torch). Add an observer here with one line."""
+    from gputriage.collectors.distributed import DistributedObserver
+    from gputriage.collectors.gpu_observer import GpuSamplerObserver
+    from gputriage.collectors.probe import RunProbe
+    from gputriage.collectors.probe.environment import EnvironmentObserver
+
+    return [
+        DistributedObserver(),  # first: finished last, after the probe has filled the placement it reads
+        EnvironmentObserver(config.expect_device or expected_device),
+        GpuSamplerObserver(),
+        RunProbe(expected_device, steps_limit=config.steps),
+    ]
+
+
+def execute(config: RunConfig) -> int:
+    """Run the job under the observers, write the report, and return the job's own exit code."""
+    check_target(config.target)
+    from gputriage.collectors.probe.devices import resolve_expected_device
+
+    expected_device = resolve_expected_device(config.expect_device)
+    run = Run(command="run", argv=config.argv, expect_device=expected_device)
+    observers = default_observers(config, expected_device)
+    started = [o for o in observers if _safely(o.start, run)]
+    outcome = run_target(config.target)
+    run.process = process_section(outcome, config.target, observers)
+    for observer in reversed(started):
+        _safely(observer.finish, run)
+    if is_multi_rank():  # under torchrun: this rank's record, merged into the job's report through files
+        report_rank(run, config.out_dir, sys.stderr)
+    else:
+        report(diagnose(run), config.out_dir)
+    if outcome.signal is not None:
+        die_by_signal(outcome.signal)
+    return outcome.exit_code
+
+
+def process_section(outcome: Outcome, target: Target, observers: Sequence[Observer]) -> ProcessSection:
+    section = ProcessSection(
+        exit_code=outcome.exit_code,
+        signal=outcome.signal,
+        target=target.describe(),
+        wall_s=outcome.wall_s,
+    )
+    exc = outcome.exception
+    if exc is not None and outcome.signal is None:
+        section.exception_type = type(exc).__name__
+        section.exception_message = str(exc)[:2000]
+        for observer in observers:
+            explain = getattr(observer, "explain_crash", None)
+            if explain is not None:
+                section.crash_where, section.crash_module = explain(exc)
+    return section
+
+
+def report(diag: Diagnosis, out_dir: Path) -> None:
+    """The terminal report goes to stderr (stdout is the script's); report.json and friends into out_dir."""
+    try:
+        emit(diag, OutputOptions(out_dir=out_dir, terminal_stream=sys.stderr))
+    except InputError as exc:  # an unwritable --out must not replace the script's exit code
+        print(f"gputriage: error: {exc}", file=sys.stderr)
+
+
+def _safely(step: object, run: Run) -> bool:
+    """An observer must never take the user's job down; a failing one is reported and left out."""
+    try:
+        step(run)  # type: ignore[operator]
+    except Exception as exc:
+        with contextlib.suppress(Exception):
+            print(f"gputriage: warning: an observer failed ({type(exc).__name__}: {exc})", file=sys.stderr)
+        return False
+    return True

@@ -1,0 +1,149 @@
+"""`gputriage watch`: nvidia-smi that explains itself. A live view of every GPU with a verdict per GPU.
+
+`--once --json` prints one snapshot as the report document (its `gpu` section, plus the rung-5 findings) and exits.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from gputriage.collectors.host import pci_nvidia_gpus
+from gputriage.commands.common import add_fail_on, exit_code_for
+from gputriage.diagnosis import Diagnosis, diagnose
+from gputriage.errors import InputError
+from gputriage.hardware.nvml import NvmlSession, Unavailable, open_nvml
+from gputriage.hardware.procs import table_for
+from gputriage.hardware.sampler import GpuSampler, JobSpec
+from gputriage.record import Run
+from gputriage.record.gpu import GpuSection
+from gputriage.report.live import print_frame, run_live
+from gputriage.report.output import OutputOptions, emit
+from gputriage.rules.gpu import device_verdict
+
+ONCE_HISTORY_S = 20.0  # the driver keeps ~20 s of utilisation readings; --once summarises them
+ONCE_GPM_GAP_S = 0.2  # GPM metrics are differences between two samples taken apart
+LIVE_VERDICT_WINDOW_S = 10.0  # the live verdict judges the last seconds, not the whole session
+
+NVML_ERROR_LIB_RM_VERSION_MISMATCH = 18
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("watch", help="live GPU view with a verdict (nvidia-smi that explains itself)")
+    p.add_argument("--interval", type=float, default=1.0, metavar="S", help="refresh every S seconds (default 1)")
+    p.add_argument("--once", action="store_true", help="print one snapshot and exit")
+    p.add_argument("--json", action="store_true", help="with --once: print the report document (its gpu section)")
+    p.add_argument("--pid", type=int, metavar="PID", help="follow one job: this process and its children")
+    add_fail_on(p)
+    p.set_defaults(func=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    if not args.interval > 0:
+        raise InputError(f"--interval must be a positive number of seconds, not {args.interval}")
+    if args.json and not args.once:
+        raise InputError("--json prints one snapshot: use it with --once (gputriage watch --once --json)")
+    with open_nvml() as session:
+        _require_nvml(session)
+        sampler = _sampler(session, args)
+        if args.once:
+            return _once(sampler, args)
+        _live(sampler, args.interval)
+    return 0
+
+
+def _sampler(session: NvmlSession, args: argparse.Namespace) -> GpuSampler:
+    job = None
+    if args.pid is not None:
+        table = table_for(session.lib)
+        if table.command(args.pid) is None and table.parent(args.pid) is None:
+            raise InputError(f"no process with pid {args.pid} on this machine (is it in another container?)")
+        job = JobSpec(root_pid=args.pid, root_role="followed")
+    sampler = GpuSampler(
+        session,
+        interval_s=args.interval,
+        process_interval_s=max(1.0, args.interval),
+        job=job,
+        only_visible=False,  # watch shows every GPU, whatever this shell's CUDA_VISIBLE_DEVICES says
+        history_s=ONCE_HISTORY_S if args.once else 0.0,
+    )
+    sampler.open()
+    if not sampler.tracks:
+        raise InputError(f"no GPU to watch: {sampler.unavailable_reason} (rung 1: no-gpu-visible); run `gputriage env`")
+    return sampler
+
+
+def _once(sampler: GpuSampler, args: argparse.Namespace) -> int:
+    sampler.tick(force_slow=True)
+    time.sleep(ONCE_GPM_GAP_S)
+    sampler.tick()
+    diag = snapshot_diagnosis(sampler.section(), _argv(args))
+    if args.json:
+        emit(diag, OutputOptions(json=True))
+    else:
+        print_frame(diag.run.gpu or GpuSection(), sys.stdout, findings=[f for f in diag.findings if f.rung == 5])
+    return exit_code_for(diag, args.fail_on)
+
+
+def _argv(args: argparse.Namespace) -> list[str]:
+    argv = ["watch", "--interval", f"{args.interval:g}", "--once"]
+    argv += ["--json"] if args.json else []
+    argv += ["--pid", str(args.pid)] if args.pid is not None else []
+    return argv
+
+
+def snapshot_diagnosis(section: GpuSection, argv: list[str], recent_s: float | None = None) -> Diagnosis:
+    """The report of one watch snapshot: `Run(command="watch", gpu=section)` through the usual rules."""
+    for track in section.devices:
+        track.verdict = device_verdict(track, recent_s)
+    return diagnose(Run(command="watch", argv=argv, gpu=section))
+
+
+def _live(sampler: GpuSampler, interval_s: float) -> None:
+    def frame() -> GpuSection:
+        sampler.tick()
+        section = sampler.section()
+        for track in section.devices:
+            track.verdict = device_verdict(track, LIVE_VERDICT_WINDOW_S)
+        return section
+
+    with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is how a watch ends
+        run_live(frame, _sleeper(interval_s), sys.stdout)
+
+
+def _sleeper(interval_s: float) -> Callable[[], bool]:
+    def wait() -> bool:
+        time.sleep(interval_s)
+        return True
+
+    return wait
+
+
+def _require_nvml(session: NvmlSession) -> None:
+    """Without NVML there is nothing to watch: say why in one line, with the rung-1 finding it amounts to."""
+    if session.ok:
+        return
+    error = session.init_error or Unavailable("NVML did not start")
+    if error.code is None and "not installed" in error.reason:
+        raise InputError(f"cannot watch the GPUs: {error.reason}; install it with `pip install nvidia-ml-py`")
+    raise InputError(
+        f"cannot watch the GPUs: NVML did not start ({error.reason}) (rung 1: {rung1_code(error)}); "
+        "run `gputriage env` for the fix"
+    )
+
+
+def rung1_code(error: Unavailable, pci_gpus: int | None = None) -> str:
+    """The rung-1 finding an NVML start-up failure amounts to (DESIGN.md catalogue).
+
+    A version mismatch names itself. Otherwise the PCI bus decides: an NVIDIA board without a working driver is
+    driver-not-loaded; no board at all is no-gpu-visible.
+    """
+    if error.code == NVML_ERROR_LIB_RM_VERSION_MISMATCH:
+        return "driver-library-mismatch"
+    if pci_gpus is None:
+        pci_gpus = pci_nvidia_gpus(Path("/"))
+    return "no-gpu-visible" if pci_gpus == 0 else "driver-not-loaded"

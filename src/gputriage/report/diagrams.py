@@ -1,0 +1,211 @@
+"""The two pictures people draw to explain an idle GPU, as data filled with what the Run record measured.
+
+- the relationship diagram User -> DataLoader {dataset, batch_size} -> Model {architecture, parameters}
+  -> GPU {usage, memory};
+- the sequence diagram load data -> send data -> perform computation -> return results -> backpropagate, with the
+  measured time per step on each arrow and the arrow where the time goes highlighted.
+
+`svg.py` and `mermaid.py` draw these; the data is built once so that the HTML and the Markdown always agree.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from gputriage.record import Run
+from gputriage.record.placement import ModelInfo
+from gputriage.record.steps import Step
+from gputriage.report import fmt
+from gputriage.report.views import gpu_summary, median_field_s, model_device, primary_steps
+
+
+@dataclass
+class Attribute:
+    name: str
+    value: str
+    measured: bool  # False: the value reads "not measured" and is drawn greyed out
+
+
+@dataclass
+class Entity:
+    key: str  # user | loader | model | gpu
+    title: str
+    attributes: list[Attribute] = field(default_factory=list)
+
+
+@dataclass
+class RelationshipDiagram:
+    entities: list[Entity]
+    edge_labels: list[str]  # between consecutive entities
+
+
+@dataclass
+class Message:
+    number: int
+    action: str  # "load data"
+    detail: str  # which phases of the Step record it covers
+    source: str  # participant key
+    target: str
+    time_s: float | None  # per step
+    share_pct: float | None  # of the step's wall time
+    highlighted: bool = False
+
+
+@dataclass
+class SequenceDiagram:
+    participants: list[tuple[str, str]]  # (key, label)
+    messages: list[Message]
+    step_time_s: float | None
+    unattributed_s: float | None  # Step.other_s: time no probe attributed to an arrow
+    basis: str  # where the numbers come from, in one phrase
+
+
+def _attr(name: str, value: str | None) -> Attribute:
+    return Attribute(name, fmt.text(value), value is not None)
+
+
+def _first_model(run: Run) -> ModelInfo | None:
+    if run.placement is None or not run.placement.models:
+        return None
+    return run.placement.models[0]
+
+
+def _device_text(model: ModelInfo | None) -> str | None:
+    if model is None or not model.devices:
+        return None
+    total = sum(model.devices.values())
+    parts = sorted(model.devices.items(), key=lambda kv: -kv[1])
+    if len(parts) == 1 or total <= 0:
+        return parts[0][0]
+    return ", ".join(f"{dev} {100 * n / total:.0f}%" for dev, n in parts)
+
+
+def _world_size(run: Run) -> int | None:
+    if run.ranks is not None and run.ranks.world_size:
+        return run.ranks.world_size
+    return run.rank_info.world_size if run.rank_info is not None else None
+
+
+_WRAPPERS = {"ddp": "DistributedDataParallel", "dataparallel": "DataParallel"}
+
+
+def _architecture(run: Run, model: ModelInfo | None) -> str | None:
+    """The model's class; for a data-parallel job, the wrapped class and its wrapper."""
+    info = run.rank_info
+    if info is None and run.ranks is not None and run.ranks.ranks:
+        info = min(run.ranks.ranks, key=lambda i: i.rank)
+    wrap = info.wrap if info is not None else None
+    if wrap is not None and wrap.module_class:
+        return f"{wrap.module_class} in {_WRAPPERS.get(wrap.kind, wrap.kind)}"
+    return model.name if model else None
+
+
+def build_relationship(run: Run) -> RelationshipDiagram:
+    loader = run.steps.loader if run.steps is not None else None
+    model = _first_model(run)
+    gpu = gpu_summary(run, model_device(model))
+    usage = None
+    if gpu.util_mean_pct is not None:
+        usage = f"{fmt.percent(gpu.util_mean_pct)} mean ({gpu.util_source})"
+    memory = None
+    if gpu.memory_peak_bytes is not None:
+        memory = f"{fmt.size(gpu.memory_peak_bytes)} peak"
+        if gpu.memory_total_bytes:
+            memory += f" of {fmt.size(gpu.memory_total_bytes)}"
+    device = gpu.label
+    if device is not None and gpu.other_devices > 0:
+        device += f" (+{gpu.other_devices} more)"
+    user_attrs = [_attr("command", " ".join(run.argv) if run.argv else None)]
+    world = _world_size(run)
+    if world is not None:
+        user_attrs.append(_attr("world size", str(world)))
+    return RelationshipDiagram(
+        entities=[
+            Entity("user", "User", user_attrs),
+            Entity(
+                "loader",
+                "DataLoader",
+                [
+                    _attr("dataset", loader.dataset_class if loader else None),
+                    _attr("batch_size", str(loader.batch_size) if loader and loader.batch_size is not None else None),
+                    _attr(
+                        "num_workers", str(loader.num_workers) if loader and loader.num_workers is not None else None
+                    ),
+                ],
+            ),
+            Entity(
+                "model",
+                "Model",
+                [
+                    _attr("architecture", _architecture(run, model)),
+                    _attr("parameters", fmt.count(model.parameter_count) if model else None),
+                    _attr("device", _device_text(model)),
+                ],
+            ),
+            Entity("gpu", "GPU", [_attr("device", device), _attr("usage", usage), _attr("memory", memory)]),
+        ],
+        edge_labels=["runs", "feeds batches", "runs on"],
+    )
+
+
+PARTICIPANTS = [("loader", "DataLoader"), ("host", "Training loop (CPU)"), ("gpu", "GPU")]
+
+# (action, detail, source, target, Step fields it adds up)
+_ARROWS: tuple[tuple[str, str, str, str, tuple[str, ...]], ...] = (
+    ("load data", "waiting in DataLoader.__next__", "loader", "host", ("data_wait_s",)),
+    ("send data", "copying the batch to the device", "host", "gpu", ("h2d_s",)),
+    ("perform computation", "forward", "gpu", "gpu", ("forward_s",)),
+    ("return results", "host syncs: .item(), .cpu(), synchronize", "gpu", "host", ("sync_s",)),
+    ("backpropagate", "backward + optimizer step", "host", "gpu", ("backward_s", "optimizer_s")),
+)
+
+
+def _median_sum_s(steps: list[Step], fields: tuple[str, ...]) -> float | None:
+    parts = [median_field_s(steps, f) for f in fields]
+    return None if any(p is None for p in parts) else sum(p for p in parts if p is not None)
+
+
+def build_sequence(run: Run) -> SequenceDiagram:
+    rank, steps = primary_steps(run)
+    if steps:
+        return _sequence_from_steps(rank, steps)
+    return _sequence_from_trace(run)
+
+
+def _sequence_from_steps(rank: int | None, steps: list[Step]) -> SequenceDiagram:
+    step_time_s = median_field_s(steps, "wall_s")
+    messages = []
+    for number, (action, detail, source, target, fields) in enumerate(_ARROWS, start=1):
+        time_s = _median_sum_s(steps, fields)
+        share = 100 * time_s / step_time_s if time_s is not None and step_time_s else None
+        messages.append(Message(number, action, detail, source, target, time_s, share))
+    _highlight(messages)
+    where = f", rank {rank}" if rank is not None else ""
+    basis = f"median per step over {len(steps)} steps{where}"
+    return SequenceDiagram(PARTICIPANTS, messages, step_time_s, median_field_s(steps, "other_s"), basis)
+
+
+def _sequence_from_trace(run: Run) -> SequenceDiagram:
+    """A trace-only run knows the step time and the DataLoader's share of it, nothing per arrow beyond that."""
+    first = run.trace.ranks[0] if run.trace is not None and run.trace.ranks else None
+    step_time_s = first.step_time_us / 1e6 if first is not None and first.step_time_us is not None else None
+    load_s = None
+    load_pct = first.dataloader_pct_of_step if first is not None else None
+    if step_time_s is not None and load_pct is not None:
+        load_s = step_time_s * load_pct / 100
+    messages = [
+        Message(n, action, detail, src, dst, load_s if n == 1 else None, load_pct if n == 1 else None)
+        for n, (action, detail, src, dst, _fields) in enumerate(_ARROWS, start=1)
+    ]
+    # Only one arrow is timed here, so it is "where the time goes" only when it is most of the step.
+    if load_pct is not None and load_pct > 50:
+        messages[0].highlighted = True
+    basis = "from the profiler trace (ProfilerStep spans)" if first is not None else "no step timing was measured"
+    return SequenceDiagram(PARTICIPANTS, messages, step_time_s, None, basis)
+
+
+def _highlight(messages: list[Message]) -> None:
+    """Mark the arrow that takes the most time per step; none when nothing was timed."""
+    timed = [m for m in messages if m.time_s is not None and m.time_s > 0]
+    if timed:
+        max(timed, key=lambda m: m.time_s or 0.0).highlighted = True

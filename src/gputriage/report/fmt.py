@@ -1,0 +1,88 @@
+"""Human formatting shared by the file renderers. A missing value is written "not measured", never a number."""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime, timezone
+from typing import Any
+
+NOT_MEASURED = "not measured"
+
+_KIB = 1024
+
+
+def duration(seconds: float | None) -> str:
+    """A step-scale time: seconds, milliseconds or microseconds, whichever reads best."""
+    if finite(seconds) is None:
+        return NOT_MEASURED
+    assert seconds is not None
+    magnitude = abs(seconds)
+    if magnitude >= 1:
+        return f"{seconds:.2f} s"
+    if magnitude >= 1e-3:
+        return f"{seconds * 1e3:.1f} ms"
+    if magnitude == 0:
+        return "0 ms"
+    return f"{seconds * 1e6:.0f} µs"
+
+
+def percent(value: float | None) -> str:
+    if value is None or not math.isfinite(value):
+        return NOT_MEASURED
+    return f"{value:.1f}%" if abs(value) < 10 else f"{value:.0f}%"
+
+
+def size(num_bytes: float | None) -> str:
+    if num_bytes is None:
+        return NOT_MEASURED
+    value = float(num_bytes)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(value) < _KIB:
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= _KIB
+    return f"{value:.1f} TiB"
+
+
+def count(value: int | None) -> str:
+    """Parameter counts and the like: 11.7 M, 25.6 k, or the exact number when small."""
+    if value is None:
+        return NOT_MEASURED
+    if abs(value) >= 1e9:
+        return f"{value / 1e9:.2f} B"
+    if abs(value) >= 1e6:
+        return f"{value / 1e6:.1f} M"
+    if abs(value) >= 1e4:
+        return f"{value / 1e3:.1f} k"
+    return str(value)
+
+
+def timestamp(epoch_s: float) -> str:
+    """When the record was made, in UTC; a clock value no calendar can show reads "unknown"."""
+    try:
+        return datetime.fromtimestamp(epoch_s, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    except (ValueError, OverflowError, OSError):
+        return "unknown"
+
+
+def finite(value: float | None) -> float | None:
+    """None for NaN and infinities, which no chart or table can place."""
+    return value if value is not None and math.isfinite(value) else None
+
+
+def text(value: str | int | None) -> str:
+    return NOT_MEASURED if value is None else str(value)
+
+
+def evidence_value(value: Any) -> str:
+    """Evidence values as the terminal shows them, with None spelled out rather than printed as `None`."""
+    if value is None:
+        return NOT_MEASURED
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, list):
+        return ", ".join(evidence_value(v) for v in value)
+    if isinstance(value, dict):
+        return ", ".join(f"{k}={evidence_value(v)}" for k, v in value.items())
+    return str(value)

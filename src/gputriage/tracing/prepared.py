@@ -1,0 +1,216 @@
+"""The collected columns, classified once: GPU kinds, main thread, steps, name classes, code locations."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+import numpy.typing as npt
+
+from gputriage.tracing.collect import (
+    ANNOTATION,
+    COMM,
+    COMPUTE,
+    CPU_OP,
+    MEMORY,
+    PYTHON,
+    Collected,
+    Table,
+    gpu_kind,
+    user_frame,
+)
+from gputriage.tracing.intervals import Spans, union
+
+I64 = npt.NDArray[np.int64]
+Mask = npt.NDArray[np.bool_]
+
+# The DataLoader annotations that the TensorBoard plugin counted as data loading.
+_DATALOADER_RE = re.compile(r"^enumerate\(DataLoader\)#.*__next__|^enumerate\(DataPipe\)#|DataLoader.*__next__")
+_SYNC_CALL_RE = re.compile(r"^(cuda|hip)(StreamSynchronize|DeviceSynchronize|EventSynchronize|Memcpy)$")
+_SYNC_OP_RE = re.compile(r"^aten::(item|_local_scalar_dense|nonzero|equal|is_nonzero)$")
+_LAUNCH_RE = re.compile(r"(Launch|launch)")
+_GRAPH_LAUNCH_RE = re.compile(r"^(cuda|hip)GraphLaunch")
+_ALLOC_RE = re.compile(r"^(cuda|hip)(Malloc|Free|HostAlloc|MallocHost|FreeHost|HostRegister)")
+_OPTIMIZER_RE = re.compile(r"^Optimizer\.(step|zero_grad)#")
+_COMPILED_RE = re.compile(r"Torch-Compiled Region|CompiledFunction|CompiledFxGraph|torch_compile")
+_STEP_RE = re.compile(r"^ProfilerStep#")
+
+
+def _name_mask(names: list[str], ids: I64, pattern: re.Pattern[str]) -> Mask:
+    hits = np.fromiter((pattern.search(n) is not None for n in names), dtype=bool, count=len(names))
+    return hits[ids] if len(names) else np.zeros(len(ids), dtype=bool)
+
+
+@dataclass
+class Prepared:
+    col: Collected
+
+    @property
+    def names(self) -> list[str]:
+        return self.col.names
+
+    # ---- GPU side
+    @cached_property
+    def gpu_kind(self) -> I64:
+        kinds = np.fromiter((gpu_kind(n) for n in self.names), dtype=np.int64, count=len(self.names))
+        return kinds[self.col.gpu.name] if len(self.names) else np.zeros(0, np.int64)
+
+    @cached_property
+    def busy(self) -> Spans:
+        return union(self.col.gpu.ts, self.col.gpu.end)
+
+    @cached_property
+    def compute(self) -> Spans:
+        g = self.col.gpu
+        keep = self.gpu_kind == COMPUTE
+        return union(g.ts[keep], g.end[keep])
+
+    @cached_property
+    def comm(self) -> Spans:
+        g = self.col.gpu
+        keep = self.gpu_kind == COMM
+        return union(g.ts[keep], g.end[keep])
+
+    @cached_property
+    def kernels(self) -> Table:
+        return self.col.gpu.take(self.gpu_kind != MEMORY)
+
+    def gpu_named(self, pattern: re.Pattern[str]) -> Table:
+        return self.col.gpu.take(_name_mask(self.names, self.col.gpu.name, pattern))
+
+    @property
+    def window(self) -> tuple[int, int] | None:
+        if not len(self.busy):
+            return None
+        return int(self.busy.start[0]), int(self.busy.end[-1])
+
+    # ---- CPU side
+    @cached_property
+    def main_thread(self) -> int | None:
+        """The thread that runs the training loop.
+
+        The one with ProfilerStep spans, else the one that iterates the DataLoader, else the process's main thread
+        (tid == pid; autograd's backward thread often launches more kernels), else the busiest launcher.
+        """
+        cpu = self.col.cpu
+        for pattern in (_STEP_RE, _DATALOADER_RE):
+            lanes = cpu.lane[_name_mask(self.names, cpu.name, pattern)]
+            if len(lanes):
+                return int(np.bincount(lanes).argmax())
+        main_like = [i for i, (pid, tid) in enumerate(self.col.threads) if pid == tid or str(pid) == str(tid)]
+        with_ops = [i for i in main_like if np.any(cpu.lane == i)]
+        if with_ops:
+            return with_ops[0]
+        for lanes in (self.col.runtime.lane, cpu.lane):
+            if len(lanes):
+                return int(np.bincount(lanes).argmax())
+        return None
+
+    @cached_property
+    def steps(self) -> Spans:
+        """ProfilerStep spans on the main thread, in time order."""
+        cpu = self.col.cpu
+        keep = _name_mask(self.names, cpu.name, _STEP_RE) & (cpu.lane == (self.main_thread or 0))
+        order = np.argsort(cpu.ts[keep], kind="stable")
+        return Spans(cpu.ts[keep][order], cpu.end[keep][order])
+
+    def cpu_named(self, pattern: re.Pattern[str], *, main_only: bool = False) -> Table:
+        cpu = self.col.cpu
+        keep = _name_mask(self.names, cpu.name, pattern) & (cpu.extra != PYTHON)
+        if main_only:
+            keep &= cpu.lane == (self.main_thread or 0)
+        return cpu.take(keep)
+
+    def runtime_named(self, pattern: re.Pattern[str]) -> Table:
+        return self.col.runtime.take(_name_mask(self.names, self.col.runtime.name, pattern))
+
+    @cached_property
+    def dataloader(self) -> Spans:
+        t = self.cpu_named(_DATALOADER_RE, main_only=True)
+        return union(t.ts, t.end)
+
+    @cached_property
+    def sync_calls(self) -> Table:
+        return self.runtime_named(_SYNC_CALL_RE)
+
+    @cached_property
+    def launch_calls(self) -> Table:
+        return self.runtime_named(_LAUNCH_RE)
+
+    @cached_property
+    def graph_launches(self) -> Table:
+        return self.runtime_named(_GRAPH_LAUNCH_RE)
+
+    @cached_property
+    def cpu_ops(self) -> Table:
+        return self.col.cpu.take(self.col.cpu.extra == CPU_OP)
+
+    @cached_property
+    def annotations(self) -> Table:
+        return self.col.cpu.take(self.col.cpu.extra == ANNOTATION)
+
+    @cached_property
+    def python_frames(self) -> Table:
+        return self.col.cpu.take(self.col.cpu.extra == PYTHON)
+
+    def runtime_ts_for(self, corr: I64) -> npt.NDArray[np.float64]:
+        """The start of the runtime call with the same correlation id, NaN when there is none."""
+        rt = self.col.runtime
+        out = np.full(len(corr), np.nan)
+        if not len(rt) or not len(corr):
+            return out
+        order = np.argsort(rt.corr, kind="stable")
+        keys = rt.corr[order]
+        pos = np.clip(np.searchsorted(keys, corr), 0, len(keys) - 1)
+        found = (keys[pos] == corr) & (corr >= 0)
+        out[found] = rt.ts[order][pos[found]]
+        return out
+
+    @cached_property
+    def user_frames(self) -> tuple[Table, list[str | None]]:
+        """Only the python_function events that are the user's code, with their 'file:line'."""
+        located = [user_frame(n) for n in self.names]
+        mask = np.fromiter((w is not None for w in located), dtype=bool, count=len(located))
+        py = self.python_frames
+        return py.take(mask[py.name] if located else np.zeros(len(py), dtype=bool)), located
+
+    def where_at(self, lane: int, ts: int, end: int) -> str | None:
+        """The innermost user-code frame around [ts, end] on a thread (python_function events or 'Call stack')."""
+        frames, located = self.user_frames
+        if len(frames):
+            enclosing = np.flatnonzero((frames.lane == lane) & (frames.ts <= ts) & (frames.end >= end))
+            if len(enclosing):
+                return located[int(frames.name[enclosing[np.argmax(frames.ts[enclosing])]])]
+        return self._where_from_call_stack(lane, ts, end)
+
+    def _where_from_call_stack(self, lane: int, ts: int, end: int) -> str | None:
+        stacks = self.col.call_stacks
+        if not stacks:
+            return None
+        cpu = self.col.cpu
+        rows = np.fromiter(stacks.keys(), dtype=np.int64, count=len(stacks))
+        hit = rows[(cpu.lane[rows] == lane) & (cpu.ts[rows] <= ts) & (cpu.end[rows] >= end)]
+        for row in hit[np.argsort(-cpu.ts[hit], kind="stable")]:
+            for frame in stacks[int(row)].split(";"):
+                found = user_frame(frame.strip())
+                if found is not None:
+                    return found
+        return None
+
+    def enclosing_op(self, lane: int, ts: int, end: int) -> str | None:
+        """The innermost CPU op around [ts, end] on a thread (e.g. aten::item around a cudaStreamSynchronize)."""
+        ops = self.cpu_ops
+        enclosing = np.flatnonzero((ops.lane == lane) & (ops.ts <= ts) & (ops.end >= end))
+        if not len(enclosing):
+            return None
+        return self.names[int(ops.name[enclosing[np.argmax(ops.ts[enclosing])]])]
+
+
+DATALOADER_RE = _DATALOADER_RE
+SYNC_OP_RE = _SYNC_OP_RE
+ALLOC_RE = _ALLOC_RE
+OPTIMIZER_RE = _OPTIMIZER_RE
+COMPILED_RE = _COMPILED_RE
+COMPUTE_KIND, COMM_KIND, MEMORY_KIND = COMPUTE, COMM, MEMORY

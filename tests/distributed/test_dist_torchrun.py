@@ -1,0 +1,151 @@
+"""Real torchrun jobs (gloo on CPU) under `gputriage run`: every rank records, the ranks merge through files.
+
+Each test starts one small job of 2-3 ranks (a few seconds each on 2 cores) and reads the merged DIR/report.json.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+JOB = "tests/distributed/scripts/ddp_job.py"
+DIST_CODES = {
+    "ranks-share-gpu",
+    "stray-context-on-gpu",
+    "missing-distributed-sampler",
+    "straggler-rank",
+    "gloo-with-cuda",
+    "dataparallel-not-ddp",
+}
+
+
+def torchrun_cmd(out: Path, ranks: int, *job_args: str, module: bool = False) -> list[str]:
+    """`torchrun ... --no-python gputriage run` (or `torchrun ... -m gputriage run`) on the tiny DDP job."""
+    launch = ["-m", "gputriage"] if module else ["--no-python", str(BIN / "gputriage")]
+    cmd = [
+        str(BIN / "torchrun"),
+        "--standalone",
+        f"--nproc_per_node={ranks}",
+        *launch,
+        "run",
+        "--expect-device",
+        "cpu",
+        "--out",
+        str(out),
+        JOB,
+        *job_args,
+    ]
+    return cmd
+
+
+ENV = {**os.environ, "OMP_NUM_THREADS": "1", "GPUTRIAGE_MERGE_WAIT_S": "10"}
+
+
+def torchrun(out: Path, ranks: int, *job_args: str, module: bool = False) -> subprocess.CompletedProcess[str]:
+    cmd = torchrun_cmd(out, ranks, *job_args, module=module)
+    return subprocess.run(cmd, cwd=REPO, env=ENV, capture_output=True, text=True, timeout=120)
+
+
+def merged(out: Path) -> dict[str, Any]:
+    doc: dict[str, Any] = json.loads((out / "report.json").read_text())
+    return doc
+
+
+def by_code(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {f["code"]: f for f in doc["findings"]}
+
+
+def test_healthy_ddp_job_merges_every_rank_with_no_distributed_finding(tmp_path: Path) -> None:
+    job = torchrun(tmp_path, 2)
+    assert job.returncode == 0, job.stderr[-3000:]
+    assert "rank 0 done" in job.stdout and "rank 1 done" in job.stdout  # the script's stdout stays the script's
+
+    doc = merged(tmp_path)
+    assert sorted(p.name for p in (tmp_path / "ranks").iterdir()) == ["rank-00000.json", "rank-00001.json"]
+    ranks = doc["ranks"]
+    assert (ranks["world_size"], ranks["missing"]) == (2, [])
+    assert [r["rank"] for r in ranks["ranks"]] == [0, 1]
+    for info in ranks["ranks"]:
+        assert (info["backend"], info["device"], info["wrap"]["kind"]) == ("gloo", "cpu", "ddp")
+        assert info["backend_where"] == f"{JOB}:41"
+        [loader] = info["loaders"]
+        assert (loader["sampler_class"], loader["dataset_len"], loader["samples_per_epoch"]) == (
+            "DistributedSampler",
+            64,
+            32,
+        )
+        assert info["collectives"]["ddp_timed"] and len(info["collectives"]["events"]) == 6
+        assert len(info["steps"]["steps"]) >= 5
+    assert not DIST_CODES & set(by_code(doc))
+    assert doc["verdict"]["status"] == "healthy"
+
+
+def test_no_distributed_sampler_under_python_m_launch(tmp_path: Path) -> None:
+    job = torchrun(tmp_path, 2, "--no-sampler", module=True)
+    assert job.returncode == 0, job.stderr[-3000:]
+    doc = merged(tmp_path)
+    miss = by_code(doc)["missing-distributed-sampler"]
+    assert doc["verdict"]["root_cause"] == "missing-distributed-sampler"
+    assert miss["evidence"]["on_ranks"] == [0, 1]
+    assert (miss["evidence"]["dataset_len"], miss["evidence"]["samples_per_rank_per_epoch"]) == (64, 64)
+    assert miss["evidence"]["expected_samples_per_rank_per_epoch"] == 32
+    assert miss["where"] == f"{JOB}:49"
+
+
+def test_one_slow_input_pipeline_makes_that_rank_the_straggler_and_names_why(tmp_path: Path) -> None:
+    job = torchrun(tmp_path, 3, "--slow-rank", "2")
+    assert job.returncode == 0, job.stderr[-3000:]
+    findings = by_code(merged(tmp_path))
+    late = findings["straggler-rank"]
+    assert late["rank"] == 2 and late["evidence"]["straggler_rank"] == 2
+    assert late["evidence"]["cause_phase"] == "data_wait_s"
+    assert late["evidence"]["cause_code"] == "input-pipeline-bound"
+    waits = late["evidence"]["collective_wait_s_per_step_by_rank"]
+    assert waits["0"] > waits["2"] and waits["1"] > waits["2"]  # the others wait, the late rank does not
+    starved = findings["input-pipeline-bound"]
+    assert starved["rank"] == 2 and starved["evidence"]["on_ranks"] == [2]  # on rank 2 only
+
+
+def test_a_crashed_rank_still_leaves_its_record_and_the_job_report(tmp_path: Path) -> None:
+    job = torchrun(tmp_path, 2, "--crash-rank", "1")
+    assert job.returncode != 0
+    doc = merged(tmp_path)
+    ranks = {r["rank"]: r for r in doc["ranks"]["ranks"]}
+    assert sorted(ranks) == [0, 1] and doc["ranks"]["missing"] == []
+    crashed = ranks[1]["process"]
+    assert (crashed["exit_code"], crashed["exception_type"]) == (1, "RuntimeError")
+    assert "corrupt batch at step 2" in crashed["exception_message"]
+    assert len(ranks[1]["steps"]["steps"]) >= 1  # what it saw before it died
+    assert ranks[0]["process"]["exit_code"] != 0  # its peer lost the all-reduce (or was stopped by torchrun)
+
+
+def test_ranks_stopped_by_sigterm_leave_what_they_saw(tmp_path: Path) -> None:
+    ready = tmp_path / "ready"
+    cmd = torchrun_cmd(tmp_path / "out", 2, "--hang-at", "3")
+    job = subprocess.Popen(cmd, cwd=REPO, env={**ENV, "JOB_READY_FILE": str(ready)}, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 90
+        while not all(Path(f"{ready}.{r}").exists() for r in (0, 1)) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        job.send_signal(signal.SIGTERM)  # what Slurm's scancel or a preemption does to the launcher
+        job.wait(timeout=60)
+    finally:
+        job.kill()
+    doc = merged(tmp_path / "out")
+    ranks = doc["ranks"]["ranks"]
+    assert [r["rank"] for r in ranks] == [0, 1]
+    for info in ranks:
+        assert info["process"]["signal"] == "SIGTERM"
+        assert len(info["steps"]["steps"]) >= 3  # the steps before the stop

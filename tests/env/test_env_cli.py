@@ -1,0 +1,172 @@
+"""`gputriage env` as a user runs it: this machine, a fake GPU, --expect-device, --fail-on, --out, and bad input."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from env_fixtures import run_env_json
+
+from gputriage.cli import main
+
+NO_GPU_HERE = not Path("/dev/nvidiactl").exists()
+
+
+def _torch_is_cpu_build() -> bool:
+    import torch
+
+    return torch.version.cuda is None and torch.version.hip is None
+
+
+@pytest.mark.skipif(not NO_GPU_HERE, reason="this machine has an NVIDIA GPU")
+def test_this_machine_has_no_gpu_and_says_so_in_plain_words(capsys: pytest.CaptureFixture[str]) -> None:
+    code, doc = run_env_json(capsys)
+
+    assert code == 0
+    assert doc["verdict"]["status"] == "idle"
+    assert doc["verdict"]["root_cause"] == "no-gpu-visible"
+    top = doc["findings"][0]
+    assert top["severity"] == "critical"
+    assert top["title"].startswith("This machine has no NVIDIA GPU")
+    assert top["evidence"]["nvidia_device_nodes"] == 0
+    assert doc["ladder"][0]["status"] == "fail"
+    others = {f["code"]: f["severity"] for f in doc["findings"][1:]}
+    assert others.get("cpu-only-build", "info") == "info"  # with no GPU, a CPU build is at most info
+    assert doc["environment"]["torch"]["installed"] is True
+    assert doc["environment"]["host"]["python_version"]
+
+
+@pytest.mark.skipif(not NO_GPU_HERE, reason="this machine has an NVIDIA GPU")
+def test_terminal_report_puts_the_verdict_first(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["env"]) == 0
+
+    out = capsys.readouterr().out
+    assert out.index("gputriage verdict: IDLE") < out.index("root cause: no-gpu-visible") < out.index("fix:")
+
+
+def test_a_cpu_build_next_to_an_a100_is_the_root_cause(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if not _torch_is_cpu_build():
+        pytest.skip("needs the CPU build of torch")
+    monkeypatch.setenv("GPUTRIAGE_FAKE_NVML", "healthy_a100")
+
+    code, doc = run_env_json(capsys)
+
+    assert code == 0
+    assert doc["verdict"]["root_cause"] == "cpu-only-build"
+    top = doc["findings"][0]
+    assert top["severity"] == "critical"
+    assert top["evidence"]["gpu"] == "NVIDIA A100-SXM4-80GB"
+    assert "--index-url https://download.pytorch.org/whl/cu126" in top["fix"]
+    assert "no-gpu-visible" not in [f["code"] for f in doc["findings"]]
+
+
+def test_a_job_meant_for_meta_has_no_critical_finding(capsys: pytest.CaptureFixture[str]) -> None:
+    code, doc = run_env_json(capsys, "--expect-device", "meta", "--fail-on", "critical")
+
+    assert code == 0
+    assert all(f["severity"] == "info" for f in doc["findings"])
+    assert doc["expect_device"] == "meta"
+    assert doc["verdict"]["root_cause"] is None
+
+
+@pytest.mark.skipif(not NO_GPU_HERE, reason="this machine has an NVIDIA GPU")
+def test_fail_on_critical_exits_1_and_out_writes_the_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["env", "--fail-on", "critical", "--out", str(tmp_path / "out")])
+    capsys.readouterr()
+
+    saved = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert code == 1
+    assert saved["verdict"]["root_cause"] == "no-gpu-visible"
+    assert saved["environment"]["source"] == "probe"
+
+
+def test_from_stdin(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    pasted = "$ nvidia-smi\nFailed to initialize NVML: Driver/library version mismatch\nNVML library version: 550.127\n"
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(pasted.encode())))
+
+    code, doc = run_env_json(capsys, "--from", "-")
+
+    assert code == 0
+    assert doc["verdict"]["root_cause"] == "driver-library-mismatch"
+    assert doc["findings"][0]["evidence"]["library_version"] == "550.127"
+    assert (
+        "could not tell the torch version (python -c 'import torch; print(torch.__version__)')"
+        in (doc["environment"]["unknown"])
+    )
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"", "the text is empty"),
+        (b"   \n\n", "the text is empty"),
+        (bytes(range(256)) * 8, "looks binary"),
+        ("\ufffd".encode() * 50 + b"\x01\x02\x03" * 40, "looks binary"),
+        (b"My training is slow, please help, thanks!", "found no PyTorch, CUDA or nvidia-smi facts"),
+    ],
+)
+def test_bad_text_gives_one_clear_line_and_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], content: bytes, message: str
+) -> None:
+    path = tmp_path / "report.txt"
+    path.write_bytes(content)
+
+    code = main(["env", "--from", str(path)])
+
+    err = capsys.readouterr().err
+    assert code == 2
+    assert message in err
+    assert err.count("\n") == 1 and err.startswith("gputriage: error: ")
+
+
+@pytest.mark.parametrize("name", ["missing.txt", "."])
+def test_a_path_that_cannot_be_read_gives_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    monkeypatch.chdir(tmp_path)
+
+    code = main(["env", "--from", name])
+
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.startswith(f"gputriage: error: cannot read {name}: ")
+    assert err.count("\n") == 1
+
+
+def test_bad_expect_device_gives_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["env", "--expect-device", "gpu please"]) == 2
+    assert "is not a device name" in capsys.readouterr().err
+
+
+def test_the_console_script_prints_no_traceback_on_garbage(tmp_path: Path) -> None:
+    path = tmp_path / "garbage.bin"
+    path.write_bytes(b"\x00\xff" * 100)
+
+    done = subprocess.run(
+        [sys.executable, "-m", "gputriage", "env", "--from", str(path)], capture_output=True, text=True, check=False
+    )
+
+    assert done.returncode == 2
+    assert "Traceback" not in done.stderr
+    assert (
+        done.stderr.strip()
+        == f"gputriage: error: {path} looks binary, not text: give a collect_env / nvidia-smi text file"
+    )
+
+
+@pytest.mark.gpu
+def test_a_real_gpu_machine_lists_the_gpus_nvidia_smi_lists(capsys: pytest.CaptureFixture[str]) -> None:
+    listed = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, check=True).stdout
+    gpus = [line for line in listed.splitlines() if line.startswith("GPU ")]
+
+    code, doc = run_env_json(capsys, "--expect-device", "cuda")
+
+    assert code == 0
+    assert len(doc["environment"]["driver"]["devices"]) == len(gpus)
+    assert doc["verdict"]["root_cause"] not in {"no-gpu-visible", "driver-not-loaded", "container-without-gpu"}

@@ -1,0 +1,21 @@
+"""Runs the tiny target scripts under the real `gputriage run` CLI, several at a time, once per session.
+
+Each case is one subprocess (a torch import costs seconds), shared by every assertion about it.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+from run_cases import CASES, PARALLEL_RUNS, Result, run_case
+
+
+@pytest.fixture(scope="session")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Result]:
+    base = tmp_path_factory.mktemp("runs")
+    with ThreadPoolExecutor(PARALLEL_RUNS) as pool:
+        # the slowest (spawned workers import torch twice more) first, so it overlaps the rest
+        order = sorted(CASES, key=lambda name: name != "workers_spawn")
+        futures = {name: pool.submit(run_case, CASES[name], base / name) for name in order}
+        return {name: future.result() for name, future in futures.items()}

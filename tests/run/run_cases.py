@@ -1,0 +1,81 @@
+"""The cases of tests/run: tiny target scripts run under the real `gputriage run` CLI, and how to run one."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"
+PARALLEL_RUNS = 3
+RUN_TIMEOUT_S = 240
+
+
+@dataclass
+class Case:
+    argv: list[str]  # after `gputriage run --expect-device meta --out DIR`
+    terminate_after: str | None = None  # send SIGTERM once stdout shows this line
+
+
+@dataclass
+class Result:
+    returncode: int
+    stdout: str
+    stderr: str
+    report: dict[str, Any]
+
+    def codes(self) -> list[str]:
+        return [f["code"] for f in self.report["findings"]]
+
+    def finding(self, code: str) -> dict[str, Any]:
+        return next(f for f in self.report["findings"] if f["code"] == code)
+
+
+CASES = {
+    "nothing_moved": Case(["nothing_moved.py", "3"]),  # also: sys.exit(3), and a script argument
+    "model_not_moved": Case(["model_not_moved.py"]),
+    "inputs_not_moved": Case(["inputs_not_moved.py"]),
+    "labels_not_moved": Case(["labels_not_moved.py"]),
+    "submodule_after_to": Case(["submodule_after_to.py"]),
+    "plain_tensor_attribute": Case(["plain_tensor_attribute.py"]),
+    "slow_pipeline": Case(["slow_pipeline.py"]),
+    "healthy": Case(["healthy.py", "--epochs", "2", "--tag", "two words"]),
+    "prints_loss": Case(["prints_loss.py"]),
+    "unrelated_crash": Case(["unrelated_crash.py"]),
+    "module": Case(["-m", "trainpkg.train", "first", "--flag"]),
+    "workers_fork": Case(["loader_workers.py", "fork"]),
+    "workers_spawn": Case(["loader_workers.py", "spawn"]),
+    "sigterm": Case(["runs_until_killed.py"], terminate_after="ready"),
+}
+
+
+def mark_line(script: str, marker: str) -> str:
+    """'script.py:N' for the line that carries `# MARK marker` (so tests do not hard-code line numbers)."""
+    path = SCRIPTS / script
+    for number, line in enumerate(path.read_text().splitlines(), start=1):
+        if f"# MARK {marker}" in line:
+            return f"{script}:{number}"
+    raise AssertionError(f"no '# MARK {marker}' in {path}")
+
+
+def run_case(case: Case, out_dir: Path) -> Result:
+    cmd = [sys.executable, "-m", "gputriage", "run", "--expect-device", "meta", "--out", str(out_dir), *case.argv]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen(cmd, cwd=SCRIPTS, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    if case.terminate_after is not None:
+        assert proc.stdout is not None
+        deadline = time.monotonic() + RUN_TIMEOUT_S
+        for line in proc.stdout:
+            if case.terminate_after in line or time.monotonic() > deadline:
+                break
+        proc.send_signal(signal.SIGTERM)
+    stdout, stderr = proc.communicate(timeout=RUN_TIMEOUT_S)
+    report_path = out_dir / "report.json"
+    report = json.loads(report_path.read_text()) if report_path.exists() else {}
+    return Result(proc.returncode, stdout, stderr, report)

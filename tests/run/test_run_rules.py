@@ -1,0 +1,168 @@
+"""The run rules on hand-made Run records (no torch, no subprocess), and the probe's clock and window table."""
+
+from __future__ import annotations
+
+import pytest
+
+from gputriage.diagnosis import diagnose
+from gputriage.record import Run
+from gputriage.record.compute import ComputeSection, HostSync, OpStat
+from gputriage.record.placement import ModelInfo, PlacementSection, StrayPart, TensorSeen
+from gputriage.record.process import ProcessSection
+from gputriage.record.steps import LoaderInfo, Step, StepsSection
+from gputriage.rules.placement import is_device_mismatch, mismatch_devices
+
+CUDA_TEXT = (
+    "Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu! "
+    "(when checking argument for argument mat1 in method wrapper_CUDA_addmm)"
+)
+MPS_TEXT = "Placeholder storage has not been allocated on MPS device!"
+META_TEXT = "Tensor on device cpu is not on the expected device meta!"
+
+
+def _run(**sections: object) -> Run:
+    run = Run(command="run", expect_device="meta")
+    for name, value in sections.items():
+        setattr(run, name, value)
+    return run
+
+
+def _codes(run: Run) -> list[str]:
+    return [f.code for f in diagnose(run).findings]
+
+
+def _healthy_placement() -> PlacementSection:
+    return PlacementSection(
+        expected_device="meta",
+        models=[ModelInfo(name="Net", parameter_count=10, devices={"meta": 10})],
+        tensors=[TensorSeen(role="input", device="meta", shape=[8, 4], target="Net", where="train.py:9")],
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (CUDA_TEXT, True),
+        (MPS_TEXT, True),
+        (META_TEXT, True),
+        ("Input type (torch.FloatTensor) and weight type (torch.cuda.FloatTensor) should be the same", True),
+        ("Input type (torch.cuda.HalfTensor) and weight type (torch.cuda.FloatTensor) should be the same", False),
+        ("Tensor for argument #2 'mat1' is on CPU, but expected it to be on GPU (while checking arguments)", True),
+        ("mat1 and mat2 shapes cannot be multiplied (8x16 and 32x4)", False),
+        ("CUDA out of memory. Tried to allocate 2.00 GiB", False),
+    ],
+)
+def test_device_mismatch_texts_of_each_backend(text: str, expected: bool) -> None:
+    assert is_device_mismatch(text) is expected
+
+
+def test_mismatch_devices_are_named_in_order() -> None:
+    assert mismatch_devices(CUDA_TEXT) == ["cuda:0", "cpu"]
+    assert mismatch_devices(META_TEXT) == ["cpu", "meta"]
+
+
+def test_generic_mismatch_error_only_when_nothing_more_specific_applies() -> None:
+    crash = ProcessSection(
+        exit_code=1,
+        exception_type="RuntimeError",
+        exception_message=CUDA_TEXT,
+        crash_where="model.py:31",
+        crash_module="Net.attn (Attention)",
+    )
+    run = _run(placement=_healthy_placement(), process=crash)
+    diag = diagnose(run)
+    assert diag.verdict.root_cause == "device-mismatch-error"
+    finding = diag.findings[0]
+    assert finding.where == "model.py:31"
+    assert finding.evidence["devices"] == ["cuda:0", "cpu"]
+    assert finding.evidence["module"] == "Net.attn (Attention)"
+
+    run.placement.models[0].devices = {"cpu": 10}  # type: ignore[union-attr]
+    assert _codes(run)[0] == "model-on-cpu"
+    assert "device-mismatch-error" not in _codes(run)
+
+
+def test_unrelated_crash_is_not_a_placement_finding() -> None:
+    crash = ProcessSection(exit_code=1, exception_type="RuntimeError", exception_message="mat1 and mat2 shapes ...")
+    assert _codes(_run(placement=_healthy_placement(), process=crash)) == []
+
+
+def test_partly_on_cpu_names_the_plain_attribute_and_its_line() -> None:
+    placement = _healthy_placement()
+    placement.models[0].devices = {"meta": 10, "cpu": 8}
+    placement.models[0].stray = [StrayPart("enc.mask", "attribute", "cpu", 8, "model.py:12")]
+    finding = diagnose(_run(placement=placement)).findings[0]
+    assert finding.code == "model-partly-on-cpu"
+    assert finding.where == "model.py:12"
+    assert 'self.enc.register_buffer("mask"' in finding.fix
+
+
+def test_cpu_expected_device_describes_a_cpu_run() -> None:
+    placement = _healthy_placement()
+    placement.expected_device = "cpu"
+    placement.models[0].devices = {"cpu": 10}
+    assert _codes(_run(placement=placement)) == ["cpu-run"]
+
+
+def _steps(wait_s: float, wall_s: float, loader: LoaderInfo, n: int = 10) -> StepsSection:
+    steps = [
+        Step(index=i, start_s=i * wall_s, wall_s=wall_s, data_wait_s=wait_s, forward_s=0.0, other_s=wall_s - wait_s)
+        for i in range(n)
+    ]
+    return StepsSection(steps=steps, loader=loader, steps_observed=n, step_source="optimizer", cpu_count=16)
+
+
+def test_static_loader_settings_alone_never_fire() -> None:
+    loader = LoaderInfo(dataset_class="TensorDataset", batch_size=8, num_workers=0, pin_memory=False)
+    # num_workers=0 and no pinning, but the wait is 0.2 ms per step: nothing to fix
+    assert _codes(_run(steps=_steps(0.0002, 0.0005, loader))) == []
+
+
+def test_measured_wait_fires_with_evidence_and_a_fix_for_this_machine() -> None:
+    loader = LoaderInfo(dataset_class="ImageFolder", batch_size=64, num_workers=0, where="train.py:40")
+    run = _run(steps=_steps(0.030, 0.040, loader))
+    finding = diagnose(run).findings[0]
+    assert finding.code == "input-pipeline-bound"
+    assert finding.severity.value == "critical"
+    assert finding.evidence["data_wait_pct_of_step"] == 75.0
+    assert finding.where == "train.py:40"
+    assert "num_workers=8" in finding.fix  # 16 cores: one stays with the loop, capped at 8
+
+
+def test_short_waits_on_a_device_with_free_compute_do_not_fire() -> None:
+    # meta: compute costs nothing, so 1 ms of collation is a large share of a 1.5 ms step, but not worth a finding
+    loader = LoaderInfo(dataset_class="TensorDataset", batch_size=8, num_workers=0)
+    assert _codes(_run(steps=_steps(0.001, 0.0015, loader))) == []
+
+
+def _compute(ops: dict[str, int], times: dict[str, float], wall_s: float, steps: int = 3) -> ComputeSection:
+    return ComputeSection(
+        ops_per_device=ops,
+        op_time_s_per_device=times,
+        window_steps=steps,
+        window_wall_s=wall_s,
+        top_cpu_ops=[OpStat("aten.topk", "cpu", 3, times.get("cpu", 0.0), "metrics.py:7")],
+    )
+
+
+def test_no_gpu_compute_when_every_op_ran_on_the_cpu() -> None:
+    finding = diagnose(_run(compute=_compute({"cpu": 120}, {"cpu": 0.2}, 0.3))).findings[0]
+    assert finding.code == "no-gpu-compute"
+    assert finding.evidence["ops_per_device"] == {"cpu": 120}
+
+
+def test_cpu_compute_in_step_needs_share_and_absolute_time() -> None:
+    assert _codes(_run(compute=_compute({"meta": 90, "cpu": 9}, {"meta": 0.001, "cpu": 0.03}, 0.06))) == [
+        "cpu-compute-in-step"
+    ]
+    # a large share of a tiny step (meta) is not worth a finding
+    assert _codes(_run(compute=_compute({"meta": 90, "cpu": 9}, {"meta": 0.001, "cpu": 0.0009}, 0.002))) == []
+
+
+def test_host_sync_per_step_points_at_the_line() -> None:
+    compute = _compute({"meta": 90}, {"meta": 0.001}, 0.03)
+    compute.syncs = [HostSync(kind="item", where="train.py:52", code="total += loss.item()", count=3, time_s=0.003)]
+    finding = diagnose(_run(compute=compute)).findings[0]
+    assert finding.code == "host-sync-in-loop"
+    assert finding.where == "train.py:52"
+    assert finding.evidence["syncs_per_step"] == 1.0

@@ -1,0 +1,34 @@
+"""Everything is on the device, but each sample takes milliseconds to prepare in the main process."""
+
+import time
+
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, Dataset
+
+device = torch.device("meta")
+
+
+class SlowImages(Dataset):
+    def __len__(self) -> int:
+        return 48
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
+        time.sleep(0.004)  # stands in for decoding a JPEG and augmenting it
+        return torch.randn(16), index % 4
+
+
+def main() -> None:
+    loader = DataLoader(SlowImages(), batch_size=4, num_workers=0)  # MARK input-pipeline-bound
+    model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 4)).to(device)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    for batch_x, batch_y in loader:
+        x, y = batch_x.to(device), batch_y.to(device)
+        loss = nn.functional.cross_entropy(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""A package whose training entry point is launched with `-m trainpkg.train`."""

@@ -1,0 +1,76 @@
+"""A folder of per-rank traces: every rank analysed (in parallel processes), compared, and the straggler named."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from builders import TraceBuilder
+
+NCCL = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
+
+
+def _job(folder: Path, loader_us: list[float], clock_offset_us: list[float], steps: int = 6) -> Path:
+    """World of len(loader_us) ranks; each step: loader wait, 6 ms of kernels, then an all-reduce that ends when
+    the last rank arrives. Rank clocks disagree by clock_offset_us (different hosts)."""
+    folder.mkdir()
+    step_us = 10_000.0 + max(loader_us)
+    for rank, (loader, offset) in enumerate(zip(loader_us, clock_offset_us, strict=True)):
+        b = TraceBuilder(base_ns=1_700_000_000_000_000_000 + int(offset * 1000))
+        b.meta["distributedInfo"] = {"backend": "nccl", "rank": rank, "world_size": len(loader_us)}
+        for i in range(steps):
+            t0 = i * step_us
+            b.step(i, t0, step_us)
+            if loader:
+                b.annotation("enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__", t0, loader)
+            t = t0 + loader
+            for k in range(12):
+                b.launch(t + k, t + 10 + k * 500, 500.0)
+            arrive = t + 10 + 12 * 500
+            done = t0 + max(loader_us) + 10 + 12 * 500 + 300
+            b.launch(t + 20, arrive, done - arrive, NCCL)
+        b.write(folder / f"rank-{rank}.pt.trace.json.gz")
+    return folder
+
+
+def test_straggler_with_its_own_cause(tmp_path: Path, trace_json) -> None:  # type: ignore[no-untyped-def]
+    folder = _job(tmp_path / "job", loader_us=[0, 0, 4000, 0], clock_offset_us=[0, 5e6, -3e6, 17.0])
+    code, doc = trace_json(folder, "--jobs", "2")
+    ranks = doc["trace"]["ranks"]
+    assert [r["rank"] for r in ranks] == [0, 1, 2, 3]
+    imbalance = doc["trace"]["imbalance"]
+    assert imbalance["straggler_rank"] == 2
+    assert imbalance["straggler_lag_us"] == pytest.approx(4000, abs=1)  # clock offsets removed
+    straggler = next(f for f in doc["findings"] if f["code"] == "straggler-rank")
+    assert straggler["rank"] == 2
+    assert straggler["evidence"]["reason_code"] == "input-pipeline-bound"
+    assert "input-pipeline-bound on rank 2 only" in straggler["title"]
+    loaders = [f for f in doc["findings"] if f["code"] == "input-pipeline-bound"]
+    assert [f["rank"] for f in loaders] == [2]
+    assert ranks[2]["collective_lag_us"] == pytest.approx(4000, abs=1)
+    assert code == 0
+
+
+def test_balanced_job_has_no_straggler(tmp_path: Path, trace_json) -> None:  # type: ignore[no-untyped-def]
+    folder = _job(tmp_path / "job", loader_us=[0, 0], clock_offset_us=[0, 123.0])
+    _, doc = trace_json(folder)
+    assert "straggler-rank" not in {f["code"] for f in doc["findings"]}
+    assert doc["trace"]["imbalance"]["straggler_lag_us"] == pytest.approx(0, abs=1)
+
+
+def test_corpus_sampled_ranks(traces: Path, trace_json) -> None:  # type: ignore[no-untyped-def]
+    _, doc = trace_json(traces / "hta/trace_filter")
+    ranks = doc["trace"]["ranks"]
+    assert [r["rank"] for r in ranks] == [0, 1]
+    assert [round(r["busy_pct"]) for r in ranks] == [45, 47]  # MANIFEST: ~45-47% busy
+    imbalance = doc["trace"]["imbalance"]
+    assert imbalance["ranks"] == 2
+    assert imbalance["collectives_compared"] == 10  # the ncclDevKernel_* / ncclKernel_* launches of each rank
+    assert imbalance["busy_spread_pct"] == pytest.approx(abs(ranks[0]["busy_pct"] - ranks[1]["busy_pct"]), abs=1e-3)
+    assert all(f["rank"] in (0, 1) for f in doc["findings"])
+
+
+def test_folder_without_traces_is_a_clean_error(tmp_path: Path, trace_json) -> None:  # type: ignore[no-untyped-def]
+    (tmp_path / "empty").mkdir()
+    code, doc = trace_json(tmp_path / "empty")
+    assert (code, doc) == (2, {})

@@ -1,0 +1,136 @@
+"""Numbers that upstream projects published for the real traces in ../shared/corpus/traces (see its MANIFEST).
+
+Tolerance: 0.5 percentage points unless stated. Where we differ from the upstream tool by design, the test says why.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gputriage.tracing.intervals import union
+from gputriage.tracing.prepared import Prepared
+from gputriage.tracing.summary import analyse_trace
+
+PT = 0.5  # percentage points
+
+
+def _prepared(path: Path) -> Prepared:
+    from gputriage.tracing.collect import Collector
+    from gputriage.tracing.reader import read_trace
+
+    _, batches = read_trace(path)
+    collector = Collector()
+    for batch in batches:
+        collector.feed(batch)
+    return Prepared(collector.finish())
+
+
+# --- A. The TensorBoard plugin's overview (tb_plugin/test/result_check_file.txt), the 2021-02 ResNet-50 pair.
+
+
+def test_tensorboard_resnet50_num_workers_0(traces: Path, trace_json) -> None:  # type: ignore[no-untyped-def]
+    code, doc = trace_json(traces / "kineto_tb_plugin/2021-02/resnet50_num_workers_0/worker0.pt.trace.json.gz")
+    rank = doc["trace"]["ranks"][0]
+    assert rank["step_time_us"] == pytest.approx(154745, abs=1)  # "Average Step Time"
+    assert rank["busy_pct_of_steps"] == pytest.approx(68.93, abs=PT)  # "Kernel" = TB's GPU utilization
+    assert rank["dataloader_pct_of_step"] == pytest.approx(20.31, abs=PT)  # "DataLoader"
+    assert code == 0
+    assert doc["findings"][0]["code"] == "input-pipeline-bound"
+    assert doc["verdict"]["root_cause"] == "input-pipeline-bound"
+
+
+def test_tensorboard_resnet50_num_workers_4(traces: Path, trace_json) -> None:  # type: ignore[no-untyped-def]
+    _, doc = trace_json(traces / "kineto_tb_plugin/2021-02/resnet50_num_workers_4/worker0.pt.trace.json.gz")
+    rank = doc["trace"]["ranks"][0]
+    assert rank["step_time_us"] == pytest.approx(128247, abs=1)
+    assert rank["busy_pct_of_steps"] == pytest.approx(84.41, abs=PT)
+    assert rank["dataloader_pct_of_step"] == pytest.approx(0.02, abs=PT)
+    assert "input-pipeline-bound" not in {f["code"] for f in doc["findings"]}
+
+
+# --- B. TraceLens reference CSVs (gpu_timeline.csv).
+
+
+def test_tracelens_owlv2_busy_idle(traces: Path) -> None:
+    r = analyse_trace(traces / "tracelens/h100/google_owlv2-large-patch14-ensemble__1016001.json.gz")
+    assert r.busy_pct == pytest.approx(52.561, abs=PT)
+    assert r.idle_pct == pytest.approx(47.439, abs=PT)
+    assert r.window_us == pytest.approx(1078288.4, rel=1e-4)
+
+
+def _launched_view(p: Prepared) -> tuple[float, float]:
+    """TraceLens counts only GPU events tied to a launch in the trace (its call tree); HTA counts every GPU event.
+
+    Returns (busy %, window ms) of that view.
+    """
+    import numpy as np
+
+    g = p.col.gpu
+    keep = ~np.isnan(p.runtime_ts_for(g.corr))
+    spans = union(g.ts[keep], g.end[keep])
+    window = int(spans.end[-1] - spans.start[0])
+    return 100.0 * spans.total() / window, window / 1e6
+
+
+def test_tracelens_qwen_busy_idle(traces: Path) -> None:
+    path = traces / "tracelens/h100/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz"
+    busy, window_ms = _launched_view(_prepared(path))
+    assert busy == pytest.approx(91.440, abs=PT)
+    assert window_ms == pytest.approx(34.892, abs=0.01)
+    # Our contract uses HTA's window, which also counts kernels launched before the profiler started (no launch
+    # call in the trace): a longer window, so a slightly different share.
+    assert analyse_trace(path).busy_pct == pytest.approx(91.933, abs=0.01)
+
+
+def test_tracelens_mi300_window(traces: Path) -> None:
+    # TraceLens's mi300 reference splits the kernels re-run by activation checkpointing ("is_recompute") out of
+    # busy time, which no timeline definition reproduces; the window it measures over is pinned here.
+    _, window_ms = _launched_view(_prepared(traces / "tracelens/mi300/resnet_act_checkpoint.json.gz"))
+    assert window_ms == pytest.approx(56.518, abs=0.01)
+
+
+# --- C. Holistic Trace Analysis tests (tests/test_trace_analysis.py) on the MTIA trace.
+
+_MTIA_TOTAL = 13328347
+
+
+def test_hta_mtia_temporal_breakdown(traces: Path) -> None:
+    r = analyse_trace(traces / "hta/mtia_trace_single_rank/mtia_rank_0.json.gz")
+    # HTA rounds ns timestamps to whole µs (start up, end down), which adds ~0.17 pt of idle on this trace of
+    # 25,677 short device events; we keep the nanoseconds.
+    assert r.idle_pct == pytest.approx(100 * 5648827 / _MTIA_TOTAL, abs=PT)
+    assert r.compute_pct == pytest.approx(100 * 7305596 / _MTIA_TOTAL, abs=PT)
+    assert r.non_compute_pct == pytest.approx(100 * 373924 / _MTIA_TOTAL, abs=PT)
+    assert r.window_us == pytest.approx(_MTIA_TOTAL, rel=1e-4)
+
+
+def test_hta_mtia_idle_breakdown(traces: Path) -> None:
+    r = analyse_trace(traces / "hta/mtia_trace_single_rank/mtia_rank_0.json.gz")
+    streams = {s.stream: s for s in r.streams}
+    assert set(streams) == {1, 102}
+    # HTA: stream 1, host_wait, idle_time_ratio 0.07 (rounded to 2 decimals); idle_time 417937 µs after its µs rounding.
+    assert streams[1].host_wait_pct / 100 == pytest.approx(0.07, abs=0.005)
+    assert streams[1].idle_us * streams[1].host_wait_pct / 100 == pytest.approx(417937, rel=0.05)
+    for s in streams.values():
+        assert s.host_wait_pct + s.kernel_wait_pct + s.other_pct == pytest.approx(100, abs=0.01)
+
+
+# --- Every corpus trace parses, and the healthy one stays healthy.
+
+
+def test_every_corpus_trace_parses(traces: Path) -> None:
+    files = sorted(traces.rglob("*.json.gz"))
+    assert len(files) >= 25
+    for path in files:
+        r = analyse_trace(path)
+        assert r.self_check() == [], path
+        assert r.events and r.events > 0, path
+
+
+def test_healthy_ns_resolution_trace_has_no_warning(traces: Path, trace_json) -> None:  # type: ignore[no-untyped-def]
+    _, doc = trace_json(traces / "hta/ns_resolution_trace/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz")
+    assert doc["trace"]["ranks"][0]["busy_pct"] > 95
+    assert [f for f in doc["findings"] if f["severity"] != "info"] == []
+    assert doc["verdict"]["status"] == "healthy"

@@ -1,0 +1,121 @@
+"""One tiny synthetic training loop per finding, through the real CLI; a healthy loop yields nothing to fix."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from builders import TraceBuilder, training_loop
+
+from gputriage.cli import main
+
+
+def _codes(doc: dict) -> dict[str, dict]:  # type: ignore[type-arg]
+    return {f["code"]: f for f in doc["findings"]}
+
+
+def test_healthy_loop_has_no_warning(tmp_path: Path, trace_json) -> None:  # type: ignore[no-untyped-def]
+    code, doc = trace_json(training_loop().write(tmp_path / "healthy.json.gz"))
+    rank = doc["trace"]["ranks"][0]
+    assert rank["busy_pct"] >= 95
+    assert [f for f in doc["findings"] if f["severity"] != "info"] == []
+    assert (code, doc["verdict"]["status"]) == (0, "healthy")
+
+
+def test_contract_fields_of_the_trace_section(tmp_path: Path, trace_json) -> None:  # type: ignore[no-untyped-def]
+    _, doc = trace_json(training_loop(loader_us=3000).write(tmp_path / "t.json"))
+    rank = doc["trace"]["ranks"][0]
+    for key in (
+        "rank", "device", "steps", "window_us", "busy_pct", "idle_pct", "compute_pct", "non_compute_pct",
+        "idle_breakdown", "step_time_us", "busy_pct_of_steps", "dataloader_pct_of_step",
+    ):
+        assert key in rank
+    assert set(rank["idle_breakdown"]) == {"host_wait_pct", "kernel_wait_pct", "other_pct"}
+    assert (rank["device"], rank["steps"], rank["step_time_us"]) == ("FakeGPU", 5, 10000.0)
+    assert rank["busy_pct"] + rank["idle_pct"] == pytest.approx(100)
+    assert rank["compute_pct"] + rank["non_compute_pct"] == pytest.approx(rank["busy_pct"])
+    assert rank["rank"] is None  # no distributedInfo: null, never a guess
+
+
+def test_input_pipeline_bound(tmp_path: Path, trace_json) -> None:  # type: ignore[no-untyped-def]
+    code, doc = trace_json(training_loop(loader_us=3000).write(tmp_path / "loader.json"))
+    found = _codes(doc)["input-pipeline-bound"]
+    assert found["evidence"]["dataloader_pct_of_step"] == pytest.approx(30.0)
+    assert found["severity"] == "warning" and found["where"] == "train.py:30"
+    assert "num_workers" in found["fix"]
+    assert doc["verdict"]["root_cause"] == "input-pipeline-bound"
+    _, starved = trace_json(training_loop(loader_us=5000).write(tmp_path / "starved.json"))
+    assert _codes(starved)["input-pipeline-bound"]["severity"] == "critical"
+
+
+def test_host_sync_in_loop_names_the_line(tmp_path: Path, trace_json) -> None:  # type: ignore[no-untyped-def]
+    _, doc = trace_json(training_loop(sync_idle_us=2500).write(tmp_path / "sync.json"))
+    found = _codes(doc)["host-sync-in-loop"]
+    assert found["where"] == "train.py:42"
+    assert found["evidence"]["top_op"] == "aten::item"
+    assert found["evidence"]["sync_calls_per_step"] == 1.0
+    assert found["evidence"]["idle_after_sync_pct"] > 20
+
+
+def test_cpu_compute_in_step(tmp_path: Path, trace_json) -> None:  # type: ignore[no-untyped-def]
+    _, doc = trace_json(training_loop(cpu_op_us=2500).write(tmp_path / "cpu.json"))
+    found = _codes(doc)["cpu-compute-in-step"]
+    assert found["evidence"]["top_ops"] == ["aten::mul"]
+    assert found["evidence"]["gpu_idle_during_pct"] == pytest.approx(20.0, abs=0.5)
+
+
+def test_pageable_memcpy(tmp_path: Path, trace_json) -> None:  # type: ignore[no-untyped-def]
+    _, small = trace_json(training_loop(pageable_copy_us=100).write(tmp_path / "small.json"))
+    assert _codes(small)["pageable-memcpy"]["severity"] == "info"
+    _, big = trace_json(training_loop(pageable_copy_us=800, busy_share=0.9).write(tmp_path / "big.json"))
+    found = _codes(big)["pageable-memcpy"]
+    assert found["severity"] == "warning"
+    assert found["evidence"]["pageable_h2d_count"] == 5
+    assert found["evidence"]["pageable_h2d_bytes"] == 5 * (4 << 20)
+    assert "pin_memory=True" in found["fix"]
+
+
+def test_launch_bound(tmp_path: Path, trace_json) -> None:  # type: ignore[no-untyped-def]
+    b = TraceBuilder()
+    t = 0.0
+    for _ in range(400):  # each 4 µs kernel is launched after the previous one ended: the CPU is the bottleneck
+        b.launch(t, t + 8, 4.0, call_dur=10.0)
+        t += 14.0
+    _, doc = trace_json(b.write(tmp_path / "launch.json"))
+    found = _codes(doc)["launch-bound"]
+    assert found["evidence"]["host_wait_pct_of_idle"] == 100.0
+    assert found["evidence"]["median_kernel_us"] == 4.0
+    assert "torch.compile" in found["fix"]
+    assert "low-gpu-utilization" not in _codes(doc)  # the lower finding explains the idle GPU
+
+
+def test_low_gpu_utilization_when_nothing_explains_it(tmp_path: Path, trace_json) -> None:  # type: ignore[no-untyped-def]
+    b = TraceBuilder()
+    for i in range(5):
+        b.launch(i * 10_000, i * 10_000 + 10, 3000.0)  # 30% busy, long kernels, nothing on the CPU side
+    _, doc = trace_json(b.write(tmp_path / "low.json"))
+    found = _codes(doc)["low-gpu-utilization"]
+    assert found["evidence"]["busy_pct"] == pytest.approx(100 * 15000 / 43000, abs=0.01)
+    assert found["severity"] == "warning"
+
+
+def test_no_gpu_compute(tmp_path: Path, trace_json) -> None:  # type: ignore[no-untyped-def]
+    b = TraceBuilder()
+    b.step(0, 0, 5000)
+    b.op("aten::addmm", 10, 4000)
+    code, doc = trace_json(b.write(tmp_path / "cpu.json"))
+    found = _codes(doc)["no-gpu-compute"]
+    assert (found["severity"], found["rung"]) == ("critical", 4)
+    assert doc["verdict"]["status"] == "idle"
+    assert main(["trace", str(tmp_path / "cpu.json"), "--json", "--fail-on", "critical"]) == 1
+
+
+def test_out_dir_writes_report_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = training_loop(loader_us=3000).write(tmp_path / "t.json")
+    assert main(["trace", str(path), "--out", str(tmp_path / "out"), "--fail-on", "warning"]) == 1
+    assert "input-pipeline-bound" in capsys.readouterr().out
+    doc = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert doc["trace"]["ranks"][0]["dataloader_pct_of_step"] == pytest.approx(30.0)
+    assert main(["report", str(tmp_path / "out"), "--json"]) == 0  # the saved report re-renders
+    assert json.loads(capsys.readouterr().out)["findings"][0]["code"] == "input-pipeline-bound"
