@@ -14,4 +14,8 @@ def __getattr__(name: str) -> Any:
         from gputriage import api
 
         return getattr(api, name)
+    if name == "load_ipython_extension":  # `%load_ext gputriage`; IPython is imported only then
+        from gputriage.integrations.notebook import load_ipython_extension
+
+        return load_ipython_extension
     raise AttributeError(f"module 'gputriage' has no attribute {name!r}")

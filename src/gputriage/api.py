@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 from types import TracebackType
-from typing import TextIO
+from typing import Any, TextIO
 
 from gputriage.diagnosis import Diagnosis, diagnose
 from gputriage.findings import Finding
@@ -64,6 +64,30 @@ class Session:
         for observer in reversed(self._observers):
             observer.finish(self.run)  # type: ignore[attr-defined]
         self._diagnosis = diagnose(self.run)
+
+    def start(self) -> Session:
+        """Begin recording outside a `with` block: a framework callback's train-begin hook."""
+        return self.__enter__()
+
+    def stop(self, exc: BaseException | None = None) -> Diagnosis:
+        """End recording (a framework callback's train-end hook); `exc` is what ended the training, if anything."""
+        self.__exit__(None if exc is None else type(exc), exc, None)
+        return self.diagnosis
+
+    def _repr_html_(self) -> str | None:
+        """Jupyter shows a finished session as its HTML report."""
+        if self._diagnosis is None:
+            return None
+        from gputriage.integrations.notebook import diagnosis_html
+
+        return diagnosis_html(self._diagnosis)
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        """IPython's text view: the terminal report, or that the session still records."""
+        from gputriage.integrations.notebook import diagnosis_text
+
+        recording = "<gputriage session: recording>"
+        printer.text(diagnosis_text(self._diagnosis) if self._diagnosis is not None else recording)
 
     @property
     def diagnosis(self) -> Diagnosis:

@@ -273,7 +273,8 @@ def finish_rank(run: Run, out_dir: Path, wait_s: float | None = None) -> RankOut
     only delay them; they merge again when they write theirs.
     """
     info = run.rank_info
-    assert info is not None
+    if info is None:
+        raise ValueError("finish_rank needs a run with rank_info")
     record = write_rank_record(run, out_dir)
     if wait_s is None:
         wait_s = float(os.environ.get(MERGE_WAIT_ENV, DEFAULT_MERGE_WAIT_S))
@@ -295,10 +296,12 @@ def report_rank(run: Run, out_dir: Path, stream: TextIO) -> None:
     The rank that writes the merged report renders it on its stderr; the others print one line. Nothing here may
     change the job's exit code, so a failure is one line on stderr too.
     """
+    from gputriage.collectors.distributed import rank_from_env
     from gputriage.report.output import OutputOptions, emit
 
-    assert run.rank_info is not None
-    rank = run.rank_info.rank
+    if run.rank_info is None:  # the distributed observer failed: its place in the job is still in the environment
+        run.rank_info = rank_from_env()
+    rank = run.rank_info.rank if run.rank_info is not None else "?"
     try:
         outcome = finish_rank(run, out_dir)
     except Exception as exc:  # a full disk or a broken record must not replace the job's own exit code

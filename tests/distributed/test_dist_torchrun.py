@@ -55,7 +55,7 @@ ENV = {**os.environ, "OMP_NUM_THREADS": "1", "GPUTRIAGE_MERGE_WAIT_S": "10"}
 
 def torchrun(out: Path, ranks: int, *job_args: str, module: bool = False) -> subprocess.CompletedProcess[str]:
     cmd = torchrun_cmd(out, ranks, *job_args, module=module)
-    return subprocess.run(cmd, cwd=REPO, env=ENV, capture_output=True, text=True, timeout=120)
+    return subprocess.run(cmd, check=False, cwd=REPO, env=ENV, capture_output=True, text=True, timeout=120)
 
 
 def merged(out: Path) -> dict[str, Any]:

@@ -21,7 +21,7 @@ from gputriage.record.placement import ModelInfo, PlacementSection
 from gputriage.record.process import ProcessSection
 from gputriage.record.ranks import ModelWrap, RankInfo
 from gputriage.record.steps import LoaderInfo, Step, StepsSection
-from gputriage.record.trace import IdleBreakdown, RankTrace, TraceSection
+from gputriage.record.trace import IdleBreakdown, RankTrace, StepBreakdown, SyncSummary, TraceSection
 
 INJECTION = "</script><img src=x onerror=alert(1)>"
 CREATED_AT_S = 1_764_460_800.0  # fixed, so renders are byte-for-byte reproducible
@@ -76,7 +76,16 @@ def environment() -> Environment:
 
 
 def loader(dataset_class: str = "ImageFolder") -> LoaderInfo:
-    return LoaderInfo(dataset_class=dataset_class, batch_size=64, num_workers=0, pin_memory=False, where="train.py:31")
+    return LoaderInfo(
+        dataset_class=dataset_class,
+        dataset_len=50_000,
+        batch_size=64,
+        num_workers=0,
+        pin_memory=False,
+        persistent_workers=False,
+        is_iterable_dataset=False,
+        where="train.py:31",
+    )
 
 
 def model(name: str = "ResNet", devices: dict[str, int] | None = None) -> ModelInfo:
@@ -130,6 +139,7 @@ def lifelike_run(step_count: int = 150) -> Run:
     run.argv = ["train.py", "--data", "/datasets/imagenet-subset", "--batch-size", "64"]
     assert run.steps is not None and run.gpu is not None
     run.steps.steps = steps
+    run.steps.cpu_count = 16
     run.gpu.devices[0].samples = samples
     return run
 
@@ -212,7 +222,8 @@ def distributed_run(world_size: int = 4, killed: tuple[int, ...] = ()) -> Run:
     return merge_runs(records)
 
 
-def trace_only_run(path: str = "traces/rank0.pt.trace.json") -> Run:
+def trace_only_run(path: str = "traces/rank0.pt.trace.json", *, partition: bool = False) -> Run:
+    """A `gputriage trace` record; with `partition`, the step partition and sync summary that fill every arrow."""
     return Run(
         command="trace",
         created_at_s=CREATED_AT_S,
@@ -233,6 +244,27 @@ def trace_only_run(path: str = "traces/rank0.pt.trace.json") -> Run:
                     step_time_us=102_400.0,
                     busy_pct_of_steps=40.0,
                     dataloader_pct_of_step=62.0,
+                    step_breakdown=StepBreakdown(
+                        kernel_pct=30.0,
+                        memcpy_pct=3.0,
+                        memset_pct=0.0,
+                        runtime_pct=2.0,
+                        dataloader_pct=62.0,
+                        cpu_exec_pct=2.0,
+                        other_pct=1.0,
+                    )
+                    if partition
+                    else None,
+                    syncs=SyncSummary(
+                        calls=5,
+                        blocking_us=2048.0,
+                        calls_per_step=1.0,
+                        blocking_pct_of_steps=0.4,
+                        idle_after_sync_us=0.0,
+                        idle_after_sync_pct=0.0,
+                    )
+                    if partition
+                    else None,
                 )
             ]
         ),

@@ -13,20 +13,26 @@ import os
 import re
 import shutil
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from report_records import (
     INJECTION,
+    crashed_run,
     diagnosis_with,
+    distributed_run,
     injected_finding,
     injected_run,
     lifelike_run,
+    no_gpu_run,
     starvation_finding,
     starved_run,
+    trace_only_run,
 )
 
 from gputriage.diagnosis import Diagnosis, diagnose
+from gputriage.record import Run
 from gputriage.report.html import render_html
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -104,6 +110,22 @@ def test_charts_and_diagrams_render_without_errors_and_the_injection_stays_text(
     assert INJECTION not in dom
 
 
+@pytest.mark.parametrize(
+    ("make_run", "charts"),
+    [(distributed_run, 2), (no_gpu_run, 1), (crashed_run, 0), (trace_only_run, 0)],
+    ids=lambda v: getattr(v, "__name__", str(v)),
+)
+def test_every_kind_of_record_renders_without_errors(make_run: Callable[[], Run], charts: int, tmp_path: Path) -> None:
+    page = write_page(diagnosis_with(make_run(), []), tmp_path / "r.html")
+
+    dom, console = dump_dom(page, tmp_path)
+
+    assert console == []
+    assert "data-js-errors" not in html_tag(dom)
+    assert f'data-charts-rendered="{charts}"' in html_tag(dom)
+    assert 'id="relationship-diagram"' in dom and 'id="sequence-diagram"' in dom
+
+
 def test_the_check_catches_a_script_error(tmp_path: Path) -> None:
     """The harness above would notice a broken page: a page with a failing script is reported both ways."""
     html = render_html(diagnosis_with(starved_run(), []))
@@ -127,7 +149,7 @@ def test_screenshot_of_a_report(tmp_path: Path) -> None:
     shot.unlink(missing_ok=True)
 
     chromium(
-        tmp_path / "profile", page.as_uri(), "--hide-scrollbars", "--window-size=1200,2450", f"--screenshot={shot}"
+        tmp_path / "profile", page.as_uri(), "--hide-scrollbars", "--window-size=1200,2750", f"--screenshot={shot}"
     )
 
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -90,6 +90,14 @@ def test_chart_data_holds_the_step_phases_and_nvml_series_on_one_time_axis() -> 
     x_min, x_max = data["x_range_s"]
     assert x_min == 0.0 and x_max == pytest.approx(5.9)  # the last NVML sample outlives the last step (5.0 s)
     assert section(page, "steps").count("<tr><td") == 40
+    assert "The probes timed" not in page  # every step of the job was timed
+
+
+def test_a_run_whose_probes_timed_only_some_steps_says_how_many() -> None:
+    run = starved_run(step_count=20)
+    assert run.steps is not None
+    run.steps.steps_total = 5000
+    assert "The probes timed 20 of the job's 5000 steps." in section(render_html(diagnosis_with(run, [])), "steps")
 
 
 def test_the_gpu_box_prefers_the_samplers_whole_window_summary_over_the_kept_samples() -> None:
@@ -100,6 +108,13 @@ def test_the_gpu_box_prefers_the_samplers_whole_window_summary_over_the_kept_sam
     diagrams = section(render_html(diagnosis_with(run, [])), "diagrams")
     assert "usage: 47% mean (NVML, 6000 readings)" in diagrams
     assert "memory: 12.0 GiB peak of 80.0 GiB" in diagrams
+
+
+def test_a_lost_gpu_says_so_in_the_gpu_box() -> None:
+    run = starved_run()
+    assert run.gpu is not None
+    run.gpu.devices[0].lost = True
+    assert "device: GPU 0: NVIDIA A100-SXM4-80GB (lost)" in section(render_html(diagnosis_with(run, [])), "diagrams")
 
 
 def test_healthy_run_highlights_the_computation_not_the_loader() -> None:
@@ -164,8 +179,28 @@ def test_trace_only_run_uses_the_trace_numbers_and_says_how_to_open_the_trace() 
     assert "usage: 38% mean (profiler trace, busy time)" in diagrams
     assert "1. load data: 63.5 ms (62%)" in diagrams
     assert "2. send data: not measured" in diagrams
+    # 62% is known to be the largest share even with the other arrows unknown.
+    assert re.findall(r"<g class='message hot' data-action='([^']+)'>", diagrams) == ["load data"]
     assert "traces/rank0.pt.trace.json" in section(page, "timeline")
     assert "ui.perfetto.dev" in section(page, "timeline")
+
+
+def test_trace_step_partition_fills_every_arrow_it_can() -> None:
+    diagrams = section(render_html(diagnosis_with(trace_only_run(partition=True), [])), "diagrams")
+    assert "2. send data: 3.1 ms (3.0%)" in diagrams
+    assert "3. perform computation: 30.7 ms (30%)" in diagrams
+    assert "GPU kernels, forward and backward together" in diagrams
+    assert "4. return results: 410 µs (0.4%)" in diagrams
+    assert "5. backpropagate: not measured" in diagrams
+
+
+def test_a_small_known_share_is_not_called_where_the_time_goes() -> None:
+    run = trace_only_run()
+    assert run.trace is not None
+    run.trace.ranks[0].dataloader_pct_of_step = 20.0
+    page = render_html(diagnosis_with(run, []))
+    assert "1. load data: 20.5 ms (20%)" in page
+    assert "message hot" not in page
 
 
 def test_everything_from_the_run_is_escaped() -> None:

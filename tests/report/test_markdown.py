@@ -17,7 +17,8 @@ from report_records import (
     trace_only_run,
 )
 
-from gputriage.report.markdown import fenced, render_markdown
+from gputriage.report.fmt import evidence_value
+from gputriage.report.markdown import fenced, md, render_markdown
 from gputriage.report.mermaid import label
 
 
@@ -59,7 +60,7 @@ def test_runs_without_gpu_data_or_steps_say_not_measured() -> None:
     assert "usage: not measured" in mermaid_blocks(no_gpu)[0]
     crashed = render_markdown(diagnosis_with(crashed_run(), []))
     assert "**The script ended:** exit code 1, crashed with RuntimeError: Expected all tensors" in crashed
-    assert "cuda:0 and cpu\\!, at train.py:57 in Net.head \\(Linear\\)" in crashed
+    assert "cuda:0 and cpu!, at train.py:57 in Net.head (Linear)" in crashed
     sequence = mermaid_blocks(crashed)[1]
     assert "1. load data: not measured" in sequence
     assert "rect" not in sequence  # nothing was timed, so nothing is highlighted
@@ -87,5 +88,8 @@ def test_user_strings_cannot_become_html_or_break_the_markdown() -> None:
 
 def test_helpers() -> None:
     assert fenced("a ``` b") == "````\na ``` b\n````"
+    assert evidence_value(2312140804) == "2,312,140,804" and evidence_value(6.66e6) == "6,660,000"
+    assert evidence_value(None) == "n/a" and evidence_value(0.06972) == "0.06972" and evidence_value(True) == "yes"
+    assert md("a|b *c* `d` [e](f) <g>") == "a\\|b \\*c\\* \\`d\\` \\[e\\](f) &lt;g&gt;"
     assert label('x"]; y') == "x#34;#93;#59; y"
     assert label(INJECTION).count("#60;") == 2

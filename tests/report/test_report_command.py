@@ -54,3 +54,27 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, capsys: pytest.Capture
     err = capsys.readouterr().err
     assert err.startswith("gputriage: error:") and err.count("\n") == 1
     assert not (tmp_path / "x.html").exists()
+
+
+def test_a_real_profiler_trace_gives_all_four_files_and_re_renders(
+    corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """HTA's trace_diff/control trace (A100, rank 3 of 8, 6 ProfilerSteps): the kernels take most of the step."""
+    trace = corpus / "traces" / "hta" / "trace_diff" / "control" / "control.json.gz"
+    out = tmp_path / "out"
+
+    assert main(["trace", str(trace), "--out", str(out)]) == 0
+    capsys.readouterr()
+
+    assert sorted(p.name for p in out.iterdir()) == REPORT_FILES
+    md = (out / "report.md").read_text()
+    assert "gpu->>gpu: 3. perform computation:" in md.split("rect rgb(255, 210, 210)")[1].split("end")[0]
+    assert "from the profiler trace, rank 3" in md
+    timeline = json.loads((out / "timeline.json").read_bytes())
+    assert timeline["otherData"]["profiler_traces"] == [str(trace)]
+    html = (out / "report.html").read_text()
+    assert "A100" in html.split('<section id="diagrams">')[1].split("</section>")[0]
+
+    assert main(["report", str(out), "--out", str(tmp_path / "again")]) == 0
+    for name in REPORT_FILES:
+        assert (tmp_path / "again" / name).read_bytes() == (out / name).read_bytes(), name

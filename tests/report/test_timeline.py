@@ -19,6 +19,7 @@ from report_records import (
 )
 
 from gputriage.findings import Finding, Severity
+from gputriage.record.ranks import CollectiveEvent
 from gputriage.report.timeline import build_timeline, encode_timeline
 
 _PHASES = {"X", "C", "i", "M"}
@@ -153,3 +154,20 @@ def test_phase_slices_never_overshoot_their_step() -> None:
     parent = next(e for e in events if e.get("cat") == "step")
     last = [e for e in events if e.get("cat") == "phase"][-1]
     assert last["ts"] + last["dur"] <= parent["ts"] + parent["dur"]
+
+
+def test_each_ranks_collective_waits_sit_beside_its_steps() -> None:
+    run = distributed_run(world_size=2)
+    assert run.ranks is not None
+    run.ranks.ranks[1].collectives.events = [
+        CollectiveEvent(op="ddp_allreduce", t_s=1.05, wait_s=0.02),
+        CollectiveEvent(op="barrier", t_s=float("nan"), wait_s=0.01),  # a broken reading is left out
+    ]
+    events = check_trace_event_format(build_timeline(diagnosis_with(run, [])))
+
+    collectives = [e for e in events if e.get("cat") == "collective"]
+    assert [(e["name"], e["ts"], e["dur"]) for e in collectives] == [("ddp_allreduce", 1_050_000.0, 20_000.0)]
+    rank1_steps = {e["pid"] for e in events if e.get("cat") == "step" and e["args"]["step"] == 0}
+    assert collectives[0]["pid"] in rank1_steps and collectives[0]["tid"] != 1
+    threads = [e["args"]["name"] for e in events if e["name"] == "thread_name" and e["pid"] == collectives[0]["pid"]]
+    assert sorted(threads) == ["collectives (waiting)", "steps and phases"]

@@ -64,9 +64,10 @@ def mark_line(script: str, marker: str) -> str:
     raise AssertionError(f"no '# MARK {marker}' in {path}")
 
 
-def run_case(case: Case, out_dir: Path) -> Result:
-    cmd = [sys.executable, "-m", "gputriage", "run", "--expect-device", "meta", "--out", str(out_dir), *case.argv]
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+def run_case(case: Case, out_dir: Path, expect_device: str = "meta", env: dict[str, str] | None = None) -> Result:
+    cmd = [sys.executable, "-m", "gputriage", "run", "--expect-device", expect_device, "--out", str(out_dir)]
+    cmd += case.argv
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
     proc = subprocess.Popen(cmd, cwd=SCRIPTS, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     if case.terminate_after is not None:
         assert proc.stdout is not None

@@ -27,12 +27,23 @@ class TraceBuilder:
     # written as exact decimal text ("1700000000000010.001").
     base_ns: int = 1_700_000_000_000_000_000
     events: list[dict[str, Any]] = field(default_factory=list)
-    meta: dict[str, Any] = field(default_factory=lambda: {"schemaVersion": 1, "deviceProperties": [{"name": "FakeGPU"}]})
+    meta: dict[str, Any] = field(
+        default_factory=lambda: {"schemaVersion": 1, "deviceProperties": [{"name": "FakeGPU"}]}
+    )
     _corr: int = 1000
 
-    def _x(self, cat: str, name: str, ts: float, dur: float, pid: Any, tid: Any, **args: Any) -> None:
+    def _x(self, cat: str, name: str, ts: float, dur: float, pid: Any, tid: Any, **args: Any) -> None:  # noqa: PLR0917  # the Chrome-trace field order
         self.events.append(
-            {"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": f"{_TS}{self.base_ns + round(ts * 1000)}", "dur": dur, "args": args}
+            {
+                "ph": "X",
+                "cat": cat,
+                "name": name,
+                "pid": pid,
+                "tid": tid,
+                "ts": f"{_TS}{self.base_ns + round(ts * 1000)}",
+                "dur": dur,
+                "args": args,
+            }
         )
 
     def op(self, name: str, ts: float, dur: float, tid: int = MAIN_TID) -> None:
@@ -47,8 +58,18 @@ class TraceBuilder:
     def step(self, index: int, ts: float, dur: float) -> None:
         self.annotation(f"ProfilerStep#{index}", ts, dur)
 
-    def launch(self, ts: float, kernel_ts: float, kernel_dur: float, name: str = "void gemm_kernel<float>()",
-               *, call: str = "cudaLaunchKernel", call_dur: float = 4.0, cat: str = "kernel", **args: Any) -> None:
+    def launch(
+        self,
+        ts: float,
+        kernel_ts: float,
+        kernel_dur: float,
+        name: str = "void gemm_kernel<float>()",
+        *,
+        call: str = "cudaLaunchKernel",
+        call_dur: float = 4.0,
+        cat: str = "kernel",
+        **args: Any,
+    ) -> None:
         """A runtime call on the main thread and the device event it enqueued."""
         self._corr += 1
         self._x("cuda_runtime", call, ts, call_dur, PID, MAIN_TID, correlation=self._corr)
@@ -96,8 +117,15 @@ def training_loop(
             t += loader_us
         if pageable_copy_us:
             b.op("aten::copy_", t, pageable_copy_us + 10)
-            b.launch(t + 1, t + 5, pageable_copy_us, "Memcpy HtoD (Pageable -> Device)", call="cudaMemcpyAsync",
-                     cat="gpu_memcpy", bytes=4 << 20)
+            b.launch(
+                t + 1,
+                t + 5,
+                pageable_copy_us,
+                "Memcpy HtoD (Pageable -> Device)",
+                call="cudaMemcpyAsync",
+                cat="gpu_memcpy",
+                bytes=4 << 20,
+            )
             t += pageable_copy_us + 10
         if cpu_op_us:
             b.op("aten::mul", t, cpu_op_us)
@@ -111,7 +139,9 @@ def training_loop(
             k_ts += kernel_us
             budget -= kernel_us
         if with_nccl:
-            b.launch(launch_ts, k_ts, 300.0, "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)")
+            b.launch(
+                launch_ts, k_ts, 300.0, "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
+            )
             k_ts += 300.0
         if sync_idle_us:
             # .item() on the loss: the host blocks until the queue drains, then works in Python while the GPU idles.

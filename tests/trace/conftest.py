@@ -11,7 +11,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))  # builders.py sits next to the tests
 
-from gputriage.cli import main  # noqa: E402
+from gputriage.cli import main
 
 
 @pytest.fixture

@@ -5,15 +5,23 @@ Tolerance: 0.5 percentage points unless stated. Where we differ from the upstrea
 
 from __future__ import annotations
 
+from functools import cache
 from pathlib import Path
 
 import pytest
 
+from gputriage.record.trace import RankTrace
 from gputriage.tracing.intervals import union
 from gputriage.tracing.prepared import Prepared
-from gputriage.tracing.summary import analyse_trace
+from gputriage.tracing.summary import analyse_trace as _analyse_trace
 
 PT = 0.5  # percentage points
+
+
+@cache
+def analyse_trace(path: Path) -> RankTrace:
+    """Each corpus trace is read once per test session (they are read-only)."""
+    return _analyse_trace(path)
 
 
 def _prepared(path: Path) -> Prepared:

@@ -50,12 +50,36 @@ def test_old_format_categories_and_string_tids(tmp_path: Path) -> None:
         "schemaVersion": 1,
         "traceEvents": [
             {"ph": "X", "cat": "Operator", "name": "ProfilerStep#1", "pid": 1, "tid": "9", "ts": 0, "dur": 100},
-            {"ph": "X", "cat": "Runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": "9", "ts": 1, "dur": 2,
-             "args": {"correlation": 5, "external id": 3}},
-            {"ph": "X", "cat": "Kernel", "name": "k", "pid": 0, "tid": "stream 7", "ts": 10, "dur": 50,
-             "args": {"stream": 7, "correlation": 5}},
-            {"ph": "X", "cat": "Memset", "name": "Memset (Device)", "pid": 0, "tid": "stream 7", "ts": 60, "dur": 10,
-             "args": {"stream": 7, "correlation": 6}},
+            {
+                "ph": "X",
+                "cat": "Runtime",
+                "name": "cudaLaunchKernel",
+                "pid": 1,
+                "tid": "9",
+                "ts": 1,
+                "dur": 2,
+                "args": {"correlation": 5, "external id": 3},
+            },
+            {
+                "ph": "X",
+                "cat": "Kernel",
+                "name": "k",
+                "pid": 0,
+                "tid": "stream 7",
+                "ts": 10,
+                "dur": 50,
+                "args": {"stream": 7, "correlation": 5},
+            },
+            {
+                "ph": "X",
+                "cat": "Memset",
+                "name": "Memset (Device)",
+                "pid": 0,
+                "tid": "stream 7",
+                "ts": 60,
+                "dur": 10,
+                "args": {"stream": 7, "correlation": 6},
+            },
         ],
     }
     path = tmp_path / "old.json"
@@ -146,7 +170,14 @@ def test_events_split_across_chunks(tmp_path: Path, monkeypatch: pytest.MonkeyPa
         ),
         st.recursive(
             st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=5),
-            lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.sampled_from(["traceEvents", "ph", "ts", "dur", "cat", "args", "stream", "name"]), inner, max_size=5),
+            lambda inner: (
+                st.lists(inner, max_size=4)
+                | st.dictionaries(
+                    st.sampled_from(["traceEvents", "ph", "ts", "dur", "cat", "args", "stream", "name"]),
+                    inner,
+                    max_size=5,
+                )
+            ),
             max_leaves=20,
         ).map(lambda v: json.dumps(v).encode()),
     )
@@ -163,3 +194,13 @@ def test_fuzz_any_bytes_give_a_result_or_a_clean_error(tmp_path: Path, data: byt
 def _tiny_doc() -> dict[str, object]:
     b = _tiny()
     return {"schemaVersion": 1, "traceEvents": b.events, "traceName": "x"}
+
+
+def test_nccl_old_and_new_kernel_names_are_communication(tmp_path: Path) -> None:
+    b = TraceBuilder()
+    b.launch(0, 10, 100, "ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)")
+    b.launch(1, 200, 100, "ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)")
+    b.launch(2, 400, 100, "void at::native::vectorized_elementwise_kernel<4>()")
+    r = analyse_trace(b.write(tmp_path / "nccl.json"))
+    assert r.comm is not None and r.comm.kernels == 2
+    assert r.comm_pct == pytest.approx(100 * 200 / 490, abs=1e-3)

@@ -27,8 +27,18 @@ def test_contract_fields_of_the_trace_section(tmp_path: Path, trace_json) -> Non
     _, doc = trace_json(training_loop(loader_us=3000).write(tmp_path / "t.json"))
     rank = doc["trace"]["ranks"][0]
     for key in (
-        "rank", "device", "steps", "window_us", "busy_pct", "idle_pct", "compute_pct", "non_compute_pct",
-        "idle_breakdown", "step_time_us", "busy_pct_of_steps", "dataloader_pct_of_step",
+        "rank",
+        "device",
+        "steps",
+        "window_us",
+        "busy_pct",
+        "idle_pct",
+        "compute_pct",
+        "non_compute_pct",
+        "idle_breakdown",
+        "step_time_us",
+        "busy_pct_of_steps",
+        "dataloader_pct_of_step",
     ):
         assert key in rank
     assert set(rank["idle_breakdown"]) == {"host_wait_pct", "kernel_wait_pct", "other_pct"}
@@ -39,7 +49,7 @@ def test_contract_fields_of_the_trace_section(tmp_path: Path, trace_json) -> Non
 
 
 def test_input_pipeline_bound(tmp_path: Path, trace_json) -> None:  # type: ignore[no-untyped-def]
-    code, doc = trace_json(training_loop(loader_us=3000).write(tmp_path / "loader.json"))
+    _, doc = trace_json(training_loop(loader_us=3000).write(tmp_path / "loader.json"))
     found = _codes(doc)["input-pipeline-bound"]
     assert found["evidence"]["dataloader_pct_of_step"] == pytest.approx(30.0)
     assert found["severity"] == "warning" and found["where"] == "train.py:30"
@@ -104,7 +114,7 @@ def test_no_gpu_compute(tmp_path: Path, trace_json) -> None:  # type: ignore[no-
     b = TraceBuilder()
     b.step(0, 0, 5000)
     b.op("aten::addmm", 10, 4000)
-    code, doc = trace_json(b.write(tmp_path / "cpu.json"))
+    _, doc = trace_json(b.write(tmp_path / "cpu.json"))
     found = _codes(doc)["no-gpu-compute"]
     assert (found["severity"], found["rung"]) == ("critical", 4)
     assert doc["verdict"]["status"] == "idle"

@@ -12,8 +12,10 @@ from pathlib import Path
 from gputriage.collectors.distributed import is_multi_rank
 from gputriage.collectors.observer import Observer
 from gputriage.collectors.runner import Outcome, Target, check_target, die_by_signal, run_target
+from gputriage.commands.common import add_fail_on, exit_code_for
 from gputriage.diagnosis import Diagnosis, diagnose
 from gputriage.errors import InputError
+from gputriage.findings import Severity
 from gputriage.merge import report_rank
 from gputriage.record import Run
 from gputriage.record.process import ProcessSection
@@ -31,6 +33,7 @@ class RunConfig:
     steps: int | None = DEFAULT_STEPS
     out_dir: Path = DEFAULT_OUT
     argv: list[str] = field(default_factory=list)
+    fail_on: str | None = None  # critical | warning: exit 1 when the job succeeded but such a finding exists (CI)
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -42,6 +45,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "the triage report to stderr and --out.",
     )
     add_run_options(p)
+    add_fail_on(p)
     p.add_argument("-m", dest="module", nargs=argparse.REMAINDER, metavar="MODULE", help="run a module, like python -m")
     p.add_argument("target", nargs=argparse.REMAINDER, metavar="script.py [ARGS...]", help="the script and its args")
     p.set_defaults(func=main)
@@ -79,7 +83,7 @@ def config_from(args: argparse.Namespace) -> RunConfig:
     if args.steps is not None and args.steps < 1:
         raise InputError(f"--steps must be at least 1 (got {args.steps})")
     argv = ["-m", *args.module] if args.module else list(args.target)
-    return RunConfig(target, args.expect_device, args.steps, args.out, argv)
+    return RunConfig(target, args.expect_device, args.steps, args.out, argv, getattr(args, "fail_on", None))
 
 
 def default_observers(config: RunConfig, expected_device: str) -> list[Observer]:
@@ -111,13 +115,26 @@ def execute(config: RunConfig) -> int:
     run.process = process_section(outcome, config.target, observers)
     for observer in reversed(started):
         _safely(observer.finish, run)
+    diag: Diagnosis | None = None
     if is_multi_rank():  # under torchrun: this rank's record, merged into the job's report through files
         report_rank(run, config.out_dir, sys.stderr)
     else:
-        report(diagnose(run), config.out_dir)
+        diag = diagnose(run)
+        report(diag, config.out_dir)
     if outcome.signal is not None:
         die_by_signal(outcome.signal)
+    if outcome.exit_code == 0 and diag is not None:  # the script's own failure code always wins
+        return fail_on_code(diag, config.fail_on)
     return outcome.exit_code
+
+
+def fail_on_code(diag: Diagnosis, fail_on: str | None) -> int:
+    """--fail-on: 1 when a finding at that severity or worse exists, said in one line after the report (CI logs)."""
+    code = exit_code_for(diag, fail_on)
+    if code and fail_on is not None:
+        failing = [f.code for f in diag.findings if f.severity.weight <= Severity(fail_on).weight]
+        print(f"gputriage: --fail-on {fail_on}: {', '.join(failing)}; exit 1", file=sys.stderr)
+    return code
 
 
 def process_section(outcome: Outcome, target: Target, observers: Sequence[Observer]) -> ProcessSection:

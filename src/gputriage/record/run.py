@@ -90,7 +90,8 @@ def save_run(run: Run, path: Path) -> None:
     path.write_bytes(msgspec.json.format(msgspec.json.encode(run), indent=1))
 
 
-def load_run(path: Path) -> Run:
+def read_json_object(path: Path, expected: str) -> dict[str, Any]:
+    """Read a JSON object from `path`; any failure is one InputError line naming what was `expected`."""
     try:
         raw = path.read_bytes()
     except OSError as exc:
@@ -98,7 +99,11 @@ def load_run(path: Path) -> Run:
     try:
         doc = msgspec.json.decode(raw)
     except msgspec.DecodeError as exc:
-        raise InputError(f"{path} is not valid JSON ({exc})") from exc
+        raise InputError(f"{path} is not valid JSON ({exc}); expected {expected}") from exc
     if not isinstance(doc, dict):
-        raise InputError(f"{path} is not a gputriage run record (top level is not an object)")
-    return run_from_dict(doc)
+        raise InputError(f"{path} is not {expected} (top level is not an object)")
+    return doc
+
+
+def load_run(path: Path) -> Run:
+    return run_from_dict(read_json_object(path, "a gputriage run record"))

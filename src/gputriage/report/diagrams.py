@@ -10,11 +10,13 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from gputriage.record import Run
 from gputriage.record.placement import ModelInfo
 from gputriage.record.steps import Step
+from gputriage.record.trace import RankTrace
 from gputriage.report import fmt
 from gputriage.report.views import gpu_summary, median_field_s, model_device, primary_steps
 
@@ -185,27 +187,54 @@ def _sequence_from_steps(rank: int | None, steps: list[Step]) -> SequenceDiagram
     return SequenceDiagram(PARTICIPANTS, messages, step_time_s, median_field_s(steps, "other_s"), basis)
 
 
+# What a profiler trace can put on each arrow, as shares of the step (the TensorBoard plugin's step partition), with
+# what the share covers. A trace does not split forward from backward: both are GPU kernels, shown on arrow 3.
+_TRACE_DETAILS = (
+    "DataLoader share of the step",
+    "memcpy share of the step",
+    "GPU kernels, forward and backward together",
+    "host syncs blocking the step",
+    "in 3: the trace does not split it from forward",
+)
+
+
+def _trace_shares_pct(trace: RankTrace) -> list[float | None]:
+    breakdown = trace.step_breakdown
+    load = breakdown.dataloader_pct if breakdown is not None else trace.dataloader_pct_of_step
+    copy = breakdown.memcpy_pct if breakdown is not None else None
+    kernels = breakdown.kernel_pct if breakdown is not None else None
+    syncs = trace.syncs.blocking_pct_of_steps if trace.syncs is not None else None
+    return [load, copy, kernels, syncs, None]
+
+
 def _sequence_from_trace(run: Run) -> SequenceDiagram:
-    """A trace-only run knows the step time and the DataLoader's share of it, nothing per arrow beyond that."""
+    """A trace-only run: the step time from the ProfilerStep spans, each arrow's share from the step partition."""
     first = run.trace.ranks[0] if run.trace is not None and run.trace.ranks else None
-    step_time_s = first.step_time_us / 1e6 if first is not None and first.step_time_us is not None else None
-    load_s = None
-    load_pct = first.dataloader_pct_of_step if first is not None else None
-    if step_time_s is not None and load_pct is not None:
-        load_s = step_time_s * load_pct / 100
-    messages = [
-        Message(n, action, detail, src, dst, load_s if n == 1 else None, load_pct if n == 1 else None)
-        for n, (action, detail, src, dst, _fields) in enumerate(_ARROWS, start=1)
-    ]
-    # Only one arrow is timed here, so it is "where the time goes" only when it is most of the step.
-    if load_pct is not None and load_pct > 50:
-        messages[0].highlighted = True
-    basis = "from the profiler trace (ProfilerStep spans)" if first is not None else "no step timing was measured"
+    if first is None:
+        messages = [
+            Message(n, action, detail, src, dst, None, None)
+            for n, (action, detail, src, dst, _fields) in enumerate(_ARROWS, start=1)
+        ]
+        return SequenceDiagram(PARTICIPANTS, messages, None, None, "no step timing was measured")
+    step_time_s = first.step_time_us / 1e6 if first.step_time_us is not None else None
+    messages = []
+    for n, ((action, _detail, src, dst, _fields), detail, share) in enumerate(
+        zip(_ARROWS, _TRACE_DETAILS, _trace_shares_pct(first), strict=True), start=1
+    ):
+        time_s = step_time_s * share / 100 if step_time_s is not None and share is not None else None
+        messages.append(Message(n, action, detail, src, dst, time_s, share))
+    # Some arrows may be unknown here: the largest known one is where the time goes only if the unknown rest of the
+    # step could not hold a larger one.
+    known = [m.share_pct for m in messages if m.share_pct is not None and math.isfinite(m.share_pct)]
+    if known and max(known) >= 100 - sum(known):
+        _highlight(messages)
+    where = f", rank {first.rank}" if first.rank is not None else ""
+    basis = f"from the profiler trace{where}: mean ProfilerStep, split by the step partition"
     return SequenceDiagram(PARTICIPANTS, messages, step_time_s, None, basis)
 
 
 def _highlight(messages: list[Message]) -> None:
     """Mark the arrow that takes the most time per step; none when nothing was timed."""
-    timed = [m for m in messages if m.time_s is not None and m.time_s > 0]
+    timed = [m for m in messages if m.time_s is not None and math.isfinite(m.time_s) and m.time_s > 0]
     if timed:
         max(timed, key=lambda m: m.time_s or 0.0).highlighted = True

@@ -8,8 +8,8 @@ from typing import Any
 import msgspec
 
 from gputriage.diagnosis import Diagnosis
-from gputriage.errors import InputError
 from gputriage.record import Run, run_from_dict, run_to_dict
+from gputriage.record.run import read_json_object
 
 REPORT_SCHEMA = "gputriage.report/1"
 _REPORT_KEYS = ("schema", "run_schema", "verdict", "ladder", "findings")
@@ -55,14 +55,4 @@ def run_from_document(doc: dict[str, Any]) -> Run:
 
 
 def load_document(path: Path) -> Run:
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise InputError(f"cannot read {path}: {exc.strerror or exc}") from exc
-    try:
-        doc = msgspec.json.decode(raw)
-    except msgspec.DecodeError as exc:
-        raise InputError(f"{path} is not valid JSON ({exc}); expected a gputriage report.json") from exc
-    if not isinstance(doc, dict):
-        raise InputError(f"{path} is not a gputriage report (top level is not an object)")
-    return run_from_document(doc)
+    return run_from_document(read_json_object(path, "a gputriage report.json"))

@@ -74,15 +74,25 @@ def text(value: str | int | None) -> str:
 
 
 def evidence_value(value: Any) -> str:
-    """Evidence values as the terminal shows them, with None spelled out rather than printed as `None`."""
+    """Evidence values as the terminal shows them, but readable: None is "n/a", big numbers get thousands separators.
+
+    A rule's None means either "not measured" or "there is none" (torch.version.cuda of a CPU build); "n/a" is true
+    of both.
+    """
     if value is None:
-        return NOT_MEASURED
+        return "n/a"
     if isinstance(value, bool):
         return "yes" if value else "no"
-    if isinstance(value, float):
-        return f"{value:.4g}"
+    if isinstance(value, (int, float)):
+        return _number(value)
     if isinstance(value, list):
         return ", ".join(evidence_value(v) for v in value)
     if isinstance(value, dict):
         return ", ".join(f"{k}={evidence_value(v)}" for k, v in value.items())
     return str(value)
+
+
+def _number(value: float) -> str:
+    if math.isfinite(value) and abs(value) >= 1e4:
+        return f"{value:,.0f}"  # 6,660,000 reads better than 6.66e+06, and keeps every digit of a byte count
+    return f"{value:.4g}" if isinstance(value, float) else str(value)

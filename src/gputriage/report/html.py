@@ -20,12 +20,15 @@ from markupsafe import Markup
 
 from gputriage.diagnosis import Diagnosis
 from gputriage.record import Run
+from gputriage.record.steps import Step
 from gputriage.report import fmt
 from gputriage.report.diagrams import build_relationship, build_sequence
 from gputriage.report.svg import relationship_svg, sequence_svg
 from gputriage.report.timeline import OPEN_TOGETHER_NOTE, profiler_trace_paths
 from gputriage.report.views import (
     PHASE_GROUPS,
+    LabelledTrack,
+    StepBucket,
     bucket_samples,
     bucket_steps,
     gpu_tracks,
@@ -41,6 +44,7 @@ UPLOT_VERSION = "1.6.32"
 MAX_CHART_POINTS = 1000
 MAX_GPU_POINTS = 1000
 MAX_TABLE_ROWS = 100
+_GIB = 2**30
 
 _JSON_SCRIPT_ESCAPES = {
     ord("<"): "\\u003c",
@@ -90,46 +94,56 @@ def _environment() -> Environment:
 
 @dataclass
 class ChartData:
-    payload: dict[str, Any]
-    step_rows: list[Any]
+    payload: dict[str, Any]  # what report.js draws, embedded as JSON
+    step_rows: list[StepBucket]  # the step table: one row per step, or per group of steps in a long run
     steps_total: int
     steps_rank: int | None
     downsampled: bool
 
 
-def _chart_data(run: Run) -> ChartData:
-    rank, steps = primary_steps(run)
+def _steps_payload(steps: list[Step]) -> dict[str, Any] | None:
     points = bucket_steps(steps, MAX_CHART_POINTS)
-    payload: dict[str, Any] = {
-        "x_range_s": [_round(run_start_s(run)), _round(run_end_s(run))],
-        "phases": [{"key": g.key, "label": g.label, "color": g.color} for g in PHASE_GROUPS],
-        "steps": None,
-        "gpus": [],
+    if not points:
+        return None
+    return {
+        "t_s": [_round(p.start_s) for p in points],
+        "t_end_s": _round(steps[-1].start_s + steps[-1].wall_s),
+        "index": [p.first_index for p in points],
+        "count": [p.count for p in points],
+        "phase_ms": {g.key: [_round(p.phases_s[g.key] * 1e3, 4) for p in points] for g in PHASE_GROUPS},
     }
-    if points:
-        payload["steps"] = {
-            "t_s": [_round(p.start_s) for p in points],
-            "t_end_s": _round(steps[-1].start_s + steps[-1].wall_s),
-            "index": [p.first_index for p in points],
-            "count": [p.count for p in points],
-            "phase_ms": {g.key: [_round(p.phases_s[g.key] * 1e3, 4) for p in points] for g in PHASE_GROUPS},
-        }
-    totals = [t.track.memory_total_bytes for t in gpu_tracks(run) if t.track.memory_total_bytes]
-    # The memory axis spans the whole device, so 9 GiB of 80 reads as the small share it is.
-    payload["memory_total_gib"] = _round(max(totals) / 2**30, 4) if totals else None
-    for labelled in gpu_tracks(run):
-        gpoints = bucket_samples(labelled.track.samples, MAX_GPU_POINTS)
-        if gpoints:
-            payload["gpus"].append(
+
+
+def _gpu_payload(tracks: list[LabelledTrack]) -> list[dict[str, Any]]:
+    out = []
+    for labelled in tracks:
+        points = bucket_samples(labelled.track.samples, MAX_GPU_POINTS)
+        if points:
+            out.append(
                 {
                     "label": labelled.label,
-                    "t_s": [_round(p.t_s) for p in gpoints],
-                    "util_pct": [_round(p.gpu_util_pct, 4) for p in gpoints],
+                    "t_s": [_round(p.t_s) for p in points],
+                    "util_pct": [_round(p.gpu_util_pct, 4) for p in points],
                     "memory_gib": [
-                        None if p.memory_used_bytes is None else _round(p.memory_used_bytes / 2**30, 4) for p in gpoints
+                        None if p.memory_used_bytes is None else _round(p.memory_used_bytes / _GIB, 4) for p in points
                     ],
                 }
             )
+    return out
+
+
+def _chart_data(run: Run) -> ChartData:
+    rank, steps = primary_steps(run)
+    tracks = gpu_tracks(run)
+    totals = [t.track.memory_total_bytes for t in tracks if t.track.memory_total_bytes]
+    payload: dict[str, Any] = {
+        "x_range_s": [_round(run_start_s(run)), _round(run_end_s(run))],
+        "phases": [{"key": g.key, "label": g.label, "color": g.color} for g in PHASE_GROUPS],
+        "steps": _steps_payload(steps),
+        "gpus": _gpu_payload(tracks),
+        # The memory axis spans the whole device, so 9 GiB of 80 reads as the small share it is.
+        "memory_total_gib": _round(max(totals) / _GIB, 4) if totals else None,
+    }
     return ChartData(
         payload=payload,
         step_rows=bucket_steps(steps, MAX_TABLE_ROWS),

@@ -18,7 +18,9 @@ from gputriage.report.mermaid import relationship_mermaid, sequence_mermaid
 from gputriage.report.timeline import OPEN_TOGETHER_NOTE, profiler_trace_paths
 from gputriage.report.views import rank_summaries
 
-_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+!|~>])")
+# Inline Markdown that could change meaning mid-line: emphasis, code spans, links, tables, strikethrough. (`<`, `>`
+# and `&` become entities first, so no HTML can form either.)
+_MD_SPECIAL = re.compile(r"([\\`*_\[\]|~])")
 _STATUS_MARK = {"fail": "✗ fail", "warn": "! warn", "pass": "✓ pass", "skipped": "· skipped"}
 
 

@@ -28,6 +28,7 @@ FINDINGS_PID = 0
 _STEP_PID_BASE = 1  # rank r -> pid 1 + r (a single-process run is rank 0's pid)
 GPU_PID_BASE = 1000  # NVML index i -> pid 1000 + i
 _STEPS_TID = 1
+_COLLECTIVES_TID = 2
 
 _PHASE_NAMES = (
     ("data_wait_s", "load data (DataLoader wait)"),
@@ -117,6 +118,38 @@ def _steps_events(run: Run, shift_s: float) -> list[dict[str, Any]]:
     return events
 
 
+def _collective_events(run: Run, shift_s: float) -> list[dict[str, Any]]:
+    """Each rank's host-timed waits in collectives, on a thread of its own next to its steps (stragglers show)."""
+    if run.ranks is None:
+        return []
+    events: list[dict[str, Any]] = []
+    for info in sorted(run.ranks.ranks, key=lambda i: i.rank):
+        placed = [e for e in info.collectives.events if _finite_times(e.t_s, e.wait_s) and e.wait_s >= 0]
+        if not placed:
+            continue
+        pid = _step_pid(info.rank)
+        thread = {"name": "collectives (waiting)"}
+        events.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": _COLLECTIVES_TID, "args": thread})
+        for event in sorted(placed, key=lambda e: e.t_s):
+            events.append(
+                {
+                    "ph": "X",
+                    "cat": "collective",
+                    "name": event.op,
+                    "pid": pid,
+                    "tid": _COLLECTIVES_TID,
+                    "ts": _us(event.t_s + shift_s),
+                    "dur": _us(event.wait_s),
+                    "args": {"wait_s": event.wait_s},
+                }
+            )
+    return events
+
+
+def _finite_times(*values: float) -> bool:
+    return all(math.isfinite(v) and abs(v) <= 1e9 for v in values)
+
+
 def _gpu_events(run: Run, shift_s: float) -> list[dict[str, Any]]:
     events: list[dict[str, Any]] = []
     for position, labelled in enumerate(gpu_tracks(run)):
@@ -197,7 +230,13 @@ def profiler_trace_paths(run: Run) -> list[str]:
 def build_timeline(diag: Diagnosis) -> dict[str, Any]:
     """The whole trace document; deterministic, so a re-render of report.json gives the same bytes."""
     shift_s = _shift(diag.run)
-    events = _finding_events(diag, shift_s) + _steps_events(diag.run, shift_s) + _gpu_events(diag.run, shift_s)
+    run = diag.run
+    events = (
+        _finding_events(diag, shift_s)
+        + _steps_events(run, shift_s)
+        + _collective_events(run, shift_s)
+        + _gpu_events(run, shift_s)
+    )
     other: dict[str, Any] = {
         "generator": "gputriage",
         "verdict": diag.verdict.status,

@@ -289,8 +289,9 @@ def gpu_summary(run: Run, device: str | None) -> GpuSummary:
         chosen = _track_for_device(tracks, device)
         track = chosen.track
         util = track_util_mean_pct(track)
+        state = " (lost)" if track.lost else f" ({track.error})" if track.error else ""
         return GpuSummary(
-            label=chosen.label + (f": {track.name}" if track.name else ""),
+            label=chosen.label + (f": {track.name}" if track.name else "") + state,
             util_mean_pct=util,
             util_source=f"NVML, {_util_readings(track)} readings" if util is not None else None,
             memory_peak_bytes=track_memory_peak_bytes(track),

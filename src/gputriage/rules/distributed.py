@@ -25,7 +25,8 @@ STRAY_MIN_BYTES = 8 * 1024**2
 # others spend at least STRAGGLER_WAIT_SHARE of that lateness blocked in collectives (so the lateness costs them).
 STRAGGLER_LATE_SHARE = 0.2
 STRAGGLER_WAIT_SHARE = 0.5
-STRAGGLER_MIN_LATE_S = 0.001
+# ...and by at least this much: two or three scheduler time slices, below which a busy host's noise decides who is late.
+STRAGGLER_MIN_LATE_S = 0.010
 # The straggler's cause is the step phase that exceeds the others' by at least this share of its lateness.
 CAUSE_PHASE_SHARE = 0.5
 # Below this many steps, the first step (warm-up: allocator, autotuning, worker start) is kept.

@@ -204,7 +204,7 @@ class Collector:
                 dropped += 1
                 continue
             end = ts + dur if dur > 0 else ts
-            if fam == DEVICE or fam == RUNTIME:
+            if fam in (DEVICE, RUNTIME):
                 corr = args.correlation if args is not None else -1
                 if type(corr) is not int or not _I64_MIN <= corr <= _I64_MAX:
                     corr = _int_or(corr, -1)

@@ -37,7 +37,7 @@ def trace_files(paths: list[Path]) -> list[Path]:
 
 
 def _analyse_one(job: tuple[Path, int | None]) -> tuple[RankTrace, Collectives]:
-    return analyse_trace_with_collectives(*job)
+    return analyse_trace_with_collectives(*job, jobs=1)
 
 
 def analyse_paths(paths: list[Path], jobs: int | None = None) -> TraceSection:
@@ -45,15 +45,16 @@ def analyse_paths(paths: list[Path], jobs: int | None = None) -> TraceSection:
 
     Args:
         paths: trace files, or folders of them (one file per rank).
-        jobs: worker processes; default: one per CPU core, at most one per file.
+        jobs: worker processes; default: one per CPU core (one per file; for a single large plain-JSON file,
+            one per byte range).
 
     Raises:
         InputError: any file is not a readable trace (the message names it).
     """
     files = trace_files(paths)
     work = [(f, rank_from_filename(f)) for f in files]
-    if len(work) == 1:
-        results = [_analyse_one(work[0])]
+    if len(work) == 1:  # one file: its byte ranges are what runs in parallel
+        results = [analyse_trace_with_collectives(*work[0], jobs=jobs)]
     else:
         workers = max(1, min(jobs or os.cpu_count() or 1, len(work)))
         ctx = multiprocessing.get_context("spawn")  # no fork of a parent that may hold threads or big buffers

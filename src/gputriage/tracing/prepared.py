@@ -199,13 +199,33 @@ class Prepared:
                     return found
         return None
 
-    def enclosing_op(self, lane: int, ts: int, end: int) -> str | None:
-        """The innermost CPU op around [ts, end] on a thread (e.g. aten::item around a cudaStreamSynchronize)."""
+    @cached_property
+    def _ops_by_lane(self) -> dict[int, tuple[I64, I64, I64]]:
+        """CPU ops of each thread, sorted by start: (ts, end, name)."""
         ops = self.cpu_ops
-        enclosing = np.flatnonzero((ops.lane == lane) & (ops.ts <= ts) & (ops.end >= end))
-        if not len(enclosing):
+        out: dict[int, tuple[I64, I64, I64]] = {}
+        order = np.lexsort((ops.ts, ops.lane))
+        lanes = ops.lane[order]
+        for lane in np.unique(lanes):
+            rows = order[lanes == lane]
+            out[int(lane)] = (ops.ts[rows], ops.end[rows], ops.name[rows])
+        return out
+
+    def enclosing_op(self, lane: int, ts: int, end: int) -> str | None:
+        """The innermost CPU op around [ts, end] on a thread (e.g. aten::item around a cudaStreamSynchronize).
+
+        Ops on one thread nest, so walking back from the last op that starts before `ts`, the first one that also
+        ends after `end` is the innermost; the walk is bounded, since an op's children sit right before it.
+        """
+        found = self._ops_by_lane.get(lane)
+        if found is None:
             return None
-        return self.names[int(ops.name[enclosing[np.argmax(ops.ts[enclosing])]])]
+        starts, ends, names = found
+        i = int(np.searchsorted(starts, ts, side="right")) - 1
+        for j in range(i, max(i - 256, -1), -1):
+            if ends[j] >= end:
+                return self.names[int(names[j])]
+        return None
 
 
 DATALOADER_RE = _DATALOADER_RE

@@ -9,6 +9,7 @@ the cut one event back. Memory is one chunk plus the batch, whatever the file's 
 from __future__ import annotations
 
 import gzip
+import re
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -25,6 +26,7 @@ CHUNK_BYTES = 4 << 20
 MAX_PIECE_BYTES = 256 << 20
 _CUT_TRIES = 8  # decode attempts per chunk before reading more (each failed try moves the cut one event back)
 _WS = b" \t\r\n"
+_EVENT_GAP_RE = re.compile(rb"\}[ \t\r\n]*,[ \t\r\n]*\{")
 
 _batch_decoder = msgspec.json.Decoder(list[Event], float_hook=str)
 _any_decoder = msgspec.json.Decoder(float_hook=str)
@@ -72,28 +74,34 @@ def _loose_event(item: Any) -> Event:
 class _Source:
     """Raw bytes of a plain or gzip file, with every I/O or gzip failure turned into one InputError line."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, start: int = 0, stop: int | None = None) -> None:
         self.path = path
         try:
             raw = path.open("rb")
         except OSError as exc:
             raise InputError(f"cannot read {path}: {exc.strerror or exc}") from exc
         head = raw.read(16)
-        raw.seek(0)
         _refuse_other_formats(path, head)
+        self.gzip = head[:2] == b"\x1f\x8b"
+        raw.seek(start)
         self._fh: IO[bytes] = (
-            gzip.GzipFile(fileobj=raw, mode="rb") if head[:2] == b"\x1f\x8b" else raw  # type: ignore[assignment]
+            gzip.GzipFile(fileobj=raw, mode="rb") if self.gzip else raw  # type: ignore[assignment]
         )
         self._raw = raw
+        self.consumed = start  # bytes of (uncompressed) content read so far, as an offset
+        self.stop = stop  # read no further than this offset (a byte range of a plain file)
         self.eof = False
 
     def read(self, size: int) -> bytes:
+        if self.stop is not None:
+            size = min(size, self.stop - self.consumed)
         try:
-            data = self._fh.read(size)
+            data = self._fh.read(size) if size > 0 else b""
         except (OSError, EOFError, zlib.error) as exc:
             raise InputError(f"{self.path} is a truncated or corrupt gzip file ({exc})") from exc
         if not data:
             self.eof = True
+        self.consumed += len(data)
         return data
 
     def close(self) -> None:
@@ -128,6 +136,69 @@ def read_trace(path: Path) -> tuple[TraceHeader, Iterator[list[Event]]]:
         source.close()
         raise
     return header, _iter_batches(source, header, rest, is_bare_list)
+
+
+@dataclass
+class EventsStart:
+    """Where the traceEvents list begins in a plain (not gzip) file: what splitting it into ranges needs."""
+
+    header: TraceHeader
+    offset: int  # just past the '['
+    bare: bool
+    size: int
+    gzip: bool
+
+
+def events_start(path: Path) -> EventsStart:
+    """Read the header only, and say where the events begin."""
+    source = _Source(path)
+    try:
+        header, rest, bare = _read_header(source)
+        offset = source.consumed - len(rest)
+        size = path.stat().st_size
+        return EventsStart(header, offset, bare, size, source.gzip)
+    finally:
+        source.close()
+
+
+def first_event_at(path: Path, pos: int) -> int | None:
+    """The offset of the first top-level event that starts at or after `pos` in a plain file (None: none left).
+
+    A candidate is a '{' after '},'; it is proved an event start when the bytes from it decode as complete events
+    (a '{' inside a string or a nested object cannot: its quotes or brackets would not balance).
+    """
+    window = 1 << 20
+    while True:
+        source = _Source(path, pos, pos + window)
+        try:
+            data = source.read(window)
+        finally:
+            source.close()
+        at = 0
+        while True:
+            found = _EVENT_GAP_RE.search(data, at)
+            if found is None:
+                break
+            candidate = found.end() - 1
+            if _cut_and_decode(bytearray(data[candidate:])) is not None:
+                return pos + candidate
+            at = candidate + 1
+        if len(data) < window:  # reached the end of the file
+            return None
+        if window >= MAX_PIECE_BYTES:
+            raise InputError(f"{path} is corrupt: no complete trace event in {window >> 20} MiB")
+        window *= 4
+
+
+def read_range(path: Path, start: int, stop: int | None, bare: bool) -> tuple[TraceHeader, Iterator[list[Event]]]:
+    """The events whose text starts in [start, stop) of a plain file; `stop=None` reads to the end.
+
+    `start` and `stop` must be event starts (see first_event_at). The returned header collects the keys after the
+    list when the range runs to the end.
+    """
+    source = _Source(path, start, stop)
+    header = TraceHeader()
+    return header, _iter_batches(source, header, bytearray(), bare, last=stop is None)
 
 
 def _read_header(source: _Source) -> tuple[TraceHeader, bytearray, bool]:
@@ -173,13 +244,20 @@ def _header_meta(path: Path, prefix: bytes) -> dict[str, Any]:
     return meta if isinstance(meta, dict) else {}
 
 
-def _iter_batches(source: _Source, header: TraceHeader, buf: bytearray, bare: bool) -> Iterator[list[Event]]:
+def _iter_batches(
+    source: _Source, header: TraceHeader, buf: bytearray, bare: bool, *, last: bool = True
+) -> Iterator[list[Event]]:
     try:
         want = CHUNK_BYTES
         while True:
             if not source.eof and len(buf) < want:
                 buf += source.read(want - len(buf))
                 continue
+            if source.eof and not last:  # the end of a range: complete events, then the separator
+                body = bytes(buf).strip(_WS + b",")
+                if body:
+                    yield _decode_events(b"[" + body + b"]")
+                return
             if source.eof:
                 batch, tail = _final_batch(source.path, buf, bare)
                 if batch:

@@ -11,9 +11,9 @@ import numpy as np
 
 from gputriage.record.trace import RankTrace
 from gputriage.tracing import activity, analysis
-from gputriage.tracing.collect import COMM, Collector
+from gputriage.tracing.collect import COMM
 from gputriage.tracing.prepared import DATALOADER_RE, Prepared
-from gputriage.tracing.reader import read_trace
+from gputriage.tracing.split import collect
 
 _RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
 _MAX_STEP_TIMES = 1000
@@ -27,12 +27,14 @@ class Collectives:
     end_ns: list[int] = field(default_factory=list)
 
 
-def analyse_trace(path: Path, rank_hint: int | None = None) -> RankTrace:
+def analyse_trace(path: Path, rank_hint: int | None = None, jobs: int | None = 1) -> RankTrace:
     """Analyse one Kineto trace file (`.json` or `.json.gz`); see analyse_trace_with_collectives."""
-    return analyse_trace_with_collectives(path, rank_hint)[0]
+    return analyse_trace_with_collectives(path, rank_hint, jobs)[0]
 
 
-def analyse_trace_with_collectives(path: Path, rank_hint: int | None = None) -> tuple[RankTrace, Collectives]:
+def analyse_trace_with_collectives(
+    path: Path, rank_hint: int | None = None, jobs: int | None = 1
+) -> tuple[RankTrace, Collectives]:
     """Analyse one Kineto trace file (`.json` or `.json.gz`) in one streaming pass.
 
     This is the entry point for `gputriage trace` and for `run --trace`. Memory holds a few integers per GPU, runtime
@@ -41,16 +43,14 @@ def analyse_trace_with_collectives(path: Path, rank_hint: int | None = None) -> 
     Args:
         path: the trace file.
         rank_hint: the rank to report when the trace has no distributedInfo (e.g. from a folder of rank files).
+        jobs: processes for one large plain-JSON file (None: one per CPU core; 1: this process only).
 
     Raises:
         InputError: the file cannot be read as a PyTorch profiler trace.
     """
-    header, batches = read_trace(path)
-    collector = Collector()
-    for batch in batches:
-        collector.feed(batch)
-    prepared = Prepared(collector.finish())
-    return summarise(prepared, header.meta, path, rank_hint), _collectives(prepared)
+    columns, meta = collect(path, jobs)
+    prepared = Prepared(columns)
+    return summarise(prepared, meta, path, rank_hint), _collectives(prepared)
 
 
 def _collectives(p: Prepared) -> Collectives:

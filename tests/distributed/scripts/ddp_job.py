@@ -41,7 +41,7 @@ def main() -> None:
     dist.init_process_group("gloo")
     rank = dist.get_rank()
     torch.manual_seed(0)
-    dataset = Points(64, delay_s=0.01 if rank == args.slow_rank else 0.0)
+    dataset = Points(64, delay_s=0.02 if rank == args.slow_rank else 0.0)
     sampler = None if args.no_sampler else DistributedSampler(dataset)
     loader = DataLoader(dataset, batch_size=4, sampler=sampler, shuffle=args.no_sampler)
     model = DistributedDataParallel(nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 1)))

@@ -85,7 +85,8 @@ class RunProbe:
         self._tracker.stop()
         self.steps_section.loader = self._loader.busiest()
         run.placement = self.placement_section
-        run.steps = self.steps_section
+        # no completed step (a crash in the first one): rung 5's step timing has nothing to say
+        run.steps = self.steps_section if self.steps_section.steps else None
         run.compute = self._compute_section()
 
     def explain_crash(self, exc: BaseException) -> tuple[str | None, str | None]:

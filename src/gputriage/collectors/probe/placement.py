@@ -109,7 +109,10 @@ class PlacementProbe:
         def __init__(module: nn.Module, *args: Any, **kwargs: Any) -> None:
             orig(module, *args, **kwargs)
             if not probe._state.in_child:
-                probe._created[module] = creation_site(module) or "?"
+                # A subclass's __hash__ may read attributes its own __init__ sets after this call (torchmetrics'
+                # Metric, which Lightning's self.log creates): that module's creation site is lost, the job is not.
+                with contextlib.suppress(Exception):
+                    probe._created[module] = creation_site(module) or "?"
 
         return __init__
 
@@ -352,7 +355,10 @@ def _caller_kwargs(frame: FrameType | None) -> dict[str, Any]:
     Global forward pre-hooks receive only the positional arguments; a Hugging Face model is called with keywords
     (`model(input_ids=..., labels=...)`), and they sit in the calling `_call_impl` frame.
     """
-    if frame is None or frame.f_code.co_name != "_call_impl":
+    # torch runs the hooks in `_call_impl`, or in its `inner` closure when some hook needs the slow path
+    if frame is None or frame.f_code.co_name not in ("_call_impl", "inner"):
+        return {}
+    if frame.f_code.co_filename != module_mod.__file__:
         return {}
     kwargs = frame.f_locals.get("kwargs")
     return kwargs if isinstance(kwargs, dict) else {}

@@ -56,8 +56,9 @@ class StepTracker:
         self.activity()
 
     def loader_exhausted(self) -> None:
+        """The loop ran out of batches: the step opened by this last `__next__` holds no work, so it is dropped."""
         if self.section.step_source != OPTIMIZER and self._state.clock.running:
-            self._close_step(keep_running=False, source=DATALOADER)
+            self._state.clock.cut(keep_running=False)
 
     def _opt_pre(self, opt: Any, args: Any, kwargs: Any) -> None:
         if self._is_driver(opt) and self.recording and not self._state.in_child:

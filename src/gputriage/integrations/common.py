@@ -1,0 +1,125 @@
+"""What the framework callbacks share: one session over the training, the report files, and the key numbers."""
+
+from __future__ import annotations
+
+import statistics
+import sys
+from pathlib import Path
+from typing import TextIO
+
+from gputriage.api import DEFAULT_SESSION_STEPS, Session
+from gputriage.diagnosis import Diagnosis
+from gputriage.errors import InputError
+from gputriage.findings import Severity
+from gputriage.report.output import OutputOptions, emit, write_files
+from gputriage.rules.steps import steady_steps
+
+METRIC_PREFIX = "gputriage/"
+
+
+class TrainingRecorder:
+    """A `gputriage.session()` opened at train-begin and closed at train-end, as a callback needs it."""
+
+    def __init__(
+        self,
+        expect_device: str | None = None,
+        steps: int | None = DEFAULT_SESSION_STEPS,
+        print_report: bool = True,
+        stream: TextIO | None = None,
+    ) -> None:
+        self.expect_device = expect_device
+        self.steps = steps
+        self.print_report = print_report
+        self.stream = stream
+        self.session: Session | None = None
+        self.diagnosis: Diagnosis | None = None
+
+    @property
+    def recording(self) -> bool:
+        return self.session is not None and self.diagnosis is None
+
+    def begin(self) -> None:
+        """Start recording (again, for a second fit with the same callback)."""
+        if self.recording:  # the last training died without an end hook (HF has none for exceptions): unhook it
+            self.end("an interrupted training")
+        self.diagnosis = None
+        self.session = Session(self.expect_device, self.steps).start()
+
+    def end(self, target: str, exc: BaseException | None = None) -> Diagnosis | None:
+        """Stop recording and diagnose; None when nothing was recording (an exception before train-begin)."""
+        if not self.recording:
+            return None
+        assert self.session is not None
+        diag = self.session.stop(exc)
+        if diag.run.process is not None:
+            diag.run.process.target = target
+        self.diagnosis = diag
+        return diag
+
+    def report(self, out_dir: Path | None) -> None:
+        """The terminal report to stderr (the job's stdout is its own) and report.json and friends into out_dir.
+
+        A full disk or an unwritable folder is one line on stderr: the training's own outcome must stand.
+        """
+        if self.diagnosis is None:
+            return
+        stream = self.stream if self.stream is not None else sys.stderr
+        if self.print_report:
+            emit(self.diagnosis, OutputOptions(terminal_stream=stream))
+        if out_dir is None:
+            return
+        try:
+            write_files(self.diagnosis, out_dir)
+        except InputError as exc:
+            print(f"gputriage: error: {exc}", file=stream)
+            return
+        print(f"gputriage: report written to {out_dir / 'report.html'} (and report.json)", file=stream)
+
+
+def key_numbers(diag: Diagnosis) -> dict[str, float]:
+    """The few numbers worth a line in an experiment tracker, named with units, under `gputriage/`."""
+    run = diag.run
+    numbers: dict[str, float] = {
+        "findings_critical": sum(f.severity is Severity.CRITICAL for f in diag.findings),
+        "findings_warning": sum(f.severity is Severity.WARNING for f in diag.findings),
+    }
+    if run.steps is not None and run.steps.steps:
+        steps = steady_steps(run.steps.steps)
+        wall_s = sum(s.wall_s for s in steps)
+        numbers["steps_observed"] = len(run.steps.steps)
+        numbers["median_step_s"] = statistics.median(s.wall_s for s in steps)
+        if wall_s > 0:
+            numbers["data_wait_pct"] = 100.0 * sum(s.data_wait_s for s in steps) / wall_s
+    if run.gpu is not None:
+        utils = [d.summary.util_mean_pct for d in run.gpu.devices if d.cuda_index is not None]
+        known = [u for u in utils if u is not None]
+        if known:
+            numbers["gpu_util_mean_pct"] = statistics.fmean(known)
+    return {METRIC_PREFIX + name: float(value) for name, value in numbers.items()}
+
+
+def measured_verdicts(diag: Diagnosis) -> list[str]:
+    """Two measured sentences in place of the frameworks' static guesses ("GPU available but not used", "few
+    workers"): is the expected device doing the work, and does the step wait for the DataLoader."""
+    return [_device_verdict(diag), _loader_verdict(diag)]
+
+
+def _device_verdict(diag: Diagnosis) -> str:
+    expected = diag.run.expect_device or "the accelerator"
+    blocking = [f for f in diag.findings if f.rung <= 4 and f.severity is not Severity.INFO]
+    if blocking:
+        first = blocking[0]
+        return f"device: expected {expected}, measured: {first.title} ({first.code})"
+    return f"device: expected {expected}, measured: model, data and ops on {expected} (rungs 1-4 pass)"
+
+
+def _loader_verdict(diag: Diagnosis) -> str:
+    steps = diag.run.steps
+    if steps is None or not steps.steps:
+        return "DataLoader: no training step was observed"
+    workers = steps.loader.num_workers if steps.loader is not None else None
+    share = key_numbers(diag).get(METRIC_PREFIX + "data_wait_pct")
+    measured = f"the steps waited {share:.1f}% of their time for data" if share is not None else "no data wait"
+    bound = next((f for f in diag.findings if f.code == "input-pipeline-bound"), None)
+    outcome = f"a bottleneck ({bound.code}, {bound.severity.value})" if bound else "not a bottleneck"
+    return f"DataLoader num_workers={workers}: {measured}, {outcome}"

@@ -1,0 +1,94 @@
+"""Jupyter / IPython: `%load_ext gputriage`, then `%%triage` around a cell shows the report inline.
+
+    %load_ext gputriage
+
+    %%triage --expect-device cuda --steps 50
+    trainer.fit(model, loader)
+
+The cell's value is the `Session` (so `_.findings` works in the next cell); Jupyter shows it as the self-contained
+HTML report, a terminal IPython as the text report. A `gputriage.session()` shows itself the same way.
+"""
+
+from __future__ import annotations
+
+import argparse
+import html
+import io
+import shlex
+from pathlib import Path
+from typing import Any, NoReturn
+
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, cell_magic, magics_class
+
+from gputriage.api import DEFAULT_SESSION_STEPS, Session
+from gputriage.diagnosis import Diagnosis
+from gputriage.report import terminal
+from gputriage.report.html import render_html
+from gputriage.report.output import make_console, write_files
+
+# The report page is a whole HTML document with its own CSS and scripts. Inside an iframe it neither restyles the
+# notebook nor depends on the notebook trusting inline scripts in cell output.
+FRAME_HEIGHT_PX = 720
+TEXT_WIDTH = 100
+
+
+def diagnosis_html(diag: Diagnosis, height_px: int = FRAME_HEIGHT_PX) -> str:
+    """The HTML report, isolated in an iframe, for a notebook cell's output."""
+    page = html.escape(render_html(diag), quote=True)
+    return (
+        f'<iframe srcdoc="{page}" title="gputriage report" '
+        f'style="width: 100%; height: {height_px}px; border: 1px solid #ddd;"></iframe>'
+    )
+
+
+def diagnosis_text(diag: Diagnosis, width: int = TEXT_WIDTH) -> str:
+    """The terminal report as plain text (no colour codes), for IPython's text display."""
+    buffer = io.StringIO()
+    terminal.render(diag, make_console(buffer, width))
+    return buffer.getvalue()
+
+
+class _MagicParser(argparse.ArgumentParser):
+    """argparse that reports a bad option line as IPython's one-line UsageError instead of exiting the kernel."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{self.prog}: {message}")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = _MagicParser(prog="%%triage", add_help=False)
+    parser.add_argument("--expect-device", metavar="DEV", help="the device the cell is meant to use")
+    parser.add_argument("--steps", type=int, default=DEFAULT_SESSION_STEPS, metavar="N", help="observe N steps")
+    parser.add_argument("--out", type=Path, metavar="DIR", help="also write report.json, report.html, ... there")
+    return parser
+
+
+@magics_class
+class TriageMagics(Magics):
+    """The `%%triage` cell magic."""
+
+    @cell_magic
+    def triage(self, line: str, cell: str) -> Session:
+        """Run the cell under gputriage and show its report: `%%triage [--expect-device DEV] [--steps N] [--out D]`."""
+        args = _parser().parse_args(shlex.split(line))
+        if args.steps < 1:
+            raise UsageError(f"--steps must be at least 1 (got {args.steps})")
+        shell = self.shell
+        assert shell is not None  # set by register_magics
+        session = Session(args.expect_device, args.steps).start()
+        try:
+            # the cell runs as typed: its output and traceback show as usual (IPython leaves run_cell untyped)
+            result = shell.run_cell(cell)  # type: ignore[no-untyped-call]
+        except BaseException as exc:  # KeyboardInterrupt between statements: the report still comes
+            session.stop(exc)
+            raise
+        session.stop(result.error_before_exec or result.error_in_exec)
+        if args.out is not None:
+            write_files(session.diagnosis, args.out)
+        return session
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    """`%load_ext gputriage` (reached through the top-level package)."""
+    ipython.register_magics(TriageMagics)

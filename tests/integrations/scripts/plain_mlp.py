@@ -1,0 +1,13 @@
+"""The plain loop that tests/integrations/test_lightning.py trains through Lightning: same data, model, optimizer."""
+
+import torch
+from torch import nn
+from tiny import mlp, mlp_loader
+
+model = mlp()
+opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+for x, y in mlp_loader():
+    loss = nn.functional.cross_entropy(model(x), y)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
