@@ -32,8 +32,7 @@ from gputriage.record import Run, run_from_dict, run_to_dict
 from gputriage.record.environment import DriverFacts, Environment, GpuDevice, HostFacts, TorchFacts
 from gputriage.record.gpu import GpuProcess, GpuSample, GpuSection, GpuSummary, GpuTrack
 from gputriage.record.process import ProcessSection
-from gputriage.record.ranks import CollectiveEvent, CollectiveStats, ModelWrap, RankInfo, RankLoader
-from gputriage.record.ranks import GpuProcess as NodeProcess
+from gputriage.record.ranks import CollectiveEvent, CollectiveStats, ModelWrap, NodeGpuProcess, RankInfo, RankLoader
 from gputriage.record.steps import LoaderInfo, Step, StepsSection
 
 GPUS_PER_NODE = 8
@@ -131,7 +130,7 @@ def rank_doc(base: dict[str, Any], rank: int, world: int) -> dict[str, Any]:
         device_uuid=f"GPU-h100{local:04d}",
         cuda_device_count=GPUS_PER_NODE,
         cuda_reserved_bytes={f"cuda:{local}": 52 * GIB},
-        gpu_processes=[NodeProcess(gpu_index=g, pid=5000 + g, used_memory_bytes=52 * GIB) for g in range(8)],
+        gpu_processes=[NodeGpuProcess(gpu_index=g, pid=5000 + g, used_memory_bytes=52 * GIB) for g in range(8)],
         wrap=ModelWrap(kind="ddp", module_class="ResNet", device_ids=[local], gpu_count=1, where="train.py:40"),
         loaders=[
             RankLoader(
@@ -222,11 +221,17 @@ def main() -> None:
             shutil.rmtree(folder, ignore_errors=True)
         row.update(ranks=world, rank_files_bytes=input_bytes)
         rows.append(row)
+        first = rows[0]
+        # Growth against the smallest job in this session: 1.00 means the cost per rank did not grow with the job.
+        row["per_rank_time_vs_first"] = (row["merge_s"] / world) / (first["merge_s"] / first["ranks"])
+        row["per_rank_memory_vs_first"] = (row["memory_bytes"] / world) / (first["memory_bytes"] / first["ranks"])
         print(
             f"{world:5d} ranks: rank files {input_bytes / 2**20:8.1f} MiB -> report.json "
             f"{row['report_json_bytes'] / 2**20:7.2f} MiB (all files {row['report_files_bytes'] / 2**20:7.2f} MiB), "
             f"merge {row['merge_s']:6.2f} s (read {row['load_s']:.2f} s), "
-            f"memory {row['memory_bytes'] / 2**20:7.1f} MiB, findings {row['codes']}"
+            f"memory {row['memory_bytes'] / 2**20:7.1f} MiB, per rank vs {first['ranks']} ranks: "
+            f"time x{row['per_rank_time_vs_first']:.2f}, memory x{row['per_rank_memory_vs_first']:.2f}, "
+            f"findings {row['codes']}"
         )
     ranks = [r["ranks"] for r in rows]
     print(f"\nprojected to {args.project} ranks (least-squares line through {ranks}; exponent 1.0 = linear):")

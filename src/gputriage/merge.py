@@ -87,6 +87,9 @@ def _rank_view(rec: Run) -> RankInfo:
     for name in RANK_SECTIONS:
         setattr(info, name, getattr(rec, name))
     info.gpu = _own_gpu_tracks(info)
+    if info.steps is not None:
+        for step in info.steps.steps:
+            step.rank = info.rank
     return info
 
 
@@ -281,10 +284,10 @@ def finish_rank(run: Run, out_dir: Path, wait_s: float | None = None) -> RankOut
     abnormal = run.process is not None and (bool(run.process.exit_code) or run.process.signal is not None)
     since_s = run.created_at_s - STALE_RECORD_SLACK_S
     deadline = time.monotonic() + (wait_s if info.rank == 0 and not abnormal else 0.0)
-    present = _present(out_dir, since_s)
+    present = _present(out_dir, since_s, info.world_size)
     while len(present) < info.world_size and time.monotonic() < deadline:
         time.sleep(POLL_S)
-        present = _present(out_dir, since_s)
+        present = _present(out_dir, since_s, info.world_size)
     if len(present) < info.world_size and info.rank != 0 and not abnormal:
         return RankOutcome(record)
     return _merge_until_settled(out_dir, record)
@@ -315,13 +318,19 @@ def report_rank(run: Run, out_dir: Path, stream: TextIO) -> None:
     print(f"gputriage: rank {rank} merged the job's report into {outcome.report_path}{absent}", file=stream)
 
 
-def _present(out_dir: Path, since_s: float) -> set[int]:
+def _present(out_dir: Path, since_s: float, world_size: int) -> set[int]:
+    """Ranks of this job whose record is there. Names first: on a shared filesystem at 1,024 ranks, a stat per file
+    per rank would be a million metadata calls, so files are only stat'ed (to skip an older job's) once enough
+    names are there."""
+    named = {int(m.group(1)): path for path in rank_files(out_dir) if (m := RANK_FILE.match(path.name))}
+    named = {rank: path for rank, path in named.items() if rank < world_size}
+    if len(named) < world_size:
+        return set(named)
     ranks = set()
-    for path in rank_files(out_dir):
-        match = RANK_FILE.match(path.name)
+    for rank, path in named.items():
         with contextlib.suppress(OSError):
-            if match and path.stat().st_mtime >= since_s:
-                ranks.add(int(match.group(1)))
+            if path.stat().st_mtime >= since_s:
+                ranks.add(rank)
     return ranks
 
 

@@ -81,6 +81,8 @@ def test_report_dir_merges_again_and_the_merged_report_re_renders_the_same(
     out = write_job(runs)
     merged = report_json(capsys, str(out), "--out", str(out))
     assert {f["code"] for f in merged["findings"]} >= {"missing-distributed-sampler", "straggler-rank"}
+    for info in merged["ranks"]["ranks"]:
+        assert {s["rank"] for s in info["steps"]["steps"]} == {info["rank"]}  # each step says whose it is
 
     again = report_json(capsys, str(out / "report.json"))
     assert again["findings"] == merged["findings"]

@@ -53,9 +53,11 @@ def torchrun_cmd(out: Path, ranks: int, *job_args: str, module: bool = False) ->
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "GPUTRIAGE_MERGE_WAIT_S": "10"}
 
 
-def torchrun(out: Path, ranks: int, *job_args: str, module: bool = False) -> subprocess.CompletedProcess[str]:
+def torchrun(
+    out: Path, ranks: int, *job_args: str, module: bool = False, **env: str
+) -> subprocess.CompletedProcess[str]:
     cmd = torchrun_cmd(out, ranks, *job_args, module=module)
-    return subprocess.run(cmd, check=False, cwd=REPO, env=ENV, capture_output=True, text=True, timeout=120)
+    return subprocess.run(cmd, check=False, cwd=REPO, env={**ENV, **env}, capture_output=True, text=True, timeout=120)
 
 
 def merged(out: Path) -> dict[str, Any]:
@@ -149,3 +151,13 @@ def test_ranks_stopped_by_sigterm_leave_what_they_saw(tmp_path: Path) -> None:
     for info in ranks:
         assert info["process"]["signal"] == "SIGTERM"
         assert len(info["steps"]["steps"]) >= 3  # the steps before the stop
+
+
+def test_the_allreduce_timing_hook_trains_exactly_like_ddps_default(tmp_path: Path) -> None:
+    timed = torchrun(tmp_path / "timed", 2)
+    untimed = torchrun(tmp_path / "untimed", 2, GPUTRIAGE_DDP_COMM_TIMING="0")
+    assert timed.returncode == untimed.returncode == 0, timed.stderr[-2000:] + untimed.stderr[-2000:]
+    weights = [sorted(line for line in job.stdout.splitlines() if "weights" in line) for job in (timed, untimed)]
+    assert len(weights[0]) == 2 and weights[0] == weights[1]
+    assert [r["collectives"]["ddp_timed"] for r in merged(tmp_path / "timed")["ranks"]["ranks"]] == [True, True]
+    assert [r["collectives"]["ddp_timed"] for r in merged(tmp_path / "untimed")["ranks"]["ranks"]] == [False, False]

@@ -23,7 +23,7 @@ from types import FrameType
 from typing import Any
 
 from gputriage.record import Run
-from gputriage.record.ranks import CollectiveEvent, CollectiveStats, GpuProcess, ModelWrap, RankInfo, RankLoader
+from gputriage.record.ranks import CollectiveEvent, CollectiveStats, ModelWrap, NodeGpuProcess, RankInfo, RankLoader
 
 DDP_TIMING_ENV = "GPUTRIAGE_DDP_COMM_TIMING"
 # Enough for thousands of steps of per-step events; totals keep counting past it.
@@ -365,6 +365,9 @@ class DistributedObserver:
         info.wrap = self._wrap
         info.loaders = list(self._loaders.values())
         info.collectives = self._stats
+        ddp_untimed = self._wrap is not None and self._wrap.kind == "ddp" and not self._stats.ddp_timed
+        if ddp_untimed and self._stats.ddp_untimed_reason is None:
+            self._stats.ddp_untimed_reason = "the DDP model was never called (its .module was, or no step ran)"
         info.load_without_map_location = list(self._load_sites)
         if self._backend is not None:
             info.backend, info.backend_where = self._backend
@@ -449,7 +452,7 @@ def _len(obj: Any) -> int | None:
         return None
 
 
-def read_gpu_processes(lib: Any | None = None) -> tuple[list[GpuProcess] | None, str | None]:
+def read_gpu_processes(lib: Any | None = None) -> tuple[list[NodeGpuProcess] | None, str | None]:
     """Every compute process on this node's GPUs, through the one NVML module; (None, reason) where NVML cannot."""
     from gputriage.hardware.nvml import Unavailable, open_nvml
 
@@ -459,7 +462,7 @@ def read_gpu_processes(lib: Any | None = None) -> tuple[list[GpuProcess] | None,
         count = nvml.query("nvmlDeviceGetCount")
         if isinstance(count, Unavailable):
             return None, str(count)
-        found: list[GpuProcess] = []
+        found: list[NodeGpuProcess] = []
         for index in range(int(count)):
             handle = nvml.query("nvmlDeviceGetHandleByIndex", index)
             if isinstance(handle, Unavailable):
@@ -471,7 +474,7 @@ def read_gpu_processes(lib: Any | None = None) -> tuple[list[GpuProcess] | None,
             for proc in procs:
                 used = getattr(proc, "usedGpuMemory", None)
                 found.append(
-                    GpuProcess(
+                    NodeGpuProcess(
                         gpu_index=index,
                         pid=int(proc.pid),
                         gpu_uuid=None if isinstance(uuid, Unavailable) else _text(uuid),

@@ -132,7 +132,7 @@ def fail_on_code(diag: Diagnosis, fail_on: str | None) -> int:
     """--fail-on: 1 when a finding at that severity or worse exists, said in one line after the report (CI logs)."""
     code = exit_code_for(diag, fail_on)
     if code and fail_on is not None:
-        failing = [f.code for f in diag.findings if f.severity.weight <= Severity(fail_on).weight]
+        failing = dict.fromkeys(f.code for f in diag.findings if f.severity.weight <= Severity(fail_on).weight)
         print(f"gputriage: --fail-on {fail_on}: {', '.join(failing)}; exit 1", file=sys.stderr)
     return code
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 from gputriage.commands.common import add_output_options, exit_code_for, output_options
@@ -32,7 +31,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 def main(args: argparse.Namespace) -> int:
     section = analyse_paths(list(args.paths), jobs=args.jobs)
-    run = Run(command="trace", argv=["gputriage", *sys.argv[1:]], trace=section)
+    run = Run(command="trace", argv=["trace", *map(str, args.paths)], trace=section)
     diag = diagnose(run)
     emit(diag, output_options(args))
     return exit_code_for(diag, args.fail_on)

@@ -26,7 +26,7 @@ class NoisyShapes(Dataset[tuple[torch.Tensor, int]]):
         return self.size
 
     def augment(self, image: torch.Tensor) -> torch.Tensor:
-        for _ in range(12):  # stands in for decode + random crop + color jitter
+        for _ in range(40):  # stands in for decode + random crop + color jitter
             image = torch.roll(image, shifts=1, dims=2) * 0.99 + 0.01 * torch.rand_like(image)
         return image
 
@@ -41,10 +41,10 @@ class SmallConvNet(nn.Module):
     def __init__(self) -> None:
         super().__init__()
         self.features = nn.Sequential(
-            nn.Conv2d(3, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-            nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(8, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
         )  # fmt: skip
-        self.classifier = nn.Linear(32 * 8 * 8, 10)
+        self.classifier = nn.Linear(16 * 8 * 8, 10)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         logits: torch.Tensor = self.classifier(self.features(x).flatten(1))

@@ -77,12 +77,15 @@ class TriageMagics(Magics):
         shell = self.shell
         assert shell is not None  # set by register_magics
         session = Session(args.expect_device, args.steps).start()
+        outer = shell.displayhook.exec_result  # the inner run_cell clears it: put it back, so Out[n] and `_` work
         try:
             # the cell runs as typed: its output and traceback show as usual (IPython leaves run_cell untyped)
             result = shell.run_cell(cell)  # type: ignore[no-untyped-call]
         except BaseException as exc:  # KeyboardInterrupt between statements: the report still comes
             session.stop(exc)
             raise
+        finally:
+            shell.displayhook.exec_result = outer
         session.stop(result.error_before_exec or result.error_in_exec)
         if args.out is not None:
             write_files(session.diagnosis, args.out)

@@ -23,7 +23,7 @@ RANK_SECTIONS = ("environment", "process", "placement", "compute", "steps", "gpu
 
 
 @dataclass
-class GpuProcess:
+class NodeGpuProcess:
     """One process that NVML lists on a GPU of this rank's node (nvmlDeviceGetComputeRunningProcesses)."""
 
     gpu_index: int  # NVML index (physical, not CUDA_VISIBLE_DEVICES-relative)
@@ -99,7 +99,7 @@ class RankInfo:
     # torch's caching allocator: bytes reserved per device by this rank ("cuda:0" -> bytes).
     cuda_reserved_bytes: dict[str, int] = field(default_factory=dict)
     # NVML: every compute process on this node's GPUs, read once when the rank finished.
-    gpu_processes: list[GpuProcess] | None = None
+    gpu_processes: list[NodeGpuProcess] | None = None
     gpu_processes_unavailable: str | None = None
     wrap: ModelWrap | None = None
     loaders: list[RankLoader] = field(default_factory=list)

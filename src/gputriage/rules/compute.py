@@ -44,7 +44,7 @@ def no_gpu_compute(run: Run) -> list[Finding]:
             code="no-gpu-compute",
             rung=4,
             severity=Severity.CRITICAL,
-            title=f"The training steps ran {total_ops} ops and none on {expected}",
+            title=f"The {compute.window_steps} probed steps ran {total_ops} ops, none of them on {expected}",
             evidence={
                 "ops_per_device": dict(compute.ops_per_device),
                 "op_time_s_per_device": {k: round(v, 6) for k, v in compute.op_time_s_per_device.items()},

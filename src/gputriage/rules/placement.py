@@ -199,10 +199,8 @@ def data_findings(run: Run) -> Iterator[Finding]:
     off = [t for t in tensors if t.shape and device_type(t.device) != expected]
     inputs = [t for t in off if t.role == "input" and not _host_side_argument(t, tensors, expected)]
     labels = [t for t in off if t.role == "label"]
-    if inputs:
-        yield _data_on_cpu(run, "inputs", inputs, expected)
-    if labels:
-        yield _data_on_cpu(run, "labels", labels, expected)
+    if inputs or labels:
+        yield _data_on_cpu(run, inputs, labels, expected)
 
 
 def _host_side_argument(t: TensorSeen, seen: list[TensorSeen], expected: str) -> bool:
@@ -212,27 +210,35 @@ def _host_side_argument(t: TensorSeen, seen: list[TensorSeen], expected: str) ->
     return any(o.target == t.target and o.role == "input" and device_type(o.device) == expected for o in seen)
 
 
-def _data_on_cpu(run: Run, what: str, tensors: list[TensorSeen], expected: str) -> Finding:
-    first = tensors[0]
-    seen = [f"{t.target} {t.argument}: {t.dtype}{t.shape} on {t.device}" for t in tensors[:6]]
+def _data_on_cpu(run: Run, inputs: list[TensorSeen], labels: list[TensorSeen], expected: str) -> Finding:
+    """One finding for the batch: the inputs (into the model) and/or the labels (into the loss)."""
+    first = (inputs or labels)[0]
+    both = inputs + labels
     evidence: dict[str, object] = {
-        "tensors": seen,
-        "tensor_count": len(tensors),
+        "tensors": [f"{t.target} {t.argument}: {t.dtype}{t.shape} on {t.device} at {t.where}" for t in both[:6]],
+        "inputs_off_device": len(inputs),
+        "labels_off_device": len(labels),
         "expected_device": expected,
     }
     evidence.update(crash_evidence(run))
-    into = "the model" if what == "inputs" else "the loss"
-    if what == "inputs":
-        fix = f'x = x.to("{expected}", non_blocking=True)  # before calling {first.target} at {first.where}'
+    fix = []
+    if inputs:
+        fix.append(f'x = x.to("{expected}", non_blocking=True)  # before {inputs[0].target}(x) at {inputs[0].where}')
+    if labels:
+        fix.append(f'y = y.to("{expected}", non_blocking=True)  # before {labels[0].target}(...) at {labels[0].where}')
+    if inputs and labels:
+        what = "The inputs and the labels reach the model and the loss"
+    elif inputs:
+        what = "The inputs reach the model"
     else:
-        fix = f'y = y.to("{expected}", non_blocking=True)  # before computing {first.target} at {first.where}'
+        what = "The labels reach the loss"
     return Finding(
         code="data-on-cpu",
         rung=2,
         severity=Severity.CRITICAL,
-        title=f"The {what} reach {into} on {device_type(first.device)}, not on {expected}",
+        title=f"{what} on {device_type(first.device)}, not on {expected}",
         evidence=evidence,
-        fix=fix,
+        fix="\n".join(fix),
         where=first.where,
     )
 

@@ -151,7 +151,7 @@ def launches(p: Prepared, step_count: int) -> LaunchSummary | None:
     if not len(k):
         return None
     dur_us = (k.end - k.ts) / 1000
-    calls = p.launch_calls
+    launch_ns = p.launch_durations_ns
     runtime_ts = p.runtime_ts_for(k.corr)
     delay = (k.ts - runtime_ts)[~np.isnan(runtime_ts)] / 1000
     gaps = p.busy.gaps()
@@ -162,7 +162,7 @@ def launches(p: Prepared, step_count: int) -> LaunchSummary | None:
         kernels_per_step=round(len(k) / step_count, 1) if step_count else None,
         median_kernel_us=round(float(np.median(dur_us)), 3),
         short_kernel_pct=pct(int((dur_us < SHORT_KERNEL_US).sum()), len(k)),
-        median_launch_us=round(float(np.median((calls.end - calls.ts) / 1000)), 3) if len(calls) else None,
+        median_launch_us=round(float(np.median(launch_ns)) / 1000, 3) if len(launch_ns) else None,
         median_launch_delay_us=round(float(np.median(delay)), 3) if len(delay) else None,
         idle_in_short_gaps_pct=pct(int(gap_len[gap_len < SHORT_GAP_NS].sum()), int(idle)),
     )

@@ -7,6 +7,7 @@ so memory follows the number of GPU and CPU events, not the bytes of JSON that d
 from __future__ import annotations
 
 import re
+import sys
 from array import array
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -51,12 +52,29 @@ _FRAME_RE = re.compile(r"^(?P<file>[^()]+\.py)\((?P<line>\d+)\): ")
 _LIBRARY_MARKERS = ("site-packages", "dist-packages", "/torch/", "lib/python3", "<frozen", "/usr/lib/")
 
 
+# Kineto names a frame by its path below the sys.path entry it came from ("torch/nn/modules/module.py(1743)",
+# "transformers/models/..."), so a relative path whose first part is the standard library or a well-known ML
+# package is library code; the user's script and packages keep their own names.
+_LIBRARY_TOPS = frozenset(sys.stdlib_module_names) | {
+    "torch", "torchvision", "torchaudio", "torchtext", "functorch", "triton", "transformers", "accelerate",
+    "lightning", "pytorch_lightning", "lightning_fabric", "datasets", "tokenizers", "safetensors", "huggingface_hub",
+    "peft", "diffusers", "timm", "einops", "deepspeed", "apex", "fairscale", "megatron", "xformers", "flash_attn",
+    "numpy", "scipy", "pandas", "sklearn", "PIL", "cv2", "albumentations", "tqdm", "wandb", "tensorboard", "hydra",
+    "omegaconf", "nvidia", "jax", "keras", "IPython", "ipykernel", "runpy", "gputriage",
+}  # fmt: skip
+
+
 def user_frame(frame: str) -> str | None:
     """'train.py(42): step' -> 'train.py:42' when the frame is the user's code, not a library's."""
     match = _FRAME_RE.match(frame)
-    if match is None or any(marker in match["file"] for marker in _LIBRARY_MARKERS):
+    if match is None:
         return None
-    return f"{match['file']}:{match['line']}"
+    path = match["file"]
+    if any(marker in path for marker in _LIBRARY_MARKERS):
+        return None
+    if not path.startswith("/") and path.split("/", 1)[0].removesuffix(".py") in _LIBRARY_TOPS:
+        return None
+    return f"{path}:{match['line']}"
 
 
 def gpu_kind(name: str) -> int:

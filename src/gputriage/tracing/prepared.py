@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 
 import numpy as np
@@ -46,6 +46,7 @@ def _name_mask(names: list[str], ids: I64, pattern: re.Pattern[str]) -> Mask:
 @dataclass
 class Prepared:
     col: Collected
+    _lane_cache: dict[int, tuple[I64, I64, I64]] = field(default_factory=dict)
 
     @property
     def names(self) -> list[str]:
@@ -136,8 +137,12 @@ class Prepared:
         return self.runtime_named(_SYNC_CALL_RE)
 
     @cached_property
-    def launch_calls(self) -> Table:
-        return self.runtime_named(_LAUNCH_RE)
+    def launch_durations_ns(self) -> I64:
+        """The duration of every kernel-launch call (cudaLaunchKernel, hipLaunchKernel, ...); not the whole rows."""
+        rt = self.col.runtime
+        mask = _name_mask(self.names, rt.name, _LAUNCH_RE)
+        durations: I64 = rt.end[mask] - rt.ts[mask]
+        return durations
 
     @cached_property
     def graph_launches(self) -> Table:
@@ -199,17 +204,15 @@ class Prepared:
                     return found
         return None
 
-    @cached_property
-    def _ops_by_lane(self) -> dict[int, tuple[I64, I64, I64]]:
-        """CPU ops of each thread, sorted by start: (ts, end, name)."""
-        ops = self.cpu_ops
-        out: dict[int, tuple[I64, I64, I64]] = {}
-        order = np.lexsort((ops.ts, ops.lane))
-        lanes = ops.lane[order]
-        for lane in np.unique(lanes):
-            rows = order[lanes == lane]
-            out[int(lane)] = (ops.ts[rows], ops.end[rows], ops.name[rows])
-        return out
+    def _ops_on(self, lane: int) -> tuple[I64, I64, I64]:
+        """CPU ops of one thread sorted by start (ts, end, name); built on first use, for queried threads only."""
+        found = self._lane_cache.get(lane)
+        if found is None:
+            ops = self.cpu_ops
+            rows = np.flatnonzero(ops.lane == lane)
+            rows = rows[np.argsort(ops.ts[rows], kind="stable")]
+            found = self._lane_cache[lane] = (ops.ts[rows], ops.end[rows], ops.name[rows])
+        return found
 
     def enclosing_op(self, lane: int, ts: int, end: int) -> str | None:
         """The innermost CPU op around [ts, end] on a thread (e.g. aten::item around a cudaStreamSynchronize).
@@ -217,10 +220,9 @@ class Prepared:
         Ops on one thread nest, so walking back from the last op that starts before `ts`, the first one that also
         ends after `end` is the innermost; the walk is bounded, since an op's children sit right before it.
         """
-        found = self._ops_by_lane.get(lane)
-        if found is None:
+        starts, ends, names = self._ops_on(lane)
+        if not len(starts):
             return None
-        starts, ends, names = found
         i = int(np.searchsorted(starts, ts, side="right")) - 1
         for j in range(i, max(i - 256, -1), -1):
             if ends[j] >= end:

@@ -75,40 +75,50 @@ def _collect_range(job: tuple[Path, int, int | None, bool]) -> tuple[Collected, 
 
 
 def merge(parts: list[Collected]) -> Collected:
-    """Concatenate collected columns, renumbering each part's name and thread ids into one table."""
+    """Concatenate collected columns, renumbering each part's name and thread ids into one table.
+
+    Ids are renumbered in place and each column is concatenated and then dropped from the parts, so the peak is
+    one copy of the columns plus one column, not two copies.
+    """
     names: dict[str, int] = {}
     threads: dict[tuple[Any, Any], int] = {}
-    gpu, runtime, cpu = [], [], []
     stacks: dict[int, str] = {}
     cpu_rows = 0
     for part in parts:
         name_map = np.array([names.setdefault(n, len(names)) for n in part.names], dtype=np.int64)
         thread_map = np.array([threads.setdefault(t, len(threads)) for t in part.threads], dtype=np.int64)
-        gpu.append(_renamed(part.gpu, name_map, None))
-        runtime.append(_renamed(part.runtime, name_map, thread_map))
-        cpu.append(_renamed(part.cpu, name_map, thread_map))
+        for table, lanes_are_threads in ((part.gpu, False), (part.runtime, True), (part.cpu, True)):
+            if len(table):
+                table.name = _writable(table.name)
+                np.take(name_map, table.name, out=table.name)
+                if lanes_are_threads:
+                    table.lane = _writable(table.lane)
+                    np.take(thread_map, table.lane, out=table.lane)
         stacks.update({row + cpu_rows: text for row, text in part.call_stacks.items()})
         cpu_rows += len(part.cpu)
     return Collected(
         names=list(names),
         threads=list(threads),
-        gpu=_concat(gpu),
-        runtime=_concat(runtime),
-        cpu=_concat(cpu),
+        gpu=_concat([p.gpu for p in parts]),
+        runtime=_concat([p.runtime for p in parts]),
+        cpu=_concat([p.cpu for p in parts]),
         call_stacks=stacks,
         events_total=sum(p.events_total for p in parts),
         events_dropped=sum(p.events_dropped for p in parts),
     )
 
 
-def _renamed(table: Table, name_map: np.ndarray, thread_map: np.ndarray | None) -> Table:
-    if not len(table):
-        return table
-    lane = thread_map[table.lane] if thread_map is not None else table.lane
-    return Table(table.ts, table.end, name_map[table.name], lane, table.corr, table.extra)
+def _writable(values: np.ndarray) -> np.ndarray:
+    return values if values.flags.writeable else values.copy()
+
+
+_COLUMNS = ("ts", "end", "name", "lane", "corr", "extra")
 
 
 def _concat(tables: list[Table]) -> Table:
-    return Table(
-        *(np.concatenate([getattr(t, col) for t in tables]) for col in ("ts", "end", "name", "lane", "corr", "extra"))
-    )
+    merged: dict[str, np.ndarray] = {}
+    for col in _COLUMNS:
+        merged[col] = np.concatenate([getattr(t, col) for t in tables])
+        for t in tables:
+            setattr(t, col, merged[col][:0])  # drop the part's copy now
+    return Table(**merged)

@@ -73,7 +73,7 @@ def summarise(p: Prepared, meta: dict[str, Any], path: Path, rank_hint: int | No
         events_dropped=p.col.events_dropped,
         gpu_events=len(p.col.gpu),
         cpu_ops=len(p.cpu_ops),
-        launch_calls=len(p.launch_calls),
+        launch_calls=len(p.launch_durations_ns),
     )
     _fill_temporal(p, out)
     steps = analysis.steps(p)

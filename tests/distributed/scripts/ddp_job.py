@@ -60,6 +60,7 @@ def main() -> None:
         opt.step()
     dist.destroy_process_group()
     print(f"rank {rank} done", os.environ["WORLD_SIZE"])
+    print(f"rank {rank} weights", [round(p.sum().item(), 6) for p in model.parameters()])
 
 
 if __name__ == "__main__":

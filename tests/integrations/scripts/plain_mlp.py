@@ -1,8 +1,8 @@
 """The plain loop that tests/integrations/test_lightning.py trains through Lightning: same data, model, optimizer."""
 
 import torch
-from torch import nn
 from tiny import mlp, mlp_loader
+from torch import nn
 
 model = mlp()
 opt = torch.optim.Adam(model.parameters(), lr=1e-3)

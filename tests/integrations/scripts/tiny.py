@@ -55,7 +55,7 @@ def mlp() -> nn.Module:
     return nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 4))
 
 
-def tiny_bert():  # noqa: ANN201 - transformers is imported here only, by the scripts that use it
+def tiny_bert():  # transformers is imported here only, by the scripts that use it
     from transformers import BertConfig, BertForSequenceClassification
 
     config = BertConfig(
