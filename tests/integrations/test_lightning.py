@@ -174,3 +174,15 @@ def test_a_crashing_fit_still_writes_its_report(tmp_path: Path) -> None:
 def _line_of(text: str) -> int:
     lines = Path(__file__).read_text().splitlines()
     return next(i for i, line in enumerate(lines, 1) if text in line and "raise" in line)
+
+
+def test_a_trainer_that_misses_the_expected_device_is_told_so(tmp_path: Path) -> None:
+    """Lightning's "GPU available but not used", measured: the Trainer runs on the CPU, the job expects `meta`."""
+    stderr = io.StringIO()
+    callback = TriageCallback(expect_device="meta", out_dir=tmp_path / "triage")
+    with contextlib.redirect_stderr(stderr):
+        trainer(tmp_path, callback, limit_train_batches=3).fit(Classifier())
+    found = codes(callback.findings)
+    assert {"data-on-cpu", "model-on-cpu"} <= set(found)
+    assert found[0] in ("data-on-cpu", "model-on-cpu")
+    assert f"gputriage: device: expected meta, measured: {callback.findings[0].title} ({found[0]})" in stderr.getvalue()

@@ -104,6 +104,9 @@ def test_a_bad_option_is_one_line_and_the_cell_does_not_run(shell: InteractiveSh
     assert "--steps must be at least 1" in str(result.error_in_exec)
     result = run(shell, "%%triage --colour\nran = True")
     assert "unrecognized arguments: --colour" in str(result.error_in_exec)
+    result = run(shell, "%%triage --expect-device gpu0\nran = True")
+    assert "--expect-device 'gpu0' is not a device torch knows" in str(result.error_in_exec)
+    assert "ran" not in shell.user_ns
 
 
 def test_importing_gputriage_imports_no_framework() -> None:

@@ -106,11 +106,17 @@ def measured_verdicts(diag: Diagnosis) -> list[str]:
 
 def _device_verdict(diag: Diagnosis) -> str:
     expected = diag.run.expect_device or "the accelerator"
-    blocking = [f for f in diag.findings if f.rung <= 4 and f.severity is not Severity.INFO]
+    blocking = [f for f in diag.findings if f.rung <= 4 and f.severity is Severity.CRITICAL]
     if blocking:
         first = blocking[0]
         return f"device: expected {expected}, measured: {first.title} ({first.code})"
-    return f"device: expected {expected}, measured: model, data and ops on {expected} (rungs 1-4 pass)"
+    skipped = [view.rung for view in diag.ladder if view.rung in (2, 3, 4) and view.status == "skipped"]
+    if skipped:
+        rungs = ", ".join(str(rung) for rung in skipped)
+        return f"device: expected {expected}, not measured (no training step reached rungs {rungs})"
+    return (
+        f"device: expected {expected}, measured: model, data and ops on {expected} (no critical finding at rungs 1-4)"
+    )
 
 
 def _loader_verdict(diag: Diagnosis) -> str:

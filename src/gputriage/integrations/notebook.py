@@ -15,6 +15,7 @@ import argparse
 import html
 import io
 import shlex
+import sys
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -23,6 +24,7 @@ from IPython.core.magic import Magics, cell_magic, magics_class
 
 from gputriage.api import DEFAULT_SESSION_STEPS, Session
 from gputriage.diagnosis import Diagnosis
+from gputriage.errors import InputError
 from gputriage.report import terminal
 from gputriage.report.html import render_html
 from gputriage.report.output import make_console, write_files
@@ -76,7 +78,10 @@ class TriageMagics(Magics):
             raise UsageError(f"--steps must be at least 1 (got {args.steps})")
         shell = self.shell
         assert shell is not None  # set by register_magics
-        session = Session(args.expect_device, args.steps).start()
+        try:
+            session = Session(args.expect_device, args.steps).start()
+        except InputError as exc:  # an unknown --expect-device
+            raise UsageError(str(exc)) from None
         outer = shell.displayhook.exec_result  # the inner run_cell clears it: put it back, so Out[n] and `_` work
         try:
             # the cell runs as typed: its output and traceback show as usual (IPython leaves run_cell untyped)
@@ -88,7 +93,10 @@ class TriageMagics(Magics):
             shell.displayhook.exec_result = outer
         session.stop(result.error_before_exec or result.error_in_exec)
         if args.out is not None:
-            write_files(session.diagnosis, args.out)
+            try:
+                write_files(session.diagnosis, args.out)
+            except InputError as exc:  # the report is still shown; say in one line why no file was written
+                print(f"gputriage: error: {exc}", file=sys.stderr)
         return session
 
 

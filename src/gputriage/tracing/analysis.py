@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -109,18 +110,19 @@ def steps(p: Prepared) -> Steps | None:
     is_memset = np.fromiter((n.startswith("Memset") for n in names), dtype=bool, count=len(names))
     memset_rows = is_memset[g.name] if len(names) else np.zeros(len(g), dtype=bool)
     memory_rows = p.gpu_kind == MEMORY
-    layers = [
-        union(kernels.ts, kernels.end),
-        union(g.ts[memory_rows & ~memset_rows], g.end[memory_rows & ~memset_rows]),
-        union(g.ts[memset_rows], g.end[memset_rows]),
-        union(p.col.runtime.ts, p.col.runtime.end),
-        p.dataloader,
-        union(p.cpu_ops.ts, p.cpu_ops.end),
+    # Built one at a time (each is as long as its events), so only one layer's temporaries are alive at once.
+    layers: list[Callable[[], Spans]] = [
+        lambda: union(kernels.ts, kernels.end),
+        lambda: union(g.ts[memory_rows & ~memset_rows], g.end[memory_rows & ~memset_rows]),
+        lambda: union(g.ts[memset_rows], g.end[memset_rows]),
+        lambda: union(p.col.runtime.ts, p.col.runtime.end),
+        lambda: p.dataloader,
+        lambda: union(p.cpu_ops.ts, p.cpu_ops.end),
     ]
     claimed = Spans.empty()
     shares: list[float] = []
     for layer in layers:
-        mine = _within(layer.clip(lo, hi), spans).minus(claimed)
+        mine = _within(layer().clip(lo, hi), spans).minus(claimed)
         shares.append(mine.total())
         claimed = union(np.concatenate((claimed.start, mine.start)), np.concatenate((claimed.end, mine.end)))
     shares.append(total - sum(shares))
