@@ -7,6 +7,7 @@ Several sizes show how peak RSS grows with the file. The generated files go unde
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -56,4 +57,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a timeout still runs the clean-up of bench/out
     main()

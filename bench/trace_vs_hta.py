@@ -12,6 +12,7 @@ Work measured: HTA's get_temporal_breakdown + get_idle_time_breakdown (after its
 
 from __future__ import annotations
 
+import signal
 import statistics
 import subprocess
 import sys
@@ -88,4 +89,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a timeout still runs the clean-up of bench/out
     main()

@@ -20,7 +20,8 @@ RUN_TIMEOUT_S = 240
 @dataclass
 class Case:
     argv: list[str]  # after `gputriage run --expect-device meta --out DIR`
-    terminate_after: str | None = None  # send SIGTERM once stdout shows this line
+    terminate_after: str | None = None  # send `signal` once stdout shows this line
+    signal: int = signal.SIGTERM
 
 
 @dataclass
@@ -52,6 +53,8 @@ CASES = {
     "workers_fork": Case(["loader_workers.py", "fork"]),
     "workers_spawn": Case(["loader_workers.py", "spawn"]),
     "sigterm": Case(["runs_until_killed.py"], terminate_after="ready"),
+    "sigint": Case(["runs_until_killed.py"], terminate_after="ready", signal=signal.SIGINT),
+    "steps_limit": Case(["--steps", "5", "healthy.py"]),
 }
 
 
@@ -68,14 +71,21 @@ def run_case(case: Case, out_dir: Path, expect_device: str = "meta", env: dict[s
     cmd = [sys.executable, "-m", "gputriage", "run", "--expect-device", expect_device, "--out", str(out_dir)]
     cmd += case.argv
     env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
-    proc = subprocess.Popen(cmd, cwd=SCRIPTS, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    proc = subprocess.Popen(
+        cmd,
+        cwd=SCRIPTS,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     if case.terminate_after is not None:
         assert proc.stdout is not None
         deadline = time.monotonic() + RUN_TIMEOUT_S
         for line in proc.stdout:
             if case.terminate_after in line or time.monotonic() > deadline:
                 break
-        proc.send_signal(signal.SIGTERM)
+        proc.send_signal(case.signal)
     stdout, stderr = proc.communicate(timeout=RUN_TIMEOUT_S)
     report_path = out_dir / "report.json"
     report = json.loads(report_path.read_text()) if report_path.exists() else {}

@@ -163,3 +163,22 @@ def test_sigterm_still_writes_the_report(runs: dict[str, Result]) -> None:
     assert r.report["steps"]["steps_observed"] >= 5
     assert _root(r) == "data-on-cpu"
     assert r.report["findings"][0]["where"] == mark_line("runs_until_killed.py", "data-on-cpu")
+
+
+def test_sigint_prints_the_traceback_and_writes_the_report(runs: dict[str, Result]) -> None:
+    r = runs["sigint"]
+    assert r.returncode == -2  # died of SIGINT, as Python does after an uncaught KeyboardInterrupt
+    assert "KeyboardInterrupt" in r.stderr
+    assert r.report["process"]["signal"] == "SIGINT"
+    assert _root(r) == "data-on-cpu"
+    assert r.report["findings"][0]["where"] == mark_line("runs_until_killed.py", "data-on-cpu")
+
+
+def test_steps_limit_stops_observing_and_the_job_runs_on(runs: dict[str, Result]) -> None:
+    r = runs["steps_limit"]
+    assert r.returncode == 0
+    assert "done" in r.stdout
+    steps = r.report["steps"]
+    assert steps["steps_observed"] == 5
+    assert steps["steps_total"] == 12  # still counted by the optimizer hook, which is all that stays on
+    assert _root(r) is None

@@ -23,7 +23,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         type=int,
         default=None,
         metavar="N",
-        help="processes for several rank files (default: one per CPU core)",
+        help="processes: one per rank file, or per byte range of one large .json file (default: one per CPU core)",
     )
     add_output_options(p)
     p.set_defaults(func=main)

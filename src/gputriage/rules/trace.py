@@ -137,7 +137,7 @@ def input_pipeline_bound(section: TraceSection, r: RankTrace) -> Finding | None:
         evidence = {
             "dataloader_idle_us": loader_us,
             "dataloader_idle_pct_of_window": round(share_of_window, 3),
-            "long_gaps_in_dataloader": loader_calls,
+            "of_10_longest_gaps_in_dataloader": loader_calls,
             "window_us": r.window_us,
         }
         title = f"The GPU sits idle in the DataLoader for {share_of_window:.1f}% of the trace{_suffix(section, r)}"

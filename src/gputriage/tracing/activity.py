@@ -19,7 +19,7 @@ from gputriage.record.trace import (
     SyncSummary,
 )
 from gputriage.tracing.analysis import pct
-from gputriage.tracing.collect import COMPUTE, Table
+from gputriage.tracing.collect import COMPUTE, PYTHON, Table
 from gputriage.tracing.intervals import Spans, intersect, union
 from gputriage.tracing.prepared import (
     ALLOC_RE,
@@ -307,7 +307,7 @@ def _activity_layers(p: Prepared) -> list[Spans]:
     )
     opt = p.cpu_named(OPTIMIZER_RE, main_only=True)
     alloc = p.runtime_named(ALLOC_RE)
-    on_main_ops = (ops.lane == main) & (ops.extra != 3) & ~np.isin(ops.name, _step_name_ids(p))
+    on_main_ops = (ops.lane == main) & (ops.extra != PYTHON) & ~np.isin(ops.name, _step_name_ids(p))
     on_main_rt = rt.lane == main
     busy_cpu = spans_of(
         np.concatenate((ops.ts[on_main_ops], rt.ts[on_main_rt])),
@@ -354,23 +354,18 @@ def _describe_gap(
 
 
 def _longest_op_in(p: Prepared, lane: int, start: int, end: int) -> str | None:
-    """The op or annotation on the main thread that covers most of [start, end], ProfilerStep excluded."""
-    cpu = p.col.cpu
-    rt = p.col.runtime
-    best, best_ns = None, 0
-    for table in (cpu, rt):
-        on = np.flatnonzero((table.lane == lane) & (table.ts < end) & (table.end > start))
-        if not len(on):
-            continue
-        cover = np.minimum(table.end[on], end) - np.maximum(table.ts[on], start)
-        for j in np.argsort(-cover, kind="stable")[:8]:
-            name = p.names[int(table.name[on[j]])]
-            if name.startswith("ProfilerStep#") or (table is cpu and cpu.extra[on[j]] == 3):
-                continue
-            if cover[j] > best_ns:
-                best, best_ns = name, int(cover[j])
-            break
-    return best
+    """The op or annotation on the main thread that covers most of [start, end], ProfilerStep excluded; a runtime
+    call (cudaFree, cudaMemcpy, ...) only when no op covers the gap."""
+    steps = _step_name_ids(p)
+    for table, is_cpu in ((p.col.cpu, True), (p.col.runtime, False)):
+        hit = (table.lane == lane) & (table.ts < end) & (table.end > start)
+        if is_cpu:
+            hit &= (table.extra != PYTHON) & ~np.isin(table.name, steps)
+        on = np.flatnonzero(hit)
+        if len(on):
+            cover = np.minimum(table.end[on], end) - np.maximum(table.ts[on], start)
+            return p.names[int(table.name[on[int(np.argmax(cover))]])]
+    return None
 
 
 __all__ = ["COMPUTE", "DATALOADER_RE", "comm", "copies", "cpu_compute", "gaps", "graphs", "launches", "syncs"]

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from gputriage.record.trace import IdleBreakdown, StepBreakdown, StreamIdle
-from gputriage.tracing.collect import MEMORY
+from gputriage.tracing.collect import MEMORY, Table
 from gputriage.tracing.intervals import Spans, intersect, union
 from gputriage.tracing.prepared import Prepared
 
@@ -105,19 +105,18 @@ def steps(p: Prepared) -> Steps | None:
     lo, hi = int(spans.start[0]), int(spans.end[-1])
     total = spans.total()
     g = p.col.gpu
-    kernels = p.kernels
     names = p.names
     is_memset = np.fromiter((n.startswith("Memset") for n in names), dtype=bool, count=len(names))
     memset_rows = is_memset[g.name] if len(names) else np.zeros(len(g), dtype=bool)
     memory_rows = p.gpu_kind == MEMORY
     # Built one at a time (each is as long as its events), so only one layer's temporaries are alive at once.
     layers: list[Callable[[], Spans]] = [
-        lambda: union(kernels.ts, kernels.end),
+        lambda: _table_union(p.kernels),
         lambda: union(g.ts[memory_rows & ~memset_rows], g.end[memory_rows & ~memset_rows]),
         lambda: union(g.ts[memset_rows], g.end[memset_rows]),
         lambda: union(p.col.runtime.ts, p.col.runtime.end),
         lambda: p.dataloader,
-        lambda: union(p.cpu_ops.ts, p.cpu_ops.end),
+        lambda: _table_union(p.cpu_ops),
     ]
     claimed = Spans.empty()
     shares: list[float] = []
@@ -135,6 +134,10 @@ def steps(p: Prepared) -> Steps | None:
         dataloader_us_per_step=shares[4] / len(spans) / 1000,
         breakdown=breakdown,
     )
+
+
+def _table_union(table: Table) -> Spans:
+    return union(table.ts, table.end)
 
 
 def _within(layer: Spans, steps: Spans) -> Spans:

@@ -54,9 +54,10 @@ class Prepared:
 
     # ---- GPU side
     @cached_property
-    def gpu_kind(self) -> I64:
-        kinds = np.fromiter((gpu_kind(n) for n in self.names), dtype=np.int64, count=len(self.names))
-        return kinds[self.col.gpu.name] if len(self.names) else np.zeros(0, np.int64)
+    def gpu_kind(self) -> npt.NDArray[np.int8]:
+        kinds = np.fromiter((gpu_kind(n) for n in self.names), dtype=np.int8, count=len(self.names))
+        out: npt.NDArray[np.int8] = kinds[self.col.gpu.name] if len(self.names) else np.zeros(0, np.int8)
+        return out
 
     @cached_property
     def busy(self) -> Spans:
@@ -74,8 +75,9 @@ class Prepared:
         keep = self.gpu_kind == COMM
         return union(g.ts[keep], g.end[keep])
 
-    @cached_property
+    @property
     def kernels(self) -> Table:
+        """Compute and communication kernels (a fresh copy on each use: not kept, it is as long as the trace)."""
         return self.col.gpu.take(self.gpu_kind != MEMORY)
 
     def gpu_named(self, pattern: re.Pattern[str]) -> Table:
@@ -148,9 +150,14 @@ class Prepared:
     def graph_launches(self) -> Table:
         return self.runtime_named(_GRAPH_LAUNCH_RE)
 
-    @cached_property
+    @property
     def cpu_ops(self) -> Table:
+        """ATen ops (a fresh copy on each use: not kept, it is as long as the trace)."""
         return self.col.cpu.take(self.col.cpu.extra == CPU_OP)
+
+    @cached_property
+    def cpu_op_count(self) -> int:
+        return int((self.col.cpu.extra == CPU_OP).sum())
 
     @cached_property
     def annotations(self) -> Table:

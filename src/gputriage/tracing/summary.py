@@ -72,7 +72,7 @@ def summarise(p: Prepared, meta: dict[str, Any], path: Path, rank_hint: int | No
         events=p.col.events_total,
         events_dropped=p.col.events_dropped,
         gpu_events=len(p.col.gpu),
-        cpu_ops=len(p.cpu_ops),
+        cpu_ops=p.cpu_op_count,
         launch_calls=len(p.launch_durations_ns),
     )
     _fill_temporal(p, out)

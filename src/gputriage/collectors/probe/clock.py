@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -26,6 +27,9 @@ class PhaseClock:
 
     def __init__(self, clock: Callable[[], float] = time.perf_counter) -> None:
         self._clock = clock
+        # Only the thread that runs the training loop owns the phases; a prefetch thread's `.to()` must not
+        # push onto the loop's stack.
+        self._owner = threading.get_ident()
         self._stack: list[str] = []
         self._totals: dict[str, float] = dict.fromkeys(PHASES, 0.0)
         self._step_start_s = clock()
@@ -42,10 +46,14 @@ class PhaseClock:
         self._last_s = now_s
 
     def push(self, phase: str) -> None:
+        if threading.get_ident() != self._owner:
+            return
         self._accrue(self._clock())
         self._stack.append(phase)
 
     def pop(self) -> None:
+        if threading.get_ident() != self._owner:
+            return
         self._accrue(self._clock())
         if self._stack:
             self._stack.pop()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import threading
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -75,8 +76,8 @@ class LoaderProbe:
         @functools.wraps(orig)
         def __next__(it: Any) -> Any:
             info: LoaderInfo | None = getattr(it, "_gputriage_info", None)
-            if info is None or state.in_child:
-                return orig(it)
+            if info is None or state.in_child or threading.get_ident() != state.owner_thread:
+                return orig(it)  # a worker process, or a prefetch thread: not the loop's wait
             probe.on_batch_start()
             state.in_loader += 1
             start_s = clock.now()

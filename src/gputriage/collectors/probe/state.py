@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 from dataclasses import dataclass, field
 
 from gputriage.collectors.probe.clock import PhaseClock
@@ -13,6 +14,7 @@ class ProbeState:
     expected_device: str  # device type: cuda | mps | xpu | meta | cpu
     clock: PhaseClock = field(default_factory=PhaseClock)
     owner_pid: int = field(default_factory=os.getpid)
+    owner_thread: int = field(default_factory=threading.get_ident)  # the thread that runs the training loop
     in_loader: int = 0  # > 0 while DataLoader.__next__ runs (its modules are transforms, not the model)
     in_sync_call: int = 0  # > 0 inside a Python-level sync wrapper, so the dispatch census does not count it twice
     step: int = 0  # index of the step that is running now
