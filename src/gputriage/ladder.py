@@ -75,7 +75,23 @@ def build_verdict(run: Run, findings: list[Finding]) -> Verdict:
         status = "idle" if idle else "underused"
         return Verdict(status, top.code, f"{top.title}.")
     if not measured_rungs(run):
-        return Verdict("unknown", None, "Nothing was measured, so there is no verdict.")
+        return Verdict("unknown", None, "Nothing was measured, so there is no verdict." + _ending(run))
     skipped = sorted(set(RUNG_QUESTIONS) - measured_rungs(run))
     tail = f" (rungs {', '.join(map(str, skipped))} were not measured)" if skipped else ""
-    return Verdict("healthy", None, f"No problem found on the measured rungs{tail}.")
+    return Verdict("healthy", None, f"No problem found on the measured rungs{tail}." + _ending(run))
+
+
+def _ending(run: Run) -> str:
+    """How the script ended, when that bounds what the verdict can say (a crash no rule blamed, a signal)."""
+    proc = run.process
+    if proc is None:
+        return ""
+    if proc.signal:
+        return f" The run was stopped by {proc.signal}: this covers what was seen until then."
+    if proc.exception_type and proc.exception_type != "SystemExit":
+        where = f" at {proc.crash_where}" if proc.crash_where else ""
+        return (
+            f" The script crashed with {proc.exception_type}{where} (exit code {proc.exit_code}), "
+            "which is not a device-placement problem: see its traceback."
+        )
+    return ""

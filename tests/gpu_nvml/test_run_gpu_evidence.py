@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from nvml_helpers import codes
 
 from gputriage.collectors.gpu_observer import GpuSamplerObserver
@@ -69,11 +70,14 @@ def test_observer_follows_cuda_visible_devices_and_ranks() -> None:
     assert run.gpu.devices[0].summary.memory_used_max_bytes == 53 * GIB
 
 
-def test_gputriage_run_report_carries_the_gpu_evidence(tmp_path: Path) -> None:
+# Without --expect-device the job is still judged for the NVIDIA GPU that NVML sees, although this CPU-only torch
+# reaches no accelerator: a user who forgot the flag must get the same root cause.
+@pytest.mark.parametrize("expect", [["--expect-device", "cuda"], []], ids=["expect-cuda", "default-device"])
+def test_gputriage_run_report_carries_the_gpu_evidence(tmp_path: Path, expect: list[str]) -> None:
     # The real CLI on a tiny job, with the fake scenario's job renumbered to the job's own PID.
     env = dict(os.environ, GPUTRIAGE_FAKE_NVML="idle_memory_held", GPUTRIAGE_FAKE_JOB_PID="self")
     out = tmp_path / "out"
-    cmd = [sys.executable, "-m", "gputriage", "run", "--expect-device", "cuda", "--out", str(out)]
+    cmd = [sys.executable, "-m", "gputriage", "run", *expect, "--out", str(out)]
     done = subprocess.run(
         [*cmd, str(SCRIPTS / "waits_on_cpu.py")],
         check=False,

@@ -132,6 +132,7 @@ def test_unrelated_crash_is_not_blamed_on_placement(runs: dict[str, Result]) -> 
     assert _root(r) is None
     assert not _placement_codes(r)
     assert r.report["process"]["exception_type"] == "ValueError"
+    assert "crashed with ValueError" in r.report["verdict"]["summary"]
     assert r.report["process"]["crash_where"] == mark_line("unrelated_crash.py", "crash")
 
 

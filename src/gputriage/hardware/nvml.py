@@ -157,6 +157,13 @@ def read_device(session: NvmlSession, index: int) -> GpuDevice:
     return device
 
 
+def nvidia_gpu_count() -> int:
+    """How many GPUs NVML sees on this machine (0 when NVML cannot start). Never raises."""
+    with open_nvml() as session:
+        count = session.query("nvmlDeviceGetCount")
+    return int(count) if _ok(count) else 0
+
+
 def cuda_version_text(encoded: int) -> str:
     """NVML encodes CUDA versions as 1000*major + 10*minor (12020 -> "12.2")."""
     return f"{encoded // 1000}.{(encoded % 1000) // 10}"

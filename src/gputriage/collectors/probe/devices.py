@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 
 from gputriage.errors import InputError
+from gputriage.hardware.nvml import nvidia_gpu_count
 
 # The order people mean by "the GPU": NVIDIA/AMD first, then the other accelerators torch knows.
 ACCELERATOR_ORDER = ("cuda", "xpu", "mps", "npu", "hpu", "mtia")
@@ -19,7 +20,12 @@ def resolve_expected_device(requested: str | None) -> str:
             raise InputError(
                 f"--expect-device {requested!r} is not a device torch knows (try cuda, mps, xpu, meta or cpu)"
             ) from exc
-    return first_accelerator() or "cpu"
+    accelerator = first_accelerator()
+    if accelerator is not None:
+        return accelerator
+    # torch reaches no accelerator, yet the machine has an NVIDIA GPU (a CPU-only wheel, a broken driver...): the
+    # job is still meant for that GPU, so rung 1 is judged for cuda and names why torch cannot use it.
+    return "cuda" if nvidia_gpu_count() > 0 else "cpu"
 
 
 def first_accelerator() -> str | None:

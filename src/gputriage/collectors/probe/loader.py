@@ -122,7 +122,10 @@ def describe_loader(loader: DataLoader[Any], where: str | None) -> LoaderInfo:
     return LoaderInfo(
         dataset_class=type(dataset).__name__,
         dataset_len=dataset_len,
-        batch_size=loader.batch_size,
+        # A custom batch_sampler (HF accelerate, bucketing samplers) leaves loader.batch_size None.
+        batch_size=loader.batch_size
+        if loader.batch_size is not None
+        else getattr(loader.batch_sampler, "batch_size", None),
         num_workers=loader.num_workers,
         pin_memory=bool(loader.pin_memory),
         persistent_workers=bool(loader.persistent_workers),

@@ -21,6 +21,7 @@ from torch.nn.modules import module as module_mod
 from torch.utils.hooks import RemovableHandle
 
 from gputriage.collectors.probe.frames import frame_where, user_frame, where_now
+from gputriage.collectors.probe.identity import IdentityMap
 from gputriage.collectors.probe.patches import Patches
 from gputriage.collectors.probe.state import ProbeState
 from gputriage.record.placement import ModelInfo, PlacementSection, StrayPart, TensorSeen
@@ -81,11 +82,13 @@ class PlacementProbe:
         self._depth = 0
         self._in_loss = 0
         self._hooks_on = False
-        self._created: weakref.WeakKeyDictionary[nn.Module, str] = weakref.WeakKeyDictionary()
-        self._attached: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
+        # Keyed by identity, never by the module's own __hash__/__eq__: a subclass may override them and read
+        # attributes its __init__ has not set yet (torchmetrics' Metric, which Lightning's self.log creates).
+        self._created: IdentityMap[nn.Module, str] = IdentityMap()  # module -> file:line
+        self._attached: IdentityMap[Any, str] = IdentityMap()  # submodule -> file:line
         # module -> {name: file:line} for parameters, buffers and plain tensor attributes set on it
-        self._member_sites: weakref.WeakKeyDictionary[nn.Module, dict[str, str]] = weakref.WeakKeyDictionary()
-        self._moved: weakref.WeakKeyDictionary[nn.Module, tuple[str, str | None]] = weakref.WeakKeyDictionary()
+        self._member_sites: IdentityMap[nn.Module, dict[str, str]] = IdentityMap()
+        self._moved: IdentityMap[nn.Module, tuple[str, str | None]] = IdentityMap()  # module -> (device, file:line)
         self._models: dict[int, tuple[weakref.ref[nn.Module], ModelInfo]] = {}
         self._calls_recorded: dict[str, int] = {}
         self._timed_losses: set[int] = set()
@@ -109,10 +112,7 @@ class PlacementProbe:
         def __init__(module: nn.Module, *args: Any, **kwargs: Any) -> None:
             orig(module, *args, **kwargs)
             if not probe._state.in_child:
-                # A subclass's __hash__ may read attributes its own __init__ sets after this call (torchmetrics'
-                # Metric, which Lightning's self.log creates): that module's creation site is lost, the job is not.
-                with contextlib.suppress(Exception):
-                    probe._created[module] = creation_site(module) or "?"
+                probe._created[module] = creation_site(module) or "?"
 
         return __init__
 
@@ -317,7 +317,7 @@ class PlacementProbe:
             else:
                 owner_path, _, leaf = path.rpartition(".")
                 owner = modules.get(owner_path)
-                where = self._member_sites.get(owner, {}).get(leaf) if owner is not None else None
+                where = (self._member_sites.get(owner) or {}).get(leaf) if owner is not None else None
                 parts.append(StrayPart(path, kind, device_name(t), t.numel(), where))
             if len(parts) >= MAX_STRAY_PARTS:
                 break
