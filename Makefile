@@ -36,8 +36,14 @@ pytest: $(STAMP) browser
 
 test: lint typecheck pytest
 
+# Speed and memory goals, each printed as a ratio against a baseline run in the same session (about 20 minutes on
+# 2 cores; trace_vs_hta.py builds Holistic Trace Analysis in its own venv, bench/.venv-hta).
 bench: $(STAMP)
-	$(BIN)/python bench/run_all.py
+	$(BIN)/python bench/run_overhead.py
+	$(BIN)/python bench/sampler_cost.py
+	$(BIN)/python bench/merge_scale.py
+	$(BIN)/python bench/trace_vs_hta.py
+	$(BIN)/python bench/trace_big.py
 
 clean:
 	rm -rf $(VENV) gputriage-out .pytest_cache .mypy_cache .ruff_cache

@@ -164,6 +164,10 @@ def test_events_split_across_chunks(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     st.one_of(
         st.binary(max_size=400),
         st.builds(
+            lambda cut: gzip.compress(json.dumps(_tiny_doc()).encode())[:cut],
+            st.integers(min_value=0, max_value=600),
+        ),
+        st.builds(
             lambda prefix, cut: (prefix + json.dumps(_tiny_doc())).encode()[:cut],
             st.sampled_from(["", " ", "\n"]),
             st.integers(min_value=0, max_value=2000),

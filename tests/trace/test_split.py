@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 from builders import training_loop
 
+from gputriage.errors import InputError
 from gputriage.tracing import split
 from gputriage.tracing.summary import analyse_trace
 
@@ -31,3 +32,13 @@ def test_byte_ranges_match_one_pass(tmp_path, monkeypatch: pytest.MonkeyPatch) -
     whole = msgspec.to_builtins(analyse_trace(path, jobs=1))
     parts = msgspec.to_builtins(analyse_trace(path, jobs=3))
     assert whole == parts
+
+
+def test_truncated_file_split_into_ranges_is_a_clean_error(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    path = training_loop(steps=30, kernel_us=100).write(tmp_path / "cut.json")
+    data = path.read_bytes()
+    path.write_bytes(data[: int(len(data) * 0.9)])  # the profiler was still writing
+    monkeypatch.setattr(split, "SPLIT_MIN_BYTES", 0)
+    monkeypatch.setattr(split, "_MIN_RANGE_BYTES", len(data) // 4)
+    with pytest.raises(InputError, match="truncated or corrupt"):
+        split.collect(path, jobs=3)

@@ -13,6 +13,9 @@ from rich.text import Text
 from gputriage.diagnosis import Diagnosis
 from gputriage.findings import Finding, Severity
 from gputriage.record.environment import Environment
+from gputriage.record.trace import RankTrace
+from gputriage.report import fmt
+from gputriage.report.diagrams import RelationshipDiagram, SequenceDiagram, build_relationship, build_sequence
 
 _VERDICT_STYLE = {"idle": "bold red", "underused": "bold yellow", "healthy": "bold green", "unknown": "bold"}
 _RUNG_MARK = {
@@ -29,6 +32,11 @@ def render(diag: Diagnosis, console: Console) -> None:
     console.print(ladder_table(diag))
     if diag.run.environment is not None:
         console.print(environment_table(diag.run.environment))
+    measured = measured_tables(diag)
+    if measured:
+        console.print(Text("What was measured", style="bold"))
+        for table in measured:
+            console.print(table)
     for finding in diag.findings:
         console.print(finding_panel(finding))
 
@@ -97,6 +105,61 @@ def _environment_rows(env: Environment) -> list[tuple[str, str]]:
     return rows
 
 
+def measured_tables(diag: Diagnosis) -> list[Table]:
+    """The two diagrams of the HTML report, as text, plus the per-rank trace numbers; only what was measured."""
+    run = diag.run
+    tables = []
+    if run.placement is not None or run.steps is not None or run.gpu is not None:
+        tables.append(relationship_table(build_relationship(run)))
+    sequence = build_sequence(run)
+    if any(m.time_s is not None or m.share_pct is not None for m in sequence.messages):
+        tables.append(sequence_table(sequence))
+    if run.trace is not None and run.trace.ranks:
+        tables.append(trace_table(run.trace.ranks))
+    return tables
+
+
+def relationship_table(diagram: RelationshipDiagram) -> Table:
+    table = Table(show_header=False, box=None, pad_edge=False, title_justify="left")
+    table.add_column(style="bold")
+    table.add_column()
+    for entity in diagram.entities:
+        cells = [Text(f"{a.name} {a.value}", style="" if a.measured else "dim italic") for a in entity.attributes]
+        table.add_row(entity.title, Text(" · ").join(cells))
+    return table
+
+
+def sequence_table(diagram: SequenceDiagram) -> Table:
+    step = fmt.duration(diagram.step_time_s)
+    table = Table(title=f"one step: {step} ({diagram.basis})", title_justify="left", box=None, pad_edge=False)
+    for header, justify in (("", "right"), ("arrow", "left"), ("per step", "right"), ("share", "right"), ("", "left")):
+        table.add_column(header, justify=justify)  # type: ignore[arg-type]  # rich's JustifyMethod literal
+    for m in diagram.messages:
+        style = "bold red" if m.highlighted else ""
+        mark = "← where the time goes" if m.highlighted else m.detail
+        table.add_row(f"{m.number}.", m.action, fmt.duration(m.time_s), fmt.percent(m.share_pct), mark, style=style)
+    return table
+
+
+def trace_table(ranks: list[RankTrace]) -> Table:
+    table = Table(title="profiler trace, per rank", title_justify="left", box=None, pad_edge=False)
+    for header in ("rank", "device", "steps", "busy", "idle", "host wait", "step", "DataLoader"):
+        table.add_column(header, justify="left" if header == "device" else "right")
+    for r in ranks:
+        idle = r.idle_breakdown
+        table.add_row(
+            fmt.text(r.rank),
+            fmt.text(r.device),
+            fmt.text(r.steps),
+            fmt.percent(r.busy_pct),
+            fmt.percent(r.idle_pct),
+            fmt.percent(idle.host_wait_pct if idle is not None else None),
+            fmt.duration(r.step_time_us / 1e6 if r.step_time_us is not None else None),
+            fmt.percent(r.dataloader_pct_of_step),
+        )
+    return table
+
+
 def finding_panel(finding: Finding) -> Panel:
     parts: list[RenderableType] = [Text(finding.title, style="bold")]
     if finding.where:
@@ -119,15 +182,5 @@ def _evidence_table(evidence: dict[str, Any]) -> Table:
     table.add_column(style="dim")
     table.add_column()
     for key, value in evidence.items():
-        table.add_row(key, format_value(value))
+        table.add_row(key, fmt.evidence_value(value))
     return table
-
-
-def format_value(value: Any) -> str:
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    if isinstance(value, list):
-        return ", ".join(format_value(v) for v in value)
-    if isinstance(value, dict):
-        return ", ".join(f"{k}={format_value(v)}" for k, v in value.items())
-    return str(value)

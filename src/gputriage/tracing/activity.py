@@ -19,12 +19,11 @@ from gputriage.record.trace import (
     SyncSummary,
 )
 from gputriage.tracing.analysis import pct
-from gputriage.tracing.collect import COMPUTE, PYTHON, Table
+from gputriage.tracing.collect import COMM, PYTHON, Table
 from gputriage.tracing.intervals import Spans, intersect, union
 from gputriage.tracing.prepared import (
     ALLOC_RE,
     COMPILED_RE,
-    DATALOADER_RE,
     OPTIMIZER_RE,
     SYNC_OP_RE,
     Prepared,
@@ -193,7 +192,7 @@ def comm(p: Prepared) -> CommSummary | None:
     total = c.total()
     overlap = c.overlap(p.compute)
     window = p.window
-    kernels = int((p.gpu_kind == 1).sum())
+    kernels = int((p.gpu_kind == COMM).sum())
     return CommSummary(
         kernels=kernels,
         comm_us=_us(total),
@@ -366,6 +365,3 @@ def _longest_op_in(p: Prepared, lane: int, start: int, end: int) -> str | None:
             cover = np.minimum(table.end[on], end) - np.maximum(table.ts[on], start)
             return p.names[int(table.name[on[int(np.argmax(cover))]])]
     return None
-
-
-__all__ = ["COMPUTE", "DATALOADER_RE", "comm", "copies", "cpu_compute", "gaps", "graphs", "launches", "syncs"]

@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
-import multiprocessing
 import os
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
 
 from gputriage.errors import InputError
 from gputriage.record.trace import RankImbalance, RankTrace, TraceSection
+from gputriage.tracing.pool import in_processes
 from gputriage.tracing.summary import Collectives, analyse_trace_with_collectives, rank_from_filename
 
 _TRACE_SUFFIXES = (".json", ".json.gz")
+# gputriage's own --out files, which may sit in the same folder as the traces they came from.
+_OWN_OUTPUTS = frozenset({"report.json", "timeline.json"})
 
 
 def trace_files(paths: list[Path]) -> list[Path]:
@@ -25,7 +26,11 @@ def trace_files(paths: list[Path]) -> list[Path]:
     found: list[Path] = []
     for path in paths:
         if path.is_dir():
-            inside = sorted(p for p in path.rglob("*") if p.is_file() and p.name.lower().endswith(_TRACE_SUFFIXES))
+            inside = sorted(
+                p
+                for p in path.rglob("*")
+                if p.is_file() and p.name.lower().endswith(_TRACE_SUFFIXES) and p.name not in _OWN_OUTPUTS
+            )
             if not inside:
                 raise InputError(f"{path} holds no trace file (.json or .json.gz)")
             found.extend(inside)
@@ -57,9 +62,7 @@ def analyse_paths(paths: list[Path], jobs: int | None = None) -> TraceSection:
         results = [analyse_trace_with_collectives(*work[0], jobs=jobs)]
     else:
         workers = max(1, min(jobs or os.cpu_count() or 1, len(work)))
-        ctx = multiprocessing.get_context("spawn")  # no fork of a parent that may hold threads or big buffers
-        with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
-            results = list(pool.map(_analyse_one, work))
+        results = in_processes(_analyse_one, work, workers)
     for index, (rank, _) in enumerate(results):
         if rank.rank is None and len(results) > 1:
             rank.rank = index

@@ -27,15 +27,15 @@ I64 = npt.NDArray[np.int64]
 Mask = npt.NDArray[np.bool_]
 
 # The DataLoader annotations that the TensorBoard plugin counted as data loading.
-_DATALOADER_RE = re.compile(r"^enumerate\(DataLoader\)#.*__next__|^enumerate\(DataPipe\)#|DataLoader.*__next__")
-_SYNC_CALL_RE = re.compile(r"^(cuda|hip)(StreamSynchronize|DeviceSynchronize|EventSynchronize|Memcpy)$")
-_SYNC_OP_RE = re.compile(r"^aten::(item|_local_scalar_dense|nonzero|equal|is_nonzero)$")
-_LAUNCH_RE = re.compile(r"(Launch|launch)")
-_GRAPH_LAUNCH_RE = re.compile(r"^(cuda|hip)GraphLaunch")
-_ALLOC_RE = re.compile(r"^(cuda|hip)(Malloc|Free|HostAlloc|MallocHost|FreeHost|HostRegister)")
-_OPTIMIZER_RE = re.compile(r"^Optimizer\.(step|zero_grad)#")
-_COMPILED_RE = re.compile(r"Torch-Compiled Region|CompiledFunction|CompiledFxGraph|torch_compile")
-_STEP_RE = re.compile(r"^ProfilerStep#")
+DATALOADER_RE = re.compile(r"^enumerate\(DataLoader\)#.*__next__|^enumerate\(DataPipe\)#|DataLoader.*__next__")
+SYNC_CALL_RE = re.compile(r"^(cuda|hip)(StreamSynchronize|DeviceSynchronize|EventSynchronize|Memcpy)$")
+SYNC_OP_RE = re.compile(r"^aten::(item|_local_scalar_dense|nonzero|equal|is_nonzero)$")
+LAUNCH_RE = re.compile(r"(Launch|launch)")
+GRAPH_LAUNCH_RE = re.compile(r"^(cuda|hip)GraphLaunch")
+ALLOC_RE = re.compile(r"^(cuda|hip)(Malloc|Free|HostAlloc|MallocHost|FreeHost|HostRegister)")
+OPTIMIZER_RE = re.compile(r"^Optimizer\.(step|zero_grad)#")
+COMPILED_RE = re.compile(r"Torch-Compiled Region|CompiledFunction|CompiledFxGraph|torch_compile")
+STEP_RE = re.compile(r"^ProfilerStep#")
 
 
 def _name_mask(names: list[str], ids: I64, pattern: re.Pattern[str]) -> Mask:
@@ -98,7 +98,7 @@ class Prepared:
         (tid == pid; autograd's backward thread often launches more kernels), else the busiest launcher.
         """
         cpu = self.col.cpu
-        for pattern in (_STEP_RE, _DATALOADER_RE):
+        for pattern in (STEP_RE, DATALOADER_RE):
             lanes = cpu.lane[_name_mask(self.names, cpu.name, pattern)]
             if len(lanes):
                 return int(np.bincount(lanes).argmax())
@@ -115,7 +115,7 @@ class Prepared:
     def steps(self) -> Spans:
         """ProfilerStep spans on the main thread, in time order."""
         cpu = self.col.cpu
-        keep = _name_mask(self.names, cpu.name, _STEP_RE) & (cpu.lane == (self.main_thread or 0))
+        keep = _name_mask(self.names, cpu.name, STEP_RE) & (cpu.lane == (self.main_thread or 0))
         order = np.argsort(cpu.ts[keep], kind="stable")
         return Spans(cpu.ts[keep][order], cpu.end[keep][order])
 
@@ -131,24 +131,24 @@ class Prepared:
 
     @cached_property
     def dataloader(self) -> Spans:
-        t = self.cpu_named(_DATALOADER_RE, main_only=True)
+        t = self.cpu_named(DATALOADER_RE, main_only=True)
         return union(t.ts, t.end)
 
     @cached_property
     def sync_calls(self) -> Table:
-        return self.runtime_named(_SYNC_CALL_RE)
+        return self.runtime_named(SYNC_CALL_RE)
 
     @cached_property
     def launch_durations_ns(self) -> I64:
         """The duration of every kernel-launch call (cudaLaunchKernel, hipLaunchKernel, ...); not the whole rows."""
         rt = self.col.runtime
-        mask = _name_mask(self.names, rt.name, _LAUNCH_RE)
+        mask = _name_mask(self.names, rt.name, LAUNCH_RE)
         durations: I64 = rt.end[mask] - rt.ts[mask]
         return durations
 
     @cached_property
     def graph_launches(self) -> Table:
-        return self.runtime_named(_GRAPH_LAUNCH_RE)
+        return self.runtime_named(GRAPH_LAUNCH_RE)
 
     @property
     def cpu_ops(self) -> Table:
@@ -235,11 +235,3 @@ class Prepared:
             if ends[j] >= end:
                 return self.names[int(names[j])]
         return None
-
-
-DATALOADER_RE = _DATALOADER_RE
-SYNC_OP_RE = _SYNC_OP_RE
-ALLOC_RE = _ALLOC_RE
-OPTIMIZER_RE = _OPTIMIZER_RE
-COMPILED_RE = _COMPILED_RE
-COMPUTE_KIND, COMM_KIND, MEMORY_KIND = COMPUTE, COMM, MEMORY

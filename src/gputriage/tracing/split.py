@@ -9,15 +9,14 @@ ids renumbered. gzip files cannot be entered in the middle, so they are read by 
 from __future__ import annotations
 
 import itertools
-import multiprocessing
 import os
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from gputriage.tracing.collect import Collected, Collector, Table
+from gputriage.tracing.pool import in_processes
 from gputriage.tracing.reader import events_start, first_event_at, read_range, read_trace
 
 # Below this size one process is as fast as starting several (a spawned worker costs ~0.3 s of imports).
@@ -37,9 +36,7 @@ def collect(path: Path, jobs: int | None = None) -> tuple[Collected, dict[str, A
         return collector.finish(), header.meta
     meta, bare, bounds = ranges
     jobs_ = [(path, start, stop, bare) for start, stop in bounds]
-    ctx = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=len(jobs_), mp_context=ctx) as pool:
-        parts = list(pool.map(_collect_range, jobs_))
+    parts = in_processes(_collect_range, jobs_, len(jobs_))
     for _, tail in parts:
         meta.update(tail)
     return merge([c for c, _ in parts]), meta
