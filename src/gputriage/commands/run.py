@@ -24,6 +24,8 @@ from gputriage.report.output import OutputOptions, emit
 DEFAULT_OUT = Path("gputriage-out")
 # Steps the cheap timing hooks watch by default; every probe is off after them and the job runs untouched.
 DEFAULT_STEPS = 200
+# --trace: steps in the profiler window (it starts after every probe window; see collectors/profiler_window.py).
+DEFAULT_TRACE_STEPS = 3
 
 
 @dataclass
@@ -34,6 +36,7 @@ class RunConfig:
     out_dir: Path = DEFAULT_OUT
     argv: list[str] = field(default_factory=list)
     fail_on: str | None = None  # critical | warning: exit 1 when the job succeeded but such a finding exists (CI)
+    trace_steps: int | None = None  # --trace: profile this many steps after warm-up; None: no profiler window
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -67,6 +70,17 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--out", type=Path, default=DEFAULT_OUT, metavar="DIR", help="report folder (default ./gputriage-out)"
     )
+    p.add_argument(
+        "--trace",
+        action="store_true",
+        help="also record a short torch.profiler window after warm-up into --out and analyse it (rung 5)",
+    )
+    p.add_argument(
+        "--trace-steps",
+        type=int,
+        metavar="N",
+        help=f"steps in the --trace window (default {DEFAULT_TRACE_STEPS}; implies --trace)",
+    )
 
 
 def main(args: argparse.Namespace) -> int:
@@ -83,7 +97,29 @@ def config_from(args: argparse.Namespace) -> RunConfig:
     if args.steps is not None and args.steps < 1:
         raise InputError(f"--steps must be at least 1 (got {args.steps})")
     argv = ["-m", *args.module] if args.module else list(args.target)
-    return RunConfig(target, args.expect_device, args.steps, args.out, argv, getattr(args, "fail_on", None))
+    config = RunConfig(target, args.expect_device, args.steps, args.out, argv, getattr(args, "fail_on", None))
+    config.trace_steps = trace_steps_from(args)
+    return config
+
+
+def trace_steps_from(args: argparse.Namespace) -> int | None:
+    """--trace / --trace-steps N: the profiler window's length, checked against --steps (the window needs the step
+    counter, which --steps turns off)."""
+    steps = args.trace_steps
+    if steps is None and not args.trace:
+        return None
+    from gputriage.collectors.profiler_window import first_traced_step  # imports torch: only with --trace
+
+    steps = DEFAULT_TRACE_STEPS if steps is None else steps
+    if steps < 1:
+        raise InputError(f"--trace-steps must be at least 1 (got {steps})")
+    end_step = first_traced_step() + steps
+    if args.steps is not None and args.steps < end_step:
+        raise InputError(
+            f"--trace records steps {first_traced_step()}-{end_step - 1}, after the probes' own window: "
+            f"use --steps {end_step} or more (got --steps {args.steps})"
+        )
+    return steps
 
 
 def default_observers(config: RunConfig, expected_device: str) -> list[Observer]:
@@ -93,12 +129,15 @@ def default_observers(config: RunConfig, expected_device: str) -> list[Observer]
     from gputriage.collectors.gpu_observer import GpuSamplerObserver
     from gputriage.collectors.probe import RunProbe
     from gputriage.collectors.probe.environment import EnvironmentObserver
+    from gputriage.collectors.profiler_window import profiler_observers
 
+    probe = RunProbe(expected_device, steps_limit=config.steps)
     return [
         DistributedObserver(),  # first: finished last, after the probe has filled the placement it reads
         EnvironmentObserver(config.expect_device or expected_device),
         GpuSamplerObserver(),
-        RunProbe(expected_device, steps_limit=config.steps),
+        probe,
+        *profiler_observers(config.trace_steps, config.out_dir, probe),  # --trace: after the probe, finished first
     ]
 
 

@@ -219,6 +219,8 @@ class RankImbalance:
 class TraceSection:
     ranks: list[RankTrace] = field(default_factory=list)
     imbalance: RankImbalance | None = None
+    # `run --trace`: why the profiler window gave no trace (never raised into the job), or that the job ended inside it
+    note: str | None = None
 
     def self_check(self) -> list[str]:
         return [p for r in self.ranks for p in r.self_check()]

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -57,6 +58,8 @@ class RunProbe:
         self._forward_hooks: list[RemovableHandle] = []
         self._open_forwards: dict[int, int] = {}
         self._finished = False
+        # Other observers that follow the step counter (`run --trace`'s profiler window); called with each new step.
+        self.step_listeners: list[Callable[[int], None]] = []
         self._driver = WindowDriver(
             {
                 TIMING: Switch(self._start_timing, self._stop_timing),
@@ -105,6 +108,8 @@ class RunProbe:
 
     def _on_step(self, step: int) -> None:
         self._driver.enter_step(step)
+        for listener in self.step_listeners:
+            listener(step)
 
     def _start_timing(self) -> None:
         self._loader.start()

@@ -1,0 +1,255 @@
+"""`gputriage run --trace`: a short torch.profiler window inside the user's job, driven by the step counter.
+
+The window opens at the first step after every probe window of `probe/window.py` (step 0 is warm-up: cuDNN
+autotuning, allocator growth; steps 1-3 carry the op census's dispatch mode and the sync debug mode, whose overhead
+would show up in the trace as launch delay). It records `--trace-steps` steps (default 3: enough to see a static
+loop's pattern and the gaps between its steps, small enough for a Python-stack trace of a large model), then the
+profiler is stopped and the Chrome trace is written into `--out`, so the rest of the job runs untouched. The trace is
+analysed when the job has ended (the analysis costs the report, not the training), with the same code as
+`gputriage trace`.
+
+Step boundaries come from the run probe (the optimizer's step post-hook, or each DataLoader batch without one): the
+profiler's `ProfilerStep#N` spans carry the run's own step numbers, so the trace and timeline.json line up. Nothing
+here raises into the user's job: a profiler that cannot start, export or be read becomes `trace.note`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import gzip
+import os
+import shutil
+import sys
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import torch
+from torch.profiler import ProfilerAction, ProfilerActivity
+
+from gputriage.collectors.distributed import is_multi_rank, rank_from_env
+from gputriage.collectors.probe import RunProbe
+from gputriage.collectors.probe.window import PROBE_STEPS
+from gputriage.record import Run
+from gputriage.record.trace import TraceSection
+
+TRACE_STEM = "profiler_trace"
+TRACE_SUFFIX = ".json.gz"
+# gzip level 6: about as small as 9 for Kineto JSON, at a fraction of the time (the job waits for the export).
+GZIP_LEVEL = 6
+
+
+def first_traced_step() -> int:
+    """The first step after every probe window (see the module docstring): step 4 with today's table."""
+    return max(steps.stop for steps in PROBE_STEPS.values())
+
+
+def trace_file_name(rank: int | None) -> str:
+    """One file per rank under torchrun (they share --out); the rank in the name is what `gputriage trace` reads."""
+    return f"{TRACE_STEM}{TRACE_SUFFIX}" if rank is None else f"{TRACE_STEM}_rank{rank}{TRACE_SUFFIX}"
+
+
+def profiler_observers(trace_steps: int | None, out_dir: Path, probe: RunProbe) -> list[ProfilerWindow]:
+    """The `--trace` observer, following `probe`'s step counter; none without --trace."""
+    if trace_steps is None:
+        return []
+    window = ProfilerWindow(out_dir, trace_steps)
+    probe.step_listeners.append(window.on_step)
+    return [window]
+
+
+def _always_record(step: int) -> ProfilerAction:
+    # A schedule makes the profiler mark each step with a ProfilerStep#N span; the window itself is ours.
+    return ProfilerAction.RECORD
+
+
+class ProfilerWindow:
+    """Observer: profile steps [first_step, first_step + steps), export the trace, then put its analysis in the Run."""
+
+    def __init__(self, out_dir: Path, steps: int, first_step: int | None = None) -> None:
+        self.first_step = first_traced_step() if first_step is None else first_step
+        self.steps = steps
+        self.rank = _rank()
+        # Resolved now: the user's script may chdir before the export.
+        self.path = (out_dir / trace_file_name(self.rank)).resolve()
+        self._prof: Any = None  # torch.profiler.profile while the window is open
+        self._last_step = 0
+        self._exported = False
+        self._opened = False
+        self._note: str | None = None
+        self._start_frames: set[tuple[str, int]] = set()
+
+    @property
+    def end_step(self) -> int:
+        return self.first_step + self.steps
+
+    # -- Observer ------------------------------------------------------------------------------------------------------
+
+    def start(self, run: Run) -> None:
+        with contextlib.suppress(OSError):  # a trace left by an earlier run in the same --out is not this job's
+            self.path.unlink(missing_ok=True)
+
+    def finish(self, run: Run) -> None:
+        """The job has ended: close a window it ended inside, then analyse the trace."""
+        if self._prof is not None:
+            last = self._prof.step_num
+            self._guarded(self._close)
+            if self._note is None:
+                # Kineto cannot end a span after the fact; say so, so nobody reads the tail as a slow step.
+                self._note = (
+                    f"the job ended inside the profiler window (steps {self.first_step}-{self.end_step - 1}): the "
+                    f"last span, ProfilerStep#{last}, runs from the last step boundary to the job's end"
+                )
+        if self._exported:
+            self._guarded(lambda: self._analyse(run))
+        elif self._note is None and self._opened:
+            self._note = "the job was stopped while the profiler trace was being written"
+        elif self._note is None:
+            self._note = (
+                f"the profiler window (steps {self.first_step}-{self.end_step - 1}) never opened: the job ended "
+                f"after {self._last_step} detected training steps"
+            )
+        if self._note is not None:
+            if run.trace is None:
+                run.trace = TraceSection()
+                with contextlib.suppress(Exception):
+                    print(f"gputriage: warning: --trace: {self._note}", file=sys.stderr)
+            run.trace.note = self._note
+
+    # -- the step counter ----------------------------------------------------------------------------------------------
+
+    def on_step(self, step: int) -> None:
+        """Step `step` begins (called by the run probe). Never raises into the job."""
+        self._guarded(lambda: self._advance(step))
+
+    def _advance(self, step: int) -> None:
+        if step <= self._last_step and self._note is None:
+            # The probe re-based its count (gradient accumulation found at the first optimizer step): the steps
+            # recorded so far were micro-batches, not steps. Start again on the real count.
+            if self._prof is not None:
+                self._discard()
+            if self._exported:
+                self.path.unlink(missing_ok=True)
+            self._exported = self._opened = False
+        self._last_step = step
+        if self._exported or self._note is not None:
+            return
+        if self._prof is None and step == self.first_step:
+            self._open(step)
+        elif self._prof is not None and step < self.end_step:
+            self._prof.step()
+        elif self._prof is not None:
+            self._close()
+
+    def _open(self, step: int) -> None:
+        if torch.autograd.profiler._is_profiler_enabled:
+            self._note = "the job runs its own profiler, so gputriage did not start a second one"
+            return
+        prof = torch.profiler.profile(
+            activities=_activities(),
+            schedule=_always_record,
+            record_shapes=False,
+            with_stack=True,  # so findings name the user's file:line
+        )
+        prof.step_num = step  # ProfilerStep#N is the run's step N
+        self._start_frames = _stack_lines()
+        self._prof = prof
+        self._opened = True
+        prof.start()
+
+    def _close(self) -> None:
+        prof, self._prof = self._prof, None
+        prof.stop()
+        _export(prof, self.path)
+        self._exported = True
+
+    def _discard(self) -> None:
+        prof, self._prof = self._prof, None
+        with contextlib.suppress(Exception):
+            prof.stop()
+
+    def _analyse(self, run: Run) -> None:
+        from gputriage.tracing import analyse_trace
+
+        rank = analyse_trace(self.path, rank_hint=self.rank, jobs=1)  # jobs=1: nothing is spawned in the job
+        _drop_unreliable_where(rank, self._start_frames)
+        run.trace = TraceSection(ranks=[rank])
+
+    def _guarded(self, action: Any) -> None:
+        """Run one profiler action; a failure turns the window off and becomes the note, never the job's error."""
+        try:
+            action()
+        except Exception as exc:
+            self._note = f"the profiler failed ({type(exc).__name__}: {str(exc)[:300]})"
+            if self._prof is not None:
+                self._discard()
+
+
+def _activities() -> list[ProfilerActivity]:
+    activities = [ProfilerActivity.CPU]
+    if torch.cuda.is_available():
+        activities.append(ProfilerActivity.CUDA)
+    xpu = getattr(ProfilerActivity, "XPU", None)
+    if xpu is not None and hasattr(torch, "xpu") and torch.xpu.is_available():
+        activities.append(xpu)
+    return activities
+
+
+def _export(prof: Any, path: Path) -> None:
+    """Write the trace gzipped and atomically: a job killed mid-export leaves no half file to misread."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    plain = path.with_name(f".{path.name}.{os.getpid()}.json")
+    packed = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        prof.export_chrome_trace(str(plain))
+        with plain.open("rb") as src, gzip.open(packed, "wb", compresslevel=GZIP_LEVEL) as dst:
+            shutil.copyfileobj(src, dst, 1 << 20)
+        packed.replace(path)
+    finally:
+        plain.unlink(missing_ok=True)
+        packed.unlink(missing_ok=True)
+
+
+def _stack_lines() -> set[tuple[str, int]]:
+    """(file name, line) of every frame running now, when the window opens."""
+    lines = set()
+    frame: FrameType | None = sys._getframe(1)
+    while frame is not None:
+        lines.add((Path(frame.f_code.co_filename).name, frame.f_lineno))
+        frame = frame.f_back
+    return lines
+
+
+def _drop_unreliable_where(node: Any, start_frames: set[tuple[str, int]]) -> None:
+    """Null every `where` of the trace summary that names no real place, rather than leave a wrong line.
+
+    Kineto names a frame that was already running when the profiler started by its line at that moment, and keeps
+    that one name for the whole window: the loop's own function shows up at the optimizer step that opened the window,
+    whatever it did later. gputriage's own hooks are in the trace too, and are not the user's code.
+    """
+    if isinstance(node, list):
+        for item in node:
+            _drop_unreliable_where(item, start_frames)
+        return
+    if not dataclasses.is_dataclass(node):
+        return
+    for f in dataclasses.fields(node):
+        value = getattr(node, f.name)
+        if f.name == "where" or f.name.endswith("_where"):
+            if isinstance(value, str) and _unreliable(value, start_frames):
+                setattr(node, f.name, None)
+        else:
+            _drop_unreliable_where(value, start_frames)
+
+
+def _unreliable(where: str, start_frames: set[tuple[str, int]]) -> bool:
+    path, _, line = where.rpartition(":")
+    if path.startswith("gputriage/") or "/gputriage/" in path:
+        return True
+    return line.isdigit() and (Path(path).name, int(line)) in start_frames
+
+
+def _rank() -> int | None:
+    info = rank_from_env() if is_multi_rank() else None
+    return info.rank if info is not None else None
