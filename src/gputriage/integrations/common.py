@@ -10,11 +10,26 @@ from typing import TextIO
 from gputriage.api import DEFAULT_SESSION_STEPS, Session
 from gputriage.diagnosis import Diagnosis
 from gputriage.errors import InputError
-from gputriage.findings import Severity
+from gputriage.findings import Finding, Severity
 from gputriage.report.output import OutputOptions, emit, write_files
 from gputriage.rules.steps import steady_steps
 
 METRIC_PREFIX = "gputriage/"
+
+
+class RecordedResults:
+    """The results a framework callback exposes after training, read from its `TrainingRecorder`."""
+
+    _recorder: TrainingRecorder
+
+    @property
+    def diagnosis(self) -> Diagnosis | None:
+        """The last training's diagnosis (None before a training has ended)."""
+        return self._recorder.diagnosis
+
+    @property
+    def findings(self) -> list[Finding]:
+        return self.diagnosis.findings if self.diagnosis is not None else []
 
 
 class TrainingRecorder:

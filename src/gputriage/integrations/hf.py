@@ -15,14 +15,12 @@ from typing import Any
 from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 
 from gputriage.api import DEFAULT_SESSION_STEPS
-from gputriage.diagnosis import Diagnosis
-from gputriage.findings import Finding
-from gputriage.integrations.common import TrainingRecorder, key_numbers
+from gputriage.integrations.common import RecordedResults, TrainingRecorder, key_numbers
 
 REPORT_SUBDIR = "gputriage"
 
 
-class TriageCallback(TrainerCallback):
+class TriageCallback(RecordedResults, TrainerCallback):
     """Record rungs 1-5 from `on_train_begin` to `on_train_end` and write the report into the output dir.
 
     Args:
@@ -43,15 +41,6 @@ class TriageCallback(TrainerCallback):
     ) -> None:
         self.out_dir = Path(out_dir) if out_dir is not None else None
         self._recorder = TrainingRecorder(expect_device, steps, print_report)
-
-    @property
-    def diagnosis(self) -> Diagnosis | None:
-        """The last training's diagnosis (None before training has ended)."""
-        return self._recorder.diagnosis
-
-    @property
-    def findings(self) -> list[Finding]:
-        return self.diagnosis.findings if self.diagnosis is not None else []
 
     def report_dir(self, args: TrainingArguments) -> Path:
         return self.out_dir if self.out_dir is not None else Path(args.output_dir or ".") / REPORT_SUBDIR

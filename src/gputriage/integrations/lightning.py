@@ -20,9 +20,7 @@ import lightning.pytorch as pl
 from lightning.pytorch.callbacks import Callback
 
 from gputriage.api import DEFAULT_SESSION_STEPS
-from gputriage.diagnosis import Diagnosis
-from gputriage.findings import Finding
-from gputriage.integrations.common import TrainingRecorder, key_numbers, measured_verdicts
+from gputriage.integrations.common import RecordedResults, TrainingRecorder, key_numbers, measured_verdicts
 from gputriage.integrations.warning_filters import WarningFilter, literal_prefix
 
 # The two static warnings (lightning/pytorch/trainer/setup.py and trainer/connectors/data_connector.py) whose
@@ -34,7 +32,7 @@ STATIC_WARNINGS = (
 REPORT_SUBDIR = "gputriage"
 
 
-class TriageCallback(Callback):
+class TriageCallback(RecordedResults, Callback):
     """Record rungs 1-5 over `Trainer.fit`, log the key numbers to the trainer's loggers, write the report.
 
     Args:
@@ -61,15 +59,6 @@ class TriageCallback(Callback):
         self._filter = WarningFilter(STATIC_WARNINGS)
         if replace_static_warnings:
             self._filter.install()
-
-    @property
-    def diagnosis(self) -> Diagnosis | None:
-        """The last fit's diagnosis (None before a fit has ended)."""
-        return self._recorder.diagnosis
-
-    @property
-    def findings(self) -> list[Finding]:
-        return self.diagnosis.findings if self.diagnosis is not None else []
 
     def report_dir(self, trainer: pl.Trainer) -> Path:
         return self.out_dir if self.out_dir is not None else Path(trainer.default_root_dir) / REPORT_SUBDIR
