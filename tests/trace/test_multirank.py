@@ -74,3 +74,16 @@ def test_folder_without_traces_is_a_clean_error(tmp_path: Path, trace_json) -> N
     (tmp_path / "empty").mkdir()
     code, doc = trace_json(tmp_path / "empty")
     assert (code, doc) == (2, {})
+
+
+def test_a_folder_scan_skips_gputriage_rank_records(tmp_path: Path) -> None:
+    # A `run --trace` --out folder under torchrun holds the traces next to ranks/rank-NNNNN.json run records.
+    from builders import training_loop
+
+    from gputriage.tracing.multirank import trace_files
+
+    trace = training_loop().write(tmp_path / "profiler_trace_rank0.json.gz")
+    (tmp_path / "ranks").mkdir()
+    (tmp_path / "ranks" / "rank-00000.json").write_text("{}")
+    (tmp_path / "report.json").write_text("{}")
+    assert trace_files([tmp_path]) == [trace]

@@ -129,3 +129,29 @@ def test_out_dir_writes_report_json(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert doc["trace"]["ranks"][0]["dataloader_pct_of_step"] == pytest.approx(30.0)
     assert main(["report", str(tmp_path / "out"), "--json"]) == 0  # the saved report re-renders
     assert json.loads(capsys.readouterr().out)["findings"][0]["code"] == "input-pipeline-bound"
+
+
+@pytest.mark.parametrize("device", ["cpu", "meta"])
+def test_a_run_meant_for_no_accelerator_gets_no_gpu_findings_from_its_trace(tmp_path: Path, device: str) -> None:
+    # `run --expect-device cpu --trace` captures a CPU-only trace: "no kernel ran" is then no finding at all.
+    from gputriage.diagnosis import diagnose
+    from gputriage.record import Run
+    from gputriage.record.trace import TraceSection
+    from gputriage.tracing import analyse_trace
+
+    b = TraceBuilder()
+    b.step(0, 0, 5000)
+    b.op("aten::addmm", 10, 4000)
+    rank = analyse_trace(b.write(tmp_path / "cpu.json"))
+    section = TraceSection(ranks=[rank])
+    assert "no-gpu-compute" in {f.code for f in diagnose(Run(command="run", trace=section)).findings}
+    quiet = diagnose(Run(command="run", expect_device=device, trace=section))
+    assert [f.code for f in quiet.findings] == (["cpu-run"] if device == "cpu" else [])  # cpu-run: info
+
+
+def test_gputriage_frames_are_not_the_users_code() -> None:
+    from gputriage.tracing import collect
+
+    own = str(Path(collect.__file__).resolve().parents[1] / "collectors" / "probe" / "steps.py")
+    assert collect.user_frame(f"{own}(88): _on_step") is None
+    assert collect.user_frame("/home/me/train.py(42): main") == "/home/me/train.py:42"

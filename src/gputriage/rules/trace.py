@@ -331,10 +331,15 @@ def findings_for_rank(section: TraceSection, r: RankTrace) -> list[Finding]:
     return [f for check in checks if (f := check(section, r)) is not None]
 
 
+# A run meant for the CPU (or for meta, which has no kernels) has no GPU to keep busy: its trace describes a CPU run,
+# whose step phases and op census the run's own rules already judge.
+_NO_ACCELERATOR = frozenset({"cpu", "meta"})
+
+
 def _per_rank(check: Callable[[TraceSection, RankTrace], Finding | None]) -> Callable[[Run], Iterable[Finding]]:
     def run_rule(run: Run) -> Iterable[Finding]:
         section = _section(run)
-        if section is None:
+        if section is None or (run.expect_device or "").split(":")[0] in _NO_ACCELERATOR:
             return []
         return [f for r in section.ranks if (f := check(section, r)) is not None]
 

@@ -11,6 +11,7 @@ import sys
 from array import array
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -64,13 +65,17 @@ _LIBRARY_TOPS = frozenset(sys.stdlib_module_names) | {
 }  # fmt: skip
 
 
+# gputriage's own hooks run inside the user's steps under `run --trace`; their frames carry absolute paths.
+_OWN_PACKAGE_DIR = str(Path(__file__).resolve().parents[1]) + "/"
+
+
 def user_frame(frame: str) -> str | None:
     """'train.py(42): step' -> 'train.py:42' when the frame is the user's code, not a library's."""
     match = _FRAME_RE.match(frame)
     if match is None:
         return None
     path = match["file"]
-    if any(marker in path for marker in _LIBRARY_MARKERS):
+    if path.startswith(_OWN_PACKAGE_DIR) or any(marker in path for marker in _LIBRARY_MARKERS):
         return None
     if not path.startswith("/") and path.split("/", 1)[0].removesuffix(".py") in _LIBRARY_TOPS:
         return None
