@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 from nvml_helpers import JOB_PID, codes, diagnose_run, sample_fake, sample_scenario
 
@@ -49,20 +47,22 @@ def test_gpu_idle_summary_gives_other_rules_the_numbers() -> None:
     assert gpu_idle_summary(Run(command="run")) is None
 
 
-def test_low_gpu_utilization_stays_silent_when_a_lower_rung_explains_it(monkeypatch: pytest.MonkeyPatch) -> None:
-    def model_on_cpu(run: Run) -> Iterator[Finding]:
-        yield Finding("model-on-cpu", 3, Severity.CRITICAL, "The model's parameters stay on the CPU")
-
-    monkeypatch.setattr(gpu_rules, "registered", lambda: [model_on_cpu, gpu_rules.low_gpu_utilization])
-    assert list(gpu_rules.low_gpu_utilization(Run(command="run", gpu=sample_scenario("idle_memory_held")))) == []
-
-
-def test_low_gpu_utilization_stays_silent_when_the_input_pipeline_explains_it(monkeypatch: pytest.MonkeyPatch) -> None:
-    def starved(run: Run) -> Iterator[Finding]:
-        yield Finding("input-pipeline-bound", 5, Severity.CRITICAL, "The step waits for the DataLoader 91% of the time")
-
-    monkeypatch.setattr(gpu_rules, "registered", lambda: [starved])
-    assert list(gpu_rules.low_gpu_utilization(Run(command="run", gpu=sample_scenario("idle_memory_held")))) == []
+@pytest.mark.parametrize(
+    ("code", "rung"),
+    [("model-on-cpu", 3), ("input-pipeline-bound", 5)],
+    ids=["lower-rung", "starved-input-pipeline"],
+)
+def test_a_lower_finding_explains_the_idle_gpu_and_cites_nvml(code: str, rung: int) -> None:
+    run = Run(command="run", gpu=sample_scenario("idle_memory_held"))
+    (low,) = gpu_rules.low_gpu_utilization(run)  # the rule alone fires
+    lower = Finding(code, rung, Severity.CRITICAL, "the lower cause")
+    out = gpu_rules.explain_idle_gpu_below(run, [lower, low])
+    assert [f.code for f in out] == [code]
+    assert out[0].evidence["nvml_gpu_util_zero_pct_of_samples"] == 100.0
+    assert out[0].evidence["nvml_gpu"] == "0 (NVIDIA A100-SXM4-80GB)"
+    # An info finding explains nothing: the idle GPU stays a finding of its own.
+    info = Finding(code, rung, Severity.INFO, "not a cause")
+    assert [f.code for f in gpu_rules.explain_idle_gpu_below(run, [info, low])] == [code, "low-gpu-utilization"]
 
 
 def test_low_gpu_utilization_only_when_the_job_is_meant_for_the_gpu() -> None:

@@ -101,6 +101,8 @@ def test_gputriage_run_report_carries_the_gpu_evidence(tmp_path: Path, expect: l
     # low-gpu-utilization stays silent; the GPU's own state is still reported.
     assert doc["verdict"]["root_cause"] == "cpu-only-build"
     assert doc["findings"][0]["evidence"]["gpu"] == "NVIDIA A100-SXM4-80GB"
+    # ... and it cites NVML's numbers: the GPU sat at 0% while the job ran on the CPU.
+    assert doc["findings"][0]["evidence"]["nvml_gpu_util_zero_pct_of_samples"] == 100.0
     found = [f["code"] for f in doc["findings"]]
     assert "low-gpu-utilization" not in found
     assert "gpu-memory-nearly-full" in found

@@ -21,7 +21,7 @@ from typing import Any
 from gputriage.findings import Finding, Severity
 from gputriage.record import Run
 from gputriage.record.gpu import GpuProcess, GpuSample, GpuTrack
-from gputriage.rules.registry import registered, rule
+from gputriage.rules.registry import postpass, rule
 
 GIB = 1024**3
 LOW_UTIL_PCT = 50.0
@@ -140,9 +140,7 @@ def low_gpu_utilization(run: Run) -> Iterator[Finding]:
         if s.util_mean_pct is None:
             continue
         if s.util_mean_pct < LOW_UTIL_PCT:
-            if _explained_elsewhere(run):
-                return
-            yield _low_util_finding(track)
+            yield _low_util_finding(track)  # dropped by `explain_idle_gpu_below` when a lower finding explains it
         elif _sm_gap(track):
             yield _sm_gap_finding(track)
 
@@ -367,26 +365,37 @@ def _other_process_finding(
 
 
 # --- small pure helpers ---------------------------------------------------------------------------------------------
-_evaluating = False  # guards the one place a rule looks at the others' findings
+def _explains_idle_gpu(f: Finding) -> bool:
+    lower = f.rung < 5 and f.severity in (Severity.CRITICAL, Severity.WARNING)
+    return lower or (f.code in EXPLAINS_IDLE_GPU and f.severity is not Severity.INFO)
 
 
-def _explained_elsewhere(run: Run) -> bool:
-    """True when a lower rung (or a starved input pipeline) already explains an idle GPU."""
-    global _evaluating  # noqa: PLW0603  (a re-entrancy guard, not state)
-    if _evaluating:
-        return False
-    _evaluating = True
-    try:
-        for fn in registered():
-            if getattr(fn, "__module__", None) == __name__:
-                continue
-            for f in fn(run):
-                lower = f.rung < 5 and f.severity in (Severity.CRITICAL, Severity.WARNING)
-                if lower or (f.code in EXPLAINS_IDLE_GPU and f.severity is not Severity.INFO):
-                    return True
-    finally:
-        _evaluating = False
-    return False
+def _is_nvml_low_util(f: Finding) -> bool:
+    # The NVML rule's finding carries util_source; the trace rules' low-gpu-utilization (busy_pct) is their own.
+    return f.code == "low-gpu-utilization" and "util_source" in f.evidence
+
+
+@postpass
+def explain_idle_gpu_below(run: Run, findings: list[Finding]) -> list[Finding]:
+    """A lower finding explains the idle GPU: drop NVML's low-gpu-utilization and cite its numbers there instead.
+
+    E.g. model-on-cpu gains "nvml_gpu_util_zero_pct_of_samples: 97": the GPU sat at 0% while the model trained on
+    the CPU. The citing goes on the lower critical and warning findings, never on info.
+    """
+    explaining = [f for f in findings if _explains_idle_gpu(f)]
+    if not explaining:
+        return findings
+    idle = gpu_idle_summary(run)
+    if idle is not None:
+        cited = {
+            "nvml_gpu": f"{idle['gpu']} ({idle['gpu_name']})",
+            "nvml_gpu_util_mean_pct": idle["util_mean_pct"],
+            "nvml_gpu_util_zero_pct_of_samples": idle["util_zero_pct_of_samples"],
+            "nvml_gpu_util_samples": idle["util_sample_count"],
+        }
+        for f in explaining:
+            f.evidence.update({k: v for k, v in cited.items() if v is not None})
+    return [f for f in findings if not _is_nvml_low_util(f)]
 
 
 def _sm_gap(track: GpuTrack) -> bool:
