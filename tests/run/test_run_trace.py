@@ -18,23 +18,11 @@ from typing import Any
 import pytest
 from run_cases import PARALLEL_RUNS, SCRIPTS, Case, Result, mark_line, run_case
 
+from contract import TRACE_RANK_FIELDS
 from gputriage.cli import main as cli
 
 TRACE = "profiler_trace.json.gz"
-CONTRACT = (  # DESIGN.md: the `trace` section's per-rank fields
-    "rank",
-    "device",
-    "steps",
-    "window_us",
-    "busy_pct",
-    "idle_pct",
-    "compute_pct",
-    "non_compute_pct",
-    "idle_breakdown",
-    "step_time_us",
-    "busy_pct_of_steps",
-    "dataloader_pct_of_step",
-)
+CONTRACT = TRACE_RANK_FIELDS  # DESIGN.md: the `trace` section's per-rank fields
 # What a CPU-only trace cannot give: every number about the device is null, never a guess.
 DEVICE_ONLY = ("device", "window_us", "busy_pct", "idle_pct", "compute_pct", "non_compute_pct", "idle_breakdown")
 

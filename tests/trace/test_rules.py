@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from builders import TraceBuilder, training_loop
 
+from contract import IDLE_BREAKDOWN_FIELDS, TRACE_RANK_FIELDS
 from gputriage.cli import main
 
 
@@ -26,22 +27,9 @@ def test_healthy_loop_has_no_warning(tmp_path: Path, trace_json) -> None:  # typ
 def test_contract_fields_of_the_trace_section(tmp_path: Path, trace_json) -> None:  # type: ignore[no-untyped-def]
     _, doc = trace_json(training_loop(loader_us=3000).write(tmp_path / "t.json"))
     rank = doc["trace"]["ranks"][0]
-    for key in (
-        "rank",
-        "device",
-        "steps",
-        "window_us",
-        "busy_pct",
-        "idle_pct",
-        "compute_pct",
-        "non_compute_pct",
-        "idle_breakdown",
-        "step_time_us",
-        "busy_pct_of_steps",
-        "dataloader_pct_of_step",
-    ):
+    for key in TRACE_RANK_FIELDS:
         assert key in rank
-    assert set(rank["idle_breakdown"]) == {"host_wait_pct", "kernel_wait_pct", "other_pct"}
+    assert set(rank["idle_breakdown"]) == set(IDLE_BREAKDOWN_FIELDS)
     assert (rank["device"], rank["steps"], rank["step_time_us"]) == ("FakeGPU", 5, 10000.0)
     assert rank["busy_pct"] + rank["idle_pct"] == pytest.approx(100)
     assert rank["compute_pct"] + rank["non_compute_pct"] == pytest.approx(rank["busy_pct"])
