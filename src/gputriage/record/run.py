@@ -46,6 +46,12 @@ class Run:
     trace: TraceSection | None = None
     ranks: RanksSection | None = None
 
+    def expected_device_type(self) -> str | None:
+        """The device type of --expect-device ("cuda" for "cuda:1"); None when the flag was not given."""
+        if not self.expect_device:
+            return None
+        return self.expect_device.split(":", 1)[0].strip().lower()
+
     def self_check(self) -> list[str]:
         """Return every broken invariant as a sentence (empty when the record is consistent).
 

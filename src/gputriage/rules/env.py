@@ -122,7 +122,7 @@ def container_without_gpu(run: Run) -> Iterator[Finding]:
         or nvidia_var is not None
         or (env.host.pci_nvidia_devices or 0) > 0
         or (env.torch.cuda_version is not None and env.source == "probe")
-        or (run.expect_device or "").startswith("cuda")
+        or run.expected_device_type() == "cuda"
     )
     if not intent or requested is True:
         return

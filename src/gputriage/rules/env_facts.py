@@ -33,8 +33,9 @@ _NON_NVIDIA_NAME = re.compile(r"^(AMD|Radeon|Intel)\b|\bgfx\d", re.IGNORECASE)
 # --- which device the job is judged for -----------------------------------------------------------------------------
 def expected_kind(run: Run) -> str:
     """The device kind rung 1 is judged for: --expect-device, else the first available accelerator, else cuda."""
-    if run.expect_device:
-        return run.expect_device.split(":", 1)[0].strip().lower()
+    given = run.expected_device_type()
+    if given is not None:
+        return given
     env = run.environment
     if env is not None and gpu_presence(env) != "present":
         for kind, available in env.torch.other_accelerators.items():

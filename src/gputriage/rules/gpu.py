@@ -408,7 +408,7 @@ def _sm_gap(track: GpuTrack) -> bool:
 
 def _gpu_expected(run: Run) -> bool:
     """Utilisation only matters when the job is meant to use an NVIDIA GPU (--expect-device cuda or the default)."""
-    return run.expect_device is None or run.expect_device.startswith("cuda")
+    return run.expected_device_type() in (None, "cuda")
 
 
 def _has_job(run: Run) -> bool:

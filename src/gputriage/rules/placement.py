@@ -36,9 +36,7 @@ _DEVICE_WORD = re.compile(r"\b(cuda(?::\d+)?|cpu|mps(?::\d+)?|xpu(?::\d+)?|meta|
 def expected_device(run: Run) -> str | None:
     if run.placement is not None and run.placement.expected_device:
         return run.placement.expected_device
-    if run.expect_device:
-        return run.expect_device.split(":", 1)[0]
-    return None
+    return run.expected_device_type()
 
 
 def device_type(device: str) -> str:

@@ -339,7 +339,7 @@ _NO_ACCELERATOR = frozenset({"cpu", "meta"})
 def _per_rank(check: Callable[[TraceSection, RankTrace], Finding | None]) -> Callable[[Run], Iterable[Finding]]:
     def run_rule(run: Run) -> Iterable[Finding]:
         section = _section(run)
-        if section is None or (run.expect_device or "").split(":")[0] in _NO_ACCELERATOR:
+        if section is None or run.expected_device_type() in _NO_ACCELERATOR:
             return []
         return [f for r in section.ranks if (f := check(section, r)) is not None]
 
