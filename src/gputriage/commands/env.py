@@ -10,7 +10,7 @@ from pathlib import Path
 from gputriage.collectors.env_probe import probe_environment
 from gputriage.collectors.env_text import parse_environment_text
 from gputriage.commands.common import add_output_options, exit_code_for, output_options
-from gputriage.diagnosis import diagnose
+from gputriage.diagnosis import Diagnosis, diagnose
 from gputriage.errors import InputError
 from gputriage.record import Run
 from gputriage.record.environment import Environment
@@ -51,6 +51,12 @@ def main(args: argparse.Namespace) -> int:
     diag = diagnose(run)
     emit(diag, output_options(args))
     return exit_code_for(diag, args.fail_on)
+
+
+def diagnose_text(text: str, expect_device: str | None = None) -> Diagnosis:
+    """Rung 1 for a pasted report, as `env --from` computes it (no output)."""
+    env = parse_environment_text(text)
+    return diagnose(Run(command="env", argv=["env", "--from"], expect_device=expect_device, environment=env))
 
 
 def _from_text(source: str) -> Environment:
