@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from gputriage.findings import Finding, Severity
 from gputriage.record import Run
+from gputriage.rules.env_facts import RungGap, not_rung_one_errors, rung_one_gap
 
 RUNG_QUESTIONS = {
     1: "Does this PyTorch build support CUDA, and can it reach the GPU?",
@@ -22,11 +23,12 @@ class RungView:
     question: str
     status: str  # pass | warn | fail | skipped
     finding_codes: list[str] = field(default_factory=list)
+    reason: str | None = None  # why a skipped rung was not measured
 
 
 @dataclass
 class Verdict:
-    status: str  # idle | underused | healthy | unknown
+    status: str  # idle | underused | healthy | inconclusive | unknown
     root_cause: str | None
     summary: str
 
@@ -49,6 +51,7 @@ def measured_rungs(run: Run) -> set[int]:
 
 def build_ladder(run: Run, findings: list[Finding]) -> list[RungView]:
     measured = measured_rungs(run)
+    gap = _rung_one_gap(run, findings)
     views = []
     for rung, question in RUNG_QUESTIONS.items():
         mine = [f for f in findings if f.rung == rung]
@@ -61,8 +64,21 @@ def build_ladder(run: Run, findings: list[Finding]) -> list[RungView]:
             status = "pass"
         else:
             status = "skipped"
-        views.append(RungView(rung, question, status, [f.code for f in mine]))
+        reason = None
+        if rung == 1 and gap is not None:
+            status, reason = "skipped", gap.reason()
+        elif status == "skipped":
+            reason = "not measured by this command"
+        views.append(RungView(rung, question, status, [f.code for f in mine], reason))
     return views
+
+
+def _rung_one_gap(run: Run, findings: list[Finding]) -> RungGap | None:
+    """Rung 1 is "not measured" when no rung-1 cause was found and the facts it needs are missing (a pasted report
+    that does not say the build's CUDA, the GPU, or whether torch reaches it): never "pass" on a guess."""
+    if any(f.rung == 1 and f.severity is not Severity.INFO for f in findings):
+        return None
+    return rung_one_gap(run)
 
 
 def build_verdict(run: Run, findings: list[Finding]) -> Verdict:
@@ -76,9 +92,16 @@ def build_verdict(run: Run, findings: list[Finding]) -> Verdict:
         return Verdict(status, top.code, f"{top.title}.")
     if not measured_rungs(run):
         return Verdict("unknown", None, "Nothing was measured, so there is no verdict." + _ending(run))
+    notes = "".join(f" {note}" for note in not_rung_one_errors(run))
+    gap = _rung_one_gap(run, findings)
+    if gap is not None:
+        summary = f"Rung 1 could not be judged: {gap.reason().removeprefix('not measured: ')}. {gap.next_step()}"
+        return Verdict("inconclusive", None, summary + notes + _ending(run))
     skipped = sorted(set(RUNG_QUESTIONS) - measured_rungs(run))
     tail = f" (rungs {', '.join(map(str, skipped))} were not measured)" if skipped else ""
-    return Verdict("healthy", None, f"No problem found on the measured rungs{tail}." + _ending(run))
+    rung_one = next((f"{f.title}." for f in findings if f.rung == 1), "")  # info: why rung 1 is fine as it is
+    summary = f"No problem found on the measured rungs{tail}. {rung_one}".rstrip()
+    return Verdict("healthy", None, summary + notes + _ending(run))
 
 
 def _ending(run: Run) -> str:

@@ -18,7 +18,8 @@ SHARED_DIR = REPO_ROOT.parent / "shared" / "corpus" / "envs"
 SHARED_LABELS = OWN_DIR / "shared-labels.tsv"
 NO_CAUSE = "none"  # the thread found that rung 1 was not the problem
 # Only these keys are trailer lines; a "### Versions" heading inside a pasted issue is part of the paste.
-_TRAILER = re.compile(r"^### (?:source|root cause|why|forms|note|category|resolution):")
+# The shared corpus's "### note:" lines carry facts the thread gave later (a driver version): they stay in the paste.
+_TRAILER = re.compile(r"^### (?:source|root cause|why|forms|category|resolution):")
 _LABEL = re.compile(r"^### root cause:\s*([a-z-]+)", re.MULTILINE)
 _SOURCE = re.compile(r"^### source:\s*(\S+)", re.MULTILINE)
 

@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from env_fixtures import run_env_json
@@ -24,7 +25,7 @@ def _torch_is_cpu_build() -> bool:
 
 @pytest.mark.skipif(not NO_GPU_HERE, reason="this machine has an NVIDIA GPU")
 def test_this_machine_has_no_gpu_and_says_so_in_plain_words(capsys: pytest.CaptureFixture[str]) -> None:
-    code, doc = run_env_json(capsys)
+    code, doc = run_env_json(capsys, "--expect-device", "cuda")
 
     assert code == 0
     assert doc["verdict"]["status"] == "idle"
@@ -36,13 +37,44 @@ def test_this_machine_has_no_gpu_and_says_so_in_plain_words(capsys: pytest.Captu
     assert doc["ladder"][0]["status"] == "fail"
     others = {f["code"]: f["severity"] for f in doc["findings"][1:]}
     assert others.get("cpu-only-build", "info") == "info"  # with no GPU, a CPU build is at most info
+    # One machine, one answer: no container finding on top of "no GPU" (the host has none either: PCI says 0).
+    assert [f["code"] for f in doc["findings"] if f["severity"] == "critical"] == ["no-gpu-visible"]
     assert doc["environment"]["torch"]["installed"] is True
     assert doc["environment"]["host"]["python_version"]
 
 
 @pytest.mark.skipif(not NO_GPU_HERE, reason="this machine has an NVIDIA GPU")
+def test_env_and_run_give_this_machine_the_same_rung_1_answer(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    if not _torch_is_cpu_build():
+        pytest.skip("needs the CPU build of torch")
+    script = tmp_path / "job.py"
+    script.write_text("import torch\nprint(torch.ones(2).sum().item())\n")
+    out = tmp_path / "out"
+    done = subprocess.run(
+        [sys.executable, "-m", "gputriage", "run", "--out", str(out), str(script)],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    run_doc = json.loads((out / "report.json").read_text())
+    _, env_doc = run_env_json(capsys)
+
+    def rung_one(doc: dict[str, Any]) -> list[tuple[str, str]]:
+        return [(f["code"], f["severity"]) for f in doc["findings"] if f["rung"] == 1]
+
+    assert rung_one(env_doc) == rung_one(run_doc)
+    assert rung_one(env_doc)[0] == ("no-gpu-visible", "info")  # nothing to use: judged for the CPU, like `run`
+    assert env_doc["ladder"][0]["status"] == run_doc["ladder"][0]["status"] == "pass"
+    assert "judged for the CPU" in env_doc["verdict"]["summary"]
+
+
+@pytest.mark.skipif(not NO_GPU_HERE, reason="this machine has an NVIDIA GPU")
 def test_terminal_report_puts_the_verdict_first(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["env"]) == 0
+    assert main(["env", "--expect-device", "cuda"]) == 0
 
     out = capsys.readouterr().out
     assert out.index("gputriage verdict: IDLE") < out.index("root cause: no-gpu-visible") < out.index("fix:")
@@ -77,7 +109,7 @@ def test_a_job_meant_for_meta_has_no_critical_finding(capsys: pytest.CaptureFixt
 
 @pytest.mark.skipif(not NO_GPU_HERE, reason="this machine has an NVIDIA GPU")
 def test_fail_on_critical_exits_1_and_out_writes_the_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code = main(["env", "--fail-on", "critical", "--out", str(tmp_path / "out")])
+    code = main(["env", "--expect-device", "cuda", "--fail-on", "critical", "--out", str(tmp_path / "out")])
     capsys.readouterr()
 
     saved = json.loads((tmp_path / "out" / "report.json").read_text())

@@ -17,7 +17,13 @@ from gputriage.record.trace import RankTrace
 from gputriage.report import fmt
 from gputriage.report.diagrams import RelationshipDiagram, SequenceDiagram, build_relationship, build_sequence
 
-_VERDICT_STYLE = {"idle": "bold red", "underused": "bold yellow", "healthy": "bold green", "unknown": "bold"}
+_VERDICT_STYLE = {
+    "idle": "bold red",
+    "underused": "bold yellow",
+    "healthy": "bold green",
+    "inconclusive": "bold magenta",
+    "unknown": "bold",
+}
 _RUNG_MARK = {
     "fail": ("✗ fail", "red"),
     "warn": ("! warn", "yellow"),
@@ -58,7 +64,8 @@ def ladder_table(diag: Diagnosis) -> Table:
     table.add_column("findings")
     for view in diag.ladder:
         label, style = _RUNG_MARK[view.status]
-        table.add_row(str(view.rung), view.question, Text(label, style=style), ", ".join(view.finding_codes))
+        codes = Text(", ".join(view.finding_codes)) if view.finding_codes else Text(view.reason or "", style="dim")
+        table.add_row(str(view.rung), view.question, Text(label, style=style), codes)
     return table
 
 
