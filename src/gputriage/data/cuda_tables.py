@@ -204,7 +204,8 @@ def companions_of(torch_version: str) -> tuple[str, str] | None:
 # --- Architectures compiled into each build (what torch.cuda.get_arch_list() returns) ------------------------------
 # Sources: conda packages' cuobjdump listing collected in github.com/moi90/pytorch_compute_capabilities (table.md) for
 # 1.x-2.7; torch 2.13's PYTORCH_RELEASES_CODE_CC (x86_64) for 2.13; the "sm_86 is not compatible" warning of the
-# cudatoolkit=10.2 nightly in pytorch#46794 for 1.8 cu10.2. Keyed by (release, CUDA variant).
+# cudatoolkit=10.2 nightly in pytorch#46794 for 1.8 cu10.2; 2.9 from the per-variant lists quoted in
+# Comfy-Org/ComfyUI#16438 (cu126 5.0-9.0, cu128 7.0-12.0, cu130 7.5-12.0). Keyed by (release, CUDA variant).
 _SM_KEPLER_TO_TURING = ("sm_37", "sm_50", "sm_60", "sm_61", "sm_70", "sm_75")
 _SM_TO_AMPERE = (*_SM_KEPLER_TO_TURING, "sm_80", "sm_86")
 _SM_MAXWELL_TO_HOPPER = ("sm_50", "sm_60", "sm_61", "sm_70", "sm_75", "sm_80", "sm_86", "sm_90")
@@ -231,6 +232,9 @@ ARCH_LISTS: dict[tuple[str, str], tuple[str, ...]] = {
     ("2.7", "11.8"): ("sm_37", *_SM_MAXWELL_TO_HOPPER),
     ("2.7", "12.6"): _SM_MAXWELL_TO_HOPPER,
     ("2.7", "12.8"): _SM_TURING_TO_BLACKWELL,
+    ("2.9", "12.6"): ("sm_50", "sm_60", "sm_70", "sm_75", "sm_80", "sm_86", "sm_90"),
+    ("2.9", "12.8"): ("sm_70", "sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120"),
+    ("2.9", "13.0"): ("sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120"),
     ("2.13", "12.6"): ("sm_50", "sm_60", "sm_70", "sm_75", "sm_80", "sm_86", "sm_90"),
     ("2.13", "12.9"): _SM_TURING_TO_BLACKWELL,
     ("2.13", "13.0"): _SM_TURING_TO_BLACKWELL,

@@ -93,7 +93,7 @@ SIGNATURES: tuple[ErrorSignature, ...] = (
     ),
     ErrorSignature(
         "cuda-999",
-        ("cuda unknown error", "cuda error: unknown error", "cuda_error_unknown", ": unknown error", "unknown_error"),
+        ("cuda unknown error", "cuda error: unknown error", "cuda_error_unknown", "cudaerrorunknown", "error (999)"),
         "cuda-init-failed",
         "the driver's state is broken, most often after the machine was suspended and resumed",
         _RELOAD_UVM,
@@ -188,6 +188,16 @@ SIGNATURES: tuple[ErrorSignature, ...] = (
         "the driver was upgraded but the old kernel module is still loaded, so NVML and CUDA refuse to start",
         "sudo reboot",
         "https://github.com/oddmario/NVIDIA-Ubuntu-Driver-Guide/issues/4",
+    ),
+    ErrorSignature(
+        "nvml-unknown",
+        ("failed to initialize nvml: unknown error",),
+        "cuda-init-failed",
+        "NVML cannot open the GPU's device files; inside a container this happens when the container lost its device "
+        "access (a systemd daemon-reload rewrote its device cgroup)",
+        "docker restart CONTAINER   # gets the devices back; for good: nvidia-ctk with the systemd cgroup driver "
+        "(NVIDIA container toolkit docs: 'Failed to initialize NVML: Unknown Error')",
+        "https://github.com/NVIDIA/nvidia-docker/issues/1671",
     ),
     ErrorSignature(
         "smi-no-driver",

@@ -32,6 +32,8 @@ class TorchFacts:
     # The text that shows torch did use the GPU (an out-of-memory error on GPU 0, a tensor on cuda:0).
     gpu_use_evidence: str | None = None
     companions: dict[str, str] = field(default_factory=dict)  # torchvision / torchaudio / xformers -> version seen
+    # Other torch builds the report names ("swapped 2.9.1+cu128 for 2.9.0+cpu"), besides `version`.
+    other_versions: list[str] = field(default_factory=list)
 
 
 @dataclass

@@ -157,6 +157,7 @@ def _container_lacks_gpu(env: Environment) -> str | None:
         (h.container_gpu_requested is False, "the container was started without --gpus / the NVIDIA runtime"),
         (bool(h.nvidia_smi_missing), "nvidia-smi is not found inside the container: the driver was not mounted"),
         (bool(errors_pointing_to(env, NO_DRIVER)), "torch finds no NVIDIA driver library inside the container"),
+        (has_error(env, "nvml-unknown"), "NVML cannot open the GPU inside the container: it lost its device access"),
     )
     why = next((reason for shown, reason in signs if shown), None)
     if why is not None:
@@ -186,8 +187,11 @@ def _gpu_meant(run: Run, env: Environment) -> bool:
 @rule
 def driver_not_loaded(run: Run) -> Iterator[Finding]:
     env = _env(run)
-    if env is None or nvidia_devices(env) or is_rocm(env) or gpu_presence(env) == "none":
+    if env is None or is_rocm(env) or gpu_presence(env) == "none":
         return
+    said = env.source == "text" and errors_pointing_to(env, "driver-not-loaded")
+    if nvidia_devices(env) and not said:
+        return  # a GPU listed by a working driver (a table pasted after the fix does not undo the error above it)
     pci = env.host.pci_nvidia_devices
     error = (env.driver.nvml_error or "").lower()
     nvml_says = "driver not loaded" in error or "couldn't communicate" in error
@@ -591,9 +595,21 @@ def cuda_unavailable_unexplained(run: Run) -> Iterator[Finding]:
     if env is None or not nvidia_expected(run) or is_rocm(env):
         return
     t = env.torch
-    if t.is_available is not False or t.is_cpu_build or gpu_presence(env) != "present":
+    said = [e for e in env.errors if e.finding is not None] if env.source == "text" else []
+    unavailable = t.is_available is False and not t.is_cpu_build and gpu_presence(env) == "present"
+    if not (unavailable or said):
         return
     if any(f.severity is not Severity.INFO for r in _SPECIFIC_RULES for f in r(run)):
+        return
+    if not unavailable:  # an error text of the catalogue that no specific rule could place: name it, never "healthy"
+        sig = signature(said[0].key)
+        yield _finding(
+            run,
+            "cuda-init-failed",
+            f"The report shows an error that stops CUDA: {sig.meaning if sig else said[0].text}",
+            {"message": said[0].text, "cuda_error": said[0].cuda_error, "source": sig.source if sig else None},
+            sig.fix if sig else "python -m torch.utils.collect_env   # then: gputriage env --from that output",
+        )
         return
     devices = nvidia_devices(env)
     evidence: Evidence = {

@@ -6,6 +6,7 @@ import re
 
 from gputriage.collectors.env_text.packages import infer_from_command
 from gputriage.data.cuda_tables import TORCH_RELEASES, release_of
+from gputriage.data.gpu_names import capability_of
 from gputriage.record.environment import Environment
 
 _LOCAL = re.compile(r"\+(cpu|cu([0-9]{1,2})([0-9])|rocm[0-9.]{1,10})")
@@ -22,6 +23,7 @@ def derive_build(env: Environment) -> None:
         t.hip_version = t.hip_version or local.group(1)[4:]
     if t.cpuonly_package:
         t.cpu_build_evidence = t.cpu_build_evidence or "conda's cpuonly package is installed"
+    _conflicting_builds(env)
     _platform_wheel(env)
     infer_from_command(env)
     if t.cpu_build_evidence:
@@ -32,10 +34,24 @@ def derive_build(env: Environment) -> None:
         t.is_cpu_build = False
     else:
         _infer_pypi_wheel(env)
+    for device in env.driver.devices:  # nvidia-smi and collect_env name a GPU but not its compute capability
+        if device.compute_capability is None:
+            device.compute_capability = capability_of(device.name)
     if t.gpu_use_evidence and t.is_available is None:
         t.is_available = True
     if t.is_available is not None and t.installed is None:
         t.installed = True
+
+
+def _conflicting_builds(env: Environment) -> None:
+    """The report names a CUDA build and a CPU build of torch ("swapped 2.9.1+cu128 for 2.9.0+cpu", a working env
+    next to a broken one) and CUDA does not work: the failing state is the CPU build."""
+    t = env.torch
+    cpu = next((v for v in t.other_versions if v.endswith("+cpu")), None)
+    if cpu is None or t.is_available is True or t.cpu_build_evidence:
+        return
+    t.cpu_build_evidence = f"the report names torch {cpu} next to {t.version}"
+    t.version, t.cuda_version, t.cuda_version_inferred_from = cpu, None, None
 
 
 def _platform_wheel(env: Environment) -> None:

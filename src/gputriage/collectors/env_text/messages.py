@@ -23,7 +23,7 @@ _FOUND_VERSION = re.compile(r"too old \(found version ([0-9]{4,6})\)")
 _NEEDS_CUDA = re.compile(r"cuda>=([0-9]{1,2}\.[0-9])|driver ([0-9]{1,2}\.[0-9]) < image ([0-9]{1,2}\.[0-9])")
 _BUILT_FOR = re.compile(r"built for NVIDIA Driver Release ([0-9.]{3,12}) or later, but\s+version ([0-9.]{3,12})")
 _INIT = re.compile(r"CUDA initialization:[ \t]*(.{1,300}?)(?:[ \t]*\(Triggered internally.*)?$")
-_CAPABILITY = re.compile(r"^[>\s]*(.{1,80}?) with CUDA capability sm_([0-9]{1,2})([0-9]) is not compatible")
+_CAPABILITY = re.compile(r"^[>\s*`'\"-]*(.{1,80}?) with CUDA capability sm_([0-9]{1,2})([0-9]) is not compatible")
 _ARCHS = re.compile(r"supports CUDA capabilities((?:[ \t]+(?:sm|compute)_[0-9]{2,3}a?){1,40})")
 _FOUND_GPU = re.compile(
     r"Found GPU([0-9]{1,3}) (.{1,80}?) which is of (?:cuda|compute) capability (?:\(CC\) )?([0-9]{1,2})\.([0-9])",

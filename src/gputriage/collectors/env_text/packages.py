@@ -62,7 +62,7 @@ def extract(paste: Paste, env: Environment) -> None:
         _log_line(line, env)
     for line in paste.facts():
         _yaml_dep(line, env)
-        if env.torch.version is None and (local := _LOCAL_VERSION.search(line.text)):
+        for local in _LOCAL_VERSION.finditer(line.text):
             record_package(env, "torch", local.group(1), build=None, manager="pip", text=line.text)
     _install_commands(paste, env)
     _prose_build(paste, env)
@@ -92,7 +92,11 @@ def record_package(
         fail_wins(t, "installed", True)
         first(t, "install_method", manager)
         if t.version != v:
-            return  # another torch was read first; its build is the one that counts
+            cpu_build = name == "pytorch-cpu" or bool(re.search(r"(?:^|[_-])cpu(?:[_-]|$)", build))
+            named = f"{v}+cpu" if cpu_build and "+" not in v else v
+            if named not in t.other_versions and len(t.other_versions) < MAX_ITEMS:
+                t.other_versions.append(named)
+            return  # another torch was read first; the derivation weighs the two builds
         if name == "pytorch-cpu" or re.search(r"(?:^|[_-])cpu(?:[_-]|$)", build) or v.endswith("+cpu"):
             first(t, "cpu_build_evidence", text)
         cuda = re.search(r"cuda_?([0-9]{1,2}\.?[0-9])", build) or re.search(r"\+cu([0-9]{2,3})$", v)

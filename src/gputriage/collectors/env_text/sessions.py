@@ -24,7 +24,8 @@ _VALUE = re.compile(r"^(?:Out\[[0-9]{1,5}\]:[ \t]*)?['\"]?([\w.+\-]{1,60})['\"]?
 _LIST = re.compile(r"^(?:Out\[[0-9]{1,5}\]:[ \t]*)?(\[(?:'[\w]{1,12}'(?:,[ \t]*)?){1,40}\])")
 _PROSE = re.compile(
     r"(torch\.)?cuda\.(is_available|device_count)\b(?:\(\))?`?[ \t]*"
-    r"(?:returns?|returned|is returning|is|shows?|gives?|prints?|=+|-+>|→|:)?[ \t]*(?:always[ \t]+)?(?:returns?[ \t]+)?"
+    r"(?:returns?|returned|returning|is returning|is still|is|shows?|showing|gives?|giving|prints?|outputs?|"
+    r"evaluates to|=+|-+>|→|:)?[ \t]*(?:always[ \t]+)?(?:returns?[ \t]+)?"
     r"[`'\"*]*(true|false|ture|flase|fasle|[0-9]{1,3})\b",
     re.IGNORECASE,
 )
