@@ -157,9 +157,11 @@ def test_bad_text_gives_one_clear_line_and_exit_2(
     assert err.count("\n") == 1 and err.startswith("gputriage: error: ")
 
 
-@pytest.mark.parametrize("name", ["missing.txt", "."])
+@pytest.mark.parametrize(
+    ("name", "message"), [("missing.txt", "cannot read missing.txt: "), (".", ". is a directory, not a regular file")]
+)
 def test_a_path_that_cannot_be_read_gives_exit_2(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, name: str
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, name: str, message: str
 ) -> None:
     monkeypatch.chdir(tmp_path)
 
@@ -167,7 +169,7 @@ def test_a_path_that_cannot_be_read_gives_exit_2(
 
     err = capsys.readouterr().err
     assert code == 2
-    assert err.startswith(f"gputriage: error: cannot read {name}: ")
+    assert err.startswith(f"gputriage: error: {message}")
     assert err.count("\n") == 1
 
 

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import os
 import re
+import stat
 import sys
 from pathlib import Path
 
@@ -63,7 +65,9 @@ def _from_text(source: str) -> Environment:
     name = "stdin" if source == "-" else source
     raw = _read_bytes(source)
     if len(raw) > _MAX_TEXT_BYTES:
-        raise InputError(f"{name} is {len(raw)} bytes, too large for a pasted report; give the collect_env text")
+        raise InputError(
+            f"{name} is over {_MAX_TEXT_BYTES} bytes, too large for a pasted report; give the collect_env text"
+        )
     if b"\x00" in raw:
         raise InputError(f"{name} looks binary, not text: give a collect_env / nvidia-smi text file")
     try:
@@ -73,10 +77,41 @@ def _from_text(source: str) -> Environment:
 
 
 def _read_bytes(source: str) -> bytes:
+    """At most _MAX_TEXT_BYTES + 1 bytes; a FIFO, device or socket is refused before anything could block on it."""
     if source == "-":
-        return sys.stdin.buffer.read()
+        return sys.stdin.buffer.read(_MAX_TEXT_BYTES + 1)
     path = Path(source)
     try:
-        return path.read_bytes()
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
     except OSError as exc:
         raise InputError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise InputError(
+                f"{path} is {_kind(info.st_mode)}, not a regular file: give the pasted report as a text file"
+            )
+        if info.st_size > _MAX_TEXT_BYTES:
+            raise InputError(
+                f"{path} is {info.st_size} bytes, too large for a pasted report; give the collect_env text"
+            )
+        with os.fdopen(fd, "rb", closefd=True) as handle:
+            fd = -1
+            return handle.read(_MAX_TEXT_BYTES + 1)
+    except OSError as exc:
+        raise InputError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    finally:
+        if fd >= 0:
+            os.close(fd)
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO (named pipe)"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    return "a special file"

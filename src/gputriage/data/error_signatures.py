@@ -13,6 +13,7 @@ logger still matches; nothing here is a regular expression.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 NO_DEVICE = "no-device"  # CUDA sees no device: CUDA_VISIBLE_DEVICES, a container, or no GPU at all
@@ -264,9 +265,15 @@ SIGNATURES: tuple[ErrorSignature, ...] = (
 )
 
 
+_BY_FRAGMENT = {fragment: sig for sig in SIGNATURES for fragment in sig.fragments}
+# One alternation of every fragment: one linear scan of a line finds them all.
+_ANY = re.compile("|".join(re.escape(f) for f in sorted(_BY_FRAGMENT, key=len, reverse=True)))
+
+
 def match_signatures(lowered_line: str) -> list[ErrorSignature]:
-    """The signatures whose text appears in this (lowercased) line."""
-    return [s for s in SIGNATURES if any(f in lowered_line for f in s.fragments)]
+    """The signatures whose text appears in this (lowercased) line, in catalogue order."""
+    found = {_BY_FRAGMENT[m.group(0)].key for m in _ANY.finditer(lowered_line)}
+    return [s for s in SIGNATURES if s.key in found]
 
 
 def signature(key: str) -> ErrorSignature | None:

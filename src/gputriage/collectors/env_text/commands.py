@@ -27,6 +27,7 @@ _POINTS_AT_OWN = re.compile(
     r"had|has|sets|set to|from the)\b",
     re.IGNORECASE,
 )
+_POINT_WORDS = ("remov", "delet", "comment", "chang", "replac", "drop", "unless", "had", "has", "set", "from the")
 _RUN = re.compile(r"\b(nvidia-docker|docker|podman)[ \t]+(?:container[ \t]+)?run\b")
 _GPU_FLAG = re.compile(r"--gpus\b|--runtime[= ]nvidia|--device[= ]\S{0,40}nvidia|NV_GPU=")
 
@@ -34,7 +35,14 @@ _GPU_FLAG = re.compile(r"--gpus\b|--runtime[= ]nvidia|--device[= ]\S{0,40}nvidia
 def extract(paste: Paste, env: Environment) -> None:
     previous_points = False
     for line in paste.lines:
-        points = bool(_POINTS_AT_OWN.search(line.text))
+        points = any(word in line.low for word in _POINT_WORDS) and bool(_POINTS_AT_OWN.search(line.text))
+        if not any(name.lower() in line.low for name in ENV_NAMES):
+            previous_points = (
+                points
+                or (previous_points and not line.text.strip())
+                or (previous_points and line.text.lstrip().startswith(("```", "~~~")))
+            )
+            continue
         if line.fact or points or previous_points:
             _settings(line, env, own_only=not line.fact)
         previous_points = (points and line.text.rstrip().endswith(":")) or (points and not _settings_in(line))

@@ -11,7 +11,7 @@ import re
 
 MATCH_CHARS = 400  # the longest line prefix any pattern looks at; real report lines are far shorter
 VALUE_CHARS = 200  # the longest string kept from the text (names, versions, messages)
-MAX_LINES = 200_000  # lines examined; a 16 MiB paste of short lines stays under a second per extractor
+MAX_LINES = 50_000  # lines read; a report is hundreds of lines, a long pip log a few thousand
 MAX_ITEMS = 64  # GPUs, errors, companions ... kept per list
 _SMALL_INT = re.compile(r"[0-9]{1,6}")
 _VERSION = re.compile(r"[0-9]{1,4}(?:\.[0-9]{1,6}){0,3}(?:(?:\.?(?:post|dev|a|b|rc)[0-9]{1,12})|\+[0-9a-z_.]{1,32})*")

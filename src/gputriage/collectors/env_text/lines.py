@@ -28,6 +28,7 @@ _PROMPT = re.compile(
     r"[ \t]?"
 )
 _REPL = re.compile(r"^[A-Za-z]?(?:>>>|\.\.\.)[ \t]?|^In \[[0-9]{1,5}\]:[ \t]?")
+_WORD = re.compile(r"[A-Za-z']{2,}")
 _FENCE = re.compile(r"^[ \t]*(?:```|~~~)")
 _SUGGEST = re.compile(
     r"\b(?:try(?:ing)?|you (?:should|need|can|could|may|might|must|have to|'d)|please (?:run|try|use|install|set|"
@@ -58,6 +59,23 @@ _MACHINE = re.compile(
     r"try setting max_split_size_mb|documentation for memory management|cuda_launch_blocking|^hint:|"
     r"please check that you have an nvidia gpu|set \"accelerator\" and \"devices\"|is nvidia-modprobe installed",
     re.IGNORECASE,
+)
+_MACHINE_WORDS = (
+    "error",
+    "warn",
+    "exception",
+    "fail",
+    "trigger",
+    "driver",
+    "compiled",
+    "gpu",
+    "instructions",
+    "max_split",
+    "memory",
+    "cuda_launch",
+    "hint",
+    "accelerator",
+    "modprobe",
 )
 _COMMAND = re.compile(
     r"^(?:sudo |!|%)?(?:(?:pip3?|python[0-9.]*[ \t]+-m[ \t]+pip|uv(?:[ \t]+pip)?|poetry|conda|mamba|micromamba)[ \t]+"
@@ -97,9 +115,19 @@ class Paste:
         return self.lines[start : start + count]
 
 
+def iter_lines(text: str, limit: int = MAX_LINES) -> Iterator[str]:
+    """The first `limit` lines, without building the list of all of them (a paste of 16 Mi newlines stays cheap)."""
+    start, count, size = 0, 0, len(text)
+    while start < size and count < limit:
+        end = text.find("\n", start)
+        end = size if end < 0 else end
+        yield text[start:end].rstrip("\r")
+        start, count = end + 1, count + 1
+
+
 def split_paste(text: str) -> Paste:
     lines: list[Line] = []
-    for index, raw in enumerate(text.splitlines()[:MAX_LINES]):
+    for index, raw in enumerate(iter_lines(text)):
         line = raw[: MATCH_CHARS * 2].rstrip()
         line = _PREFIXES.sub("", line, count=1)
         prompt = bool(_PROMPT.match(line) or _REPL.match(line))
@@ -169,7 +197,8 @@ def _mark_from_cue(paragraph: list[Line]) -> None:
 def _is_prose(line: Line) -> bool:
     """A sentence someone wrote, as opposed to a command, a prompt line or machine output."""
     text = line.text.strip()
-    if line.prompt or not text or _COMMAND.match(text) or _MACHINE.search(text):
+    if line.prompt or not text or text.startswith(("|", "+", "[", "File ", "Traceback")) or _COMMAND.match(text):
         return False
-    words = re.findall(r"[A-Za-z']{2,}", text[:200])
-    return len(words) >= 3 and not text.startswith(("|", "+", "[", "File ", "Traceback", "  File"))
+    if len(_WORD.findall(text[:200])) < 3:
+        return False
+    return not (any(w in line.low for w in _MACHINE_WORDS) and _MACHINE.search(text))

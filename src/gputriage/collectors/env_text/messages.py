@@ -61,16 +61,20 @@ def _number(text: str) -> int | None:
 
 def extract(paste: Paste, env: Environment) -> None:
     for line in paste.facts():
-        _signatures(line.text, line.low, env)
-        _init_warning(line.text, env)
-        _numbers(line.text, env)
-        _availability(line.text, env)
+        low = line.low
+        _signatures(line.text, low, env)
+        if "cuda initialization" in low:
+            _init_warning(line.text, env)
+        if "found version" in low or "cuda>=" in low or "image" in low or "built for" in low:
+            _numbers(line.text, env)
+        if "available" in low or "cuda" in low or "module named" in low:
+            _availability(line.text, env)
     apply_torch_warnings("\n".join(line.text for line in paste.facts() if _capability_words(line.low)), env)
 
 
 def _signatures(text: str, low: str, env: Environment) -> None:
     found = match_signatures(low)
-    if not found and _OLD_UNKNOWN.search(text):
+    if not found and "unknown error" in low and _OLD_UNKNOWN.search(text):
         from gputriage.data.error_signatures import signature
 
         found = [s for s in (signature("cuda-999"),) if s is not None]

@@ -61,7 +61,10 @@ def extract(paste: Paste, env: Environment) -> None:
         _list_line(line, env)
         _log_line(line, env)
     for line in paste.facts():
-        _yaml_dep(line, env)
+        if line.low.lstrip().startswith("- "):
+            _yaml_dep(line, env)
+        if "+c" not in line.low:
+            continue
         for local in _LOCAL_VERSION.finditer(line.text):
             record_package(env, "torch", local.group(1), build=None, manager="pip", text=line.text)
     _install_commands(paste, env)
@@ -75,7 +78,8 @@ def _prose_build(paste: Paste, env: Environment) -> None:
     if t.cuda_version or t.cpu_build_evidence or t.hip_version:
         return
     for line in paste.facts():
-        if _PROSE_CPU.search(line.text) and "--index-url" not in line.low:
+        hinted = "cpu" in line.low or "cuda" in line.low
+        if hinted and _PROSE_CPU.search(line.text) and "--index-url" not in line.low:
             t.cpu_build_evidence = line.text.strip()
             return
 
@@ -110,6 +114,8 @@ def record_package(
 
 
 def _list_line(line: Line, env: Environment) -> None:
+    if "torch" not in line.low and "cpuonly" not in line.low and "version:" not in line.low:
+        return
     match = _LIST_LINE.match(line.text)
     show = _SHOW.match(line.text.strip())
     if match:
@@ -128,6 +134,8 @@ def _manager(build: str | None) -> str:
 
 
 def _log_line(line: Line, env: Environment) -> None:
+    if "torch" not in line.low:
+        return
     installed = _INSTALLED.search(line.text)
     if installed:
         for dist in _DIST.finditer(installed.group(1)):

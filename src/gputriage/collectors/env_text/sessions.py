@@ -18,6 +18,9 @@ _QUERY = re.compile(
     r"(\w{1,20})\.(?:cuda\.)?(is_available|device_count|get_arch_list)\(\)|"
     r"(\w{1,20})\.(__version__|version\.cuda)\b"
 )
+_HAS_DIGIT = re.compile(r"device_count\W{0,12}[0-9]")
+_QUERY_WORDS = ("available", "device_count", "version", "arch_list")
+_MAX_QUERIES = 400  # a report asks torch a handful of times; a paste asking more is not a session to follow
 _TRUE = ("true", "ture", "treu", "yes")
 _FALSE = ("false", "flase", "fasle", "fales", "flse", "no")
 _VALUE = re.compile(r"^(?:Out\[[0-9]{1,5}\]:[ \t]*)?['\"]?([\w.+\-]{1,60})['\"]?[ \t]*$")
@@ -36,8 +39,12 @@ _OTHER_GPU_LIBS = ("cupy", "tensorflow", "tf", "jax", "numba")
 
 def extract(paste: Paste, env: Environment) -> None:
     lines = paste.lines
+    asked = 0
     for line in paste.facts():
-        queries = list(_QUERY.finditer(line.text))
+        if not any(word in line.low for word in _QUERY_WORDS):
+            continue
+        queries = list(_QUERY.finditer(line.text)) if asked < _MAX_QUERIES else []
+        asked += bool(queries)
         if queries and _asks(line):
             answers = _answers_after(lines, line.index + 1, len(queries))
             for query, answer in zip(queries, answers, strict=False):
@@ -102,6 +109,10 @@ def _record(env: Environment, query: re.Match[str], answer: str, line: Line) -> 
 
 def _prose_answer(line: Line, env: Environment) -> None:
     """ "torch.cuda.is_available() returns False", "is_available()=false", "torch.cuda.is_available ---> false"."""
+    if not any(word in line.low for word in ("true", "false", "ture", "flase", "fasle")) and not _HAS_DIGIT.search(
+        line.text
+    ):
+        return
     for match in _PROSE.finditer(line.text):
         value = match.group(3).lower()
         if match.group(2) == "device_count":

@@ -13,10 +13,8 @@ from gputriage.record.environment import Environment, GpuDevice
 
 _HEADER = re.compile(r"Driver Version:[ \t]*([0-9][0-9.]{2,20})(?:[ \t|]+CUDA Version:[ \t]*([0-9]{1,2}\.[0-9]{1,2}))?")
 _CUDA = re.compile(r"CUDA Version:[ \t]*([0-9]{1,2}\.[0-9]{1,2})")
-_ROW = re.compile(
-    r"^\|[ \t]+([0-9]{1,3})[ \t]+(.{1,60}?)[ \t]+(On|Off|WDDM|TCC)[ \t]*\|[ \t]*"
-    r"([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9])"
-)
+_BUS = re.compile(r"[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9]")
+_PERSISTENCE = ("On", "Off", "WDDM", "TCC")
 _MODE = re.compile(r"\|[ \t]+[0-9]{1,3}%[ \t]+(Default|E\. Process|E\. Thread|Prohibited)[ \t]*\|")
 _LIST = re.compile(r"^GPU ([0-9]{1,3}): (.{1,80}?) \(UUID: (GPU-[0-9A-Fa-f-]{8,40})\)")
 _MIG = re.compile(r"^[ \t]+MIG [\w.]{1,20}[ \t]+Device[ \t]+[0-9]{1,3}: \(UUID: (MIG-[\w/-]{8,80})\)")
@@ -51,13 +49,28 @@ def _table(paste: Paste, env: Environment) -> None:
             d.nvml_loaded = True if d.nvml_loaded is None else d.nvml_loaded
         elif "cuda version" in line.low and (cuda := _first(_CUDA, line.text)):
             first(d, "cuda_driver_version", cuda)
-        row = _ROW.match(line.text)
-        if row and (index := small_int(row.group(1), 999)) is not None:
-            last_row = GpuDevice(index=index, name=row.group(2).strip(), pci_bus_id=row.group(4), source="nvidia-smi")
+        row = _row(line.text)
+        if row is not None:
+            last_row = row
             add_device(env, last_row)
         elif last_row is not None and (mode := _MODE.search(line.text)):
             last_row.compute_mode = _MODES.get(mode.group(1), mode.group(1))
             last_row = None
+
+
+def _row(text: str) -> GpuDevice | None:
+    """ "|   0  NVIDIA GeForce RTX 4090        Off |   00000000:01:00.0  On |" by splitting, not backtracking."""
+    if not text.startswith("|") or text.count("|") < 3:
+        return None
+    cells = text.split("|", 3)
+    words = cells[1].split()
+    if len(words) < 3 or words[-1] not in _PERSISTENCE:
+        return None
+    index = small_int(words[0], 999)
+    bus = _BUS.match(cells[2].strip())
+    if index is None or bus is None:
+        return None
+    return GpuDevice(index=index, name=" ".join(words[1:-1]), pci_bus_id=bus.group(0), source="nvidia-smi")
 
 
 def _list_and_query(paste: Paste, env: Environment) -> None:

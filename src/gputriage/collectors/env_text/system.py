@@ -46,17 +46,24 @@ _CONTAINER_WORDS = re.compile(
 )
 
 
+_CONTAINER_HINTS = ("docker", "container", "kube", "pod", "--gpus")
+
+
 def extract(paste: Paste, env: Environment) -> None:
     h = env.host
     pci = 0
     for line in paste.facts():
-        pci += bool(_LSPCI.search(line.text))
-        _hardware(line.text, line.low, env)
-        _software(line.text, line.low, env)
+        low = line.low
+        if "controller" in low or "graphic" in low or "nvrm" in low or "driver" in low or "gpu" in low:
+            pci += bool(_LSPCI.search(line.text))
+            _hardware(line.text, low, env)
+        _software(line.text, low, env)
     if pci:
         first(h, "pci_nvidia_devices", pci)
     for line in paste.lines:  # prose about the set-up, whoever wrote it, tells where the job runs
-        if _CONTAINER_WORDS.search(line.text) and h.in_container is None:
+        if h.in_container is not None:
+            break
+        if any(w in line.low for w in _CONTAINER_HINTS) and _CONTAINER_WORDS.search(line.text):
             h.in_container = True
             first(h, "container_kind", "kubernetes" if "kube" in line.low or "pod" in line.low else "docker")
     first(h, "os_name", os_from(" ".join(line.text for line in paste.lines[:400])))
@@ -80,17 +87,17 @@ def _hardware(text: str, low: str, env: Environment) -> None:
 
 def _software(text: str, low: str, env: Environment) -> None:
     h = env.host
-    if m := _NVCC.search(text):
+    if "compilation tools" in low and (m := _NVCC.search(text)):
         first(h, "cuda_toolkit_version", m.group(1))
-    if m := _BANNER.match(text.strip()):
+    if low.startswith("python") and (m := _BANNER.match(text.strip())):
         first(h, "python_version", m.group(1))
-    if m := _PLATFORM.search(low):
+    if " on " in low and (m := _PLATFORM.search(low)):
         first(h, "os_name", os_from(m.group(1)))
-    if _DOCKER_HOST.match(text):
+    if low.startswith("root@") and _DOCKER_HOST.match(text):
         h.in_container, h.container_kind = True, h.container_kind or "docker"
-    if _WSL.search(text):
+    if ("wsl" in low or "microsoft" in low or "subsystem" in low) and _WSL.search(text):
         h.wsl = True
-    if _COLAB.search(text):
+    if ("colab" in low or "/content/" in low) and _COLAB.search(text):
         first(h, "runtime", "colab")
 
 
