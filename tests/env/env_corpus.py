@@ -6,6 +6,7 @@ way. See tests/data/envs/README.md for the file format.
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,7 +15,7 @@ from gputriage.errors import InputError
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 OWN_DIR = REPO_ROOT / "tests" / "data" / "envs"
-SHARED_DIR = REPO_ROOT.parent / "shared" / "corpus" / "envs"
+SHARED_DIR = Path(os.environ.get("GPUTRIAGE_CORPUS") or REPO_ROOT.parent / "shared" / "corpus") / "envs"
 SHARED_LABELS = OWN_DIR / "shared-labels.tsv"
 NO_CAUSE = "none"  # the thread found that rung 1 was not the problem
 # Only these keys are trailer lines; a "### Versions" heading inside a pasted issue is part of the paste.

@@ -115,20 +115,21 @@ class Paste:
         return self.lines[start : start + count]
 
 
-def iter_lines(text: str, limit: int = MAX_LINES) -> Iterator[str]:
-    """The first `limit` lines, without building the list of all of them (a paste of 16 Mi newlines stays cheap)."""
+def iter_lines(text: str, limit: int = MAX_LINES, width: int = MATCH_CHARS * 2) -> Iterator[str]:
+    """The first `limit` lines, each cut to `width` characters, without building the list of all of them or copying
+    a huge line: a paste of 16 Mi newlines, or one 16 MiB line, stays cheap in time and memory."""
     start, count, size = 0, 0, len(text)
     while start < size and count < limit:
         end = text.find("\n", start)
         end = size if end < 0 else end
-        yield text[start:end].rstrip("\r")
+        yield text[start : min(end, start + width)].rstrip("\r")
         start, count = end + 1, count + 1
 
 
 def split_paste(text: str) -> Paste:
     lines: list[Line] = []
     for index, raw in enumerate(iter_lines(text)):
-        line = raw[: MATCH_CHARS * 2].rstrip()
+        line = raw.rstrip()
         line = _PREFIXES.sub("", line, count=1)
         prompt = bool(_PROMPT.match(line) or _REPL.match(line))
         body = _REPL.sub("", _PROMPT.sub("", line, count=1), count=1) if prompt else line
