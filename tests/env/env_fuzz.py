@@ -15,6 +15,7 @@ from env_corpus import OWN_DIR, pasted_text
 
 from gputriage.errors import InputError
 
+_CONTROLS = (0x1B, 0x07, 0x08, 0x0D, 0x85, 0x2028, 0xFFFD)
 _MAX_CHARS = 4 << 20  # mutations compound; the CLI refuses 16 MiB, and 4 MiB keeps a case under a second
 # Values people (and attackers) put where a number or version goes.
 _POISON = (

@@ -48,8 +48,7 @@ def test_mutated_reports_never_raise(seed: int) -> None:
 def test_poisoned_numbers_give_a_verdict_or_one_input_error(parts: list[tuple[str, list[str]]]) -> None:
     lines = []
     for template, values in parts:
-        values = (values + ["1"] * 3)[: template.count("{}")]
-        lines.append(template.format(*values))
+        lines.append(template.format(*(values + ["1"] * 3)[: template.count("{}")]))
     assert check_env_case("\n".join(lines), _render_everything) in ("ok", "input-error")
 
 
