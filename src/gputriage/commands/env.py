@@ -83,8 +83,8 @@ def _read_bytes(source: str) -> bytes:
     path = Path(source)
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
-    except OSError as exc:
-        raise InputError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    except OSError as exc:  # a socket cannot be opened at all (ENXIO): name what it is rather than the errno
+        raise InputError(_not_regular(path) or f"cannot read {path}: {exc.strerror or exc}") from exc
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
@@ -103,6 +103,16 @@ def _read_bytes(source: str) -> bytes:
     finally:
         if fd >= 0:
             os.close(fd)
+
+
+def _not_regular(path: Path) -> str | None:
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return None
+    if stat.S_ISREG(mode):
+        return None
+    return f"{path} is {_kind(mode)}, not a regular file: give the pasted report as a text file"
 
 
 def _kind(mode: int) -> str:
