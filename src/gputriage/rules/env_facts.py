@@ -358,6 +358,8 @@ def uninstall_lines(env: Environment) -> list[str]:
         conda_names = ["pytorch" if n == "torch" else n for n in names if n != "xformers"]
         extra = " cpuonly" if t.cpuonly_package else ""
         lines.append(f"conda remove -y{extra} {' '.join(conda_names)}   # cpuonly pins conda to CPU builds")
+    elif t.install_method is None:  # the paste does not say: a conda env's cpuonly would undo the pip install
+        lines.append("conda list cpuonly   # in a conda env: if it is listed, `conda remove -y cpuonly` first")
     lines.append(f"python -m pip uninstall -y {' '.join(names)}")
     return lines
 

@@ -45,8 +45,10 @@ def cpu_build_fix(env: Environment, presence: str) -> str:
             "compatibility; a driver upgrade gives the full support"
         )
     else:
-        lines.append(f"# CUDA {variant.cuda}: the newest build that the driver (CUDA {limit}) runs")
-    lines.append(EXTRA_INDEX_NOTE)
+        driver = f"driver {driver_version(env)}" if driver_version(env) else "the driver"
+        lines.append(f"# CUDA {variant.cuda}: the newest build that {driver} (CUDA {limit}) runs")
+    if any("--index-url" in line for line in lines):
+        lines.append(EXTRA_INDEX_NOTE)
     return "\n".join(lines)
 
 
