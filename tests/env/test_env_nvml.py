@@ -88,7 +88,7 @@ def test_no_library_and_nothing_on_the_bus_is_no_gpu(tmp_path: Path) -> None:
         tmp_path, scenario_library("library_not_found"), cuda_torch(is_available=False, device_count=0), pci_gpus=0
     )
 
-    diag = diagnose_env(env)
+    diag = diagnose_env(env, expect_device="cuda")
 
     assert gpu_presence(env) == "none"
     assert diag.verdict.root_cause == "no-gpu-visible"

@@ -538,12 +538,3 @@ def scenario_library(name: str, clock: Callable[[], float] | None = None, job_pi
     if clock is not None:
         lib.clock, lib.start_s = clock, clock()
     return lib
-
-
-def __getattr__(name: str) -> Any:
-    # SCENARIOS and the device builders moved to fake_scenarios; keep `fake.SCENARIOS` / `fake.a100` working.
-    if name in {"SCENARIOS", "a100"}:
-        from gputriage.hardware import fake_scenarios
-
-        return getattr(fake_scenarios, name)
-    raise AttributeError(name)

@@ -222,5 +222,8 @@ class TraceSection:
     # `run --trace`: why the profiler window gave no trace (never raised into the job), or that the job ended inside it
     note: str | None = None
 
+    def measured_rungs(self) -> set[int]:
+        return {4, 5} if self.ranks else set()
+
     def self_check(self) -> list[str]:
         return [p for r in self.ranks for p in r.self_check()]

@@ -21,6 +21,7 @@ from gputriage.data.cuda_tables import (
 )
 from gputriage.findings import Evidence, Finding, Severity
 from gputriage.record import Run
+from gputriage.record.device import device_type
 from gputriage.record.environment import Environment
 from gputriage.rules.env_facts import (
     arch_variant_for,
@@ -122,7 +123,7 @@ def container_without_gpu(run: Run) -> Iterator[Finding]:
         or nvidia_var is not None
         or (env.host.pci_nvidia_devices or 0) > 0
         or (env.torch.cuda_version is not None and env.source == "probe")
-        or run.expected_device_type() == "cuda"
+        or device_type(run.expect_device) == "cuda"  # the user said so
     )
     if not intent or requested is True:
         return

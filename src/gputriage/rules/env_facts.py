@@ -21,6 +21,7 @@ from gputriage.data.cuda_tables import (
 )
 from gputriage.hardware.visible import NvmlIdentity, map_visible
 from gputriage.record import Run
+from gputriage.record.device import judged_device, judged_for_nvidia
 from gputriage.record.environment import Environment, GpuDevice
 
 WHEEL_INDEX = "https://download.pytorch.org/whl"
@@ -32,21 +33,13 @@ _NON_NVIDIA_NAME = re.compile(r"^(AMD|Radeon|Intel)\b|\bgfx\d", re.IGNORECASE)
 
 # --- which device the job is judged for -----------------------------------------------------------------------------
 def expected_kind(run: Run) -> str:
-    """The device kind rung 1 is judged for: --expect-device, else the first available accelerator, else cuda."""
-    given = run.expected_device_type()
-    if given is not None:
-        return given
-    env = run.environment
-    if env is not None and gpu_presence(env) != "present":
-        for kind, available in env.torch.other_accelerators.items():
-            if available:
-                return kind
-    return "cuda"
+    """The device kind rung 1 is judged for (record.device.judged_device); "cuda" when nothing tells."""
+    return judged_device(run) or "cuda"
 
 
 def nvidia_expected(run: Run) -> bool:
     """False when the job is meant for meta / mps / xpu / cpu: NVIDIA-specific findings are then only info."""
-    return expected_kind(run) == "cuda"
+    return judged_for_nvidia(run)
 
 
 # --- what the facts add up to ---------------------------------------------------------------------------------------
