@@ -18,6 +18,7 @@ NO_GPU_HERE = not Path("/dev/nvidiactl").exists()
 
 NO_GPU_ROOTS = ("no-gpu-visible", "container-without-gpu")
 
+
 def _torch_is_cpu_build() -> bool:
     import torch
 
