@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from gputriage.diagnosis import Diagnosis, diagnose, gpu_device_verdicts
-from gputriage.hardware.fake import FakeClock, FakeNvml, scenario_library
+from gputriage.hardware.fake import FakeClock, FakeNvml
+from gputriage.hardware.fake_scenarios import scenario_library
 from gputriage.hardware.nvml import open_nvml
 from gputriage.hardware.sampler import GpuSampler, JobSpec
 from gputriage.record import Run

@@ -14,9 +14,8 @@ from gputriage.hardware.fake import (
     FakeDevice,
     FakeNvml,
     FakeProcess,
-    scenario_library,
 )
-from gputriage.hardware.fake_scenarios import SCENARIOS, a100
+from gputriage.hardware.fake_scenarios import SCENARIOS, a100, scenario_library
 from gputriage.hardware.nvml import open_nvml
 from gputriage.hardware.sampler import GpuSampler, JobSpec
 

@@ -13,7 +13,8 @@ from nvml_helpers import codes
 
 from gputriage.collectors.gpu_observer import GpuSamplerObserver
 from gputriage.diagnosis import diagnose
-from gputriage.hardware.fake import GIB, FakeClock, scenario_library
+from gputriage.hardware.fake import GIB, FakeClock
+from gputriage.hardware.fake_scenarios import scenario_library
 from gputriage.record import Run
 from gputriage.report.document import build_document, run_from_document
 

@@ -13,8 +13,6 @@ import sysconfig
 from pathlib import Path
 from types import FrameType, TracebackType
 
-import gputriage
-
 
 def _torch_dir() -> str | None:
     """torch's package folder, found without importing torch (this module is imported before the user's code)."""
@@ -24,7 +22,7 @@ def _torch_dir() -> str | None:
     return str(next(iter(spec.submodule_search_locations)))
 
 
-_OWN_DIR = str(Path(gputriage.__file__).parent)
+_OWN_DIR = str(Path(__file__).resolve().parent.parent)  # the gputriage package
 _FRAMEWORK_DIRS = tuple(str(Path(p).resolve()) + os.sep for p in {_torch_dir(), _OWN_DIR} if p is not None)
 _LIBRARY_DIRS = _FRAMEWORK_DIRS + tuple(
     str(Path(p).resolve()) + os.sep
@@ -35,7 +33,7 @@ _LIBRARY_DIRS = _FRAMEWORK_DIRS + tuple(
     }
 )
 # The bundled demo job lives inside the package but plays the user's code.
-_DEMO_DIR = str((Path(gputriage.__file__).parent / "demo").resolve()) + os.sep
+_DEMO_DIR = str(Path(_OWN_DIR) / "demo") + os.sep
 # filename -> is it the user's code; filenames repeat endlessly, the answer never changes
 _USER_FILE: dict[str, bool] = {}
 _FRAMEWORK_FILE: dict[str, bool] = {}

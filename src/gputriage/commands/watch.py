@@ -133,7 +133,7 @@ def _require_nvml(session: NvmlSession) -> None:
 
 
 def rung1_code(error: Unavailable, pci_gpus: int | None = None) -> str:
-    """The rung-1 finding an NVML start-up failure amounts to (DESIGN.md catalogue).
+    """The rung-1 finding an NVML start-up failure amounts to (docs/contract.md catalogue).
 
     A version mismatch names itself. Otherwise the PCI bus decides: an NVIDIA board without a working driver is
     driver-not-loaded; no board at all is no-gpu-visible.

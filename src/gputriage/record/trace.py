@@ -1,6 +1,6 @@
-"""The trace section: per-rank numbers from a PyTorch profiler (Kineto) trace, in DESIGN.md's contract.
+"""The trace section: per-rank numbers from a PyTorch profiler (Kineto) trace, in docs/contract.md.
 
-The contract fields of RankTrace come first (DESIGN.md: "trace" section); the nested summaries after them are the
+The contract fields of RankTrace come first (docs/contract.md: "trace" section); the nested summaries after them are the
 evidence that the trace rules read. Every time is in microseconds (`_us`), every share in percent (`_pct`).
 """
 

@@ -1,4 +1,4 @@
-"""The machine-readable report (DESIGN.md "Machine-readable contract"): build it, and read a saved one back."""
+"""The machine-readable report (docs/contract.md): build it, and read a saved one back."""
 
 from __future__ import annotations
 

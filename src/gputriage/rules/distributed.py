@@ -1,4 +1,4 @@
-"""Rules for the distributed part of the ladder (see DESIGN.md's finding catalogue).
+"""Rules for the distributed part of the ladder (see docs/contract.md's finding catalogue).
 
 Two kinds of rule live here. Per-rank rules read one rank's own facts (`run.rank_info`): they fire on a rank's
 record, and on each rank of a merged report (the merge evaluates every rank and tags the findings with `rank`).

@@ -1,4 +1,4 @@
-"""Rules for rung 1 (see DESIGN.md's finding catalogue): can this torch reach the GPU?
+"""Rules for rung 1 (see docs/contract.md's finding catalogue): can this torch reach the GPU?
 
 Registration order is the causal order, which decides the root cause among findings of equal severity: a missing
 torch before a broken driver, before a GPU that no one can see, before a build that cannot use it, before the
@@ -304,7 +304,7 @@ def cpu_only_build(run: Run) -> Iterator[Finding]:
         keep_none="torch_cuda",
     )
     if presence == "none":
-        finding.severity = Severity.INFO  # with no GPU, a CPU build is not the problem (DESIGN.md)
+        finding.severity = Severity.INFO  # with no GPU, a CPU build is not the problem (docs/contract.md)
     elif presence == "unknown" and finding.severity is Severity.CRITICAL:
         finding.severity = Severity.WARNING
     yield finding

@@ -1,4 +1,4 @@
-"""Rules for the trace part of the ladder (see DESIGN.md's finding catalogue).
+"""Rules for the trace part of the ladder (see docs/contract.md's finding catalogue).
 
 Each rule reads the `trace` section's per-rank summaries and turns what a profiler trace can prove into a finding.
 The thresholds were calibrated on the real traces in ../shared/corpus/traces (see tests/trace/test_corpus.py); each

@@ -1,4 +1,4 @@
-"""One trace file -> one RankTrace (DESIGN.md's contract fields plus the evidence the rules read)."""
+"""One trace file -> one RankTrace (docs/contract.md's fields plus the evidence the rules read)."""
 
 from __future__ import annotations
 
