@@ -2,7 +2,8 @@
 
 Generates the records that N ranks of 8-GPU nodes would write (each rank samples the 8 GPUs it can see for a long run:
 600 kept samples per GPU, 50 observed steps, 50 timed all-reduces, NVML's process list), merges them in a fresh
-process per N (`gputriage.merge.load_job` + `write_merged`: diagnose every rank, write every report file), and fits
+process per N (`record.merge.load_job` + `commands.rank_report.write_merged`: diagnose every rank, write every
+report file), and fits
 a line through 8, 64 and 512 ranks. The log-log slope says whether the growth is linear (1.0) or worse.
 
     .venv/bin/python bench/merge_scale.py [--ranks 8 64 512] [--project 1024]
@@ -27,7 +28,7 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from gputriage.merge import write_rank_record
+from gputriage.commands.rank_report import write_rank_record
 from gputriage.record import Run, run_from_dict, run_to_dict
 from gputriage.record.environment import DriverFacts, Environment, GpuDevice, HostFacts, TorchFacts
 from gputriage.record.gpu import GpuProcess, GpuSample, GpuSection, GpuSummary, GpuTrack
@@ -164,7 +165,8 @@ def rss_bytes() -> int:
 
 def measure(folder: Path) -> None:
     """Runs in a fresh process: merge the folder's records and print the numbers as JSON."""
-    from gputriage.merge import load_job, write_merged
+    from gputriage.commands.rank_report import write_merged
+    from gputriage.record.merge import load_job
 
     before_bytes = rss_bytes()
     start = time.perf_counter()

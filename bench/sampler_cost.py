@@ -13,7 +13,7 @@ import argparse
 import statistics
 import time
 
-from gputriage.hardware.fake import scenario_library
+from gputriage.hardware.fake_scenarios import scenario_library
 from gputriage.hardware.nvml import open_nvml
 from gputriage.hardware.sampler import GpuSampler, JobSpec
 

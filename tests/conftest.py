@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+
+from contract import catalogue_problems
+from gputriage import diagnosis
+from gputriage.findings import Finding
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 # ../shared/corpus next to the checkout; GPUTRIAGE_CORPUS points elsewhere (a worktree whose parent has no shared/).
@@ -32,3 +38,21 @@ def corpus() -> Path:
     if not CORPUS.is_dir():
         pytest.skip(f"corpus not found at {CORPUS}")
     return CORPUS
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _findings_follow_the_catalogue() -> Iterator[None]:
+    """Every finding any test makes the rules produce in this process is checked against the finding catalogue
+    (docs/contract.md): its code, rung, severity and evidence fields. (The CLI runs in subprocesses are checked on
+    their report.json by the tests that read them.)"""
+    real = diagnosis.evaluate_job
+
+    def checked(run: Any) -> list[Finding]:
+        found = real(run)
+        problems = catalogue_problems(f.to_json() for f in found)
+        assert problems == [], problems
+        return found
+
+    diagnosis.evaluate_job = checked  # type: ignore[assignment]
+    yield
+    diagnosis.evaluate_job = real  # type: ignore[assignment]

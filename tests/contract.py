@@ -1,9 +1,15 @@
-"""The JSON contract's fixed field lists (DESIGN.md "Machine-readable contract"), written out once for the tests.
+"""The JSON contract's fixed field lists (docs/contract.md), written out once for the tests, and the check of
+findings against the finding catalogue.
 
 Spelled out here rather than read from the code, so a renamed field fails a test instead of following silently.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from gputriage.data.catalogue import BY_CODE, COMMON_EVIDENCE
 
 # The `trace` section: one entry per rank with these fields (null where the trace cannot give one).
 TRACE_RANK_FIELDS = (
@@ -21,3 +27,28 @@ TRACE_RANK_FIELDS = (
     "dataloader_pct_of_step",
 )
 IDLE_BREAKDOWN_FIELDS = ("host_wait_pct", "kernel_wait_pct", "other_pct")
+
+# The verdict and each ladder rung (docs/contract.md).
+VERDICT_FIELDS = ("status", "root_cause", "summary")
+VERDICT_STATUSES = ("idle", "underused", "healthy", "inconclusive", "unknown")
+LADDER_FIELDS = ("rung", "question", "status", "reason", "finding_codes")
+RUNG_STATUSES = ("pass", "warn", "fail", "skipped")
+
+
+def catalogue_problems(findings: Iterable[dict[str, Any]]) -> list[str]:
+    """Findings (in their JSON form) that the catalogue does not declare: an unknown code, another rung, a severity
+    or an evidence field it does not list."""
+    problems = []
+    for f in findings:
+        entry = BY_CODE.get(f["code"])
+        if entry is None:
+            problems.append(f"{f['code']}: not in the catalogue")
+            continue
+        if f["rung"] != entry.rung:
+            problems.append(f"{f['code']}: rung {f['rung']}, the catalogue says {entry.rung}")
+        if f["severity"] not in entry.severities:
+            problems.append(f"{f['code']}: severity {f['severity']} is not among {entry.severities}")
+        extra = set(f.get("evidence") or {}) - set(entry.evidence) - set(COMMON_EVIDENCE)
+        if extra:
+            problems.append(f"{f['code']}: evidence fields {sorted(extra)} are not in the catalogue")
+    return problems

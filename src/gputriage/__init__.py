@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
-__version__ = "0.1.0"
+from gputriage.version import __version__
+
+__all__ = ["__version__"]
 
 
 def __getattr__(name: str) -> Any:
@@ -18,4 +21,6 @@ def __getattr__(name: str) -> Any:
         from gputriage.integrations.notebook import load_ipython_extension
 
         return load_ipython_extension
+    if name == "integrations":  # `gputriage.integrations.lightning.TriageCallback()` after a plain `import gputriage`
+        return importlib.import_module("gputriage.integrations")
     raise AttributeError(f"module 'gputriage' has no attribute {name!r}")

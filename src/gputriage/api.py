@@ -14,55 +14,43 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, TextIO
 
+from gputriage.collectors.runner import Outcome
+from gputriage.collectors.session import DEFAULT_STEPS, JobObservers, ObserveConfig, new_run
 from gputriage.diagnosis import Diagnosis, diagnose
 from gputriage.findings import Finding
 from gputriage.record import Run
-from gputriage.record.process import ProcessSection
 
-DEFAULT_SESSION_STEPS = 200
+SESSION_TARGET = "gputriage.session()"
 
 
 class Session:
     """Records while the `with` block runs; afterwards holds the Run record and its diagnosis."""
 
-    def __init__(self, expect_device: str | None = None, steps: int | None = DEFAULT_SESSION_STEPS) -> None:
+    def __init__(self, expect_device: str | None = None, steps: int | None = DEFAULT_STEPS) -> None:
         self.expect_device = expect_device
         self.steps = steps
         self.run: Run | None = None
         self._diagnosis: Diagnosis | None = None
-        self._observers: list[object] = []
+        self._observers: JobObservers | None = None
         self._start_s = 0.0
 
     def __enter__(self) -> Session:
-        from gputriage.collectors.gpu_observer import GpuSamplerObserver
-        from gputriage.collectors.probe import RunProbe
-        from gputriage.collectors.probe.devices import resolve_expected_device
-        from gputriage.collectors.probe.environment import EnvironmentObserver
-
-        expected = resolve_expected_device(self.expect_device)
-        self.run = Run(command="run", argv=list(sys.argv), expect_device=expected)
-        self._probe = RunProbe(expected, steps_limit=self.steps)
-        self._observers = [EnvironmentObserver(self.expect_device or expected), GpuSamplerObserver(), self._probe]
-        for observer in self._observers:
-            observer.start(self.run)  # type: ignore[attr-defined]
+        self.run = new_run("run", list(sys.argv), self.expect_device)
+        config = ObserveConfig(self.expect_device, self.steps, distributed=False)
+        self._observers = JobObservers(self.run, config)
+        self._observers.start()
         self._start_s = time.perf_counter()
         return self
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        assert self.run is not None
-        process = ProcessSection(exit_code=0 if exc is None else 1, wall_s=time.perf_counter() - self._start_s)
-        process.target = "gputriage.session()"
-        if exc is not None:
-            process.exception_type = type(exc).__name__
-            process.exception_message = str(exc)[:2000]
-            process.crash_where, process.crash_module = self._probe.explain_crash(exc)
-            if isinstance(exc, KeyboardInterrupt):
-                process.signal = "SIGINT"
-        self.run.process = process
-        for observer in reversed(self._observers):
-            observer.finish(self.run)  # type: ignore[attr-defined]
+        assert self.run is not None and self._observers is not None
+        outcome = Outcome(exit_code=0 if exc is None else 1, exception=exc)
+        if isinstance(exc, KeyboardInterrupt):
+            outcome.signal = "SIGINT"
+        outcome.wall_s = time.perf_counter() - self._start_s
+        self._observers.finish(outcome, SESSION_TARGET)
         self._diagnosis = diagnose(self.run)
 
     def start(self) -> Session:
@@ -78,13 +66,13 @@ class Session:
         """Jupyter shows a finished session as its HTML report."""
         if self._diagnosis is None:
             return None
-        from gputriage.integrations.notebook import diagnosis_html
+        from gputriage.report.notebook import diagnosis_html
 
         return diagnosis_html(self._diagnosis)
 
     def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
         """IPython's text view: the terminal report, or that the session still records."""
-        from gputriage.integrations.notebook import diagnosis_text
+        from gputriage.report.notebook import diagnosis_text
 
         recording = "<gputriage session: recording>"
         printer.text(diagnosis_text(self._diagnosis) if self._diagnosis is not None else recording)
@@ -107,7 +95,7 @@ class Session:
         emit(self.diagnosis, OutputOptions(out_dir=Path(out) if out is not None else None, terminal_stream=stream))
 
 
-def session(expect_device: str | None = None, steps: int | None = DEFAULT_SESSION_STEPS) -> Session:
+def session(expect_device: str | None = None, steps: int | None = DEFAULT_STEPS) -> Session:
     """Record rungs 1-5 around a block of code in this process (a notebook cell, a custom training loop).
 
     Args:

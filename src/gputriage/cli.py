@@ -7,8 +7,8 @@ import sys
 from collections.abc import Sequence
 from importlib import import_module
 
-from gputriage import __version__
 from gputriage.errors import InputError
+from gputriage.version import __version__
 
 # Each module under gputriage.commands adds its sub-parser and sets `func`. Listed in the ladder's order of use.
 COMMANDS = ("env", "run", "trace", "watch", "report", "demo")

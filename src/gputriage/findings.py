@@ -27,7 +27,7 @@ Evidence = dict[str, Any]
 
 @dataclass
 class Finding:
-    """One diagnosed cause. `code` is stable (DESIGN.md catalogue); never rename one."""
+    """One diagnosed cause. `code` is stable (docs/contract.md catalogue); never rename one."""
 
     code: str
     rung: int

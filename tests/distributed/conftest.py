@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from dist_records import RankFactory
 
-from gputriage.merge import write_rank_record
+from gputriage.commands.rank_report import write_rank_record
 from gputriage.record import Run
 from gputriage.record.process import ProcessSection
 from gputriage.record.ranks import ModelWrap, RankInfo

@@ -16,8 +16,8 @@ from dist_records import RankFactory, steps_with
 
 from gputriage.cli import main
 from gputriage.collectors.distributed import read_gpu_processes
-from gputriage.hardware.fake import FakeNvml, FakeProcess, scenario_library
-from gputriage.hardware.fake_scenarios import h100
+from gputriage.hardware.fake import FakeNvml, FakeProcess
+from gputriage.hardware.fake_scenarios import h100, scenario_library
 from gputriage.record import Run
 from gputriage.record.ranks import ModelWrap, RankLoader
 

@@ -9,7 +9,7 @@ from env_fixtures import codes, cuda_torch, diagnose_env, finding, probe_fake
 
 from gputriage.collectors.env_probe import probe_driver, probe_environment
 from gputriage.findings import Severity
-from gputriage.hardware.fake import scenario_library
+from gputriage.hardware.fake_scenarios import scenario_library
 from gputriage.rules.env_facts import gpu_presence
 
 

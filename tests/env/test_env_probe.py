@@ -10,7 +10,8 @@ from env_fixtures import cuda_torch, diagnose_env, probe_fake
 
 from gputriage.collectors.env_probe import probe_environment, probe_torch
 from gputriage.diagnosis import diagnose
-from gputriage.hardware.fake import FakeDevice, FakeNvml, scenario_library
+from gputriage.hardware.fake import FakeDevice, FakeNvml
+from gputriage.hardware.fake_scenarios import scenario_library
 from gputriage.record import Run
 
 

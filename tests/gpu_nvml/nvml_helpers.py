@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from gputriage.diagnosis import Diagnosis, diagnose
-from gputriage.hardware.fake import FakeClock, FakeNvml, scenario_library
+from gputriage.diagnosis import Diagnosis, diagnose, gpu_device_verdicts
+from gputriage.hardware.fake import FakeClock, FakeNvml
+from gputriage.hardware.fake_scenarios import scenario_library
 from gputriage.hardware.nvml import open_nvml
 from gputriage.hardware.sampler import GpuSampler, JobSpec
 from gputriage.record import Run
 from gputriage.record.gpu import GpuSection
-from gputriage.rules.gpu import device_verdict
 
 JOB_PID = 4242
 
@@ -39,8 +39,6 @@ def sample_fake(
             clock.advance(interval_s)
         sampler.stop()
         section = sampler.section()
-    for track in section.devices:
-        track.verdict = device_verdict(track)
     return section
 
 
@@ -56,3 +54,8 @@ def diagnose_run(section: GpuSection, expect_device: str | None = None) -> Diagn
 
 def codes(diag: Diagnosis) -> list[str]:
     return [f.code for f in diag.findings]
+
+
+def verdict_of(section: GpuSection, index: int = 0) -> str | None:
+    """The one-line state the diagnosis gives the GPU with this NVML index."""
+    return gpu_device_verdicts(section).get(index)

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from nvml_helpers import JOB_PID, codes, diagnose_run, sample_fake, sample_scenario
+from nvml_helpers import JOB_PID, codes, diagnose_run, sample_fake, sample_scenario, verdict_of
 
+from gputriage.diagnosis.passes import explain_idle_gpu_below
 from gputriage.findings import Finding, Severity
 from gputriage.hardware.fake import GIB, REASON_SW_POWER_CAP, FakeClock, FakeNvml, FakeProcess
 from gputriage.hardware.fake_scenarios import a100, busy
@@ -56,13 +57,13 @@ def test_a_lower_finding_explains_the_idle_gpu_and_cites_nvml(code: str, rung: i
     run = Run(command="run", gpu=sample_scenario("idle_memory_held"))
     (low,) = gpu_rules.low_gpu_utilization(run)  # the rule alone fires
     lower = Finding(code, rung, Severity.CRITICAL, "the lower cause")
-    out = gpu_rules.explain_idle_gpu_below(run, [lower, low])
+    out = explain_idle_gpu_below(run, [lower, low])
     assert [f.code for f in out] == [code]
     assert out[0].evidence["nvml_gpu_util_zero_pct_of_samples"] == 100.0
     assert out[0].evidence["nvml_gpu"] == "0 (NVIDIA A100-SXM4-80GB)"
     # An info finding explains nothing: the idle GPU stays a finding of its own.
     info = Finding(code, rung, Severity.INFO, "not a cause")
-    assert [f.code for f in gpu_rules.explain_idle_gpu_below(run, [info, low])] == [code, "low-gpu-utilization"]
+    assert [f.code for f in explain_idle_gpu_below(run, [info, low])] == [code, "low-gpu-utilization"]
 
 
 def test_low_gpu_utilization_only_when_the_job_is_meant_for_the_gpu() -> None:
@@ -180,7 +181,7 @@ def test_a_healthy_busy_gpu_has_no_rung5_finding() -> None:
     ],
 )
 def test_device_verdicts(scenario: str, verdict: str) -> None:
-    assert sample_scenario(scenario).devices[0].verdict == verdict
+    assert verdict_of(sample_scenario(scenario)) == verdict
 
 
 def test_verdicts_for_lost_and_mig_gpus() -> None:

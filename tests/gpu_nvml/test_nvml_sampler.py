@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from nvml_helpers import JOB_PID, sample_fake, sample_scenario
+from nvml_helpers import JOB_PID, sample_fake, sample_scenario, verdict_of
 
 from gputriage.hardware.fake import (
     GIB,
@@ -14,9 +14,8 @@ from gputriage.hardware.fake import (
     FakeDevice,
     FakeNvml,
     FakeProcess,
-    scenario_library,
 )
-from gputriage.hardware.fake_scenarios import SCENARIOS, a100
+from gputriage.hardware.fake_scenarios import SCENARIOS, a100, scenario_library
 from gputriage.hardware.nvml import open_nvml
 from gputriage.hardware.sampler import GpuSampler, JobSpec
 
@@ -26,7 +25,7 @@ def test_every_scenario_samples_without_raising(name: str) -> None:
     section = sample_scenario(name, seconds=2.0)
     assert section.self_check() == []
     if section.available:
-        assert all(t.verdict for t in section.devices)
+        assert all(verdict_of(section, t.index) for t in section.devices)
     else:
         assert section.unavailable_reason
 
@@ -42,7 +41,7 @@ def test_idle_gpu_with_memory_held() -> None:
     (proc,) = track.processes
     assert (proc.pid, proc.role, proc.is_job, proc.command) == (JOB_PID, "main", True, "python train.py --epochs 90")
     assert section.job_pids == [JOB_PID]
-    assert track.verdict == "idle while python train.py --epochs 90 (pid 4242) holds 76.0 GiB"
+    assert verdict_of(section) == "idle while python train.py --epochs 90 (pid 4242) holds 76.0 GiB"
 
 
 def test_time_varying_utilisation_is_read_from_the_driver_history() -> None:
@@ -117,7 +116,7 @@ def test_a_gpu_lost_during_the_run_is_reported_as_lost() -> None:
     track = section.devices[0]
     assert track.lost and track.error == "GPU is lost"
     assert track.summary.sample_count == 4  # t = 0, 0.5, 1.0, 1.5 s; nothing after the GPU fell off the bus
-    assert track.verdict is not None and track.verdict.startswith("lost: GPU is lost")
+    assert (verdict_of(section) or "").startswith("lost: GPU is lost")
     # The tick at 2.0 s found the board gone on its first call; no later tick asked it again (calls on a lost GPU
     # can block for seconds).
     assert lib.call_counts["nvmlDeviceGetUtilizationRates"] == 5
@@ -246,4 +245,4 @@ def test_a_binding_that_raises_something_else_loses_that_gpu_not_the_run() -> No
     section = sample_fake(lib, clock, seconds=1.0)
     track = section.devices[0]
     assert track.error == "gputriage could not read this GPU: TypeError: argument 2: wrong type"
-    assert track.verdict == f"unreadable: {track.error}"
+    assert verdict_of(section) == f"unreadable: {track.error}"

@@ -13,7 +13,8 @@ from nvml_helpers import codes
 
 from gputriage.collectors.gpu_observer import GpuSamplerObserver
 from gputriage.diagnosis import diagnose
-from gputriage.hardware.fake import GIB, FakeClock, scenario_library
+from gputriage.hardware.fake import GIB, FakeClock
+from gputriage.hardware.fake_scenarios import scenario_library
 from gputriage.record import Run
 from gputriage.report.document import build_document, run_from_document
 
@@ -34,7 +35,7 @@ def test_observer_fills_the_gpu_section_and_the_findings_use_it() -> None:
     observer.finish(run)
     assert run.gpu is not None and run.gpu.available
     (track,) = run.gpu.devices
-    assert track.verdict == "idle while python train.py --epochs 90 (pid 31337) holds 76.0 GiB"
+    assert diagnose(run).device_verdicts[0] == "idle while python train.py --epochs 90 (pid 31337) holds 76.0 GiB"
     assert track.processes[0].role == "main"
     assert run.gpu.job_pids == [31337]
     diag = diagnose(run)

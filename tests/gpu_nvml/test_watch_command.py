@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from gputriage.cli import main
+from gputriage.diagnosis import gpu_device_verdicts
 from gputriage.hardware.fake_scenarios import SCENARIOS
 from gputriage.hardware.nvml import FAKE_ENV_VAR
 from gputriage.record.gpu import GpuSection
@@ -125,10 +126,10 @@ def test_the_live_loop_redraws_each_tick() -> None:
     frames = iter([GpuSection(available=True), GpuSection(available=True), GpuSection(available=True)])
     drawn = []
 
-    def next_frame() -> GpuSection:
+    def next_frame() -> tuple[GpuSection, dict[int, str]]:
         section = next(frames)
         drawn.append(section)
-        return section
+        return section, gpu_device_verdicts(section)
 
     waits = iter([True, True, False])
     stream = io.StringIO()
@@ -141,7 +142,8 @@ def test_frame_of_a_lost_gpu() -> None:
     from nvml_helpers import sample_scenario
 
     stream = io.StringIO()
-    print_frame(sample_scenario("gpu_lost"), stream, width=100)
+    section = sample_scenario("gpu_lost")
+    print_frame(section, gpu_device_verdicts(section), stream, width=100)
     out = stream.getvalue()
     assert "lost: GPU is lost" in out and "GPU 0 · NVIDIA A100-SXM4-80GB" in out
 

@@ -6,6 +6,8 @@ threshold exists. The findings are printed either way (the terminal report on st
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -62,3 +64,17 @@ def test_trace_fails_on_a_launch_bound_trace(traces: Path, capsys: pytest.Captur
 def test_trace_passes_a_healthy_trace(traces: Path) -> None:
     (healthy,) = (traces / "hta" / "ns_resolution_trace").glob("*.json.gz")  # 98% busy training on a V100
     assert main(["trace", str(healthy), "--json", "--fail-on", "warning"]) == 0
+
+
+def test_the_integrations_are_reachable_as_the_readme_writes_them() -> None:
+    # `gputriage.integrations.lightning.TriageCallback()` after a plain `import gputriage`, importing Lightning only
+    # at that moment.
+    code = (
+        "import sys, gputriage\n"
+        "assert 'lightning' not in sys.modules and 'transformers' not in sys.modules\n"
+        "cb = gputriage.integrations.lightning.TriageCallback()\n"
+        "assert 'lightning' in sys.modules\n"
+        "print(type(cb).__module__, gputriage.integrations.hf.TriageCallback.__module__)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["gputriage.integrations.lightning", "gputriage.integrations.hf"]

@@ -10,13 +10,14 @@ import math
 import random
 
 from gputriage.diagnosis import Diagnosis
+from gputriage.diagnosis.ladder import build_ladder
+from gputriage.diagnosis.verdict import build_verdict
 from gputriage.findings import Finding, Severity, root_cause_order
-from gputriage.ladder import build_ladder, build_verdict
-from gputriage.merge import merge_runs
 from gputriage.record import Run
 from gputriage.record.compute import ComputeSection
 from gputriage.record.environment import DriverFacts, Environment, GpuDevice, TorchFacts
 from gputriage.record.gpu import GpuSample, GpuSection, GpuTrack
+from gputriage.record.merge import merge_runs
 from gputriage.record.placement import ModelInfo, PlacementSection
 from gputriage.record.process import ProcessSection
 from gputriage.record.ranks import ModelWrap, RankInfo

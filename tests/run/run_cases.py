@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from contract import catalogue_problems
+
 SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"
 PARALLEL_RUNS = 3
 RUN_TIMEOUT_S = 240
@@ -89,4 +91,6 @@ def run_case(case: Case, out_dir: Path, expect_device: str = "meta", env: dict[s
     stdout, stderr = proc.communicate(timeout=RUN_TIMEOUT_S)
     report_path = out_dir / "report.json"
     report = json.loads(report_path.read_text()) if report_path.exists() else {}
+    problems = catalogue_problems(report.get("findings", []))
+    assert problems == [], problems
     return Result(proc.returncode, stdout, stderr, report)

@@ -22,7 +22,7 @@ def test_nothing_moved_then_sys_exit_3(runs: dict[str, Result]) -> None:
     assert r.returncode == 3  # the script's sys.exit(3), kept
     assert "done" in r.stdout
     assert r.report["process"]["exit_code"] == 3
-    # Lower rung first (DESIGN.md): the batches, then the model, then the compute that follows from both.
+    # Lower rung first (docs/contract.md): the batches, then the model, then the compute that follows from both.
     assert _root(r) == "data-on-cpu"
     assert {"data-on-cpu", "model-on-cpu", "no-gpu-compute"} <= set(r.codes())
     assert r.report["findings"][0]["where"] == mark_line("nothing_moved.py", "data-on-cpu")

@@ -33,7 +33,6 @@ def _codes(run: Run) -> list[str]:
 
 def _healthy_placement() -> PlacementSection:
     return PlacementSection(
-        expected_device="meta",
         models=[ModelInfo(name="Net", parameter_count=10, devices={"meta": 10})],
         tensors=[TensorSeen(role="input", device="meta", shape=[8, 4], target="Net", where="train.py:9")],
     )
@@ -99,9 +98,11 @@ def test_partly_on_cpu_names_the_plain_attribute_and_its_line() -> None:
 
 def test_cpu_expected_device_describes_a_cpu_run() -> None:
     placement = _healthy_placement()
-    placement.expected_device = "cpu"
     placement.models[0].devices = {"cpu": 10}
-    assert _codes(_run(placement=placement)) == ["cpu-run"]
+    run = _run(placement=placement)
+    run.expect_device = None
+    run.resolved_device = "cpu"  # no --expect-device, and no accelerator at the job's start
+    assert _codes(run) == ["cpu-run"]
 
 
 def _steps(wait_s: float, wall_s: float, loader: LoaderInfo, n: int = 10) -> StepsSection:

@@ -22,7 +22,7 @@ from contract import TRACE_RANK_FIELDS
 from gputriage.cli import main as cli
 
 TRACE = "profiler_trace.json.gz"
-CONTRACT = TRACE_RANK_FIELDS  # DESIGN.md: the `trace` section's per-rank fields
+CONTRACT = TRACE_RANK_FIELDS  # docs/contract.md: the `trace` section's per-rank fields
 # What a CPU-only trace cannot give: every number about the device is null, never a guess.
 DEVICE_ONLY = ("device", "window_us", "busy_pct", "idle_pct", "compute_pct", "non_compute_pct", "idle_breakdown")
 

@@ -56,3 +56,28 @@ def test_session_records_placement_and_the_line() -> None:
     assert model_finding.where is not None and model_finding.where.endswith("test_session_api.py:48")
     with pytest.raises(RuntimeError, match="still recording"):
         gputriage.session().findings  # noqa: B018  (reading the property is the test)
+
+
+def test_a_failing_observer_never_raises_into_the_users_code(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    torch = pytest.importorskip("torch")
+    from torch import nn
+
+    import gputriage
+    from gputriage.collectors import gpu_observer
+
+    def broken(self: object, run: object) -> None:
+        raise RuntimeError("planted observer failure")
+
+    monkeypatch.setattr(gpu_observer.GpuSamplerObserver, "start", broken)
+    monkeypatch.setattr(gpu_observer.GpuSamplerObserver, "finish", broken)
+    with gputriage.session(expect_device="meta") as s:
+        model = nn.Linear(4, 2).to("meta")
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        for _ in range(3):
+            model(torch.randn(8, 4, device="meta")).sum().backward()
+            opt.step()
+    assert "an observer failed (RuntimeError: planted observer failure)" in capsys.readouterr().err
+    assert s.run is not None and s.run.steps is not None and len(s.run.steps.steps) >= 2
+    assert s.run.gpu is None  # the failed observer is left out, the others still recorded

@@ -14,14 +14,12 @@ import contextlib
 import functools
 import os
 import socket
-import sys
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from pathlib import Path
-from types import FrameType
 from typing import Any
 
+from gputriage.collectors.patching import Patches
+from gputriage.collectors.usercode import user_where
 from gputriage.record import Run
 from gputriage.record.ranks import CollectiveEvent, CollectiveStats, ModelWrap, NodeGpuProcess, RankInfo, RankLoader
 
@@ -46,7 +44,6 @@ COLLECTIVES = (
     "gather",
     "scatter",
 )
-_OWN_DIR = str(Path(__file__).resolve().parent.parent)
 
 
 def rank_from_env(environ: Mapping[str, str] = os.environ) -> RankInfo | None:
@@ -89,49 +86,6 @@ def _job_id(environ: Mapping[str, str]) -> str | None:
     return f"{master[0]}:{master[1]}" if all(master) else None
 
 
-def user_where(limit: int = 30) -> str | None:
-    """file:line of the innermost frame in the user's code (not torch, not gputriage, not the stdlib)."""
-    frame: FrameType | None = sys._getframe(1)
-    for _ in range(limit):
-        if frame is None:
-            return None
-        name = frame.f_code.co_filename
-        if not _is_library(name):
-            return f"{_short(name)}:{frame.f_lineno}"
-        frame = frame.f_back
-    return None
-
-
-def _is_library(filename: str) -> bool:
-    return (
-        filename.startswith("<")
-        or filename.startswith(_OWN_DIR)
-        or f"{os.sep}site-packages{os.sep}" in filename
-        or f"{os.sep}dist-packages{os.sep}" in filename
-        or filename.startswith(sys.prefix + os.sep + "lib")
-        or filename.startswith(sys.base_prefix + os.sep + "lib")
-    )
-
-
-def _short(filename: str) -> str:
-    with contextlib.suppress(ValueError):
-        return str(Path(filename).resolve().relative_to(Path.cwd()))
-    return filename
-
-
-@dataclass
-class _Patch:
-    owner: Any
-    name: str
-    original: Any
-    wrapper: Any
-
-    def undo(self) -> None:
-        # Another observer may have wrapped ours since; then ours stays in place, inert, rather than drop theirs.
-        if getattr(self.owner, self.name, None) is self.wrapper:
-            setattr(self.owner, self.name, self.original)
-
-
 class DistributedObserver:
     """Fills `run.rank_info` under torchrun, and for a single process that wraps its model in DataParallel."""
 
@@ -140,7 +94,7 @@ class DistributedObserver:
         self._clock_fn = clock
         self._run: Run | None = None
         self._info: RankInfo | None = None
-        self._patches: list[_Patch] = []
+        self._patches = Patches()
         self._active = False
         self._wrap: ModelWrap | None = None
         self._set_device: tuple[str, str | None] | None = None
@@ -203,18 +157,7 @@ class DistributedObserver:
         self._patch(torch, "load", self._recording_load)
 
     def _patch(self, owner: Any, name: str, make: Callable[..., Any]) -> None:
-        original = getattr(owner, name, None)
-        if original is None:
-            return
-
-        @functools.wraps(original)
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
-            if not self._active:
-                return original(*args, **kwargs)
-            return make(original, *args, **kwargs)
-
-        setattr(owner, name, wrapper)
-        self._patches.append(_Patch(owner, name, original, wrapper))
+        self._patches.wrap(owner, name, make)
 
     def _wrap_after(self, cls: type, name: str, after: Callable[..., None]) -> None:
         def make(original: Callable[..., Any], obj: Any, *args: Any, **kwargs: Any) -> Any:
@@ -226,9 +169,7 @@ class DistributedObserver:
         self._patch(cls, name, make)
 
     def _undo(self) -> None:
-        for patch in reversed(self._patches):
-            patch.undo()
-        self._patches.clear()
+        self._patches.restore()
 
     def _now_s(self) -> float:
         # Seconds since start(), on perf_counter like the step probe, so events line up with Step.start_s.

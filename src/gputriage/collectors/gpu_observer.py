@@ -12,7 +12,6 @@ from gputriage.hardware.nvml import open_nvml
 from gputriage.hardware.sampler import GpuSampler, JobSpec
 from gputriage.record import Run
 from gputriage.record.gpu import GpuSection
-from gputriage.rules.gpu import device_verdict
 
 
 class GpuSamplerObserver:
@@ -65,10 +64,7 @@ class GpuSamplerObserver:
                 run.gpu = GpuSection(available=False, unavailable_reason=self._error or "the sampler did not start")
                 return
             self.sampler.stop()
-            section = self.sampler.section()
-            for track in section.devices:
-                track.verdict = device_verdict(track)
-            run.gpu = section
+            run.gpu = self.sampler.section()
         except Exception as exc:
             run.gpu = GpuSection(available=False, unavailable_reason=f"the NVML sampler failed: {exc}")
         finally:

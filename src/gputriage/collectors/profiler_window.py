@@ -28,14 +28,13 @@ from typing import Any
 import torch
 from torch.profiler import ProfilerAction, ProfilerActivity
 
+from gputriage import outdir
 from gputriage.collectors.distributed import is_multi_rank, rank_from_env
 from gputriage.collectors.probe import RunProbe
 from gputriage.collectors.probe.window import PROBE_STEPS
 from gputriage.record import Run
 from gputriage.record.trace import TraceSection
 
-TRACE_STEM = "profiler_trace"
-TRACE_SUFFIX = ".json.gz"
 # gzip level 6: about as small as 9 for Kineto JSON, at a fraction of the time (the job waits for the export).
 GZIP_LEVEL = 6
 
@@ -45,14 +44,9 @@ def first_traced_step() -> int:
     return max(steps.stop for steps in PROBE_STEPS.values())
 
 
-def trace_file_name(rank: int | None) -> str:
-    """One file per rank under torchrun (they share --out); the rank in the name is what `gputriage trace` reads."""
-    return f"{TRACE_STEM}{TRACE_SUFFIX}" if rank is None else f"{TRACE_STEM}_rank{rank}{TRACE_SUFFIX}"
-
-
-def profiler_observers(trace_steps: int | None, out_dir: Path, probe: RunProbe) -> list[ProfilerWindow]:
-    """The `--trace` observer, following `probe`'s step counter; none without --trace."""
-    if trace_steps is None:
+def profiler_observers(trace_steps: int | None, out_dir: Path | None, probe: RunProbe) -> list[ProfilerWindow]:
+    """The `--trace` observer, following `probe`'s step counter; none without --trace (or without a folder)."""
+    if trace_steps is None or out_dir is None:
         return []
     window = ProfilerWindow(out_dir, trace_steps)
     probe.step_listeners.append(window.on_step)
@@ -72,7 +66,7 @@ class ProfilerWindow:
         self.steps = steps
         self.rank = _rank()
         # Resolved now: the user's script may chdir before the export.
-        self.path = (out_dir / trace_file_name(self.rank)).resolve()
+        self.path = (out_dir / outdir.trace_file_name(self.rank)).resolve()
         self._prof: Any = None  # torch.profiler.profile while the window is open
         self._last_step = 0
         self._exported = False

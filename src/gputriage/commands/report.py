@@ -9,10 +9,11 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from gputriage import outdir
 from gputriage.commands.common import add_output_options, exit_code_for, output_options
 from gputriage.diagnosis import diagnose
 from gputriage.errors import InputError
-from gputriage.merge import load_job
+from gputriage.record.merge import load_job
 from gputriage.report.document import load_document
 from gputriage.report.html import render_html
 from gputriage.report.markdown import render_markdown
@@ -35,7 +36,7 @@ def main(args: argparse.Namespace) -> int:
             raise InputError("give one report.json or --out folder (several only for the per-node folders of one job)")
         path: Path = args.paths[0]
         if path.is_dir():
-            path = path / "report.json"
+            path = outdir.report_json(path)
         run = load_document(path)
     diag = diagnose(run)
     if args.html is not None:

@@ -3,27 +3,21 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import sys
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from gputriage.collectors.distributed import is_multi_rank
-from gputriage.collectors.observer import Observer
-from gputriage.collectors.runner import Outcome, Target, check_target, die_by_signal, run_target
+from gputriage.collectors.runner import Target, check_target, die_by_signal, run_target
+from gputriage.collectors.session import DEFAULT_STEPS, JobObservers, ObserveConfig, new_run
 from gputriage.commands.common import add_fail_on, exit_code_for
+from gputriage.commands.rank_report import report_rank
 from gputriage.diagnosis import Diagnosis, diagnose
 from gputriage.errors import InputError
 from gputriage.findings import Severity
-from gputriage.merge import report_rank
-from gputriage.record import Run
-from gputriage.record.process import ProcessSection
 from gputriage.report.output import OutputOptions, emit
 
 DEFAULT_OUT = Path("gputriage-out")
-# Steps the cheap timing hooks watch by default; every probe is off after them and the job runs untouched.
-DEFAULT_STEPS = 200
 # --trace: steps in the profiler window (it starts after every probe window; see collectors/profiler_window.py).
 DEFAULT_TRACE_STEPS = 3
 
@@ -122,38 +116,15 @@ def trace_steps_from(args: argparse.Namespace) -> int | None:
     return steps
 
 
-def default_observers(config: RunConfig, expected_device: str) -> list[Observer]:
-    """Everything that watches the job. Started in this order, finished in reverse (the probe's hooks come off
-    before the environment probe touches torch). Add an observer here with one line."""
-    from gputriage.collectors.distributed import DistributedObserver
-    from gputriage.collectors.gpu_observer import GpuSamplerObserver
-    from gputriage.collectors.probe import RunProbe
-    from gputriage.collectors.probe.environment import EnvironmentObserver
-    from gputriage.collectors.profiler_window import profiler_observers
-
-    probe = RunProbe(expected_device, steps_limit=config.steps)
-    return [
-        DistributedObserver(),  # first: finished last, after the probe has filled the placement it reads
-        EnvironmentObserver(config.expect_device or expected_device),
-        GpuSamplerObserver(),
-        probe,
-        *profiler_observers(config.trace_steps, config.out_dir, probe),  # --trace: after the probe, finished first
-    ]
-
-
 def execute(config: RunConfig) -> int:
     """Run the job under the observers, write the report, and return the job's own exit code."""
     check_target(config.target)
-    from gputriage.collectors.probe.devices import resolve_expected_device
-
-    expected_device = resolve_expected_device(config.expect_device)
-    run = Run(command="run", argv=config.argv, expect_device=expected_device)
-    observers = default_observers(config, expected_device)
-    started = [o for o in observers if _safely(o.start, run)]
+    run = new_run("run", config.argv, config.expect_device)
+    observe = ObserveConfig(config.expect_device, config.steps, config.trace_steps, config.out_dir)
+    observers = JobObservers(run, observe)
+    observers.start()
     outcome = run_target(config.target)
-    run.process = process_section(outcome, config.target, observers)
-    for observer in reversed(started):
-        _safely(observer.finish, run)
+    observers.finish(outcome, config.target.describe())
     diag: Diagnosis | None = None
     if is_multi_rank():  # under torchrun: this rank's record, merged into the job's report through files
         report_rank(run, config.out_dir, sys.stderr)
@@ -176,38 +147,9 @@ def fail_on_code(diag: Diagnosis, fail_on: str | None) -> int:
     return code
 
 
-def process_section(outcome: Outcome, target: Target, observers: Sequence[Observer]) -> ProcessSection:
-    section = ProcessSection(
-        exit_code=outcome.exit_code,
-        signal=outcome.signal,
-        target=target.describe(),
-        wall_s=outcome.wall_s,
-    )
-    exc = outcome.exception
-    if exc is not None and outcome.signal is None:
-        section.exception_type = type(exc).__name__
-        section.exception_message = str(exc)[:2000]
-        for observer in observers:
-            explain = getattr(observer, "explain_crash", None)
-            if explain is not None:
-                section.crash_where, section.crash_module = explain(exc)
-    return section
-
-
 def report(diag: Diagnosis, out_dir: Path) -> None:
     """The terminal report goes to stderr (stdout is the script's); report.json and friends into out_dir."""
     try:
         emit(diag, OutputOptions(out_dir=out_dir, terminal_stream=sys.stderr))
     except InputError as exc:  # an unwritable --out must not replace the script's exit code
         print(f"gputriage: error: {exc}", file=sys.stderr)
-
-
-def _safely(step: object, run: Run) -> bool:
-    """An observer must never take the user's job down; a failing one is reported and left out."""
-    try:
-        step(run)  # type: ignore[operator]
-    except Exception as exc:
-        with contextlib.suppress(Exception):
-            print(f"gputriage: warning: an observer failed ({type(exc).__name__}: {exc})", file=sys.stderr)
-        return False
-    return True

@@ -14,16 +14,15 @@ from pathlib import Path
 
 from gputriage.collectors.host import pci_nvidia_gpus
 from gputriage.commands.common import add_fail_on, exit_code_for
-from gputriage.diagnosis import Diagnosis, diagnose
+from gputriage.diagnosis import Diagnosis, diagnose, gpu_device_verdicts
 from gputriage.errors import InputError
 from gputriage.hardware.nvml import NvmlSession, Unavailable, open_nvml
 from gputriage.hardware.procs import table_for
 from gputriage.hardware.sampler import GpuSampler, JobSpec
 from gputriage.record import Run
 from gputriage.record.gpu import GpuSection
-from gputriage.report.live import print_frame, run_live
+from gputriage.report.live import Frame, print_frame, run_live
 from gputriage.report.output import OutputOptions, emit
-from gputriage.rules.gpu import device_verdict
 
 ONCE_HISTORY_S = 20.0  # the driver keeps ~20 s of utilisation readings; --once summarises them
 ONCE_GPM_GAP_S = 0.2  # GPM metrics are differences between two samples taken apart
@@ -85,7 +84,8 @@ def _once(sampler: GpuSampler, args: argparse.Namespace) -> int:
     if args.json:
         emit(diag, OutputOptions(json=True))
     else:
-        print_frame(diag.run.gpu or GpuSection(), sys.stdout, findings=[f for f in diag.findings if f.rung == 5])
+        section = diag.run.gpu or GpuSection()
+        print_frame(section, diag.device_verdicts, sys.stdout, findings=[f for f in diag.findings if f.rung == 5])
     return exit_code_for(diag, args.fail_on)
 
 
@@ -96,20 +96,16 @@ def _argv(args: argparse.Namespace) -> list[str]:
     return argv
 
 
-def snapshot_diagnosis(section: GpuSection, argv: list[str], recent_s: float | None = None) -> Diagnosis:
+def snapshot_diagnosis(section: GpuSection, argv: list[str]) -> Diagnosis:
     """The report of one watch snapshot: `Run(command="watch", gpu=section)` through the usual rules."""
-    for track in section.devices:
-        track.verdict = device_verdict(track, recent_s)
     return diagnose(Run(command="watch", argv=argv, gpu=section))
 
 
 def _live(sampler: GpuSampler, interval_s: float) -> None:
-    def frame() -> GpuSection:
+    def frame() -> Frame:
         sampler.tick()
         section = sampler.section()
-        for track in section.devices:
-            track.verdict = device_verdict(track, LIVE_VERDICT_WINDOW_S)
-        return section
+        return section, gpu_device_verdicts(section, LIVE_VERDICT_WINDOW_S)
 
     with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is how a watch ends
         run_live(frame, _sleeper(interval_s), sys.stdout)
@@ -137,7 +133,7 @@ def _require_nvml(session: NvmlSession) -> None:
 
 
 def rung1_code(error: Unavailable, pci_gpus: int | None = None) -> str:
-    """The rung-1 finding an NVML start-up failure amounts to (DESIGN.md catalogue).
+    """The rung-1 finding an NVML start-up failure amounts to (docs/contract.md catalogue).
 
     A version mismatch names itself. Otherwise the PCI bus decides: an NVIDIA board without a working driver is
     driver-not-loaded; no board at all is no-gpu-visible.

@@ -514,36 +514,3 @@ def _proc_infos(dev: FakeDevice | FakeMigDevice, kind: str) -> list[SimpleNamesp
 
 
 _CONSTANTS = {name: value for name, value in globals().items() if name.startswith("NVML_") and isinstance(value, int)}
-
-
-def scenario_library(name: str, clock: Callable[[], float] | None = None, job_pid: int | None = None) -> FakeNvml:
-    """A fresh fake for the named scenario (see `gputriage.hardware.fake_scenarios.SCENARIOS`).
-
-    `job_pid` renumbers the scenario's job (pid 4242) so that a real process, e.g. a `gputriage run` under test, is
-    recognised as the job; GPUTRIAGE_FAKE_JOB_PID=self does the same through the environment.
-    """
-    from gputriage.hardware.fake_scenarios import JOB_PID, SCENARIOS
-
-    try:
-        build = SCENARIOS[name]
-    except KeyError:
-        raise ValueError(f"unknown fake NVML scenario {name!r}; known: {', '.join(sorted(SCENARIOS))}") from None
-    lib = build()
-    lib.scenario = name
-    if job_pid is not None:
-        for proc in (p for d in lib.devices for p in d.processes):
-            proc.pid = job_pid if proc.pid == JOB_PID else proc.pid
-            proc.ppid = job_pid if proc.ppid == JOB_PID else proc.ppid
-        lib.process_table = lib.rebuild_process_table()
-    if clock is not None:
-        lib.clock, lib.start_s = clock, clock()
-    return lib
-
-
-def __getattr__(name: str) -> Any:
-    # SCENARIOS and the device builders moved to fake_scenarios; keep `fake.SCENARIOS` / `fake.a100` working.
-    if name in {"SCENARIOS", "a100"}:
-        from gputriage.hardware import fake_scenarios
-
-        return getattr(fake_scenarios, name)
-    raise AttributeError(name)

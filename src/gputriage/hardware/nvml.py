@@ -35,7 +35,7 @@ def _load_library() -> Any:
     """The real binding, or the fake scenario named in GPUTRIAGE_FAKE_NVML."""
     scenario = os.environ.get(FAKE_ENV_VAR)
     if scenario:
-        from gputriage.hardware.fake import scenario_library
+        from gputriage.hardware.fake_scenarios import scenario_library
 
         job = os.environ.get(FAKE_JOB_PID_ENV_VAR)
         job_pid = os.getpid() if job == "self" else int(job) if job and job.isdigit() else None

@@ -7,12 +7,13 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
-from gputriage.api import DEFAULT_SESSION_STEPS, Session
+from gputriage.api import Session
+from gputriage.collectors.session import DEFAULT_STEPS
 from gputriage.diagnosis import Diagnosis
 from gputriage.errors import InputError
 from gputriage.findings import Finding, Severity
+from gputriage.record.steps import steady_steps
 from gputriage.report.output import OutputOptions, emit, write_files
-from gputriage.rules.steps import steady_steps
 
 METRIC_PREFIX = "gputriage/"
 
@@ -38,7 +39,7 @@ class TrainingRecorder:
     def __init__(
         self,
         expect_device: str | None = None,
-        steps: int | None = DEFAULT_SESSION_STEPS,
+        steps: int | None = DEFAULT_STEPS,
         print_report: bool = True,
         stream: TextIO | None = None,
     ) -> None:

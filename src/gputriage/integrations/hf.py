@@ -14,7 +14,7 @@ from typing import Any
 
 from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 
-from gputriage.api import DEFAULT_SESSION_STEPS
+from gputriage.collectors.session import DEFAULT_STEPS
 from gputriage.integrations.common import RecordedResults, TrainingRecorder, key_numbers
 
 REPORT_SUBDIR = "gputriage"
@@ -34,7 +34,7 @@ class TriageCallback(RecordedResults, TrainerCallback):
     def __init__(
         self,
         expect_device: str | None = None,
-        steps: int | None = DEFAULT_SESSION_STEPS,
+        steps: int | None = DEFAULT_STEPS,
         out_dir: str | Path | None = None,
         *,
         print_report: bool = True,

@@ -19,7 +19,7 @@ from typing import Any
 import lightning.pytorch as pl
 from lightning.pytorch.callbacks import Callback
 
-from gputriage.api import DEFAULT_SESSION_STEPS
+from gputriage.collectors.session import DEFAULT_STEPS
 from gputriage.integrations.common import RecordedResults, TrainingRecorder, key_numbers, measured_verdicts
 from gputriage.integrations.warning_filters import WarningFilter, literal_prefix
 
@@ -48,7 +48,7 @@ class TriageCallback(RecordedResults, Callback):
     def __init__(
         self,
         expect_device: str | None = None,
-        steps: int | None = DEFAULT_SESSION_STEPS,
+        steps: int | None = DEFAULT_STEPS,
         out_dir: str | Path | None = None,
         *,
         replace_static_warnings: bool = True,

@@ -12,8 +12,6 @@ HTML report, a terminal IPython as the text report. A `gputriage.session()` show
 from __future__ import annotations
 
 import argparse
-import html
-import io
 import shlex
 import sys
 from pathlib import Path
@@ -22,33 +20,10 @@ from typing import Any, NoReturn
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, magics_class
 
-from gputriage.api import DEFAULT_SESSION_STEPS, Session
-from gputriage.diagnosis import Diagnosis
+from gputriage.api import Session
+from gputriage.collectors.session import DEFAULT_STEPS
 from gputriage.errors import InputError
-from gputriage.report import terminal
-from gputriage.report.html import render_html
-from gputriage.report.output import make_console, write_files
-
-# The report page is a whole HTML document with its own CSS and scripts. Inside an iframe it neither restyles the
-# notebook nor depends on the notebook trusting inline scripts in cell output.
-FRAME_HEIGHT_PX = 720
-TEXT_WIDTH = 100
-
-
-def diagnosis_html(diag: Diagnosis, height_px: int = FRAME_HEIGHT_PX) -> str:
-    """The HTML report, isolated in an iframe, for a notebook cell's output."""
-    page = html.escape(render_html(diag), quote=True)
-    return (
-        f'<iframe srcdoc="{page}" title="gputriage report" '
-        f'style="width: 100%; height: {height_px}px; border: 1px solid #ddd;"></iframe>'
-    )
-
-
-def diagnosis_text(diag: Diagnosis, width: int = TEXT_WIDTH) -> str:
-    """The terminal report as plain text (no colour codes), for IPython's text display."""
-    buffer = io.StringIO()
-    terminal.render(diag, make_console(buffer, width))
-    return buffer.getvalue()
+from gputriage.report.output import write_files
 
 
 class _MagicParser(argparse.ArgumentParser):
@@ -61,7 +36,7 @@ class _MagicParser(argparse.ArgumentParser):
 def _parser() -> argparse.ArgumentParser:
     parser = _MagicParser(prog="%%triage", add_help=False)
     parser.add_argument("--expect-device", metavar="DEV", help="the device the cell is meant to use")
-    parser.add_argument("--steps", type=int, default=DEFAULT_SESSION_STEPS, metavar="N", help="observe N steps")
+    parser.add_argument("--steps", type=int, default=DEFAULT_STEPS, metavar="N", help="observe N steps")
     parser.add_argument("--out", type=Path, metavar="DIR", help="also write report.json, report.html, ... there")
     return parser
 

@@ -42,6 +42,9 @@ class ComputeSection:
     syncs: list[HostSync] = field(default_factory=list)
     sync_debug_mode: bool = False  # torch.cuda.set_sync_debug_mode("warn") was on during the window
 
+    def measured_rungs(self) -> set[int]:
+        return {4}
+
     def self_check(self) -> list[str]:
         problems = []
         if any(n < 0 for n in self.ops_per_device.values()):

@@ -107,6 +107,9 @@ class Environment:
     unknown: list[str] = field(default_factory=list)
     errors: list[ErrorSeen] = field(default_factory=list)  # error texts of a pasted report, in order
 
+    def measured_rungs(self) -> set[int]:
+        return {1}
+
     def self_check(self) -> list[str]:
         problems = []
         indices = [d.index for d in self.driver.devices]

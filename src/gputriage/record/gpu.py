@@ -93,7 +93,6 @@ class GpuTrack:
     util_recent_pct: list[float] = field(default_factory=list)
     summary: GpuSummary = field(default_factory=GpuSummary)
     processes: list[GpuProcess] = field(default_factory=list)
-    verdict: str | None = None  # one line: "idle while python train.py (pid 4242) holds 12.0 GiB"
 
 
 @dataclass
@@ -107,6 +106,9 @@ class GpuSection:
     job_pids: list[int] = field(default_factory=list)
     cuda_visible_devices: str | None = None
     devices: list[GpuTrack] = field(default_factory=list)
+
+    def measured_rungs(self) -> set[int]:
+        return {5}
 
     def self_check(self) -> list[str]:
         problems = []

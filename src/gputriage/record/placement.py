@@ -52,10 +52,12 @@ class TensorSeen:
 
 @dataclass
 class PlacementSection:
-    expected_device: str | None = None  # the device type the job should use: cuda | mps | xpu | meta | cpu
     models: list[ModelInfo] = field(default_factory=list)
     tensors: list[TensorSeen] = field(default_factory=list)
     steps_watched: int = 0  # how many steps the placement hooks watched
+
+    def measured_rungs(self) -> set[int]:
+        return {2, 3}
 
     def self_check(self) -> list[str]:
         problems = []

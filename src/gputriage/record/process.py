@@ -16,6 +16,9 @@ class ProcessSection:
     crash_where: str | None = None  # file:line of the innermost frame of the user's code in the traceback
     crash_module: str | None = None  # the innermost nn.Module whose forward was running, e.g. "Net.head (Linear)"
 
+    def measured_rungs(self) -> set[int]:
+        return set()  # how the job ended bounds what the verdict can say; it answers no rung itself
+
     def self_check(self) -> list[str]:
         if self.exception_type is not None and self.exit_code == 0:
             return ["process: an exception was recorded but the exit code is 0"]

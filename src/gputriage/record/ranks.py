@@ -1,7 +1,7 @@
 """Distributed facts: which rank a record belongs to, what that rank saw, and the merged per-rank view.
 
 A rank's own record (`DIR/ranks/rank-00003.json`) is a plain Run with `rank_info` set; its sections sit at the top
-level as in any run. The merge (`gputriage.merge`) moves each rank's sections into its `RankInfo`, so the merged
+level as in any run. The merge (`gputriage.record.merge`) moves each rank's sections into its `RankInfo`, so the merged
 report holds every rank's evidence and the rules can be re-run per rank on a saved report.
 """
 
@@ -9,17 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from gputriage.record.compute import ComputeSection
-from gputriage.record.environment import Environment
-from gputriage.record.gpu import GpuSection
-from gputriage.record.placement import PlacementSection
-from gputriage.record.process import ProcessSection
-from gputriage.record.steps import StepsSection
-from gputriage.record.trace import TraceSection
-
-# The Run sections a rank carries into the merged view; `gputriage.merge` moves exactly these (a test keeps the list
-# in step with the fields of Run).
-RANK_SECTIONS = ("environment", "process", "placement", "compute", "steps", "gpu", "trace")
+from gputriage.record.sections import Sections
 
 
 @dataclass
@@ -78,7 +68,10 @@ class CollectiveStats:
 
 
 @dataclass
-class RankInfo:
+class RankInfo(Sections):
+    """One rank of a distributed job. Its evidence sections (see `Sections`) are filled only in the merged view:
+    a rank's own record keeps them at the top level of its Run, and the merge moves them in here."""
+
     rank: int
     world_size: int
     local_rank: int | None = None
@@ -106,14 +99,6 @@ class RankInfo:
     collectives: CollectiveStats = field(default_factory=CollectiveStats)
     # file:line of torch.load calls without map_location (they load tensors onto the device they were saved from).
     load_without_map_location: list[str] = field(default_factory=list)
-    # The rank's own sections, filled only in the merged view (see RANK_SECTIONS).
-    environment: Environment | None = None
-    process: ProcessSection | None = None
-    placement: PlacementSection | None = None
-    compute: ComputeSection | None = None
-    steps: StepsSection | None = None
-    gpu: GpuSection | None = None
-    trace: TraceSection | None = None
 
 
 @dataclass
@@ -127,6 +112,9 @@ class RanksSection:
     nodes: list[str] = field(default_factory=list)
     sources: list[str] = field(default_factory=list)  # the folders the records were read from
     unreadable: list[str] = field(default_factory=list)  # rank files that could not be read (named, not guessed)
+
+    def measured_rungs(self) -> set[int]:
+        return set()  # the merged view; its top level carries the first rank's sections
 
     def self_check(self) -> list[str]:
         seen = [r.rank for r in self.ranks]

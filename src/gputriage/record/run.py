@@ -10,21 +10,16 @@ from typing import Any
 import msgspec
 
 from gputriage.errors import InputError
-from gputriage.record.compute import ComputeSection
-from gputriage.record.environment import Environment
-from gputriage.record.gpu import GpuSection
-from gputriage.record.placement import PlacementSection
-from gputriage.record.process import ProcessSection
+from gputriage.outdir import atomic_write
 from gputriage.record.ranks import RankInfo, RanksSection
-from gputriage.record.steps import StepsSection
-from gputriage.record.trace import TraceSection
+from gputriage.record.sections import Sections
 
 RUN_SCHEMA = "gputriage.run/1"
 
 
 @dataclass
-class Run:
-    """Everything one command measured. A section is None when that command did not measure it.
+class Run(Sections):
+    """Everything one command measured: its evidence sections (see `Sections`), and what the run was about.
 
     Which sections are present decides which rungs of the ladder are "measured" rather than "skipped".
     """
@@ -33,24 +28,15 @@ class Run:
     schema: str = RUN_SCHEMA
     created_at_s: float = field(default_factory=time.time)
     argv: list[str] = field(default_factory=list)
-    # The device the job is meant to use (--expect-device); None means "the first available accelerator".
+    # --expect-device as the user gave it ("cuda:1"); None: not given. Ask `record.device.judged_device(run)` which
+    # device the run is judged for.
     expect_device: str | None = None
+    # Without --expect-device: the device type `run` resolved at the job's start (see record/device.py).
+    resolved_device: str | None = None
     # Set when this record belongs to one rank of a distributed job.
     rank_info: RankInfo | None = None
-    environment: Environment | None = None
-    process: ProcessSection | None = None
-    placement: PlacementSection | None = None
-    compute: ComputeSection | None = None
-    steps: StepsSection | None = None
-    gpu: GpuSection | None = None
-    trace: TraceSection | None = None
+    # The merged view of a distributed job's ranks.
     ranks: RanksSection | None = None
-
-    def expected_device_type(self) -> str | None:
-        """The device type of --expect-device ("cuda" for "cuda:1"); None when the flag was not given."""
-        if not self.expect_device:
-            return None
-        return self.expect_device.split(":", 1)[0].strip().lower()
 
     def self_check(self) -> list[str]:
         """Return every broken invariant as a sentence (empty when the record is consistent).
@@ -61,19 +47,18 @@ class Run:
         problems: list[str] = []
         if self.schema != RUN_SCHEMA:
             problems.append(f"schema is {self.schema!r}, expected {RUN_SCHEMA!r}")
-        for section in (
-            self.environment,
-            self.process,
-            self.placement,
-            self.compute,
-            self.steps,
-            self.gpu,
-            self.trace,
-            self.ranks,
-        ):
-            if section is not None:
-                problems.extend(section.self_check())
+        for _, section in self.present_sections():
+            problems.extend(section.self_check())
+        if self.ranks is not None:
+            problems.extend(self.ranks.self_check())
         return problems
+
+    def measured_rungs(self) -> set[int]:
+        """Which rungs this record has evidence for; the others are "skipped", not "pass"."""
+        rungs: set[int] = set()
+        for _, section in self.present_sections():
+            rungs |= section.measured_rungs()
+        return rungs
 
 
 def run_to_dict(run: Run) -> dict[str, Any]:
@@ -92,8 +77,13 @@ def run_from_dict(doc: dict[str, Any]) -> Run:
         raise InputError(f"run record does not match {RUN_SCHEMA}: {exc}") from exc
 
 
+def encode_run(run: Run) -> bytes:
+    return msgspec.json.format(msgspec.json.encode(run), indent=1)
+
+
 def save_run(run: Run, path: Path) -> None:
-    path.write_bytes(msgspec.json.format(msgspec.json.encode(run), indent=1))
+    """Write the record atomically (see outdir.atomic_write)."""
+    atomic_write(path, encode_run(run))
 
 
 def read_json_object(path: Path, expected: str) -> dict[str, Any]:

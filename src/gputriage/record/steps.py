@@ -39,6 +39,11 @@ class Step:
         )
 
 
+def steady_steps(steps: list[Step]) -> list[Step]:
+    """The steps after warm-up: the first step pays for worker start-up and lazy initialisation."""
+    return steps[1:] if len(steps) >= 3 else steps
+
+
 @dataclass
 class LoaderInfo:
     """The DataLoader feeding the steps, as the user configured it."""
@@ -66,6 +71,9 @@ class StepsSection:
     steps_total: int | None = None  # how many steps the job ran in all, when counted
     step_source: str | None = None  # optimizer | dataloader: how steps were detected
     cpu_count: int | None = None  # CPU cores this process may use (sched_getaffinity), for the num_workers fix
+
+    def measured_rungs(self) -> set[int]:
+        return {5}
 
     def self_check(self) -> list[str]:
         problems = []

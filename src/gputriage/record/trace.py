@@ -1,6 +1,6 @@
-"""The trace section: per-rank numbers from a PyTorch profiler (Kineto) trace, in DESIGN.md's contract.
+"""The trace section: per-rank numbers from a PyTorch profiler (Kineto) trace, in docs/contract.md.
 
-The contract fields of RankTrace come first (DESIGN.md: "trace" section); the nested summaries after them are the
+The contract fields of RankTrace come first (docs/contract.md: "trace" section); the nested summaries after them are the
 evidence that the trace rules read. Every time is in microseconds (`_us`), every share in percent (`_pct`).
 """
 
@@ -221,6 +221,9 @@ class TraceSection:
     imbalance: RankImbalance | None = None
     # `run --trace`: why the profiler window gave no trace (never raised into the job), or that the job ended inside it
     note: str | None = None
+
+    def measured_rungs(self) -> set[int]:
+        return {4, 5} if self.ranks else set()
 
     def self_check(self) -> list[str]:
         return [p for r in self.ranks for p in r.self_check()]

@@ -1,4 +1,4 @@
-"""The machine-readable report (DESIGN.md "Machine-readable contract"): build it, and read a saved one back."""
+"""The machine-readable report (docs/contract.md): build it, and read a saved one back."""
 
 from __future__ import annotations
 
@@ -44,7 +44,18 @@ def build_document(diag: Diagnosis) -> dict[str, Any]:
         "findings": [f.to_json() for f in diag.findings],
     }
     doc.update(run_doc)
+    _add_device_verdicts(doc, diag.device_verdicts)
     return doc
+
+
+def _add_device_verdicts(doc: dict[str, Any], verdicts: dict[int, str]) -> None:
+    """Each GPU track of the `gpu` section carries its one-line state ("idle while ... holds 12.0 GiB") in the JSON;
+    the diagnosis computes it, the record does not store it."""
+    gpu = doc.get("gpu")
+    if not isinstance(gpu, dict):
+        return
+    for track in gpu.get("devices") or []:
+        track["verdict"] = verdicts.get(track.get("index"))
 
 
 def encode_document(doc: dict[str, Any]) -> bytes:

@@ -6,7 +6,7 @@ live loop shows, and the tests render it to a fixed-width console.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TextIO
 
 from rich.console import Console, Group, RenderableType
@@ -39,8 +39,11 @@ def sparkline(values: list[float | None], width: int = SPARK_WIDTH) -> str:
 COMPACT_FROM_GPUS = 3  # from three GPUs on, one row per GPU: eight panels would not fit a terminal
 
 
-def watch_view(section: GpuSection, title: str = "gputriage watch", compact: bool | None = None) -> RenderableType:
-    """The whole frame: one panel per GPU, or one table row per GPU on a multi-GPU node."""
+def watch_view(
+    section: GpuSection, verdicts: Mapping[int, str], title: str = "gputriage watch", compact: bool | None = None
+) -> RenderableType:
+    """The whole frame: one panel per GPU, or one table row per GPU on a multi-GPU node. `verdicts` holds each
+    GPU's one-line state by index (diagnosis.gpu_device_verdicts)."""
     if not section.devices:
         return Text(f"{title}: no GPU to show ({section.unavailable_reason or 'none visible'})")
     source = "" if section.source == "nvml" else f" · {section.source}"
@@ -48,8 +51,8 @@ def watch_view(section: GpuSection, title: str = "gputriage watch", compact: boo
     if compact is None:
         compact = len(section.devices) >= COMPACT_FROM_GPUS
     if compact:
-        return Group(header, gpu_table(section), process_table(section), *verdict_lines(section))
-    return Group(header, *[gpu_panel(track) for track in section.devices])
+        return Group(header, gpu_table(section), process_table(section), *verdict_lines(section, verdicts))
+    return Group(header, *[gpu_panel(track, verdicts.get(track.index, "")) for track in section.devices])
 
 
 def gpu_table(section: GpuSection) -> Table:
@@ -94,8 +97,12 @@ def process_table(section: GpuSection) -> Table:
     return table
 
 
-def verdict_lines(section: GpuSection) -> list[Text]:
-    return [Text(f"GPU {t.index} → {t.verdict or ''}", style=_verdict_style(t.verdict or "")) for t in section.devices]
+def verdict_lines(section: GpuSection, verdicts: Mapping[int, str]) -> list[Text]:
+    lines = []
+    for track in section.devices:
+        verdict = verdicts.get(track.index, "")
+        lines.append(Text(f"GPU {track.index} → {verdict}", style=_verdict_style(verdict)))
+    return lines
 
 
 def _verdict_style(verdict: str) -> str:
@@ -109,9 +116,8 @@ def _util_series(track: GpuTrack) -> list[float | None]:
     return util
 
 
-def gpu_panel(track: GpuTrack) -> Panel:
+def gpu_panel(track: GpuTrack, verdict: str) -> Panel:
     title = Text(f"GPU {track.index}" + (f" · {track.name}" if track.name else ""), style="bold")
-    verdict = track.verdict or ""
     style = _verdict_style(verdict)
     if track.lost or track.error:
         return Panel(Text(verdict or f"unreadable: {track.error}", style="bold red"), title=title, title_align="left")
@@ -171,21 +177,28 @@ def _processes(track: GpuTrack) -> Table:
 
 
 def print_frame(
-    section: GpuSection, stream: TextIO, width: int | None = None, findings: list[Finding] | None = None
+    section: GpuSection,
+    verdicts: Mapping[int, str],
+    stream: TextIO,
+    width: int | None = None,
+    findings: list[Finding] | None = None,
 ) -> None:
     """One frame (`watch --once`), followed by the rung-5 findings it supports."""
     console = Console(file=stream, width=width, highlight=False)
-    console.print(watch_view(section))
+    console.print(watch_view(section, verdicts))
     for finding in findings or []:
         console.print(finding_panel(finding))
 
 
-def run_live(next_frame: Callable[[], GpuSection], wait: Callable[[], bool], stream: TextIO) -> None:
-    """Redraw until `wait()` returns False (or Ctrl-C): `next_frame` takes a tick and returns the section."""
+Frame = tuple[GpuSection, Mapping[int, str]]  # the gpu section, and each GPU's verdict by index
+
+
+def run_live(next_frame: Callable[[], Frame], wait: Callable[[], bool], stream: TextIO) -> None:
+    """Redraw until `wait()` returns False (or Ctrl-C): `next_frame` takes a tick and returns the frame."""
     console = Console(file=stream, highlight=False)
-    with Live(watch_view(next_frame()), console=console, auto_refresh=False, screen=False) as live:
+    with Live(watch_view(*next_frame()), console=console, auto_refresh=False, screen=False) as live:
         while wait():
-            live.update(watch_view(next_frame()), refresh=True)
+            live.update(watch_view(*next_frame()), refresh=True)
 
 
 def _pct(value: float | None) -> str:

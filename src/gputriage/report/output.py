@@ -9,8 +9,8 @@ from typing import TextIO
 
 from rich.console import Console
 
+from gputriage import outdir
 from gputriage.diagnosis import Diagnosis
-from gputriage.errors import InputError
 from gputriage.report import terminal
 from gputriage.report.document import build_document, encode_document
 from gputriage.report.html import render_html
@@ -44,10 +44,10 @@ def make_console(stream: TextIO, width: int | None = None) -> Console:
 def report_files(diag: Diagnosis) -> dict[str, bytes]:
     """Every file of `--out DIR`, by name. report.json comes first: the others are views of it."""
     return {
-        "report.json": encode_document(build_document(diag)),
-        "report.html": render_html(diag).encode("utf-8"),
-        "report.md": render_markdown(diag).encode("utf-8"),
-        "timeline.json": encode_timeline(build_timeline(diag)),
+        outdir.REPORT_JSON: encode_document(build_document(diag)),
+        outdir.REPORT_HTML: render_html(diag).encode("utf-8"),
+        outdir.REPORT_MD: render_markdown(diag).encode("utf-8"),
+        outdir.TIMELINE_JSON: encode_timeline(build_timeline(diag)),
     }
 
 
@@ -60,9 +60,5 @@ def write_files(diag: Diagnosis, out_dir: Path) -> list[Path]:
 
 
 def write_file(path: Path, content: bytes) -> Path:
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(content)
-    except OSError as exc:
-        raise InputError(f"cannot write {path}: {exc.strerror or exc}") from exc
-    return path
+    """One report file, written atomically: a failed write leaves the previous one intact."""
+    return outdir.atomic_write(path, content)

@@ -1,12 +1,18 @@
-"""Rules: pure functions of the Run record. Importing this package registers every rule module, in causal order.
+"""Rules: pure functions of the Run record. Importing this package registers every rule module.
 
-Rung 1 first (a broken install explains everything above it), then placement, compute, the GPU's state, traces and
-the distributed view.
+The modules are imported in causal order, which is the tie-break between findings of the same severity and rung
+(see registry.py): rung 1 first (a broken install explains everything above it), then placement, compute, the input
+pipeline, the GPU's state, traces and the distributed view. A test keeps this order.
 """
 
 from __future__ import annotations
 
-from gputriage.rules import compute, distributed, env, gpu, placement, steps, trace  # noqa: F401  (registers rules)
-from gputriage.rules.registry import Rule, evaluate, registered, rule
+# isort: off
+from gputriage.rules import env, placement, compute, steps, gpu, trace, distributed  # noqa: F401  (registers rules)
 
-__all__ = ["Rule", "evaluate", "registered", "rule"]
+# isort: on
+from gputriage.rules.registry import Rule, evaluate, job_rule, job_rules, registered, rule
+
+CAUSAL_ORDER = ("env", "placement", "compute", "steps", "gpu", "trace", "distributed")
+
+__all__ = ["CAUSAL_ORDER", "Rule", "evaluate", "job_rule", "job_rules", "registered", "rule"]

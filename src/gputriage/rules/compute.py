@@ -13,7 +13,7 @@ from __future__ import annotations
 from gputriage.findings import Finding, Severity
 from gputriage.record import Run
 from gputriage.record.compute import ComputeSection
-from gputriage.rules.placement import expected_device
+from gputriage.record.device import judged_device
 from gputriage.rules.registry import rule
 
 CPU_SHARE_MIN_PCT = 20.0
@@ -23,7 +23,7 @@ SYNC_SHARE_MIN_PCT = 5.0
 
 
 def _judged(run: Run) -> tuple[ComputeSection, str] | None:
-    expected = expected_device(run)
+    expected = judged_device(run)
     if run.compute is None or expected in (None, "cpu") or run.compute.window_steps <= 0:
         return None
     return run.compute, expected

@@ -1,4 +1,4 @@
-"""Rules for the distributed part of the ladder (see DESIGN.md's finding catalogue).
+"""Rules for the distributed part of the ladder (see docs/contract.md's finding catalogue).
 
 Two kinds of rule live here. Per-rank rules read one rank's own facts (`run.rank_info`): they fire on a rank's
 record, and on each rank of a merged report (the merge evaluates every rank and tags the findings with `rank`).
@@ -13,11 +13,10 @@ from collections import defaultdict
 from collections.abc import Iterator
 
 from gputriage.findings import Finding, Severity, root_cause_order
-from gputriage.merge import rank_run
 from gputriage.record import Run
 from gputriage.record.ranks import RankInfo, RankLoader
 from gputriage.record.steps import Step
-from gputriage.rules.registry import Rule, evaluate, registered, rule
+from gputriage.rules.registry import job_rule, rule
 
 # A rank holding less than this on another rank's GPU is noise (the allocator's first block is 2 MiB).
 STRAY_MIN_BYTES = 8 * 1024**2
@@ -170,7 +169,7 @@ def stray_context_on_gpu(run: Run) -> Iterator[Finding]:
 # --- cross-rank rules ------------------------------------------------------------------------------------------------
 
 
-@rule
+@job_rule
 def ranks_share_gpu(run: Run) -> Iterator[Finding]:
     """Several ranks on one GPU while GPUs of the same node sit idle: the classic everything-on-cuda:0."""
     if run.ranks is None:
@@ -185,9 +184,13 @@ def ranks_share_gpu(run: Run) -> Iterator[Finding]:
             yield finding
 
 
-@rule
+@job_rule
 def straggler_rank(run: Run) -> Iterator[Finding]:
-    """The rank the others wait for in collectives, with its own finding that explains why it is late."""
+    """The rank the others wait for in collectives, and in which step phase it is late.
+
+    Which of the rank's own findings explains that phase is the diagnosis's to add (`straggler_cause`): it has
+    every rank's findings already, so no rule evaluates the others.
+    """
     if run.ranks is None:
         return
     timed = {info.rank: _step_profile(info) for info in run.ranks.ranks}
@@ -207,13 +210,11 @@ def straggler_rank(run: Run) -> Iterator[Finding]:
     ):
         return
     phase, phase_excess_s = _cause_phase(late, others, lateness_s)
-    info = next(i for i in run.ranks.ranks if i.rank == late_rank)
-    cause = _cause_finding(run, info, phase)
     yield Finding(
         code="straggler-rank",
         rung=5,
         severity=Severity.WARNING,
-        title=_straggler_title(late_rank, others_wait_s, phase, cause),
+        title=straggler_title(late_rank, others_wait_s, phase, None),
         evidence={
             "straggler_rank": late_rank,
             "lateness_s_per_step": round(lateness_s, 6),
@@ -223,16 +224,12 @@ def straggler_rank(run: Run) -> Iterator[Finding]:
             "collective_wait_s_per_step_by_rank": {str(r): round(p.wait_s, 6) for r, p in sorted(profiles.items())},
             "cause_phase": phase,
             "cause_phase_excess_s_per_step": round(phase_excess_s, 6) if phase else None,
-            "cause_code": cause.code if cause else None,
+            "cause_code": None,
             "steps_compared": min(p.steps for p in profiles.values()),
         },
-        fix=cause.fix if cause and cause.fix else f"Profile rank {late_rank} alone: it is late, the others only wait",
-        where=cause.where if cause else None,
+        fix=f"Profile rank {late_rank} alone: it is late, the others only wait",
         rank=late_rank,
     )
-
-
-CROSS_RANK_RULES: tuple[Rule, ...] = (ranks_share_gpu, straggler_rank)
 
 
 # --- helpers ---------------------------------------------------------------------------------------------------------
@@ -361,10 +358,8 @@ def _cause_phase(late: _Profile, others: list[_Profile], lateness_s: float) -> t
     return phase, excess[phase]
 
 
-def _cause_finding(run: Run, info: RankInfo, phase: str | None) -> Finding | None:
+def straggler_cause(phase: str | None, own: list[Finding]) -> Finding | None:
     """The straggler's own lower finding: the one that explains its slow phase, else its most likely root cause."""
-    own_rules = [r for r in registered() if r not in CROSS_RANK_RULES]
-    own = [f for f in evaluate(rank_run(run, info), own_rules) if f.severity is not Severity.INFO]
     if phase is not None:
         for code in PHASE_CAUSES[phase]:
             match = next((f for f in own if f.code == code), None)
@@ -374,10 +369,10 @@ def _cause_finding(run: Run, info: RankInfo, phase: str | None) -> Finding | Non
     return ordered[0] if ordered else None
 
 
-def _straggler_title(rank: int, wait_s: float, phase: str | None, cause: Finding | None) -> str:
+def straggler_title(rank: int, wait_s: float, phase: str | None, cause_code: str | None) -> str:
     head = f"The other ranks wait {wait_s * 1000:.0f} ms per step in collectives for rank {rank}"
     if phase is not None:
         head += f", which is late {PHASE_WORDS[phase]}"
-    if cause is not None:
-        head += f" ({cause.code} on rank {rank})"
+    if cause_code is not None:
+        head += f" ({cause_code} on rank {rank})"
     return head

@@ -1,4 +1,4 @@
-"""Rules for rung 1 (see DESIGN.md's finding catalogue): can this torch reach the GPU?
+"""Rules for rung 1 (see docs/contract.md's finding catalogue): can this torch reach the GPU?
 
 Registration order is the causal order, which decides the root cause among findings of equal severity: a missing
 torch before a broken driver, before a GPU that no one can see, before a build that cannot use it, before the
@@ -22,6 +22,7 @@ from gputriage.data.cuda_tables import (
 from gputriage.data.error_signatures import NO_DEVICE, NO_DRIVER, signature
 from gputriage.findings import Evidence, Finding, Severity
 from gputriage.record import Run
+from gputriage.record.device import device_type
 from gputriage.record.environment import Environment
 from gputriage.rules.env_facts import (
     arch_variant_for,
@@ -175,7 +176,7 @@ def _container_lacks_gpu(env: Environment) -> str | None:
 def _gpu_meant(run: Run, env: Environment) -> bool:
     """A sign that the job was meant for a GPU: the intent, a CUDA build, a GPU request or a GPU on the host."""
     return bool(
-        run.expected_device_type() == "cuda"
+        device_type(run.expect_device) == "cuda"
         or (env.source == "text" and expected_kind(run) == "cuda")
         or (env.torch.cuda_version and not env.torch.is_cpu_build)
         or env.host.container_gpu_requested
@@ -241,7 +242,7 @@ def no_gpu_visible(run: Run) -> Iterator[Finding]:
     expected = expected_kind(run)
     if expected == "cuda":
         title = f"This machine has no NVIDIA GPU that anything could use: {absence(env)}"
-    elif run.expected_device_type() is None and expected == "cpu":
+    elif device_type(run.expect_device) is None and expected == "cpu":
         title = (
             f"This machine has no NVIDIA GPU ({absence(env)}) and no other accelerator, so rung 1 is judged for the "
             "CPU; pass --expect-device cuda if the job is meant for a GPU"
@@ -372,7 +373,7 @@ def cpu_only_build(run: Run) -> Iterator[Finding]:
         keep_none="torch_cuda",
     )
     if presence == "none":
-        finding.severity = Severity.INFO  # with no GPU, a CPU build is not the problem (DESIGN.md)
+        finding.severity = Severity.INFO  # with no GPU, a CPU build is not the problem (docs/contract.md)
     elif presence == "unknown" and finding.severity is Severity.CRITICAL and env.source == "probe":
         finding.severity = Severity.WARNING
     yield finding

@@ -24,6 +24,7 @@ from gputriage.data.cuda_tables import (
 from gputriage.data.error_signatures import signature
 from gputriage.hardware.visible import NvmlIdentity, map_visible
 from gputriage.record import Run
+from gputriage.record.device import judged_device, judged_for_nvidia
 from gputriage.record.environment import Environment, ErrorSeen, GpuDevice
 
 WHEEL_INDEX = "https://download.pytorch.org/whl"
@@ -35,29 +36,14 @@ _NON_NVIDIA_NAME = re.compile(r"^(AMD|Radeon|Intel)\b|\bgfx\d", re.IGNORECASE)
 
 # --- which device the job is judged for -----------------------------------------------------------------------------
 def expected_kind(run: Run) -> str:
-    """The device kind rung 1 is judged for, the same for `env`, `env --from` and `run` on one machine and intent.
-
-    --expect-device when given; else a pasted report is about a GPU (people paste to ask why it is not used) unless
-    it shows another accelerator available; on a probed machine: cuda when torch reaches it or an NVIDIA GPU is there,
-    else the first other accelerator, else cpu (a machine with nothing to use is judged for the CPU, as `run` does).
-    """
-    given = run.expected_device_type()
-    if given is not None:
-        return given
-    env = run.environment
-    if env is None:
-        return "cuda"
-    if env.source == "probe" and (env.torch.is_available or gpu_presence(env) == "present"):
-        return "cuda"
-    for kind, available in env.torch.other_accelerators.items():
-        if available:
-            return kind
-    return "cuda" if env.source == "text" else "cpu"
+    """The device kind rung 1 is judged for (record.device.judged_device), the same for `env`, `env --from` and `run`
+    on one machine and intent; "cuda" when nothing tells."""
+    return judged_device(run) or "cuda"
 
 
 def nvidia_expected(run: Run) -> bool:
     """False when the job is meant for meta / mps / xpu / cpu: NVIDIA-specific findings are then only info."""
-    return expected_kind(run) == "cuda"
+    return judged_for_nvidia(run)
 
 
 # --- what the facts add up to ---------------------------------------------------------------------------------------

@@ -20,8 +20,9 @@ from typing import Any
 
 from gputriage.findings import Finding, Severity
 from gputriage.record import Run
+from gputriage.record.device import judged_for_nvidia
 from gputriage.record.gpu import GpuProcess, GpuSample, GpuTrack
-from gputriage.rules.registry import postpass, rule
+from gputriage.rules.registry import rule
 
 GIB = 1024**3
 LOW_UTIL_PCT = 50.0
@@ -365,37 +366,15 @@ def _other_process_finding(
 
 
 # --- small pure helpers ---------------------------------------------------------------------------------------------
-def _explains_idle_gpu(f: Finding) -> bool:
+def explains_idle_gpu(f: Finding) -> bool:
+    """A lower critical/warning finding (or a rung-5 one that starves the GPU) explains why the GPU sits idle."""
     lower = f.rung < 5 and f.severity in (Severity.CRITICAL, Severity.WARNING)
     return lower or (f.code in EXPLAINS_IDLE_GPU and f.severity is not Severity.INFO)
 
 
-def _is_nvml_low_util(f: Finding) -> bool:
+def is_nvml_low_util(f: Finding) -> bool:
     # The NVML rule's finding carries util_source; the trace rules' low-gpu-utilization (busy_pct) is their own.
     return f.code == "low-gpu-utilization" and "util_source" in f.evidence
-
-
-@postpass
-def explain_idle_gpu_below(run: Run, findings: list[Finding]) -> list[Finding]:
-    """A lower finding explains the idle GPU: drop NVML's low-gpu-utilization and cite its numbers there instead.
-
-    E.g. model-on-cpu gains "nvml_gpu_util_zero_pct_of_samples: 97": the GPU sat at 0% while the model trained on
-    the CPU. The citing goes on the lower critical and warning findings, never on info.
-    """
-    explaining = [f for f in findings if _explains_idle_gpu(f)]
-    if not explaining:
-        return findings
-    idle = gpu_idle_summary(run)
-    if idle is not None:
-        cited = {
-            "nvml_gpu": f"{idle['gpu']} ({idle['gpu_name']})",
-            "nvml_gpu_util_mean_pct": idle["util_mean_pct"],
-            "nvml_gpu_util_zero_pct_of_samples": idle["util_zero_pct_of_samples"],
-            "nvml_gpu_util_samples": idle["util_sample_count"],
-        }
-        for f in explaining:
-            f.evidence.update({k: v for k, v in cited.items() if v is not None})
-    return [f for f in findings if not _is_nvml_low_util(f)]
 
 
 def _sm_gap(track: GpuTrack) -> bool:
@@ -408,7 +387,7 @@ def _sm_gap(track: GpuTrack) -> bool:
 
 def _gpu_expected(run: Run) -> bool:
     """Utilisation only matters when the job is meant to use an NVIDIA GPU (--expect-device cuda or the default)."""
-    return run.expected_device_type() in (None, "cuda")
+    return judged_for_nvidia(run)
 
 
 def _has_job(run: Run) -> bool:

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 
 from gputriage.findings import Finding, Severity
 from gputriage.record import Run
+from gputriage.record.device import judged_device
 from gputriage.record.placement import ModelInfo, StrayPart, TensorSeen
 from gputriage.rules.registry import rule
 
@@ -31,12 +32,6 @@ MISMATCH_PATTERNS = (
 # part differs; the same sentence with Half vs Float is a dtype mismatch.
 _TYPE_PAIR = re.compile(r"Input type \(([\w.]+)\) and weight type \(([\w.]+)\) should be the same")
 _DEVICE_WORD = re.compile(r"\b(cuda(?::\d+)?|cpu|mps(?::\d+)?|xpu(?::\d+)?|meta|npu(?::\d+)?|hpu(?::\d+)?)\b")
-
-
-def expected_device(run: Run) -> str | None:
-    if run.placement is not None and run.placement.expected_device:
-        return run.placement.expected_device
-    return run.expected_device_type()
 
 
 def device_type(device: str) -> str:
@@ -97,7 +92,7 @@ def _total_numel(model: ModelInfo) -> int:
 
 
 def model_findings(run: Run) -> Iterator[Finding]:
-    expected = expected_device(run)
+    expected = judged_device(run)
     if run.placement is None or expected in (None, "cpu"):
         return
     for model in run.placement.models:
@@ -190,7 +185,7 @@ def _partly_fix(model: ModelInfo, part: StrayPart | None) -> str:
 
 
 def data_findings(run: Run) -> Iterator[Finding]:
-    expected = expected_device(run)
+    expected = judged_device(run)
     if run.placement is None or expected in (None, "cpu"):
         return
     tensors = run.placement.tensors
@@ -285,7 +280,7 @@ def device_mismatch_rule(run: Run) -> list[Finding]:
 @rule
 def cpu_run_rule(run: Run) -> list[Finding]:
     """With no accelerator to expect, say plainly that rungs 2-5 describe a CPU run."""
-    if run.command != "run" or expected_device(run) != "cpu":
+    if run.command != "run" or judged_device(run) != "cpu":
         return []
     return [
         Finding(

@@ -1,4 +1,11 @@
-"""The rule registry: pure functions Run -> [Finding], evaluated in a fixed, causal order."""
+"""The rule registry: pure functions Run -> [Finding], evaluated in a fixed, causal order.
+
+Two kinds of rule:
+- `@rule`: reads one record (a run, or one rank of a job); the diagnosis runs it on each rank of a merged job;
+- `@job_rule`: reads the merged view of all ranks (`run.ranks`), e.g. which rank the others wait for.
+Registration order is the tie-break between findings of the same severity and rung: `rules/__init__.py` imports the
+rule modules in causal order (a broken install explains everything above it).
+"""
 
 from __future__ import annotations
 
@@ -8,23 +15,20 @@ from gputriage.findings import Finding, root_cause_order
 from gputriage.record import Run
 
 Rule = Callable[[Run], Iterable[Finding]]
-# A pass over all findings of one record, after the rules: where one finding explains another (a lower rung explains
-# an idle GPU), the pass relates them. Pure like the rules: (record, findings) in, findings out.
-Pass = Callable[[Run, list[Finding]], list[Finding]]
 
 _RULES: list[Rule] = []
-_PASSES: list[Pass] = []
+_JOB_RULES: list[Rule] = []
 
 
 def rule(fn: Rule) -> Rule:
-    """Register a rule. Registration order is the tie-break within one severity and rung."""
+    """Register a rule on one record."""
     _RULES.append(fn)
     return fn
 
 
-def postpass(fn: Pass) -> Pass:
-    """Register a pass that runs on the ordered findings of `evaluate`, in registration order."""
-    _PASSES.append(fn)
+def job_rule(fn: Rule) -> Rule:
+    """Register a rule on the merged view of a distributed job (it returns nothing on a single record)."""
+    _JOB_RULES.append(fn)
     return fn
 
 
@@ -32,13 +36,13 @@ def registered() -> list[Rule]:
     return list(_RULES)
 
 
+def job_rules() -> list[Rule]:
+    return list(_JOB_RULES)
+
+
 def evaluate(run: Run, rules: Iterable[Rule] | None = None) -> list[Finding]:
-    """Run every rule on the record and order the findings, most likely root cause first."""
+    """Run the rules (default: every per-record rule) on the record; findings most likely root cause first."""
     found: list[Finding] = []
     for fn in registered() if rules is None else rules:
         found.extend(fn(run))
-    found = root_cause_order(found)
-    if rules is None:
-        for relate in _PASSES:
-            found = relate(run, found)
-    return found
+    return root_cause_order(found)

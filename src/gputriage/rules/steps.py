@@ -14,18 +14,14 @@ import statistics
 
 from gputriage.findings import Finding, Severity
 from gputriage.record import Run
-from gputriage.record.steps import LoaderInfo, Step
-from gputriage.rules.placement import expected_device
+from gputriage.record.device import judged_device
+from gputriage.record.steps import LoaderInfo, steady_steps
 from gputriage.rules.registry import rule
 
 WAIT_SHARE_WARN_PCT = 20.0
 WAIT_SHARE_CRIT_PCT = 50.0
 MIN_WAIT_PER_STEP_S = 0.002
 MAX_SUGGESTED_WORKERS = 8
-
-
-def steady_steps(steps: list[Step]) -> list[Step]:
-    return steps[1:] if len(steps) >= 3 else steps
 
 
 @rule
@@ -62,7 +58,7 @@ def input_pipeline_bound(run: Run) -> list[Finding]:
             severity=severity,
             title=f"The step waits for the DataLoader {share_pct:.0f}% of the time",
             evidence=evidence,
-            fix=loader_fix(loader, run.steps.cpu_count, expected_device(run)),
+            fix=loader_fix(loader, run.steps.cpu_count, judged_device(run)),
             where=loader.where,
         )
     ]

@@ -1,4 +1,4 @@
-"""Rules for the trace part of the ladder (see DESIGN.md's finding catalogue).
+"""Rules for the trace part of the ladder (see docs/contract.md's finding catalogue).
 
 Each rule reads the `trace` section's per-rank summaries and turns what a profiler trace can prove into a finding.
 The thresholds were calibrated on the real traces in ../shared/corpus/traces (see tests/trace/test_corpus.py); each
@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable
 
 from gputriage.findings import Finding, Severity
 from gputriage.record import Run
+from gputriage.record.device import NOT_ACCELERATORS, judged_device
 from gputriage.record.trace import RankTrace, TraceSection
 from gputriage.rules.registry import rule
 
@@ -332,14 +333,13 @@ def findings_for_rank(section: TraceSection, r: RankTrace) -> list[Finding]:
 
 
 # A run meant for the CPU (or for meta, which has no kernels) has no GPU to keep busy: its trace describes a CPU run,
-# whose step phases and op census the run's own rules already judge.
-_NO_ACCELERATOR = frozenset({"cpu", "meta"})
+# whose step phases and op census the run's own rules already judge (NOT_ACCELERATORS).
 
 
 def _per_rank(check: Callable[[TraceSection, RankTrace], Finding | None]) -> Callable[[Run], Iterable[Finding]]:
     def run_rule(run: Run) -> Iterable[Finding]:
         section = _section(run)
-        if section is None or run.expected_device_type() in _NO_ACCELERATOR:
+        if section is None or judged_device(run) in NOT_ACCELERATORS:
             return []
         return [f for r in section.ranks if (f := check(section, r)) is not None]
 

@@ -36,7 +36,6 @@ CPU_OP_MIN_NS = 50_000  # CPU ops shorter than this are dispatch overhead, not c
 _MAX_ATTRIBUTED = 256  # sync calls / gaps whose op and line we look up (the rest are counted, not located)
 _TOP_GAPS = 10
 _COPY_RE = re.compile(r"^Memcpy (?P<dir>HtoD|DtoH|DtoD|PtoP|HtoH)(?: \((?P<src>\w+) -> (?P<dst>\w+)\))?")
-_MEMCPY_CALL_RE = re.compile(r"^(cuda|hip)Memcpy")
 _NON_COMPUTE_OPS = re.compile(
     r"^aten::(to|_to_copy|copy_|empty|empty_strided|zeros|ones|item|_local_scalar_dense|pin_memory|_pin_memory|"
     r"record_stream|set_|resize_|detach|view|reshape|_reshape_alias|stack|cat|t|transpose|permute|expand|"

@@ -7,20 +7,13 @@ from pathlib import Path
 
 import numpy as np
 
+from gputriage import outdir
 from gputriage.errors import InputError
-from gputriage.merge import RANK_FILE, RANKS_DIR
 from gputriage.record.trace import RankImbalance, RankTrace, TraceSection
 from gputriage.tracing.pool import in_processes
 from gputriage.tracing.summary import Collectives, analyse_trace_with_collectives, rank_from_filename
 
 _TRACE_SUFFIXES = (".json", ".json.gz")
-# gputriage's own --out files, which may sit in the same folder as the traces they came from.
-_OWN_OUTPUTS = frozenset({"report.json", "timeline.json"})
-
-
-def _own_output(path: Path) -> bool:
-    """gputriage's own --out files: the reports, and the per-rank run records under ranks/ (not traces)."""
-    return path.name in _OWN_OUTPUTS or (path.parent.name == RANKS_DIR and RANK_FILE.match(path.name) is not None)
 
 
 def trace_files(paths: list[Path]) -> list[Path]:
@@ -35,7 +28,7 @@ def trace_files(paths: list[Path]) -> list[Path]:
             inside = sorted(
                 p
                 for p in path.rglob("*")
-                if p.is_file() and p.name.lower().endswith(_TRACE_SUFFIXES) and not _own_output(p)
+                if p.is_file() and p.name.lower().endswith(_TRACE_SUFFIXES) and not outdir.is_own_output(p)
             )
             if not inside:
                 raise InputError(f"{path} holds no trace file (.json or .json.gz)")

@@ -1,21 +1,20 @@
-"""One trace file -> one RankTrace (DESIGN.md's contract fields plus the evidence the rules read)."""
+"""One trace file -> one RankTrace (docs/contract.md's fields plus the evidence the rules read)."""
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from gputriage import outdir
 from gputriage.record.trace import RankTrace
 from gputriage.tracing import activity, analysis
 from gputriage.tracing.collect import COMM
 from gputriage.tracing.prepared import DATALOADER_RE, Prepared
 from gputriage.tracing.split import collect
 
-_RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
 _MAX_STEP_TIMES = 1000
 
 
@@ -143,5 +142,4 @@ def _int(value: Any) -> int | None:
 
 
 def rank_from_filename(path: Path) -> int | None:
-    match = _RANK_IN_NAME.search(path.name)
-    return int(match.group(1)) if match else None
+    return outdir.trace_rank(path)

@@ -59,8 +59,9 @@ def main() -> None:
         loss.backward()
         opt.step()
     dist.destroy_process_group()
-    print(f"rank {rank} done", os.environ["WORLD_SIZE"])
-    print(f"rank {rank} weights", [round(p.sum().item(), 6) for p in model.parameters()])
+    weights = [round(p.sum().item(), 6) for p in model.parameters()]
+    # One write per line: two ranks share the launcher's stdout, and print() may split a line into several writes.
+    os.write(1, f"rank {rank} done {os.environ['WORLD_SIZE']}\nrank {rank} weights {weights}\n".encode())
 
 
 if __name__ == "__main__":

@@ -20,16 +20,16 @@ import torch
 from torch import nn
 from torch.utils.hooks import RemovableHandle
 
+from gputriage.collectors.patching import Patches
 from gputriage.collectors.probe.census import OpCensus
 from gputriage.collectors.probe.clock import PhaseClock
-from gputriage.collectors.probe.frames import traceback_user_where
 from gputriage.collectors.probe.loader import LoaderProbe
-from gputriage.collectors.probe.patches import Patches
 from gputriage.collectors.probe.placement import PlacementProbe
 from gputriage.collectors.probe.state import ProbeState
 from gputriage.collectors.probe.steps import StepTracker
 from gputriage.collectors.probe.syncs import CudaSyncDebug, SyncRecorder, TensorTimers
 from gputriage.collectors.probe.window import CENSUS, PLACEMENT, TIMING, Switch, WindowDriver
+from gputriage.collectors.usercode import traceback_user_where
 from gputriage.record import Run
 from gputriage.record.compute import ComputeSection
 from gputriage.record.placement import PlacementSection
@@ -43,7 +43,7 @@ class RunProbe:
 
     def __init__(self, expected_device: str, steps_limit: int | None = None, clock: PhaseClock | None = None) -> None:
         self.state = ProbeState(expected_device=expected_device, clock=clock or PhaseClock())
-        self.placement_section = PlacementSection(expected_device=expected_device)
+        self.placement_section = PlacementSection()
         self.steps_section = StepsSection(cpu_count=usable_cpu_count())
         self._syncs = SyncRecorder(self.state)
         self._census: OpCensus | None = None

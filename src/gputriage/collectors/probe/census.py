@@ -15,9 +15,9 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from gputriage.collectors.probe.frames import frame_where, user_frame
 from gputriage.collectors.probe.state import ProbeState
 from gputriage.collectors.probe.syncs import SyncRecorder
+from gputriage.collectors.usercode import frame_where, user_frame
 from gputriage.record.compute import ComputeSection, OpStat
 
 aten = torch.ops.aten

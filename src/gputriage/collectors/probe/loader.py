@@ -11,9 +11,9 @@ from typing import Any
 from torch.utils.data import DataLoader, IterableDataset
 from torch.utils.data import dataloader as dataloader_mod
 
-from gputriage.collectors.probe.frames import where_now
-from gputriage.collectors.probe.patches import Patches
+from gputriage.collectors.patching import Patches
 from gputriage.collectors.probe.state import ProbeState
+from gputriage.collectors.usercode import where_now
 from gputriage.record.steps import LoaderInfo
 
 

@@ -20,10 +20,10 @@ from torch import nn
 from torch.nn.modules import module as module_mod
 from torch.utils.hooks import RemovableHandle
 
-from gputriage.collectors.probe.frames import frame_where, user_frame, where_now
-from gputriage.collectors.probe.identity import IdentityMap
-from gputriage.collectors.probe.patches import Patches
+from gputriage.collectors.identity import IdentityMap
+from gputriage.collectors.patching import Patches
 from gputriage.collectors.probe.state import ProbeState
+from gputriage.collectors.usercode import frame_where, user_frame, where_now
 from gputriage.record.placement import ModelInfo, PlacementSection, StrayPart, TensorSeen
 
 # Losses people call as functions; the module losses (nn.CrossEntropyLoss, ...) are seen by the forward pre-hook.

@@ -10,7 +10,6 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-import torch
 from torch.optim import optimizer as optimizer_mod
 from torch.utils.hooks import RemovableHandle
 
@@ -135,7 +134,3 @@ def _phases_of(step: Step) -> dict[str, float]:
         "optimizer": step.optimizer_s,
         "other": step.other_s,
     }
-
-
-def is_cpu_tensor(t: torch.Tensor) -> bool:
-    return t.device.type == "cpu"

@@ -17,9 +17,9 @@ from typing import Any
 
 import torch
 
-from gputriage.collectors.probe.frames import frame_where, user_frame
-from gputriage.collectors.probe.patches import Patches
+from gputriage.collectors.patching import Patches
 from gputriage.collectors.probe.state import ProbeState
+from gputriage.collectors.usercode import frame_where, user_frame
 from gputriage.record.compute import HostSync
 
 # Tensor methods that copy a device tensor to the host, and the kind each is reported as.

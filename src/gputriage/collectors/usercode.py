@@ -1,32 +1,39 @@
-"""Finding the line of the user's code on the current stack, cheaply enough for hooks."""
+"""What is the user's code, and which line of it is running: the one answer every collector uses.
+
+The user's code is what is not torch, not gputriage, not the standard library and not an installed package (the
+bundled demo job plays the user's code). Cheap enough for hooks: each file name is judged once.
+"""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 import sysconfig
 from pathlib import Path
 from types import FrameType, TracebackType
 
-import torch
 
-import gputriage
+def _torch_dir() -> str | None:
+    """torch's package folder, found without importing torch (this module is imported before the user's code)."""
+    spec = importlib.util.find_spec("torch")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return str(next(iter(spec.submodule_search_locations)))
 
-_LIBRARY_DIRS = tuple(
+
+_OWN_DIR = str(Path(__file__).resolve().parent.parent)  # the gputriage package
+_FRAMEWORK_DIRS = tuple(str(Path(p).resolve()) + os.sep for p in {_torch_dir(), _OWN_DIR} if p is not None)
+_LIBRARY_DIRS = _FRAMEWORK_DIRS + tuple(
     str(Path(p).resolve()) + os.sep
     for p in {
-        str(Path(torch.__file__).parent),
-        str(Path(gputriage.__file__).parent),
         sysconfig.get_paths()["stdlib"],
         sysconfig.get_paths()["purelib"],
         sysconfig.get_paths()["platlib"],
     }
 )
-_FRAMEWORK_DIRS = tuple(
-    str(Path(p).resolve()) + os.sep for p in {str(Path(torch.__file__).parent), str(Path(gputriage.__file__).parent)}
-)
 # The bundled demo job lives inside the package but plays the user's code.
-_DEMO_DIR = str((Path(gputriage.__file__).parent / "demo").resolve()) + os.sep
+_DEMO_DIR = str(Path(_OWN_DIR) / "demo") + os.sep
 # filename -> is it the user's code; filenames repeat endlessly, the answer never changes
 _USER_FILE: dict[str, bool] = {}
 _FRAMEWORK_FILE: dict[str, bool] = {}
@@ -42,6 +49,10 @@ def is_user_file(filename: str) -> bool:
         )
         _USER_FILE[filename] = known
     return known
+
+
+def is_library_file(filename: str) -> bool:
+    return not is_user_file(filename)
 
 
 def is_framework_file(filename: str) -> bool:
@@ -78,8 +89,18 @@ def frame_where(frame: FrameType | None) -> str | None:
 
 
 def where_now() -> str | None:
-    """file:line of the user's code that is running right now."""
+    """file:line of the user's code that is running right now (failing that, of a library that is not torch)."""
     return frame_where(user_frame(sys._getframe(1)))
+
+
+def user_where() -> str | None:
+    """file:line of the innermost frame of the user's own code now; None when there is none on the stack."""
+    frame: FrameType | None = sys._getframe(1)
+    while frame is not None:
+        if is_user_file(frame.f_code.co_filename):
+            return frame_where(frame)
+        frame = frame.f_back
+    return None
 
 
 def short_path(filename: str) -> str:

@@ -1,0 +1,130 @@
+"""Everything that watches the user's job, assembled once for `gputriage run` and for `gputriage.session()`.
+
+`JobObservers` resolves the device the job is judged for, builds the observer list, starts them before the user's
+code and finishes them after it, and fills the process section. Every observer call is guarded: a failing observer
+is reported in one line and left out, and never raises into the user's job or notebook. Adding a collector is one
+line in `build_observers`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TextIO
+
+from gputriage.collectors.observer import Observer
+from gputriage.collectors.runner import Outcome
+from gputriage.record import Run
+from gputriage.record.process import ProcessSection
+
+# Steps the cheap timing hooks watch by default; every probe is off after them and the job runs untouched.
+DEFAULT_STEPS = 200
+# Exception messages are kept up to this many characters in the record.
+MAX_MESSAGE_CHARS = 2000
+
+
+@dataclass
+class ObserveConfig:
+    """What to observe. `expect_device` as the user gave it; None: the first available accelerator."""
+
+    expect_device: str | None = None
+    steps: int | None = DEFAULT_STEPS
+    trace_steps: int | None = None  # `run --trace`: profile this many steps after warm-up
+    out_dir: Path | None = None  # where `--trace` writes its profiler trace
+    distributed: bool = True  # record this process's place in a torchrun job
+
+
+def new_run(command: str, argv: list[str], expect_device: str | None) -> Run:
+    """The record of a job about to run, with the device it is judged for resolved now (see record/device.py)."""
+    from gputriage.collectors.probe.devices import resolve_expected_device
+
+    resolved = resolve_expected_device(expect_device)
+    return Run(command=command, argv=argv, expect_device=expect_device, resolved_device=resolved)
+
+
+def build_observers(config: ObserveConfig, judged_device: str) -> list[Observer]:
+    """Started in this order, finished in reverse (the probe's hooks come off before the environment probe touches
+    torch). Add an observer here with one line."""
+    from gputriage.collectors.distributed import DistributedObserver
+    from gputriage.collectors.gpu_observer import GpuSamplerObserver
+    from gputriage.collectors.probe import RunProbe
+    from gputriage.collectors.probe.environment import EnvironmentObserver
+    from gputriage.collectors.profiler_window import profiler_observers
+
+    probe = RunProbe(judged_device, steps_limit=config.steps)
+    return [
+        *([DistributedObserver()] if config.distributed else []),  # first: finished last, reads the placement
+        EnvironmentObserver(config.expect_device or judged_device),
+        GpuSamplerObserver(),
+        probe,
+        *profiler_observers(config.trace_steps, config.out_dir, probe),  # --trace: after the probe, finished first
+    ]
+
+
+class JobObservers:
+    """The observers of one job, around the user's code: `start()` before it, `finish(outcome)` after it."""
+
+    def __init__(self, run: Run, config: ObserveConfig, warn: TextIO | None = None) -> None:
+        from gputriage.record.device import judged_device
+
+        self.run = run
+        self._warn = warn
+        self.observers = build_observers(config, judged_device(run) or "cpu")
+        self._started: list[Observer] = []
+        self._finished = False
+        self._start_s = 0.0
+
+    def start(self) -> None:
+        self._started = [o for o in self.observers if self._guarded(o.start)]
+        self._start_s = time.perf_counter()
+
+    def finish(self, outcome: Outcome, target: str | None) -> None:
+        """Fill the process section, then finish every started observer (in reverse), once."""
+        if self._finished:
+            return
+        self._finished = True
+        self.run.process = self.process_section(outcome, target)
+        for observer in reversed(self._started):
+            self._guarded(observer.finish)
+
+    def elapsed_s(self) -> float:
+        return time.perf_counter() - self._start_s
+
+    def process_section(self, outcome: Outcome, target: str | None) -> ProcessSection:
+        section = ProcessSection(
+            exit_code=outcome.exit_code, signal=outcome.signal, target=target, wall_s=outcome.wall_s
+        )
+        exc = outcome.exception
+        if exc is not None and outcome.signal is None:
+            section.exception_type = type(exc).__name__
+            section.exception_message = _message(exc)
+            for observer in self.observers:
+                explain = getattr(observer, "explain_crash", None)
+                if explain is not None:
+                    with contextlib.suppress(Exception):
+                        section.crash_where, section.crash_module = explain(exc)
+        return section
+
+    def _guarded(self, step: Callable[[Run], None]) -> bool:
+        """An observer must never take the user's job down; a failing one is reported and left out."""
+        try:
+            step(self.run)
+        except Exception as exc:
+            with contextlib.suppress(Exception):
+                stream = self._warn if self._warn is not None else sys.stderr
+                print(f"gputriage: warning: an observer failed ({type(exc).__name__}: {exc})", file=stream)
+            return False
+        return True
+
+
+def _message(exc: BaseException) -> str:
+    """str(exc), which user code may make raise; capped."""
+    try:
+        text = str(exc)
+    except Exception as err:  # an exception whose __str__ raises still gets a record
+        text = f"<str() of the exception raised {type(err).__name__}>"
+    return text[:MAX_MESSAGE_CHARS]

@@ -1,0 +1,149 @@
+"""The end of one rank of a torchrun job: write its record, and merge the job's report when the job is complete.
+
+Protocol, for ranks that share `--out DIR` (one filesystem, or one folder per node merged later; names in
+`gputriage.outdir`):
+1. every rank writes `DIR/ranks/rank-NNNNN.json` atomically (write a temporary file, then rename);
+2. a rank that then sees all `world_size` records merges them into `DIR/report.json` and the other report files;
+   rank 0 also waits a few seconds for the others and, if some never come (killed hard), merges what is there;
+3. merging is idempotent and guarded by a lock file; whoever releases the lock re-checks for records that arrived
+   meanwhile, so the last record written always ends up in the report;
+4. `gputriage report DIR [DIR2 ...]` merges again by hand (per-node folders without a shared filesystem).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import time
+from pathlib import Path
+from typing import TextIO
+
+from gputriage import outdir
+from gputriage.diagnosis import Diagnosis, diagnose
+from gputriage.record import Run
+from gputriage.record.merge import load_job, own_gpu_tracks
+from gputriage.record.run import encode_run
+from gputriage.report.output import OutputOptions, emit, write_files
+
+MERGE_WAIT_ENV = "GPUTRIAGE_MERGE_WAIT_S"
+# Rank 0 waits this long for the other ranks' records before merging what it has (a killed rank never writes).
+DEFAULT_MERGE_WAIT_S = 5.0
+POLL_S = 0.1
+# A rank file older than the writer's own start by more than this belongs to an earlier job in the same folder.
+STALE_RECORD_SLACK_S = 300.0
+
+
+def write_rank_record(run: Run, out_dir: Path) -> Path:
+    """Write this rank's record atomically, so a reader never sees half a file."""
+    if run.rank_info is None:
+        raise ValueError("write_rank_record needs a run with rank_info")
+    # The other GPUs of the node are recorded by the ranks that use them: 8 ranks need not write 8 copies each.
+    with_sections = dataclasses.replace(run.rank_info, gpu=run.gpu)
+    slim = dataclasses.replace(run, gpu=own_gpu_tracks(with_sections, keep_samples=True))
+    return outdir.atomic_write(outdir.rank_record_path(out_dir, run.rank_info.rank), encode_run(slim))
+
+
+@dataclasses.dataclass
+class RankOutcome:
+    record_path: Path
+    report_path: Path | None = None  # set when this rank wrote the merged report
+    diagnosis: Diagnosis | None = None  # the merged job's, when this rank wrote it
+    missing: list[int] = dataclasses.field(default_factory=list)  # ranks absent from the report this rank wrote
+
+
+def finish_rank(run: Run, out_dir: Path, wait_s: float | None = None) -> RankOutcome:
+    """Write this rank's record, and merge the job's report when all ranks have written theirs.
+
+    Rank 0 waits up to `wait_s` (GPUTRIAGE_MERGE_WAIT_S) for the others, then merges what is there. A rank whose job
+    ended abnormally (crash, signal) merges what is there at once: its peers may be blocked on it, so waiting would
+    only delay them; they merge again when they write theirs.
+    """
+    info = run.rank_info
+    if info is None:
+        raise ValueError("finish_rank needs a run with rank_info")
+    record = write_rank_record(run, out_dir)
+    if wait_s is None:
+        wait_s = float(os.environ.get(MERGE_WAIT_ENV, DEFAULT_MERGE_WAIT_S))
+    abnormal = run.process is not None and (bool(run.process.exit_code) or run.process.signal is not None)
+    since_s = run.created_at_s - STALE_RECORD_SLACK_S
+    deadline = time.monotonic() + (wait_s if info.rank == 0 and not abnormal else 0.0)
+    present = _present(out_dir, since_s, info.world_size)
+    while len(present) < info.world_size and time.monotonic() < deadline:
+        time.sleep(POLL_S)
+        present = _present(out_dir, since_s, info.world_size)
+    if len(present) < info.world_size and info.rank != 0 and not abnormal:
+        return RankOutcome(record)
+    return _merge_until_settled(out_dir, record)
+
+
+def report_rank(run: Run, out_dir: Path, stream: TextIO) -> None:
+    """`gputriage run` under torchrun: record this rank, merge when complete, and show the job's report once.
+
+    The rank that writes the merged report renders it on its stderr; the others print one line. Nothing here may
+    change the job's exit code, so a failure is one line on stderr too.
+    """
+    from gputriage.collectors.distributed import rank_from_env
+
+    if run.rank_info is None:  # the distributed observer failed: its place in the job is still in the environment
+        run.rank_info = rank_from_env()
+    rank = run.rank_info.rank if run.rank_info is not None else "?"
+    try:
+        outcome = finish_rank(run, out_dir)
+    except Exception as exc:  # a full disk or a broken record must not replace the job's own exit code
+        print(f"gputriage: error: rank {rank} could not write its record into {out_dir}: {exc}", file=stream)
+        return
+    if outcome.diagnosis is None:
+        print(f"gputriage: rank {rank}: record written to {outcome.record_path}", file=stream)
+        return
+    emit(outcome.diagnosis, OutputOptions(terminal_stream=stream))
+    absent = f"; ranks {outcome.missing} left no record (yet)" if outcome.missing else ""
+    print(f"gputriage: rank {rank} merged the job's report into {outcome.report_path}{absent}", file=stream)
+
+
+def _present(out_dir: Path, since_s: float, world_size: int) -> set[int]:
+    """Ranks of this job whose record is there. Names first: on a shared filesystem at 1,024 ranks, a stat per file
+    per rank would be a million metadata calls, so files are only stat'ed (to skip an older job's) once enough
+    names are there."""
+    named = {rank: path for path in outdir.rank_files(out_dir) if (rank := outdir.rank_of_record(path)) is not None}
+    named = {rank: path for rank, path in named.items() if rank < world_size}
+    if len(named) < world_size:
+        return set(named)
+    ranks = set()
+    for rank, path in named.items():
+        with contextlib.suppress(OSError):
+            if path.stat().st_mtime >= since_s:
+                ranks.add(rank)
+    return ranks
+
+
+def _merge_until_settled(out_dir: Path, record: Path) -> RankOutcome:
+    outcome = RankOutcome(record)
+    while True:
+        with outdir.merge_lock(out_dir) as lock:
+            if lock is None:
+                return outcome  # another rank is merging; it re-checks for late records after releasing
+            before = _signature(out_dir)
+            merged = load_job([out_dir])
+            if merged is None or merged.ranks is None:
+                return outcome
+            diagnosis = write_merged(merged, out_dir)
+            outcome = RankOutcome(record, outdir.report_json(out_dir), diagnosis, merged.ranks.missing)
+        # A record written (or rewritten) while we merged, by a rank that found the lock taken: merge once more.
+        if _signature(out_dir) == before:
+            return outcome
+
+
+def _signature(out_dir: Path) -> set[tuple[str, int]]:
+    found = set()
+    for path in outdir.rank_files(out_dir):
+        with contextlib.suppress(OSError):
+            found.add((path.name, path.stat().st_mtime_ns))
+    return found
+
+
+def write_merged(merged: Run, out_dir: Path) -> Diagnosis:
+    """Diagnose the merged run and write every report file, each one atomically."""
+    diagnosis = diagnose(merged)
+    write_files(diagnosis, out_dir)
+    return diagnosis

@@ -1,0 +1,502 @@
+"""The finding catalogue: every code gputriage can report, its rung, its severities, what it means and the evidence it
+carries. Codes are stable: add new ones, never rename one.
+
+This table is the contract's source: `docs/contract.md` is generated from it, and the tests check that every code a
+rule can emit is here with the right rung, that the severities and evidence fields a real finding carries are the ones
+declared, and that the page and the table agree.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Entry:
+    code: str
+    rung: int
+    severities: tuple[str, ...]  # critical | warning | info, the ones this code can take
+    meaning: str
+    evidence: tuple[str, ...]  # the evidence fields it can carry (a finding carries a subset)
+
+
+# Evidence that the diagnosis may add to any finding: the ranks a collapsed finding was seen on, and NVML's numbers
+# cited on the finding that explains an idle GPU.
+COMMON_EVIDENCE = (
+    "on_ranks",
+    "nvml_gpu",
+    "nvml_gpu_util_mean_pct",
+    "nvml_gpu_util_zero_pct_of_samples",
+    "nvml_gpu_util_samples",
+)
+
+CATALOGUE: tuple[Entry, ...] = (
+    Entry(
+        "torch-not-installed",
+        1,
+        ("critical",),
+        "PyTorch cannot be imported",
+        ("import_error", "python", "torch_version"),
+    ),
+    Entry(
+        "no-gpu-visible",
+        1,
+        ("critical", "info"),
+        (
+            "no GPU device reachable at all: no device nodes, NVML finds nothing. When a GPU is meant, this is "
+            "the root cause, and `cpu-only-build` is at most info"
+        ),
+        (
+            "container",
+            "nvidia_device_nodes",
+            "nvml_error",
+            "nvml_gpus",
+            "other_gpus",
+            "pci_nvidia_gpus",
+            "torch_cuda_devices",
+        ),
+    ),
+    Entry(
+        "container-without-gpu",
+        1,
+        ("critical", "info"),
+        "inside a container started without GPU access (`--gpus` / the container toolkit), when a GPU was meant",
+        (
+            "container",
+            "cuda_available",
+            "gpu_flag_given",
+            "nvidia_device_nodes",
+            "NVIDIA_VISIBLE_DEVICES",
+            "pci_nvidia_gpus",
+            "why",
+        ),
+    ),
+    Entry(
+        "driver-not-loaded",
+        1,
+        ("critical", "info"),
+        "an NVIDIA device is on the PCI bus, but no driver / NVML is loaded",
+        ("error", "nvidia_device_nodes", "nvml_error", "pci_nvidia_gpus"),
+    ),
+    Entry(
+        "driver-library-mismatch",
+        1,
+        ("critical", "info"),
+        'NVML "Driver/library version mismatch": the driver was upgraded without a reboot',
+        ("kernel_module_version", "library_version", "nvml_error"),
+    ),
+    Entry(
+        "cpu-only-build",
+        1,
+        ("critical", "warning", "info"),
+        (
+            "torch was built without CUDA (`+cpu`, conda `cpuonly`, a Windows PyPI wheel) while a GPU is present;"
+            " the fix is the exact install command for this Python and driver"
+        ),
+        (
+            "companions",
+            "conda_cpuonly_installed",
+            "driver_cuda",
+            "driver_version",
+            "evidence",
+            "gpu",
+            "gpus",
+            "install_method",
+            "torch_cuda",
+            "torch_version",
+        ),
+    ),
+    Entry(
+        "driver-too-old",
+        1,
+        ("critical", "warning", "info"),
+        "the driver is older than the minimum that torch's CUDA runtime needs",
+        (
+            "cuda_error",
+            "driver_cuda",
+            "driver_version",
+            "message",
+            "min_driver_for_torch_cuda",
+            "torch_cuda",
+            "torch_cuda_from",
+        ),
+    ),
+    Entry(
+        "cuda-visible-devices",
+        1,
+        ("critical", "warning", "info"),
+        "`CUDA_VISIBLE_DEVICES` hides the GPUs: empty, `-1`, an index or UUID that does not exist",
+        (
+            "CUDA_VISIBLE_DEVICES",
+            "cuda_error",
+            "entries",
+            "entries_cuda_ignores",
+            "gpus_cuda_will_see",
+            "gpus_on_machine",
+            "torch_cuda_devices",
+            "torch_version",
+        ),
+    ),
+    Entry(
+        "arch-not-supported",
+        1,
+        ("critical", "info"),
+        "the GPU's compute capability `sm_XY` is not in `torch.cuda.get_arch_list()`",
+        (
+            "build_arch_list",
+            "build_with_kernels",
+            "compute_capability",
+            "gpu",
+            "min_capability",
+            "torch_cuda",
+            "torch_version",
+        ),
+    ),
+    Entry(
+        "cuda-init-failed",
+        1,
+        ("critical", "warning", "info"),
+        (
+            "CUDA initialisation fails with a known error (802 fabric manager, 804 forward compatibility, 999 "
+            "after suspend, ...): the error is named and explained"
+        ),
+        (
+            "available_without_it",
+            "compute_mode",
+            "cuda_error",
+            "driver_cuda",
+            "driver_version",
+            "error_name",
+            "gpu_names",
+            "gpus",
+            "init_message",
+            "initialised_first_by",
+            "lost_gpus",
+            "message",
+            "nvml_error",
+            "source",
+            "torch_cuda",
+            "torch_is_available",
+            "torch_version",
+        ),
+    ),
+    Entry(
+        "data-on-cpu",
+        2,
+        ("critical",),
+        "inputs or labels reach the model or the loss on the CPU",
+        (
+            "crash_module",
+            "crash_where",
+            "crashed_with",
+            "expected_device",
+            "inputs_off_device",
+            "labels_off_device",
+            "tensors",
+        ),
+    ),
+    Entry(
+        "missing-distributed-sampler",
+        2,
+        ("warning",),
+        "under DDP every rank iterates the whole dataset",
+        (
+            "dataset_len",
+            "expected_samples_per_rank_per_epoch",
+            "sampler_class",
+            "samples_per_rank_per_epoch",
+            "world_size",
+        ),
+    ),
+    Entry(
+        "cpu-run",
+        2,
+        ("info",),
+        "there is no accelerator at all: rungs 2-5 describe a CPU run",
+        ("expected_device",),
+    ),
+    Entry(
+        "model-on-cpu",
+        3,
+        ("critical", "info"),
+        "the model's parameters are on the CPU while the job should use the accelerator",
+        (
+            "crash_module",
+            "crash_where",
+            "crashed_with",
+            "elements_per_device",
+            "expected_device",
+            "first_forward_where",
+            "model",
+            "parameter_count",
+        ),
+    ),
+    Entry(
+        "model-partly-on-cpu",
+        3,
+        ("critical",),
+        "some submodules, parameters or buffers stay on the CPU",
+        (
+            "crash_module",
+            "crash_where",
+            "crashed_with",
+            "expected_device",
+            "model",
+            "moved_where",
+            "stray_elements",
+            "stray_parts",
+            "stray_pct",
+        ),
+    ),
+    Entry(
+        "device-mismatch-error",
+        3,
+        ("critical",),
+        (
+            'the script died with "Expected all tensors to be on the same device"; names which tensor and which '
+            "module, when no more specific code applies"
+        ),
+        ("devices", "error", "module"),
+    ),
+    Entry(
+        "no-gpu-compute",
+        4,
+        ("critical",),
+        "the training steps ran no op or kernel on the accelerator",
+        (
+            "cpu_ops",
+            "expected_device",
+            "gpu_events",
+            "launch_calls",
+            "op_time_s_per_device",
+            "ops_per_device",
+            "step_time_us",
+            "steps",
+            "window_steps",
+        ),
+    ),
+    Entry(
+        "cpu-compute-in-step",
+        4,
+        ("warning",),
+        "a large share of the step's time runs on the CPU: a loss, metrics or augmentation on CPU tensors",
+        (
+            "cpu_compute_pct_of_steps",
+            "cpu_compute_us",
+            "cpu_op_pct_of_step",
+            "cpu_op_time_per_step_s",
+            "cpu_ops",
+            "gpu_idle_during_pct",
+            "gpu_idle_during_us",
+            "top_ops",
+            "window_steps",
+        ),
+    ),
+    Entry(
+        "host-sync-in-loop",
+        4,
+        ("warning",),
+        (
+            "the step blocks on the device every iteration: `.item()`, `.cpu()`, `print(tensor)`, "
+            "`cudaStreamSynchronize`; where and how long"
+        ),
+        (
+            "blocking_us",
+            "idle_after_sync_pct",
+            "idle_after_sync_us",
+            "sites",
+            "sync_calls",
+            "sync_calls_per_step",
+            "sync_pct_of_step",
+            "sync_time_per_step_s",
+            "syncs_per_step",
+            "top_call",
+            "top_op",
+        ),
+    ),
+    Entry(
+        "launch-bound",
+        4,
+        ("warning",),
+        "the GPU waits for the CPU to launch many short kernels",
+        (
+            "busy_pct",
+            "host_wait_pct_of_idle",
+            "idle_in_short_gaps_pct_of_window",
+            "kernels",
+            "kernels_per_step",
+            "median_kernel_us",
+            "median_launch_us",
+            "short_kernel_pct",
+        ),
+    ),
+    Entry(
+        "pageable-memcpy",
+        4,
+        ("warning", "info"),
+        "host-to-device copies from pageable memory (`pin_memory=False`)",
+        (
+            "pageable_h2d_bytes",
+            "pageable_h2d_count",
+            "pageable_h2d_pct_of_window",
+            "pageable_h2d_us",
+            "pinned_h2d_count",
+        ),
+    ),
+    Entry(
+        "input-pipeline-bound",
+        5,
+        ("critical", "warning", "info"),
+        (
+            "the step waits for the DataLoader: the share of the step spent waiting for data, with the loader's "
+            "`num_workers`/`pin_memory` and the fix"
+        ),
+        (
+            "batch_size",
+            "busy_pct_of_steps",
+            "cpu_count",
+            "data_wait_pct_of_step",
+            "dataloader_pct_of_step",
+            "dataloader_us_per_step",
+            "dataset",
+            "iterable_dataset",
+            "median_data_wait_s",
+            "median_step_s",
+            "num_workers",
+            "persistent_workers",
+            "pin_memory",
+            "step_time_us",
+            "steps",
+            "steps_measured",
+        ),
+    ),
+    Entry(
+        "low-gpu-utilization",
+        5,
+        ("warning",),
+        "measured GPU busy time is low and no lower finding explains it",
+        (
+            "busy_pct",
+            "command",
+            "dram_active_mean_pct",
+            "gpu",
+            "gpu_name",
+            "idle_pct",
+            "long_gap_activity_us",
+            "long_gaps",
+            "long_gaps_pct_of_window",
+            "main_thread_in_gaps",
+            "meaning",
+            "pid",
+            "sm_active_mean_pct",
+            "sm_occupancy_mean_pct",
+            "tensor_active_mean_pct",
+            "used_memory_bytes",
+            "util_below_50_pct_of_samples",
+            "util_mean_pct",
+            "util_sample_count",
+            "util_source",
+            "util_zero_pct_of_samples",
+            "window_s",
+            "window_us",
+        ),
+    ),
+    Entry(
+        "gpu-memory-nearly-full",
+        5,
+        ("warning", "info"),
+        "the GPU's memory is nearly full",
+        (
+            "gpu",
+            "gpu_name",
+            "job_memory_max_bytes",
+            "memory_total_bytes",
+            "memory_used_max_bytes",
+            "memory_used_max_pct",
+            "other_processes_memory_bytes",
+        ),
+    ),
+    Entry(
+        "gpu-throttled",
+        5,
+        ("warning", "info"),
+        "the GPU's clocks are held down (power cap, thermal slowdown)",
+        (
+            "clock_pct_of_max",
+            "gpu",
+            "gpu_name",
+            "max_sm_clock_mhz",
+            "power_limit_w",
+            "power_mean_w",
+            "reason",
+            "reasons_pct_of_samples",
+            "sm_clock_mean_mhz",
+            "t_s",
+            "temperature_max_c",
+            "throttled_pct_of_samples",
+        ),
+    ),
+    Entry(
+        "other-process-on-gpu",
+        5,
+        ("warning", "info"),
+        "another process holds memory or SMs on the job's GPU",
+        ("command", "gpu", "job_memory_bytes", "memory_pct_of_gpu", "pid", "sm_util_pct", "used_memory_bytes"),
+    ),
+    Entry(
+        "ranks-share-gpu",
+        5,
+        ("critical",),
+        "several ranks use the same GPU while others sit idle (e.g. everything on `cuda:0`)",
+        ("device_by_rank", "gpus_idle", "gpus_on_node", "node", "nvml_processes_by_gpu", "ranks_by_device"),
+    ),
+    Entry(
+        "stray-context-on-gpu",
+        5,
+        ("warning",),
+        "rank k allocates memory on another rank's GPU (`torch.load` without `map_location`, no `set_device`)",
+        ("device", "stray_bytes", "torch_load_without_map_location"),
+    ),
+    Entry(
+        "straggler-rank",
+        5,
+        ("warning",),
+        "one rank is late to the collectives, and why: its own lower finding",
+        (
+            "busy_pct_max",
+            "busy_pct_min",
+            "cause_code",
+            "cause_phase",
+            "cause_phase_excess_s_per_step",
+            "collective_lag_us",
+            "collective_wait_s_per_step_by_rank",
+            "collectives_compared",
+            "lag_pct_of_step",
+            "lateness_s_per_step",
+            "others_collective_wait_s_per_step",
+            "own_work_s_per_step_by_rank",
+            "reason_code",
+            "reason_evidence",
+            "step_time_spread_pct",
+            "step_wall_s",
+            "steps_compared",
+            "straggler_rank",
+        ),
+    ),
+    Entry(
+        "gloo-with-cuda",
+        5,
+        ("warning",),
+        "the process group uses gloo for CUDA tensors where nccl is meant",
+        ("backend", "device", "world_size"),
+    ),
+    Entry(
+        "dataparallel-not-ddp",
+        5,
+        ("warning",),
+        "`nn.DataParallel` on several GPUs, where DistributedDataParallel is meant",
+        ("device_ids", "gpu_count", "module_class"),
+    ),
+)
+
+BY_CODE = {entry.code: entry for entry in CATALOGUE}

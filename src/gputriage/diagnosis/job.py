@@ -1,0 +1,52 @@
+"""Evaluate the rules on one run, on one rank's record, or on every rank of a merged torchrun job."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable
+
+from gputriage import rules
+from gputriage.diagnosis.passes import explain_idle_gpu_below, link_straggler_causes
+from gputriage.findings import Finding, root_cause_order
+from gputriage.record import Run
+from gputriage.record.merge import rank_run
+
+
+def evaluate_job(run: Run) -> list[Finding]:
+    """Findings for a single run, a rank's record, or a merged job (each rank evaluated and tagged with `rank`),
+    most likely root cause first.
+
+    In a merged job the same finding on many ranks is reported once, on its lowest rank, with `on_ranks` in its
+    evidence: 1,024 copies of one input-pipeline-bound would bury the one that differs.
+    """
+    if run.ranks is None or not run.ranks.ranks:
+        found = _evaluate_record(run)
+        if run.rank_info is not None and run.rank_info.world_size > 1:
+            for f in found:
+                f.rank = run.rank_info.rank
+        return found
+    by_rank: dict[int, list[Finding]] = {}
+    for info in run.ranks.ranks:
+        own = _evaluate_record(rank_run(run, info))
+        for f in own:
+            f.rank = info.rank
+        by_rank[info.rank] = own
+    job_findings = link_straggler_causes(rules.evaluate(run, rules.job_rules()), by_rank)
+    per_rank = [f for own in by_rank.values() for f in own]
+    return root_cause_order(_collapse(per_rank) + job_findings)
+
+
+def _evaluate_record(run: Run) -> list[Finding]:
+    return explain_idle_gpu_below(run, rules.evaluate(run))
+
+
+def _collapse(findings: Iterable[Finding]) -> list[Finding]:
+    groups: dict[tuple[str, str | None], list[Finding]] = {}
+    for f in findings:
+        groups.setdefault((f.code, f.where), []).append(f)
+    out = []
+    for group in groups.values():
+        first = min(group, key=lambda f: (f.severity.weight, f.rank if f.rank is not None else -1))
+        ranks = sorted({f.rank for f in group if f.rank is not None})
+        out.append(dataclasses.replace(first, evidence={**first.evidence, "on_ranks": ranks}))
+    return out

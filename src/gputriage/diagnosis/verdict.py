@@ -1,0 +1,58 @@
+"""The one-line verdict: idle, underused, healthy on what was measured, inconclusive (rung 1 lacks the facts it
+needs, and the next command to paste is named), or unknown."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gputriage.diagnosis.ladder import RUNG_QUESTIONS, rung_one_unjudged
+from gputriage.findings import Finding, Severity
+from gputriage.record import Run
+from gputriage.rules.env_facts import not_rung_one_errors
+
+
+@dataclass
+class Verdict:
+    status: str  # idle | underused | healthy | inconclusive | unknown
+    root_cause: str | None
+    summary: str
+
+
+def build_verdict(run: Run, findings: list[Finding]) -> Verdict:
+    """`root_cause` is findings[0].code when it is critical or a warning (docs/contract.md)."""
+    top = findings[0] if findings else None
+    if top is not None and top.severity in (Severity.CRITICAL, Severity.WARNING):
+        # A critical finding below rung 5 means the GPU is not doing the work at all; rung-5 criticals
+        # (starvation, ranks sharing a GPU) and warnings mean it works, but not enough.
+        idle = top.severity is Severity.CRITICAL and top.rung < 5
+        status = "idle" if idle else "underused"
+        return Verdict(status, top.code, f"{top.title}.")
+    measured = run.measured_rungs()
+    if not measured:
+        return Verdict("unknown", None, "Nothing was measured, so there is no verdict." + _ending(run))
+    notes = "".join(f" {note}" for note in not_rung_one_errors(run))
+    gap = rung_one_unjudged(run, findings)
+    if gap is not None:
+        summary = f"Rung 1 could not be judged: {gap.reason().removeprefix('not measured: ')}. {gap.next_step()}"
+        return Verdict("inconclusive", None, summary + notes + _ending(run))
+    skipped = sorted(set(RUNG_QUESTIONS) - measured)
+    tail = f" (rungs {', '.join(map(str, skipped))} were not measured)" if skipped else ""
+    rung_one = next((f"{f.title}." for f in findings if f.rung == 1), "")  # info: why rung 1 is fine as it is
+    summary = f"No problem found on the measured rungs{tail}. {rung_one}".rstrip()
+    return Verdict("healthy", None, summary + notes + _ending(run))
+
+
+def _ending(run: Run) -> str:
+    """How the script ended, when that bounds what the verdict can say (a crash no rule blamed, a signal)."""
+    proc = run.process
+    if proc is None:
+        return ""
+    if proc.signal:
+        return f" The run was stopped by {proc.signal}: this covers what was seen until then."
+    if proc.exception_type and proc.exception_type != "SystemExit":
+        where = f" at {proc.crash_where}" if proc.crash_where else ""
+        return (
+            f" The script crashed with {proc.exception_type}{where} (exit code {proc.exit_code}), "
+            "which is not a device-placement problem: see its traceback."
+        )
+    return ""

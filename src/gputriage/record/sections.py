@@ -1,0 +1,54 @@
+"""The evidence sections: what a command measures, in one place.
+
+`Run` (one command's record) and `RankInfo` (one rank of a merged torchrun job) both carry these sections, so a new
+collector adds its section here once: the record's JSON, `Run.self_check`, the rank merge and the ladder's "which rungs
+were measured" all follow from this class. Each section type answers `self_check()` (its invariants, as sentences)
+and `measured_rungs()` (the rungs its presence gives evidence for).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Protocol
+
+from gputriage.record.compute import ComputeSection
+from gputriage.record.environment import Environment
+from gputriage.record.gpu import GpuSection
+from gputriage.record.placement import PlacementSection
+from gputriage.record.process import ProcessSection
+from gputriage.record.steps import StepsSection
+from gputriage.record.trace import TraceSection
+
+
+class Section(Protocol):
+    def self_check(self) -> list[str]: ...
+
+    def measured_rungs(self) -> set[int]: ...
+
+
+@dataclass(kw_only=True)
+class Sections:
+    """A section is None when the command did not measure it."""
+
+    environment: Environment | None = None
+    process: ProcessSection | None = None
+    placement: PlacementSection | None = None
+    compute: ComputeSection | None = None
+    steps: StepsSection | None = None
+    gpu: GpuSection | None = None
+    trace: TraceSection | None = None
+
+    def present_sections(self) -> Iterator[tuple[str, Section]]:
+        for name in SECTION_NAMES:
+            section = getattr(self, name)
+            if section is not None:
+                yield name, section
+
+    def copy_sections_from(self, other: Sections) -> None:
+        for name in SECTION_NAMES:
+            setattr(self, name, getattr(other, name))
+
+
+SECTION_NAMES: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(Sections))
