@@ -209,3 +209,31 @@ def test_a_real_gpu_machine_lists_the_gpus_nvidia_smi_lists(capsys: pytest.Captu
     assert code == 0
     assert len(doc["environment"]["driver"]["devices"]) == len(gpus)
     assert doc["verdict"]["root_cause"] not in {"no-gpu-visible", "driver-not-loaded", "container-without-gpu"}
+
+
+def test_an_inconclusive_paste_follows_the_contract_in_every_report(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A paste that does not say what rung 1 needs: `inconclusive`, rung 1 skipped with its reason, the next command
+    to paste; the same in JSON, the terminal, Markdown and HTML."""
+    from contract import LADDER_FIELDS, RUNG_STATUSES, VERDICT_FIELDS, VERDICT_STATUSES
+
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b">>> torch.cuda.is_available()\nFalse\n")))
+    code, doc = run_env_json(capsys, "--from", "-", "--out", str(tmp_path))
+
+    assert code == 0
+    assert tuple(doc["verdict"]) == VERDICT_FIELDS and doc["verdict"]["status"] in VERDICT_STATUSES
+    assert doc["verdict"]["status"] == "inconclusive" and doc["verdict"]["root_cause"] is None
+    assert "Paste the output of `" in doc["verdict"]["summary"]
+    for rung in doc["ladder"]:
+        assert tuple(rung) == LADDER_FIELDS and rung["status"] in RUNG_STATUSES
+        assert (rung["reason"] is None) == (rung["status"] != "skipped")
+    assert doc["ladder"][0]["status"] == "skipped" and doc["ladder"][0]["reason"].startswith("not measured: ")
+    reason = doc["ladder"][0]["reason"]
+    assert reason in (tmp_path / "report.md").read_text()
+    assert "verdict-inconclusive" in (tmp_path / "report.html").read_text()
+
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b">>> torch.cuda.is_available()\nFalse\n")))
+    assert main(["env", "--from", "-"]) == 0
+    terminal = " ".join(capsys.readouterr().out.split())
+    assert "INCONCLUSIVE" in terminal and "not measured" in terminal

@@ -159,9 +159,19 @@ TORCH_RELEASES: dict[str, TorchRelease] = {
 
 # --- The companion packages of each torch release: (torchvision, torchaudio) --------------------------------------
 # Source: https://pytorch.org/get-started/previous-versions/ (pytorch.github.io _get_started/previous-versions.md), the
-# pip lines of each release; 2.4-2.9 from the same page's later revisions. A release missing here gets its
-# companions unpinned from the same index, where each torchvision/torchaudio wheel requires its exact torch.
-COMPANIONS: dict[str, tuple[str, str]] = {
+# pip lines of each release; 2.4-2.9 from the same page's later revisions. Before 1.7 the page pins no torchaudio
+# (None). A release missing here keeps the companion version the report shows, else it goes unpinned.
+COMPANIONS: dict[str, tuple[str, str | None]] = {
+    "1.0.0": ("0.2.1", None),
+    "1.0.1": ("0.2.2", None),
+    "1.1.0": ("0.3.0", None),
+    "1.2.0": ("0.4.0", None),
+    "1.4.0": ("0.5.0", None),
+    "1.5.0": ("0.6.0", None),
+    "1.5.1": ("0.6.1", None),
+    "1.6.0": ("0.7.0", None),
+    "1.7.0": ("0.8.0", "0.7.0"),
+    "1.7.1": ("0.8.2", "0.7.2"),
     "1.8.0": ("0.9.0", "0.8.0"),
     "1.8.1": ("0.9.1", "0.8.1"),
     "1.9.0": ("0.10.0", "0.9.0"),
@@ -196,7 +206,7 @@ COMPANIONS: dict[str, tuple[str, str]] = {
 }
 
 
-def companions_of(torch_version: str) -> tuple[str, str] | None:
+def companions_of(torch_version: str) -> tuple[str, str | None] | None:
     """(torchvision, torchaudio) published with torch `torch_version` ("2.1.0+cpu" -> ("0.16.0", "2.1.0"))."""
     return COMPANIONS.get(".".join(str(p) for p in version_tuple(torch_version)[:3]))
 

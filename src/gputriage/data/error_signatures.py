@@ -234,6 +234,26 @@ SIGNATURES: tuple[ErrorSignature, ...] = (
         "the NVIDIA Container Toolkit",
         "https://github.com/hiyouga/LlamaFactory/issues/5268",
     ),
+    ErrorSignature(
+        "ctk-no-driver-library",
+        ("load library failed: libnvidia-ml.so",),
+        "driver-not-loaded",
+        "the NVIDIA Container Toolkit on the host cannot load the driver's NVML library: the host has no NVIDIA driver "
+        "installed or loaded (or docker runs from a snap that cannot see it)",
+        "nvidia-smi   # on the host: if it fails, install the NVIDIA driver there first; docker from a snap: use "
+        "docker's own packages instead",
+        "https://github.com/docker/for-win/issues/13835",
+    ),
+    ErrorSignature(
+        "ctk-wsl-no-adapter",
+        ("wsl environment detected but no adapters were found",),
+        NO_DRIVER,
+        "WSL gives a container the GPU only through the Windows NVIDIA driver, and it exposes none: the machine has "
+        "no NVIDIA GPU, the distribution runs under WSL 1, or the Windows driver is missing",
+        "nvidia-smi   # inside WSL 2; if it fails: install the Windows NVIDIA driver, then wsl --update && "
+        "wsl --shutdown",
+        "https://github.com/NVIDIA/nvidia-docker/issues/1786",
+    ),
     # --- the build ----------------------------------------------------------------------------------------------------
     ErrorSignature(
         "not-compiled-with-cuda",

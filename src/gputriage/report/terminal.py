@@ -82,7 +82,8 @@ def environment_table(env: Environment) -> Table:
     for label, value in _environment_rows(env):
         table.add_row(fmt.printable(label), fmt.printable(value))
     for sentence in env.unknown:
-        table.add_row("could not tell", Text(fmt.printable(sentence), style="italic"))
+        shown = sentence.removeprefix("could not tell ")  # the label says it already
+        table.add_row("could not tell", Text(fmt.printable(shown), style="italic"))
     return table
 
 

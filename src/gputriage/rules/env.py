@@ -135,17 +135,14 @@ def container_without_gpu(run: Run) -> Iterator[Finding]:
     title = (
         "Docker was asked for the GPU but has no NVIDIA runtime (the NVIDIA Container Toolkit is missing)"
         if runtime_missing
-        else f"This runs inside a {env.host.container_kind or 'container'} that was started without access to the GPU"
+        else f"This runs inside {_container_words(env.host.container_kind)} that was started without access to the GPU"
     )
     fix = (
         "# on the host: install the NVIDIA Container Toolkit, then register it with docker:\n"
         "sudo nvidia-ctk runtime configure --runtime=docker && sudo systemctl restart docker\n"
         "docker run --rm --gpus all ubuntu nvidia-smi   # must list the GPUs"
         if runtime_missing
-        else "# on the host: install the NVIDIA Container Toolkit once, then start the container with the GPUs\n"
-        "docker run --gpus all IMAGE ...\n"
-        "# compose: deploy.resources.reservations.devices: [{driver: nvidia, count: all, capabilities: [gpu]}]\n"
-        "# Kubernetes: request them in the pod spec: resources.limits: {nvidia.com/gpu: 1}"
+        else _container_gpu_fix(env.host.container_kind)
     )
     yield _finding(run, "container-without-gpu", title, evidence, fix)
 
@@ -171,6 +168,23 @@ def _container_lacks_gpu(env: Environment) -> str | None:
     if env.torch.is_available is False and not other_causes and not env.torch.is_cpu_build:
         return "torch sees no CUDA device inside the container"
     return None
+
+
+def _container_gpu_fix(kind: str | None) -> str:
+    docker = (
+        "# on the host: install the NVIDIA Container Toolkit once, then start the container with the GPUs\n"
+        "docker run --gpus all IMAGE ...\n"
+        "# compose: deploy.resources.reservations.devices: [{driver: nvidia, count: all, capabilities: [gpu]}]"
+    )
+    k8s = "# Kubernetes: request them in the pod spec: resources.limits: {nvidia.com/gpu: 1} (NVIDIA device plugin)"
+    return f"{k8s}\n{docker}" if kind == "kubernetes" else f"{docker}\n{k8s}"
+
+
+def _container_words(kind: str | None) -> str:
+    """ "a docker container", "a Kubernetes pod", "a podman container", "a container"."""
+    if kind == "kubernetes":
+        return "a Kubernetes pod"
+    return f"a {kind} container" if kind else "a container"
 
 
 def _gpu_meant(run: Run, env: Environment) -> bool:
@@ -209,10 +223,15 @@ def driver_not_loaded(run: Run) -> Iterator[Finding]:
         "error": module_missing[0].text if module_missing else None,
         "nvidia_device_nodes": 0 if env.source == "probe" else None,
     }
+    title = (
+        "An NVIDIA GPU is installed, but its driver is not loaded, so nothing can use it"
+        if pci
+        else "The NVIDIA driver is not loaded (or not installed), so nothing can use the GPU"
+    )
     yield _finding(
         run,
         "driver-not-loaded",
-        "An NVIDIA GPU is installed, but its driver is not loaded, so nothing can use it",
+        title,
         evidence,
         "sudo modprobe nvidia && nvidia-smi\n"
         "# if modprobe fails: the driver is missing or was built for another kernel (after a kernel update):\n"

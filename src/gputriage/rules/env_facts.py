@@ -6,7 +6,7 @@ No I/O and no torch: everything here reads the Environment section and the table
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from gputriage.data.cuda_tables import (
@@ -89,7 +89,7 @@ def _text_says_none(env: Environment) -> bool:
     if h.os_name == "darwin":
         return True  # macOS has had no CUDA since 10.13
     nvml_failed = d.nvml_loaded is False or has_error(env, "smi-no-driver")
-    if h.wsl and nvml_failed:
+    if (h.wsl and nvml_failed) or has_error(env, "ctk-wsl-no-adapter"):
         return True  # WSL exposes the GPU only through the Windows driver; nvidia-smi failing there means none is
     cuda_visible = env.env_vars.get("CUDA_VISIBLE_DEVICES")
     unavailable = env.torch.is_available is False or has_error(env, "cuda-100")
@@ -151,18 +151,30 @@ def parse_visible_devices(env: Environment) -> VisibleDevices | None:
 
 
 # --- install commands -----------------------------------------------------------------------------------------------
-def pip_install(torch_version: str | None, cuda: str, companions: Sequence[str] = ()) -> str:
+def pip_install(
+    torch_version: str | None,
+    cuda: str,
+    companions: Sequence[str] = (),
+    seen: Mapping[str, str] | None = None,
+    os_name: str | None = None,
+) -> str:
     """The exact pip command for torch `torch_version` (None: the newest) built for CUDA `cuda`, with `companions`
-    (torchvision / torchaudio) pinned to the versions published with that torch where the table knows them."""
+    (torchvision / torchaudio) pinned to the versions published with that torch (the table; else `seen`, the versions
+    the report shows next to that same torch)."""
     tag = _tag(cuda)
     base = base_version(torch_version) if torch_version else None
     pins = companions_of(base) if base else None
     specs = [f"torch=={base}" if base else "torch"]
     for name in companions:
         pinned = (pins[0] if name == "torchvision" else pins[1]) if pins else None
+        pinned = pinned or (base_version((seen or {}).get(name) or "") or None)
         specs.append(f"{name}=={pinned}" if pinned else name)
     if base is None or version_tuple(base) >= _PIP_INDEX_SINCE:
         return f"python -m pip install {' '.join(specs)} --index-url {WHEEL_INDEX}/{tag}"
+    release = TORCH_RELEASES.get(release_of(base))
+    if release is not None and release.pypi_cuda == cuda and os_name != "windows":
+        # The default CUDA of a 1.x release came from PyPI itself, without +cuXYZ (the previous-versions page).
+        return f"python -m pip install {' '.join(specs)}"
     # Before 2.0 the CUDA wheels carried +cuXYZ (torchvision too, torchaudio not) and lived in torch_stable.html.
     local = [s + f"+{tag}" if s.startswith(("torch==", "torchvision==")) else s for s in specs]
     return f"python -m pip install {' '.join(local)} -f {WHEEL_INDEX}/torch_stable.html"
@@ -354,7 +366,11 @@ def install_lines(env: Environment, variant: Variant) -> list[str]:
     """The pip command for the variant with the companions of the paste moved along (pinned where the table knows)."""
     t = env.torch
     wanted = [n for n in ("torchvision", "torchaudio") if n in t.companions]
-    command = pip_install(variant.torch_version, variant.cuda, wanted)
+    same_torch = bool(t.version and variant.torch_version) and base_version(t.version or "") == base_version(
+        variant.torch_version or ""
+    )
+    seen = t.companions if same_torch else None  # the report's pairing holds only for the torch it was seen with
+    command = pip_install(variant.torch_version, variant.cuda, wanted, seen, env.host.os_name)
     lines = [command]
     if "xformers" in t.companions:
         index = (

@@ -81,3 +81,25 @@ def _containers(paste: Paste, env: Environment) -> None:
             h.container_gpu_requested = True
         if "nvidia-container-cli" in line.low:
             h.container_kind = h.container_kind or "docker"
+    _manifest_gpu_request(paste, env)
+
+
+_COMPOSE_GPU = ("driver: nvidia", "capabilities: [gpu", 'capabilities: ["gpu', "- gpu", "runtime: nvidia", "gpus: all")
+_K8S_KIND = re.compile(r"^kind:[ \t]*(Pod|Deployment|Job|StatefulSet|DaemonSet|CronJob)\b")
+
+
+def _manifest_gpu_request(paste: Paste, env: Environment) -> None:
+    """A compose file (`services:`) or a Kubernetes manifest (`kind: Pod`, ...) pasted whole: it asks for a GPU with
+    `deploy.resources.reservations.devices` / `runtime: nvidia` / `gpus:` or a `nvidia.com/gpu` limit, or not."""
+    h = env.host
+    if h.container_gpu_requested is not None:
+        return
+    compose = k8s = asks_gpu = False
+    for line in paste.facts():
+        text = line.text.rstrip()
+        compose = compose or text == "services:"
+        k8s = k8s or bool(_K8S_KIND.match(text))
+        asks_gpu = asks_gpu or any(word in line.low for word in _COMPOSE_GPU) or "nvidia_visible_devices" in line.low
+    if compose or k8s:
+        h.in_container, h.container_gpu_requested = True, asks_gpu
+        h.container_kind = h.container_kind or ("kubernetes" if k8s else "docker")

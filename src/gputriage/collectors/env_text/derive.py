@@ -48,9 +48,9 @@ def _conflicting_builds(env: Environment) -> None:
     next to a broken one) and CUDA does not work: the failing state is the CPU build."""
     t = env.torch
     cpu = next((v for v in t.other_versions if v.endswith("+cpu")), None)
-    if cpu is None or t.is_available is True or t.cpu_build_evidence:
+    if cpu is None or t.is_available is True or (t.cpu_build_evidence and not t.cuda_version):
         return
-    t.cpu_build_evidence = f"the report names torch {cpu} next to {t.version}"
+    t.cpu_build_evidence = t.cpu_build_evidence or f"the report names torch {cpu} next to {t.version}"
     t.version, t.cuda_version, t.cuda_version_inferred_from = cpu, None, None
 
 
@@ -87,6 +87,7 @@ def has_any_fact(env: Environment) -> bool:
         t.cpu_build_evidence, t.gpu_use_evidence, t.install_command, t.cuda_version,
         d.driver_version, d.cuda_driver_version, d.nvml_error, d.no_devices_reported,
         h.in_container, h.pci_nvidia_devices, h.proc_driver_version, h.no_gpu_stated, h.nvidia_smi_missing,
+        h.cuda_toolkit_version,
     )  # fmt: skip
     return any(v is not None for v in values) or bool(d.devices or env.env_vars or env.errors or h.other_gpus)
 

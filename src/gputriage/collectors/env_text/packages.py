@@ -122,6 +122,8 @@ def _list_line(line: Line, env: Environment) -> None:
         record_package(
             env, match.group(1), match.group(2), build=match.group(3), manager=_manager(match.group(3)), text=line.text
         )
+        if "[cpuonly]" in line.low:  # conda list marks packages pinned by the cpuonly package's feature
+            env.torch.cpuonly_package, env.torch.install_method = True, "conda"
     elif show:
         record_package(env, "torch", show.group(1), build=None, manager="pip", text=line.text)
     for pattern in (_UV_LOCK, _POETRY, _UV_OUT):

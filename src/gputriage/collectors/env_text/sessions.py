@@ -19,7 +19,7 @@ _QUERY = re.compile(
     r"(\w{1,20})\.(__version__|version\.cuda)\b"
 )
 _HAS_DIGIT = re.compile(r"device_count\W{0,12}[0-9]")
-_QUERY_WORDS = ("available", "device_count", "version", "arch_list")
+_QUERY_WORDS = ("available", "device_count", "version", "arch_list", "count", "gpus", "devices")
 _MAX_QUERIES = 400  # a report asks torch a handful of times; a paste asking more is not a session to follow
 _TRUE = ("true", "ture", "treu", "yes")
 _FALSE = ("false", "flase", "fasle", "fales", "flse", "no")
@@ -33,6 +33,16 @@ _PROSE = re.compile(
     re.IGNORECASE,
 )
 _PRINT_LABEL = re.compile(r"^[ \t]*(?:cuda available|is cuda available|gpu available)[ \t]*:?[ \t]*$", re.IGNORECASE)
+# A script's own labelled prints: "torch version: 2.2.1", "cuda available: Flase", "cuda version: None", "GPU count: 0".
+_LABELLED = re.compile(
+    r"^[ \t]*(?:(?P<version>(?:py)?torch(?:[ \t]+version|\.__version__)?)|"
+    r"(?P<avail>(?:is[ \t]+)?(?:torch[ \t]+)?cuda(?:[ \t]+is)?[ \t]+available\??|torch\.cuda\.is_available\(\))|"
+    r"(?P<cuda>(?:torch[ \t]+)?cuda[ \t]+version|torch\.version\.cuda)|"
+    r"(?P<count>(?:cuda[ \t]+)?(?:device|gpu)[ \t]+count|number[ \t]+of[ \t]+(?:cuda[ \t]+)?(?:gpus|devices)|"
+    r"torch\.cuda\.device_count\(\)))"
+    r"[ \t]*[:=][ \t]*['\"]?(?P<value>[\w.+\-]{1,40})['\"]?[ \t]*$",
+    re.IGNORECASE,
+)
 _SKIP = ("warn", "return torch._c", "(triggered internally", "traceback", "  file ", "userwarning")
 _OTHER_GPU_LIBS = ("cupy", "tensorflow", "tf", "jax", "numba")
 
@@ -51,6 +61,7 @@ def extract(paste: Paste, env: Environment) -> None:
                 _record(env, query, answer, line)
         _prose_answer(line, env)
         _printed_label(lines, line, env)
+        _labelled_print(line, env)
 
 
 def _asks(line: Line) -> bool:
@@ -128,6 +139,27 @@ def _printed_label(lines: list[Line], line: Line, env: Environment) -> None:
             if (flag := _bool(follower.text.strip())) is not None:
                 fail_wins(env.torch, "is_available", flag)
                 return
+
+
+def _labelled_print(line: Line, env: Environment) -> None:
+    """ "torch version: 2.2.1", "CUDA available: Flase", "cuda version: None", "Number of GPUs: 0": one value per line.
+    "cuda version" is read only when it is None (a print of torch.version.cuda): a number after it may be the
+    toolkit's or the driver's (nvidia-smi -q prints "CUDA Version : 12.2")."""
+    match = _LABELLED.match(line.text) if len(line.text) < 120 else None
+    if match is None:
+        return
+    value, t = match.group("value"), env.torch
+    if match.group("version") and (v := version(value)) and value[:1].isdigit():
+        first(t, "version", v)
+        fail_wins(t, "installed", True)
+    elif match.group("avail") and (flag := _bool(value)) is not None:
+        fail_wins(t, "is_available", flag)
+    elif match.group("cuda") and value == "None":
+        first(t, "cpu_build_evidence", line.text.strip())
+    elif match.group("cuda") and match.group("cuda").lower() == "torch.version.cuda":
+        first(t, "cuda_version", version(value))
+    elif match.group("count") and (count := small_int(value, 4096)) is not None:
+        first(t, "device_count", count)
 
 
 def _bool(text: str) -> bool | None:
