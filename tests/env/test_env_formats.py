@@ -190,6 +190,24 @@ def test_package_manager_outputs(text: str, version: str, cpu: bool, companions:
     assert (t.version, t.is_cpu_build, set(t.companions)) == (version, cpu, companions)
 
 
+def test_pypi_wheel_on_linux_aarch64_is_the_cpu_build() -> None:
+    text = (
+        "$ uname -m\naarch64\n$ pip install torch\nSuccessfully installed torch-2.9.1\n"
+        "$ nvidia-smi -L\nGPU 0: NVIDIA GB200 (UUID: GPU-0b5c3f1a-1111-2222-3333-444455556666)\n"
+    )
+    assert parse(text).torch.is_cpu_build is True
+    finding = diagnose_text(text).findings[0]
+    assert finding.code == "cpu-only-build" and "--index-url https://download.pytorch.org/whl/cu" in finding.fix
+
+
+def test_lightning_asking_for_a_gpu_index_that_does_not_exist() -> None:
+    text = (
+        "lightning_fabric.utilities.exceptions.MisconfigurationException: You requested gpu: [1]\n"
+        " But your machine only has: [0]\n"
+    )
+    assert cause(text) == ("idle", "cuda-init-failed")
+
+
 def test_conda_cpuonly_is_seen() -> None:
     env = parse("cpuonly                   2.0                           0    pytorch\nIs CUDA available: False\n")
     assert env.torch.cpuonly_package is True and env.torch.install_method == "conda"

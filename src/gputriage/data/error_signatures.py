@@ -140,7 +140,12 @@ SIGNATURES: tuple[ErrorSignature, ...] = (
     ),
     ErrorSignature(
         "cuda-101",
-        ("invalid device ordinal", "cudaerrorinvaliddevice", "device >= 0 && device < num_gpus"),
+        (
+            "invalid device ordinal",
+            "cudaerrorinvaliddevice",
+            "device >= 0 && device < num_gpus",
+            "misconfigurationexception: you requested gpu",  # Lightning checks the indices before CUDA does
+        ),
         "cuda-init-failed",
         "the code asks for a GPU index (cuda:1, --gpu_ids, set_device(local_rank)) that this process does not have",
         "nvidia-smi -L   # the GPUs there are; then use an index below that count (cuda:0 on a one-GPU machine)",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from gputriage.collectors.env_text.packages import infer_from_command
-from gputriage.data.cuda_tables import TORCH_RELEASES, release_of
+from gputriage.data.cuda_tables import TORCH_RELEASES, release_of, version_tuple
 from gputriage.data.gpu_names import capability_of
 from gputriage.record.environment import Environment
 
@@ -65,6 +65,9 @@ def _platform_wheel(env: Environment) -> None:
         return
     if env.host.os_name in ("windows", "darwin") and t.install_method == "pip":
         t.cpu_build_evidence = f"torch {t.version} from PyPI on {env.host.os_name}, where PyPI has only CPU builds"
+    elif env.host.machine == "aarch64" and t.install_method == "pip" and version_tuple(t.version)[:2] <= (2, 9):
+        # pytorch#168065: PyPI's Linux aarch64 wheels are CPU-only; the CUDA ones live on download.pytorch.org
+        t.cpu_build_evidence = f"torch {t.version} from PyPI on aarch64, where PyPI has only CPU builds"
 
 
 def _infer_pypi_wheel(env: Environment) -> None:

@@ -58,6 +58,8 @@ def extract(paste: Paste, env: Environment) -> None:
             pci += bool(_LSPCI.search(line.text))
             _hardware(line.text, low, env)
         _software(line.text, low, env)
+        if "aarch64" in low and h.machine is None:  # uname -m, collect_env's platform, "an aarch64 box"
+            h.machine = "aarch64"
     if pci:
         first(h, "pci_nvidia_devices", pci)
     for line in paste.lines:  # prose about the set-up, whoever wrote it, tells where the job runs
