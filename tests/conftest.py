@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -13,7 +14,8 @@ from gputriage import diagnosis
 from gputriage.findings import Finding
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-CORPUS = REPO_ROOT.parent / "shared" / "corpus"
+# ../shared/corpus next to the checkout; GPUTRIAGE_CORPUS points elsewhere (a worktree whose parent has no shared/).
+CORPUS = Path(os.environ.get("GPUTRIAGE_CORPUS") or REPO_ROOT.parent / "shared" / "corpus")
 
 
 def _nvidia_gpu_present() -> bool:

@@ -28,6 +28,12 @@ TRACE_RANK_FIELDS = (
 )
 IDLE_BREAKDOWN_FIELDS = ("host_wait_pct", "kernel_wait_pct", "other_pct")
 
+# The verdict and each ladder rung (docs/contract.md).
+VERDICT_FIELDS = ("status", "root_cause", "summary")
+VERDICT_STATUSES = ("idle", "underused", "healthy", "inconclusive", "unknown")
+LADDER_FIELDS = ("rung", "question", "status", "reason", "finding_codes")
+RUNG_STATUSES = ("pass", "warn", "fail", "skipped")
+
 
 def catalogue_problems(findings: Iterable[dict[str, Any]]) -> list[str]:
     """Findings (in their JSON form) that the catalogue does not declare: an unknown code, another rung, a severity

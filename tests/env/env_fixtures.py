@@ -15,8 +15,6 @@ from gputriage.hardware.fake import FakeNvml
 from gputriage.record import Run
 from gputriage.record.environment import Environment, TorchFacts
 
-CORPUS_LABELS = ("### category:", "### root cause:", "### resolution:", "### source:")
-
 
 def fake_root(
     tmp: Path,
@@ -103,8 +101,3 @@ def run_env_json(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, d
     code = main(["env", "--json", *argv])
     out = capsys.readouterr().out
     return code, json.loads(out) if out.strip() else {}
-
-
-def corpus_text(path: Path) -> str:
-    """The report as a maintainer would paste it: the thread's text and the reporter's facts, not our labels."""
-    return "\n".join(line for line in path.read_text().splitlines() if not line.startswith(CORPUS_LABELS))

@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from env_fixtures import run_env_json
@@ -40,8 +41,39 @@ def test_this_machine_has_no_gpu_and_says_so_in_plain_words(capsys: pytest.Captu
     assert doc["ladder"][0]["status"] == "fail"
     others = {f["code"]: f["severity"] for f in doc["findings"] if f["code"] not in NO_GPU_ROOTS}
     assert others.get("cpu-only-build", "info") == "info"  # with no GPU, a CPU build is at most info
+    # One machine, one answer: no container finding on top of "no GPU" (the host has none either: PCI says 0).
+    assert [f["code"] for f in doc["findings"] if f["severity"] == "critical"] == ["no-gpu-visible"]
     assert doc["environment"]["torch"]["installed"] is True
     assert doc["environment"]["host"]["python_version"]
+
+
+@pytest.mark.skipif(not NO_GPU_HERE, reason="this machine has an NVIDIA GPU")
+def test_env_and_run_give_this_machine_the_same_rung_1_answer(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    if not _torch_is_cpu_build():
+        pytest.skip("needs the CPU build of torch")
+    script = tmp_path / "job.py"
+    script.write_text("import torch\nprint(torch.ones(2).sum().item())\n")
+    out = tmp_path / "out"
+    done = subprocess.run(
+        [sys.executable, "-m", "gputriage", "run", "--out", str(out), str(script)],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    run_doc = json.loads((out / "report.json").read_text())
+    _, env_doc = run_env_json(capsys)
+
+    def rung_one(doc: dict[str, Any]) -> list[tuple[str, str]]:
+        return [(f["code"], f["severity"]) for f in doc["findings"] if f["rung"] == 1]
+
+    assert rung_one(env_doc) == rung_one(run_doc)
+    assert rung_one(env_doc)[0] == ("no-gpu-visible", "info")  # nothing to use: judged for the CPU, like `run`
+    assert env_doc["ladder"][0]["status"] == run_doc["ladder"][0]["status"] == "pass"
+    assert "judged for the CPU" in env_doc["verdict"]["summary"]
 
 
 @pytest.mark.skipif(not NO_GPU_HERE, reason="this machine has an NVIDIA GPU")
@@ -130,9 +162,11 @@ def test_bad_text_gives_one_clear_line_and_exit_2(
     assert err.count("\n") == 1 and err.startswith("gputriage: error: ")
 
 
-@pytest.mark.parametrize("name", ["missing.txt", "."])
+@pytest.mark.parametrize(
+    ("name", "message"), [("missing.txt", "cannot read missing.txt: "), (".", ". is a directory, not a regular file")]
+)
 def test_a_path_that_cannot_be_read_gives_exit_2(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, name: str
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, name: str, message: str
 ) -> None:
     monkeypatch.chdir(tmp_path)
 
@@ -140,7 +174,7 @@ def test_a_path_that_cannot_be_read_gives_exit_2(
 
     err = capsys.readouterr().err
     assert code == 2
-    assert err.startswith(f"gputriage: error: cannot read {name}: ")
+    assert err.startswith(f"gputriage: error: {message}")
     assert err.count("\n") == 1
 
 
@@ -175,3 +209,31 @@ def test_a_real_gpu_machine_lists_the_gpus_nvidia_smi_lists(capsys: pytest.Captu
     assert code == 0
     assert len(doc["environment"]["driver"]["devices"]) == len(gpus)
     assert doc["verdict"]["root_cause"] not in {"no-gpu-visible", "driver-not-loaded", "container-without-gpu"}
+
+
+def test_an_inconclusive_paste_follows_the_contract_in_every_report(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A paste that does not say what rung 1 needs: `inconclusive`, rung 1 skipped with its reason, the next command
+    to paste; the same in JSON, the terminal, Markdown and HTML."""
+    from contract import LADDER_FIELDS, RUNG_STATUSES, VERDICT_FIELDS, VERDICT_STATUSES
+
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b">>> torch.cuda.is_available()\nFalse\n")))
+    code, doc = run_env_json(capsys, "--from", "-", "--out", str(tmp_path))
+
+    assert code == 0
+    assert tuple(doc["verdict"]) == VERDICT_FIELDS and doc["verdict"]["status"] in VERDICT_STATUSES
+    assert doc["verdict"]["status"] == "inconclusive" and doc["verdict"]["root_cause"] is None
+    assert "Paste the output of `" in doc["verdict"]["summary"]
+    for rung in doc["ladder"]:
+        assert tuple(rung) == LADDER_FIELDS and rung["status"] in RUNG_STATUSES
+        assert (rung["reason"] is None) == (rung["status"] != "skipped")
+    assert doc["ladder"][0]["status"] == "skipped" and doc["ladder"][0]["reason"].startswith("not measured: ")
+    reason = doc["ladder"][0]["reason"]
+    assert reason in (tmp_path / "report.md").read_text()
+    assert "verdict-inconclusive" in (tmp_path / "report.html").read_text()
+
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b">>> torch.cuda.is_available()\nFalse\n")))
+    assert main(["env", "--from", "-"]) == 0
+    terminal = " ".join(capsys.readouterr().out.split())
+    assert "INCONCLUSIVE" in terminal and "not measured" in terminal

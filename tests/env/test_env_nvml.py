@@ -88,11 +88,15 @@ def test_no_library_and_nothing_on_the_bus_is_no_gpu(tmp_path: Path) -> None:
         tmp_path, scenario_library("library_not_found"), cuda_torch(is_available=False, device_count=0), pci_gpus=0
     )
 
-    diag = diagnose_env(env, expect_device="cuda")
+    meant_for_gpu, by_default = diagnose_env(env, expect_device="cuda"), diagnose_env(env)
 
     assert gpu_presence(env) == "none"
-    assert diag.verdict.root_cause == "no-gpu-visible"
-    assert "no NVIDIA driver is installed" in diag.findings[0].title
+    assert meant_for_gpu.verdict.root_cause == "no-gpu-visible"
+    assert "no NVIDIA driver is installed" in meant_for_gpu.findings[0].title
+    # Without --expect-device the default is the first available accelerator; with none, the CPU (as `run` does).
+    assert by_default.verdict.root_cause is None
+    assert by_default.findings[0].code == "no-gpu-visible"
+    assert by_default.findings[0].severity is Severity.INFO
 
 
 def test_not_supported_metrics_leave_facts_empty_and_nothing_wrong(tmp_path: Path) -> None:

@@ -75,8 +75,11 @@ def test_probed_arch_list_decides_arch_support() -> None:
 
     assert top.code == "arch-not-supported"
     assert top.evidence["compute_capability"] == "12.0"
-    # 570.124 runs CUDA 12.8; the newest build with sm_120 kernels that it runs: 2.7 + CUDA 12.8.
-    assert top.fix == "python -m pip install torch==2.7.0 --index-url https://download.pytorch.org/whl/cu128"
+    # 570.124 runs CUDA 12.8; the newest build with sm_120 kernels that it runs: 2.9 + CUDA 12.8.
+    assert top.fix.splitlines()[:2] == [
+        "python -m pip uninstall -y torch",  # the wrong build goes first: pip would keep it
+        "python -m pip install torch==2.9.0 --index-url https://download.pytorch.org/whl/cu128",
+    ]
 
 
 def test_an_sm_86_card_runs_sm_80_cubins() -> None:

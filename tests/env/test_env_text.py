@@ -151,7 +151,10 @@ def test_missing_facts_are_listed_not_guessed() -> None:
     assert any(u.startswith("could not tell the NVIDIA driver version") for u in env.unknown)
     assert any(u.startswith("could not tell which GPUs") for u in env.unknown)
     assert codes(diag) == []  # nothing is claimed without evidence
-    assert diag.verdict.status == "healthy"
+    assert diag.verdict.status == "inconclusive"  # never "healthy" about what the text does not say
+    assert diag.ladder[0].status == "skipped"
+    assert diag.ladder[0].reason and "does not say" in diag.ladder[0].reason
+    assert "`nvidia-smi`" in diag.verdict.summary  # what to paste next
 
 
 def test_prose_around_the_blocks_is_ignored() -> None:

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import os
 import re
+import stat
 import sys
 from pathlib import Path
 
 from gputriage.collectors.env_probe import probe_environment
 from gputriage.collectors.env_text import parse_environment_text
 from gputriage.commands.common import add_output_options, exit_code_for, output_options
-from gputriage.diagnosis import diagnose
+from gputriage.diagnosis import Diagnosis, diagnose
 from gputriage.errors import InputError
 from gputriage.record import Run
 from gputriage.record.environment import Environment
@@ -53,11 +55,19 @@ def main(args: argparse.Namespace) -> int:
     return exit_code_for(diag, args.fail_on)
 
 
+def diagnose_text(text: str, expect_device: str | None = None) -> Diagnosis:
+    """Rung 1 for a pasted report, as `env --from` computes it (no output)."""
+    env = parse_environment_text(text)
+    return diagnose(Run(command="env", argv=["env", "--from"], expect_device=expect_device, environment=env))
+
+
 def _from_text(source: str) -> Environment:
     name = "stdin" if source == "-" else source
     raw = _read_bytes(source)
     if len(raw) > _MAX_TEXT_BYTES:
-        raise InputError(f"{name} is {len(raw)} bytes, too large for a pasted report; give the collect_env text")
+        raise InputError(
+            f"{name} is over {_MAX_TEXT_BYTES} bytes, too large for a pasted report; give the collect_env text"
+        )
     if b"\x00" in raw:
         raise InputError(f"{name} looks binary, not text: give a collect_env / nvidia-smi text file")
     try:
@@ -67,10 +77,51 @@ def _from_text(source: str) -> Environment:
 
 
 def _read_bytes(source: str) -> bytes:
+    """At most _MAX_TEXT_BYTES + 1 bytes; a FIFO, device or socket is refused before anything could block on it."""
     if source == "-":
-        return sys.stdin.buffer.read()
+        return sys.stdin.buffer.read(_MAX_TEXT_BYTES + 1)
     path = Path(source)
     try:
-        return path.read_bytes()
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
+    except OSError as exc:  # a socket cannot be opened at all (ENXIO): name what it is rather than the errno
+        raise InputError(_not_regular(path) or f"cannot read {path}: {exc.strerror or exc}") from exc
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise InputError(
+                f"{path} is {_kind(info.st_mode)}, not a regular file: give the pasted report as a text file"
+            )
+        if info.st_size > _MAX_TEXT_BYTES:
+            raise InputError(
+                f"{path} is {info.st_size} bytes, too large for a pasted report; give the collect_env text"
+            )
+        with os.fdopen(fd, "rb", closefd=True) as handle:
+            fd = -1
+            return handle.read(_MAX_TEXT_BYTES + 1)
     except OSError as exc:
         raise InputError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    finally:
+        if fd >= 0:
+            os.close(fd)
+
+
+def _not_regular(path: Path) -> str | None:
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return None
+    if stat.S_ISREG(mode):
+        return None
+    return f"{path} is {_kind(mode)}, not a regular file: give the pasted report as a text file"
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO (named pipe)"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    return "a special file"

@@ -9,17 +9,23 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NamedTuple
 
+_MAX_VERSION_DIGITS = 9
+
 
 def version_tuple(text: str) -> tuple[int, ...]:
-    """ "535.104.05" -> (535, 104, 5); stops at the first part that is not a number ("2.1.0+cu121" -> (2, 1, 0))."""
+    """ "535.104.05" -> (535, 104, 5); stops at the first part that is not a number ("2.1.0+cu121" -> (2, 1, 0)).
+
+    Only ASCII digits count ("2.²" -> (2,)), and a part longer than 9 digits ends the version: text from other people's
+    machines must never turn into a huge int or a ValueError.
+    """
     parts: list[int] = []
-    for part in text.split("+", 1)[0].split("."):
+    for part in text.split("+", 1)[0].split(".")[:8]:
         digits = ""
         for ch in part:
-            if not ch.isdigit():
+            if not ("0" <= ch <= "9"):
                 break
             digits += ch
-        if not digits:
+        if not digits or len(digits) > _MAX_VERSION_DIGITS:
             break
         parts.append(int(digits))
         if len(digits) != len(part):
@@ -111,7 +117,8 @@ def cuda_supported_by_driver(driver_version: str, os_name: str | None) -> str | 
 # --- PyTorch releases: the CUDA variants published, the CUDA of the default PyPI wheel ------------------------------
 # Sources: PyTorch RELEASE.md "Release Compatibility Matrix" (https://github.com/pytorch/pytorch/blob/main/RELEASE.md)
 # and https://pytorch.org/get-started/previous-versions/ for 1.x; for 2.13, the PYTORCH_RELEASES_CODE_CC table that
-# ships inside torch 2.13's own torch/cuda/__init__.py. `pypi_cuda` is the CUDA of the plain `pip install torch==X`
+# ships inside torch 2.13's own torch/cuda/__init__.py; 2.10-2.12 from the RELEASE.md matrix (stable and experimental
+# CUDA columns). `pypi_cuda` is the CUDA of the plain `pip install torch==X`
 # Linux wheel (None where PyPI's Linux wheel was not a CUDA build, or we do not know it).
 @dataclass(frozen=True)
 class TorchRelease:
@@ -144,13 +151,71 @@ TORCH_RELEASES: dict[str, TorchRelease] = {
     "2.7": TorchRelease(("11.8", "12.6", "12.8"), "12.6"),
     "2.8": TorchRelease(("12.6", "12.8", "12.9"), "12.8"),
     "2.9": TorchRelease(("12.6", "12.8", "13.0"), "12.8"),
+    "2.10": TorchRelease(("12.6", "12.8", "13.0")),
+    "2.11": TorchRelease(("12.6", "12.8", "13.0")),
+    "2.12": TorchRelease(("12.6", "13.0", "13.2")),
     "2.13": TorchRelease(("12.6", "12.9", "13.0", "13.2")),
 }
+
+# --- The companion packages of each torch release: (torchvision, torchaudio) --------------------------------------
+# Source: https://pytorch.org/get-started/previous-versions/ (pytorch.github.io _get_started/previous-versions.md), the
+# pip lines of each release; 2.4-2.9 from the same page's later revisions. Before 1.7 the page pins no torchaudio
+# (None). A release missing here keeps the companion version the report shows, else it goes unpinned.
+COMPANIONS: dict[str, tuple[str, str | None]] = {
+    "1.0.0": ("0.2.1", None),
+    "1.0.1": ("0.2.2", None),
+    "1.1.0": ("0.3.0", None),
+    "1.2.0": ("0.4.0", None),
+    "1.4.0": ("0.5.0", None),
+    "1.5.0": ("0.6.0", None),
+    "1.5.1": ("0.6.1", None),
+    "1.6.0": ("0.7.0", None),
+    "1.7.0": ("0.8.0", "0.7.0"),
+    "1.7.1": ("0.8.2", "0.7.2"),
+    "1.8.0": ("0.9.0", "0.8.0"),
+    "1.8.1": ("0.9.1", "0.8.1"),
+    "1.9.0": ("0.10.0", "0.9.0"),
+    "1.9.1": ("0.10.1", "0.9.1"),
+    "1.10.0": ("0.11.0", "0.10.0"),
+    "1.10.1": ("0.11.2", "0.10.1"),
+    "1.11.0": ("0.12.0", "0.11.0"),
+    "1.12.0": ("0.13.0", "0.12.0"),
+    "1.12.1": ("0.13.1", "0.12.1"),
+    "1.13.0": ("0.14.0", "0.13.0"),
+    "1.13.1": ("0.14.1", "0.13.1"),
+    "2.0.0": ("0.15.1", "2.0.1"),
+    "2.0.1": ("0.15.2", "2.0.2"),
+    "2.1.0": ("0.16.0", "2.1.0"),
+    "2.1.1": ("0.16.1", "2.1.1"),
+    "2.1.2": ("0.16.2", "2.1.2"),
+    "2.2.0": ("0.17.0", "2.2.0"),
+    "2.2.1": ("0.17.1", "2.2.1"),
+    "2.2.2": ("0.17.2", "2.2.2"),
+    "2.3.0": ("0.18.0", "2.3.0"),
+    "2.3.1": ("0.18.1", "2.3.1"),
+    "2.4.0": ("0.19.0", "2.4.0"),
+    "2.4.1": ("0.19.1", "2.4.1"),
+    "2.5.0": ("0.20.0", "2.5.0"),
+    "2.5.1": ("0.20.1", "2.5.1"),
+    "2.6.0": ("0.21.0", "2.6.0"),
+    "2.7.0": ("0.22.0", "2.7.0"),
+    "2.7.1": ("0.22.1", "2.7.1"),
+    "2.8.0": ("0.23.0", "2.8.0"),
+    "2.9.0": ("0.24.0", "2.9.0"),
+    "2.9.1": ("0.24.1", "2.9.1"),
+}
+
+
+def companions_of(torch_version: str) -> tuple[str, str | None] | None:
+    """(torchvision, torchaudio) published with torch `torch_version` ("2.1.0+cpu" -> ("0.16.0", "2.1.0"))."""
+    return COMPANIONS.get(".".join(str(p) for p in version_tuple(torch_version)[:3]))
+
 
 # --- Architectures compiled into each build (what torch.cuda.get_arch_list() returns) ------------------------------
 # Sources: conda packages' cuobjdump listing collected in github.com/moi90/pytorch_compute_capabilities (table.md) for
 # 1.x-2.7; torch 2.13's PYTORCH_RELEASES_CODE_CC (x86_64) for 2.13; the "sm_86 is not compatible" warning of the
-# cudatoolkit=10.2 nightly in pytorch#46794 for 1.8 cu10.2. Keyed by (release, CUDA variant).
+# cudatoolkit=10.2 nightly in pytorch#46794 for 1.8 cu10.2; 2.9 from the per-variant lists quoted in
+# Comfy-Org/ComfyUI#16438 (cu126 5.0-9.0, cu128 7.0-12.0, cu130 7.5-12.0). Keyed by (release, CUDA variant).
 _SM_KEPLER_TO_TURING = ("sm_37", "sm_50", "sm_60", "sm_61", "sm_70", "sm_75")
 _SM_TO_AMPERE = (*_SM_KEPLER_TO_TURING, "sm_80", "sm_86")
 _SM_MAXWELL_TO_HOPPER = ("sm_50", "sm_60", "sm_61", "sm_70", "sm_75", "sm_80", "sm_86", "sm_90")
@@ -177,6 +242,9 @@ ARCH_LISTS: dict[tuple[str, str], tuple[str, ...]] = {
     ("2.7", "11.8"): ("sm_37", *_SM_MAXWELL_TO_HOPPER),
     ("2.7", "12.6"): _SM_MAXWELL_TO_HOPPER,
     ("2.7", "12.8"): _SM_TURING_TO_BLACKWELL,
+    ("2.9", "12.6"): ("sm_50", "sm_60", "sm_70", "sm_75", "sm_80", "sm_86", "sm_90"),
+    ("2.9", "12.8"): ("sm_70", "sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120"),
+    ("2.9", "13.0"): ("sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120"),
     ("2.13", "12.6"): ("sm_50", "sm_60", "sm_70", "sm_75", "sm_80", "sm_86", "sm_90"),
     ("2.13", "12.9"): _SM_TURING_TO_BLACKWELL,
     ("2.13", "13.0"): _SM_TURING_TO_BLACKWELL,

@@ -1,17 +1,19 @@
-"""The one-line verdict: idle, underused, healthy on what was measured, or unknown."""
+"""The one-line verdict: idle, underused, healthy on what was measured, inconclusive (rung 1 lacks the facts it
+needs, and the next command to paste is named), or unknown."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gputriage.diagnosis.ladder import RUNG_QUESTIONS
+from gputriage.diagnosis.ladder import RUNG_QUESTIONS, rung_one_unjudged
 from gputriage.findings import Finding, Severity
 from gputriage.record import Run
+from gputriage.rules.env_facts import not_rung_one_errors
 
 
 @dataclass
 class Verdict:
-    status: str  # idle | underused | healthy | unknown
+    status: str  # idle | underused | healthy | inconclusive | unknown
     root_cause: str | None
     summary: str
 
@@ -28,9 +30,16 @@ def build_verdict(run: Run, findings: list[Finding]) -> Verdict:
     measured = run.measured_rungs()
     if not measured:
         return Verdict("unknown", None, "Nothing was measured, so there is no verdict." + _ending(run))
+    notes = "".join(f" {note}" for note in not_rung_one_errors(run))
+    gap = rung_one_unjudged(run, findings)
+    if gap is not None:
+        summary = f"Rung 1 could not be judged: {gap.reason().removeprefix('not measured: ')}. {gap.next_step()}"
+        return Verdict("inconclusive", None, summary + notes + _ending(run))
     skipped = sorted(set(RUNG_QUESTIONS) - measured)
     tail = f" (rungs {', '.join(map(str, skipped))} were not measured)" if skipped else ""
-    return Verdict("healthy", None, f"No problem found on the measured rungs{tail}." + _ending(run))
+    rung_one = next((f"{f.title}." for f in findings if f.rung == 1), "")  # info: why rung 1 is fine as it is
+    summary = f"No problem found on the measured rungs{tail}. {rung_one}".rstrip()
+    return Verdict("healthy", None, summary + notes + _ending(run))
 
 
 def _ending(run: Run) -> str:

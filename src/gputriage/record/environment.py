@@ -27,6 +27,13 @@ class TorchFacts:
     # Another library that initialised the device before torch in the same process (cupy, ...), when shown.
     init_conflict: str | None = None
     probe_mode: str | None = None  # subprocess | in-process | text
+    # The text that shows the build is CPU-only ("+cpu", "py3.8_cpu_0", "Torch not compiled with CUDA enabled").
+    cpu_build_evidence: str | None = None
+    # The text that shows torch did use the GPU (an out-of-memory error on GPU 0, a tensor on cuda:0).
+    gpu_use_evidence: str | None = None
+    companions: dict[str, str] = field(default_factory=dict)  # torchvision / torchaudio / xformers -> version seen
+    # Other torch builds the report names ("swapped 2.9.1+cu128 for 2.9.0+cpu"), besides `version`.
+    other_versions: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -43,6 +50,7 @@ class GpuDevice:
     # Where the device was seen: nvml | nvidia-smi | collect_env | torch-warning | text
     source: str | None = None
     unsupported_by_torch: bool | None = None  # torch's own warning said this GPU is not supported by the build
+    compute_mode: str | None = None  # Default | Exclusive_Process | Prohibited, when shown
 
 
 @dataclass
@@ -71,6 +79,21 @@ class HostFacts:
     # Whether the container was started with GPU access (--gpus / nvidia runtime), when the text or env shows it.
     container_gpu_requested: bool | None = None
     cuda_toolkit_version: str | None = None  # nvcc / "CUDA runtime version" of collect_env: NOT what torch uses
+    # A pasted report's other signs about the hardware (the probe leaves these None).
+    other_gpus: list[str] = field(default_factory=list)  # non-NVIDIA graphics named ("Mesa Intel Xe Graphics")
+    no_gpu_stated: bool | None = None  # the reporter says the machine has no (NVIDIA) GPU
+    runtime: str | None = None  # a hosted runtime named in the text: colab | kaggle
+    nvidia_smi_missing: bool | None = None  # "nvidia-smi: command not found" where it was run
+
+
+@dataclass
+class ErrorSeen:
+    """An error text of the catalogue (gputriage.data.error_signatures) found in a pasted report."""
+
+    key: str  # the signature's id ("cuda-804")
+    finding: str | None  # the rung-1 finding (or family) it points to; None: not a rung-1 cause
+    text: str  # the line it was read from, cut short
+    cuda_error: int | None = None
 
 
 @dataclass
@@ -82,6 +105,7 @@ class Environment:
     env_vars: dict[str, str] = field(default_factory=dict)
     # Facts that could not be told (from a pasted text, or a probe that failed), as sentences.
     unknown: list[str] = field(default_factory=list)
+    errors: list[ErrorSeen] = field(default_factory=list)  # error texts of a pasted report, in order
 
     def measured_rungs(self) -> set[int]:
         return {1}

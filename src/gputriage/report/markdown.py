@@ -84,7 +84,7 @@ def _ending(run: Run) -> str | None:
 def _ladder(diag: Diagnosis) -> str:
     rows = ["## The ladder", "", "| rung | question | status | findings |", "|---:|---|---|---|"]
     for r in diag.ladder:
-        codes = ", ".join(md(c) for c in r.finding_codes)
+        codes = ", ".join(md(c) for c in r.finding_codes) or (f"_{md(r.reason)}_" if r.reason else "")
         rows.append(f"| {r.rung} | {md(r.question)} | {_STATUS_MARK.get(r.status, md(r.status))} | {codes} |")
     return "\n".join(rows)
 

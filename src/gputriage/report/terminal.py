@@ -17,7 +17,13 @@ from gputriage.record.trace import RankTrace
 from gputriage.report import fmt
 from gputriage.report.diagrams import RelationshipDiagram, SequenceDiagram, build_relationship, build_sequence
 
-_VERDICT_STYLE = {"idle": "bold red", "underused": "bold yellow", "healthy": "bold green", "unknown": "bold"}
+_VERDICT_STYLE = {
+    "idle": "bold red",
+    "underused": "bold yellow",
+    "healthy": "bold green",
+    "inconclusive": "bold magenta",
+    "unknown": "bold",
+}
 _RUNG_MARK = {
     "fail": ("✗ fail", "red"),
     "warn": ("! warn", "yellow"),
@@ -44,7 +50,7 @@ def render(diag: Diagnosis, console: Console) -> None:
 def verdict_panel(diag: Diagnosis) -> Panel:
     v = diag.verdict
     title = Text(f"gputriage verdict: {v.status.upper()}", style=_VERDICT_STYLE.get(v.status, "bold"))
-    body = Text(v.summary)
+    body = Text(fmt.printable(v.summary))
     if v.root_cause:
         body.append(f"\nroot cause: {v.root_cause}", style="bold")
     return Panel(body, title=title, title_align="left", expand=True)
@@ -58,7 +64,12 @@ def ladder_table(diag: Diagnosis) -> Table:
     table.add_column("findings")
     for view in diag.ladder:
         label, style = _RUNG_MARK[view.status]
-        table.add_row(str(view.rung), view.question, Text(label, style=style), ", ".join(view.finding_codes))
+        codes = (
+            Text(", ".join(view.finding_codes))
+            if view.finding_codes
+            else Text(fmt.printable(view.reason or ""), style="dim")
+        )
+        table.add_row(str(view.rung), view.question, Text(label, style=style), codes)
     return table
 
 
@@ -69,9 +80,10 @@ def environment_table(env: Environment) -> Table:
     table.add_column(style="dim")
     table.add_column()
     for label, value in _environment_rows(env):
-        table.add_row(label, value)
+        table.add_row(fmt.printable(label), fmt.printable(value))
     for sentence in env.unknown:
-        table.add_row("could not tell", Text(sentence, style="italic"))
+        shown = sentence.removeprefix("could not tell ")  # the label says it already
+        table.add_row("could not tell", Text(fmt.printable(shown), style="italic"))
     return table
 
 
@@ -161,14 +173,15 @@ def trace_table(ranks: list[RankTrace]) -> Table:
 
 
 def finding_panel(finding: Finding) -> Panel:
-    parts: list[RenderableType] = [Text(finding.title, style="bold")]
+    parts: list[RenderableType] = [Text(fmt.printable(finding.title), style="bold")]
     if finding.where:
-        parts.append(Text(f"where: {finding.where}", style="magenta"))
+        parts.append(Text(f"where: {fmt.printable(finding.where)}", style="magenta"))
     if finding.evidence:
         parts.append(_evidence_table(finding.evidence))
     if finding.fix:
         parts.append(Text("fix:", style="bold green"))
-        parts.append(Syntax(finding.fix, "python", theme="ansi_dark", word_wrap=True, background_color="default"))
+        fix = fmt.printable(finding.fix)
+        parts.append(Syntax(fix, "python", theme="ansi_dark", word_wrap=True, background_color="default"))
     rank = f" rank {finding.rank}" if finding.rank is not None else ""
     title = Text(
         f"{finding.severity.value} · rung {finding.rung} · {finding.code}{rank}",
@@ -182,5 +195,5 @@ def _evidence_table(evidence: dict[str, Any]) -> Table:
     table.add_column(style="dim")
     table.add_column()
     for key, value in evidence.items():
-        table.add_row(key, fmt.evidence_value(value))
+        table.add_row(fmt.printable(key), fmt.evidence_value(value))
     return table

@@ -19,6 +19,7 @@ from gputriage.data.cuda_tables import (
     min_driver_for,
     version_tuple,
 )
+from gputriage.data.error_signatures import NO_DEVICE, NO_DRIVER, signature
 from gputriage.findings import Evidence, Finding, Severity
 from gputriage.record import Run
 from gputriage.record.device import device_type
@@ -29,16 +30,18 @@ from gputriage.rules.env_facts import (
     cuda_at_most,
     cuda_variant_for,
     driver_cuda,
-    driver_needed,
     driver_version,
+    errors_pointing_to,
     expected_kind,
     gpu_presence,
+    has_error,
     is_rocm,
     nvidia_devices,
     nvidia_expected,
     nvidia_nodes,
     parse_visible_devices,
 )
+from gputriage.rules.env_fixes import absence, arch_fix, cpu_build_fix, driver_fix
 from gputriage.rules.registry import rule
 
 RUNG = 1
@@ -46,11 +49,6 @@ _REBOOT_OR_RELOAD = (
     "sudo reboot\n"
     "# or, with no process using the GPU, reload the kernel modules instead:\n"
     "sudo rmmod nvidia_uvm nvidia_drm nvidia_modeset nvidia && sudo modprobe nvidia && nvidia-smi"
-)
-_EXTRA_INDEX_NOTE = (
-    "# --index-url, not --extra-index-url: pip takes the highest version from any index,\n"
-    "# and PyPI's torch (CPU-only on Windows and macOS) can win; an installed +cpu wheel\n"
-    "# already satisfies torch==X, hence the uninstall first."
 )
 
 
@@ -86,7 +84,10 @@ def torch_not_installed(run: Run) -> Iterator[Finding]:
         "torch-not-installed",
         "PyTorch cannot be imported in this Python",
         {"import_error": env.torch.import_error, "python": env.host.python_version, "torch_version": env.torch.version},
-        install,
+        "# run this where the import fails (in a notebook: import sys; print(sys.executable)):\n"
+        'python -c "import sys; print(sys.executable)"\n'
+        "# then install torch into that Python, or switch the notebook's kernel to the env that has torch:\n"
+        + install.replace("python -m pip", "<that python> -m pip", 1),
         nvidia=False,
     )
 
@@ -96,7 +97,7 @@ def driver_library_mismatch(run: Run) -> Iterator[Finding]:
     env = _env(run)
     if env is None:
         return
-    error = env.driver.nvml_error or ""
+    error = env.driver.nvml_error or next((e.text for e in errors_pointing_to(env, "driver-library-mismatch")), "")
     kernel, library = env.host.proc_driver_version, env.driver.driver_version
     versions_differ = bool(kernel and library and kernel != library)
     if "mismatch" not in error.lower() and not versions_differ:
@@ -113,81 +114,160 @@ def driver_library_mismatch(run: Run) -> Iterator[Finding]:
 
 @rule
 def container_without_gpu(run: Run) -> Iterator[Finding]:
+    """In a container that did not get the GPU, with a sign that a GPU was meant (DESIGN: not on GPU-less hosts)."""
     env = _env(run)
-    if env is None or not env.host.in_container or nvidia_devices(env) or nvidia_nodes(env):
+    if env is None or not env.host.in_container or gpu_presence(env) == "none" or env.host.pci_nvidia_devices == 0:
+        return
+    lacks = _container_lacks_gpu(env)
+    if lacks is None or not _gpu_meant(run, env):
         return
     requested = env.host.container_gpu_requested
-    nvidia_var = env.env_vars.get("NVIDIA_VISIBLE_DEVICES")
-    intent = (
-        requested is False
-        or nvidia_var is not None
-        or (env.host.pci_nvidia_devices or 0) > 0
-        or (env.torch.cuda_version is not None and env.source == "probe")
-        or device_type(run.expect_device) == "cuda"  # the user said so
-    )
-    if not intent or requested is True:
-        return
     evidence: Evidence = {
         "container": env.host.container_kind,
-        "nvidia_device_nodes": 0,
+        "why": lacks,
         "gpu_flag_given": requested,
-        "NVIDIA_VISIBLE_DEVICES": nvidia_var,
+        "NVIDIA_VISIBLE_DEVICES": env.env_vars.get("NVIDIA_VISIBLE_DEVICES"),
+        "nvidia_device_nodes": len(nvidia_nodes(env)) if env.source == "probe" else None,
         "pci_nvidia_gpus": env.host.pci_nvidia_devices,
         "cuda_available": env.torch.is_available,
     }
-    yield _finding(
-        run,
-        "container-without-gpu",
-        f"This runs inside a {env.host.container_kind or 'a'} container that was started without access to the GPU",
-        evidence,
+    runtime_missing = has_error(env, "docker-no-gpu-runtime")
+    title = (
+        "Docker was asked for the GPU but has no NVIDIA runtime (the NVIDIA Container Toolkit is missing)"
+        if runtime_missing
+        else f"This runs inside {_container_words(env.host.container_kind)} that was started without access to the GPU"
+    )
+    fix = (
+        "# on the host: install the NVIDIA Container Toolkit, then register it with docker:\n"
+        "sudo nvidia-ctk runtime configure --runtime=docker && sudo systemctl restart docker\n"
+        "docker run --rm --gpus all ubuntu nvidia-smi   # must list the GPUs"
+        if runtime_missing
+        else _container_gpu_fix(env.host.container_kind)
+    )
+    yield _finding(run, "container-without-gpu", title, evidence, fix)
+
+
+def _container_lacks_gpu(env: Environment) -> str | None:
+    """Why the GPU is missing inside the container, or None when nothing shows that it is."""
+    h = env.host
+    signs = (
+        (has_error(env, "docker-no-gpu-runtime"), "docker: could not select device driver with capabilities [[gpu]]"),
+        (h.container_gpu_requested is False, "the container was started without --gpus / the NVIDIA runtime"),
+        (bool(h.nvidia_smi_missing), "nvidia-smi is not found inside the container: the driver was not mounted"),
+        (bool(errors_pointing_to(env, NO_DRIVER)), "torch finds no NVIDIA driver library inside the container"),
+        (has_error(env, "nvml-unknown"), "NVML cannot open the GPU inside the container: it lost its device access"),
+    )
+    why = next((reason for shown, reason in signs if shown), None)
+    if why is not None:
+        return why
+    if env.source == "probe":
+        return None if nvidia_devices(env) or nvidia_nodes(env) else "no /dev/nvidia* device inside the container"
+    other_causes = errors_pointing_to(
+        env, "driver-too-old", "cuda-init-failed", "arch-not-supported", "driver-library-mismatch", "cpu-only-build"
+    )
+    if env.torch.is_available is False and not other_causes and not env.torch.is_cpu_build:
+        return "torch sees no CUDA device inside the container"
+    return None
+
+
+def _container_gpu_fix(kind: str | None) -> str:
+    docker = (
         "# on the host: install the NVIDIA Container Toolkit once, then start the container with the GPUs\n"
         "docker run --gpus all IMAGE ...\n"
-        "# Kubernetes: request them in the pod spec: resources.limits: {nvidia.com/gpu: 1}",
+        "# compose: deploy.resources.reservations.devices: [{driver: nvidia, count: all, capabilities: [gpu]}]"
+    )
+    k8s = "# Kubernetes: request them in the pod spec: resources.limits: {nvidia.com/gpu: 1} (NVIDIA device plugin)"
+    return f"{k8s}\n{docker}" if kind == "kubernetes" else f"{docker}\n{k8s}"
+
+
+def _container_words(kind: str | None) -> str:
+    """ "a docker container", "a Kubernetes pod", "a podman container", "a container"."""
+    if kind == "kubernetes":
+        return "a Kubernetes pod"
+    return f"a {kind} container" if kind else "a container"
+
+
+def _gpu_meant(run: Run, env: Environment) -> bool:
+    """A sign that the job was meant for a GPU: the intent, a CUDA build, a GPU request or a GPU on the host."""
+    return bool(
+        device_type(run.expect_device) == "cuda"
+        or (env.source == "text" and expected_kind(run) == "cuda")
+        or (env.torch.cuda_version and not env.torch.is_cpu_build)
+        or env.host.container_gpu_requested
+        or env.env_vars.get("NVIDIA_VISIBLE_DEVICES")
+        or (env.host.pci_nvidia_devices or 0) > 0
     )
 
 
 @rule
 def driver_not_loaded(run: Run) -> Iterator[Finding]:
     env = _env(run)
-    if env is None or env.host.in_container or nvidia_devices(env) or is_rocm(env):
+    if env is None or is_rocm(env) or gpu_presence(env) == "none":
         return
+    said = env.source == "text" and errors_pointing_to(env, "driver-not-loaded")
+    if nvidia_devices(env) and not said:
+        return  # a GPU listed by a working driver (a table pasted after the fix does not undo the error above it)
     pci = env.host.pci_nvidia_devices
     error = (env.driver.nvml_error or "").lower()
     nvml_says = "driver not loaded" in error or "couldn't communicate" in error
+    module_missing = errors_pointing_to(env, "driver-not-loaded")
+    if env.host.in_container and not module_missing:
+        return  # inside a container, a missing driver is the container's; a missing kernel module is the host's
     board_without_driver = (pci or 0) > 0 and not nvidia_nodes(env) and env.driver.nvml_loaded is not True
-    if not (board_without_driver or (nvml_says and pci != 0)):
+    no_driver_on_board = (pci or 0) > 0 and errors_pointing_to(env, NO_DRIVER)
+    if not (board_without_driver or no_driver_on_board or ((nvml_says or module_missing) and pci != 0)):
         return
-    evidence: Evidence = {"pci_nvidia_gpus": pci, "nvml_error": env.driver.nvml_error, "nvidia_device_nodes": 0}
+    evidence: Evidence = {
+        "pci_nvidia_gpus": pci,
+        "nvml_error": env.driver.nvml_error,
+        "error": module_missing[0].text if module_missing else None,
+        "nvidia_device_nodes": 0 if env.source == "probe" else None,
+    }
+    title = (
+        "An NVIDIA GPU is installed, but its driver is not loaded, so nothing can use it"
+        if pci
+        else "The NVIDIA driver is not loaded (or not installed), so nothing can use the GPU"
+    )
     yield _finding(
         run,
         "driver-not-loaded",
-        "An NVIDIA GPU is installed, but its driver is not loaded, so nothing can use it",
+        title,
         evidence,
         "sudo modprobe nvidia && nvidia-smi\n"
         "# if modprobe fails: the driver is missing or was built for another kernel (after a kernel update):\n"
-        "sudo ubuntu-drivers install   # Ubuntu; elsewhere the distribution's nvidia-driver package, then reboot",
+        "sudo ubuntu-drivers install   # Ubuntu; elsewhere the distribution's nvidia-driver package, then reboot\n"
+        "# with Secure Boot on, enroll the module's key (mokutil) or turn Secure Boot off; blacklist nouveau",
     )
 
 
 @rule
 def no_gpu_visible(run: Run) -> Iterator[Finding]:
     env = _env(run)
-    if env is None or gpu_presence(env) != "none" or is_rocm(env):
+    if env is None or is_rocm(env):
+        return
+    presence = gpu_presence(env)
+    no_driver = env.source == "text" and presence == "unknown" and errors_pointing_to(env, NO_DRIVER)
+    if presence != "none" and not (no_driver and not env.host.in_container):
         return
     evidence: Evidence = {
         "nvml_gpus": len(env.driver.devices),
         "nvml_error": env.driver.nvml_error,
-        "nvidia_device_nodes": len(nvidia_nodes(env)),
+        "nvidia_device_nodes": len(nvidia_nodes(env)) if env.source == "probe" else None,
         "pci_nvidia_gpus": env.host.pci_nvidia_devices,
+        "other_gpus": ", ".join(env.host.other_gpus) or None,
         "torch_cuda_devices": env.torch.device_count,
         "container": env.host.container_kind,
     }
     expected = expected_kind(run)
-    title = (
-        f"This machine has no NVIDIA GPU that anything could use: {_absence(env)}"
-        if expected == "cuda"
-        else f"This machine has no NVIDIA GPU, which is fine: the job is meant to run on {expected}"
-    )
+    if expected == "cuda":
+        title = f"This machine has no NVIDIA GPU that anything could use: {absence(env)}"
+    elif device_type(run.expect_device) is None and expected == "cpu":
+        title = (
+            f"This machine has no NVIDIA GPU ({absence(env)}) and no other accelerator, so rung 1 is judged for the "
+            "CPU; pass --expect-device cuda if the job is meant for a GPU"
+        )
+    else:
+        title = f"This machine has no NVIDIA GPU, which is fine: the job is meant to run on {expected}"
     yield _finding(
         run,
         "no-gpu-visible",
@@ -200,19 +280,6 @@ def no_gpu_visible(run: Run) -> Iterator[Finding]:
             else ""
         ),
     )
-
-
-def _absence(env: Environment) -> str:
-    """What was looked at and found empty, in plain words."""
-    if env.driver.no_devices_reported:
-        return "nvidia-smi reports no devices"
-    parts = ["NVML lists no GPU" if env.driver.nvml_loaded else "no NVIDIA driver is installed"]
-    parts.append("there is no /dev/nvidia* device")
-    if env.host.pci_nvidia_devices == 0:
-        parts.append("nothing NVIDIA is on the PCI bus")
-    if env.torch.device_count == 0:
-        parts.append("torch counts 0 CUDA devices")
-    return ", ".join(parts)
 
 
 @rule
@@ -233,7 +300,7 @@ def visible_devices_hide_gpus(run: Run) -> Iterator[Finding]:
         "gpus_on_machine": len(devices) if devices else None,
         "gpus_cuda_will_see": visible.visible_count,
         "torch_cuda_devices": t.device_count,
-        "cuda_error": t.init_error_code if t.init_error_code in NO_DEVICE_ERRORS else None,
+        "cuda_error": t.init_error_code if t.init_error_code in (*NO_DEVICE_ERRORS, 101) else None,
         "torch_version": t.version,
     }
     first_index = "0" if devices or t.init_error_code in NO_DEVICE_ERRORS else "<index from nvidia-smi -L>"
@@ -243,7 +310,8 @@ def visible_devices_hide_gpus(run: Run) -> Iterator[Finding]:
         f"CUDA_VISIBLE_DEVICES={visible.value!r} hides the GPUs from CUDA: {reason}",
         evidence,
         "nvidia-smi -L   # the GPUs that exist, with their indices and UUIDs\n"
-        f"export CUDA_VISIBLE_DEVICES={first_index}   # or: unset CUDA_VISIBLE_DEVICES",
+        f"export CUDA_VISIBLE_DEVICES={first_index}   # or: unset CUDA_VISIBLE_DEVICES (and remove it from the "
+        "script / notebook that sets it)",
     )
     if visible.visible_count and finding.severity is Severity.CRITICAL:
         finding.severity = Severity.WARNING  # some GPUs stay visible: the job runs, on fewer GPUs than meant
@@ -261,21 +329,39 @@ def _visible_devices_reason(
     uuids = [e for e in entries if not e.isdigit()]
     if uuids and version and (1, 13) <= version_tuple(version)[:2] < (2, 0):
         return f"torch {version} ignores UUID entries and counts 0 devices (pytorch#90543, fixed in 2.0)"
+    if uuids and env.torch.device_count == 0:
+        return (
+            "torch counts 0 devices with UUID / MIG entries (torch 1.13's NVML-based count, pytorch#90543 and #95784) "
+            "although CUDA itself can use the GPU"
+        )
     if ignored:
         return f"CUDA ignores {'; '.join(ignored)}, so it sees {visible} GPU(s)"
     return _reason_without_gpu_list(env, entries) if visible is None else None
 
 
 def _reason_without_gpu_list(env: Environment, entries: list[str]) -> str | None:
-    """A pasted report: the GPU list may be cut, so only "CUDA sees none while GPUs exist" is evidence."""
-    no_device = env.torch.init_error_code in NO_DEVICE_ERRORS or env.torch.device_count == 0
-    if not no_device or gpu_presence(env) != "present":
+    """A pasted report: the GPU list may be cut, so "CUDA sees none under this setting" is the evidence."""
+    t = env.torch
+    no_device = (
+        t.init_error_code in (*NO_DEVICE_ERRORS, 101)
+        or t.device_count == 0
+        or errors_pointing_to(env, NO_DEVICE)
+        or has_error(env, "cuda-101")
+        or (t.is_available is False and not t.is_cpu_build and not _other_rung1_errors(env))
+    )
+    if not no_device or gpu_presence(env) == "none":
         return None
     listed = [str(d.index) for d in nvidia_devices(env)]
     absent = [e for e in entries if e.isdigit() and e not in listed]
     if absent and listed:
         return f"there is no GPU {', '.join(absent)} (the report lists GPU {', '.join(listed)}), so CUDA sees none"
-    return "the GPUs exist, yet CUDA reports no device under this setting"
+    if gpu_presence(env) == "present":
+        return "the GPUs exist, yet CUDA reports no device under this setting"
+    return "CUDA reports no device under this setting (an index that does not exist hides every GPU)"
+
+
+def _other_rung1_errors(env: Environment) -> bool:
+    return bool(errors_pointing_to(env, "driver-too-old", "cuda-init-failed", "driver-library-mismatch", NO_DRIVER))
 
 
 @rule
@@ -288,24 +374,26 @@ def cpu_only_build(run: Run) -> Iterator[Finding]:
     evidence: Evidence = {
         "torch_version": env.torch.version,
         "torch_cuda": None,
+        "evidence": env.torch.cpu_build_evidence,
         "gpu": devices[0].name if devices else None,
         "gpus": len(devices) if devices else None,
         "driver_version": driver_version(env),
         "driver_cuda": driver_cuda(env),
         "conda_cpuonly_installed": env.torch.cpuonly_package,
         "install_method": env.torch.install_method,
+        "companions": ", ".join(f"{k} {v}" for k, v in env.torch.companions.items()) or None,
     }
     finding = _finding(
         run,
         "cpu-only-build",
         _cpu_build_title(env, presence),
         evidence,
-        _cpu_build_fix(env, presence),
+        cpu_build_fix(env, presence),
         keep_none="torch_cuda",
     )
     if presence == "none":
         finding.severity = Severity.INFO  # with no GPU, a CPU build is not the problem (docs/contract.md)
-    elif presence == "unknown" and finding.severity is Severity.CRITICAL:
+    elif presence == "unknown" and finding.severity is Severity.CRITICAL and env.source == "probe":
         finding.severity = Severity.WARNING
     yield finding
 
@@ -320,51 +408,18 @@ def _cpu_build_title(env: Environment, presence: str) -> str:
     return f"{build} was built without CUDA support"
 
 
-def _cpu_build_fix(env: Environment, presence: str) -> str:
-    if env.host.os_name == "darwin":
-        return "# macOS has no CUDA: use Apple's GPU through MPS instead\ndevice = torch.device('mps')"
-    lines = ["# nothing to change here; on a machine with an NVIDIA GPU:"] if presence == "none" else []
-    if env.torch.cpuonly_package or env.torch.install_method == "conda":
-        lines.append("conda remove -y cpuonly pytorch   # conda's cpuonly pins every later solve to CPU builds")
-    else:
-        if env.torch.install_method is None:
-            lines.append("conda list cpuonly   # in a conda env: if it is listed, `conda remove -y cpuonly` first")
-        lines.append("python -m pip uninstall -y torch")
-    variant = cuda_variant_for(env)
-    if variant is None:
-        lines.append(f"# no published CUDA build runs on driver {driver_version(env)}: upgrade the driver first")
-        return "\n".join(lines)
-    command = variant.command()
-    lines.append(command)
-    limit = driver_cuda(env)
-    if limit is None:
-        lines.append(f"# needs {driver_needed(variant.cuda, env)}: check with nvidia-smi")
-    elif variant.minor_compat:
-        lines.append(
-            f"# CUDA {variant.cuda} runs on driver {driver_version(env)} (CUDA {limit}) through minor version "
-            "compatibility; a driver upgrade gives the full support"
-        )
-    else:
-        lines.append(f"# CUDA {variant.cuda}: the newest build that driver {driver_version(env)} (CUDA {limit}) runs")
-    if "--index-url" in command:
-        lines.append(_EXTRA_INDEX_NOTE)
-    return "\n".join(lines)
-
-
 @rule
 def driver_too_old(run: Run) -> Iterator[Finding]:
     env = _env(run)
-    if env is None or is_rocm(env) or env.torch.is_cpu_build:
+    if env is None or is_rocm(env) or env.torch.is_cpu_build or has_error(env, "cuda-804"):
+        return  # error 804 is named by cuda-init-failed, which says the driver is older than the container's CUDA
+    cuda, have, limit = env.torch.cuda_version, driver_version(env), driver_cuda(env)
+    said = errors_pointing_to(env, "driver-too-old")
+    insufficient = env.torch.init_error_code == 35 or bool(said)
+    if not insufficient and (cuda is None or have is None or limit is None or cuda_at_most(cuda, limit)):
         return
-    cuda, have = env.torch.cuda_version, driver_version(env)
-    insufficient = env.torch.init_error_code == 35
-    if cuda is None or (have is None and not insufficient):
-        return
-    need = min_driver_for(cuda, env.host.os_name)
-    floor = compat_min_driver_for(cuda, env.host.os_name)
-    limit = driver_cuda(env)
-    if not insufficient and (limit is None or cuda_at_most(cuda, limit)):
-        return
+    need = min_driver_for(cuda, env.host.os_name) if cuda else None
+    floor = compat_min_driver_for(cuda, env.host.os_name) if cuda else None
     works_by_minor_compat = bool(have and floor and version_tuple(have) >= version_tuple(floor)) and not insufficient
     evidence: Evidence = {
         "driver_version": have,
@@ -372,15 +427,11 @@ def driver_too_old(run: Run) -> Iterator[Finding]:
         "torch_cuda": cuda,
         "torch_cuda_from": env.torch.cuda_version_inferred_from,
         "min_driver_for_torch_cuda": need,
-        "cuda_error": 35 if insufficient else None,
+        "cuda_error": 35 if env.torch.init_error_code == 35 else None,
+        "message": said[0].text if said else None,
     }
     finding = _finding(
-        run,
-        "driver-too-old",
-        f"The NVIDIA driver{_space(have)} is too old for CUDA {cuda}, which torch{_space(env.torch.version)} was "
-        f"built with (it needs >= {need})",
-        evidence,
-        _driver_fix(env, need),
+        run, "driver-too-old", _driver_title(env, cuda, have, limit, need), evidence, driver_fix(env, need)
     )
     if works_by_minor_compat and finding.severity is Severity.CRITICAL:
         # CUDA >= 11 runs on an older driver of the same major version, except PTX JIT: a real risk, not a stop.
@@ -389,16 +440,21 @@ def driver_too_old(run: Run) -> Iterator[Finding]:
     yield finding
 
 
+def _driver_title(env: Environment, cuda: str | None, have: str | None, limit: str | None, need: str | None) -> str:
+    driver = f"The NVIDIA driver{_space(have)}" + (f" (CUDA {limit})" if limit and not have else "")
+    if cuda is None:
+        return f"{driver} is too old for the CUDA this torch build needs"
+    what = (
+        "the container image needs"
+        if env.torch.cuda_version_inferred_from == "the container image's CUDA requirement"
+        else f"torch{_space(env.torch.version)} was built with"
+    )
+    needs = f" (it needs >= {need})" if need else ""
+    return f"{driver} is too old for CUDA {cuda}, which {what}{needs}"
+
+
 def _space(value: str | None) -> str:
     return f" {value}" if value else ""
-
-
-def _driver_fix(env: Environment, need: str | None) -> str:
-    lines = [f"# upgrade the NVIDIA driver to >= {need} (https://www.nvidia.com/Download/index.aspx), or keep it and"]
-    lines.append("# install the torch build for the CUDA your driver supports:")
-    variant = cuda_variant_for(env)
-    lines.append(variant.command() if variant else "# (no published build runs on this driver)")
-    return "\n".join(lines)
 
 
 @rule
@@ -407,19 +463,14 @@ def arch_not_supported(run: Run) -> Iterator[Finding]:
     if env is None or is_rocm(env) or env.torch.is_cpu_build:
         return
     archs = build_arch_list(env)
+    named = False
     for device in nvidia_devices(env):
         cc = device.compute_capability
         if cc is None or not _unsupported(env, device.unsupported_by_torch, cc, archs):
             continue
+        named = True
         sm = "sm_" + cc.replace(".", "")
         found = arch_variant_for(cc, env)
-        if found and driver_cuda(env) is None:
-            found = (found[0], found[1], f"{found[2]}\n# CUDA {found[1]} needs {driver_needed(found[1], env)}")
-        fix = (
-            found[2]
-            if found
-            else (f'# no published build has {sm} kernels: build from source with TORCH_CUDA_ARCH_LIST="{cc}"')
-        )
         evidence: Evidence = {
             "gpu": device.name,
             "compute_capability": cc,
@@ -434,7 +485,16 @@ def arch_not_supported(run: Run) -> Iterator[Finding]:
             "arch-not-supported",
             f"This torch build has no kernels for the {device.name} (compute capability {cc}, {sm})",
             evidence,
-            fix,
+            arch_fix(env, cc),
+        )
+    no_image = next(iter(errors_pointing_to(env, "arch-not-supported")), None)
+    if not named and no_image is not None:
+        yield _finding(
+            run,
+            "arch-not-supported",
+            "The build (or a compiled extension) has no kernels for this GPU: no kernel image is available",
+            {"message": no_image.text, "cuda_error": 209, "torch_version": env.torch.version},
+            arch_fix(env, None),
         )
 
 
@@ -457,25 +517,38 @@ def cuda_init_failed(run: Run) -> Iterator[Finding]:
     if t.init_conflict:
         yield _init_conflict(run, env)
         return
-    code = t.init_error_code
+    if any(d.error for d in env.driver.devices):
+        return  # lost_gpu names a GPU that fell off the bus
+    seen = next(iter(errors_pointing_to(env, "cuda-init-failed", NO_DEVICE)), None)
+    code = seen.cuda_error if seen is not None else t.init_error_code
     hung = bool(t.init_warning and "did not finish within" in t.init_warning)
-    if (code is None and not hung) or (hung and gpu_presence(env) == "none"):
+    if (code is None and not hung and seen is None) or (hung and gpu_presence(env) == "none"):
         return  # a slow torch import on a machine without a GPU is not a CUDA hang
-    if code in (35, 209):
+    if code in (35, 209) or (seen is not None and seen.finding == NO_DEVICE and code not in (*NO_DEVICE_ERRORS, 101)):
         return  # driver-too-old and arch-not-supported name these
-    if code in NO_DEVICE_ERRORS and (parse_visible_devices(env) is not None or gpu_presence(env) != "present"):
+    hidden = parse_visible_devices(env) is not None
+    if (code in NO_DEVICE_ERRORS and (hidden or gpu_presence(env) != "present")) or (code == 101 and hidden):
         return  # CUDA_VISIBLE_DEVICES or the absence of any GPU explains "no device"
+    sig = signature(seen.key) if seen is not None else None
     known = CUDA_ERRORS.get(code) if code is not None else None
+    meaning = sig.meaning if sig else (known.meaning if known else "CUDA did not answer; the driver is stuck")
+    fix = sig.fix if sig else (known.fix if known else "sudo dmesg | grep -i xid   # then reboot")
     name = f"error {code} ({known.name})" if known else (f"error {code}" if code is not None else "a hang")
-    meaning = known.meaning if known else "CUDA did not answer; the driver is stuck (check dmesg for Xid errors)"
-    evidence: Evidence = {"cuda_error": code, "error_name": known.name if known else None, "message": t.init_warning}
-    yield _finding(
-        run,
-        "cuda-init-failed",
-        f"CUDA fails to initialise with {name}: {meaning}",
-        evidence,
-        known.fix if known else "sudo dmesg | grep -i xid   # then reboot; a stuck driver does not recover by itself",
-    )
+    evidence: Evidence = {
+        "cuda_error": code,
+        "error_name": known.name if known else None,
+        "message": seen.text if seen is not None else t.init_warning,
+        "compute_mode": _compute_modes(env) if code == 46 else None,
+        "driver_cuda": driver_cuda(env) if code == 804 else None,
+        "torch_cuda": t.cuda_version if code == 804 else None,
+        "source": sig.source if sig else None,
+    }
+    yield _finding(run, "cuda-init-failed", f"CUDA fails to initialise with {name}: {meaning}", evidence, fix)
+
+
+def _compute_modes(env: Environment) -> str | None:
+    modes = sorted({d.compute_mode for d in env.driver.devices if d.compute_mode})
+    return ", ".join(modes) or None
 
 
 def _init_conflict(run: Run, env: Environment) -> Finding:
@@ -542,9 +615,21 @@ def cuda_unavailable_unexplained(run: Run) -> Iterator[Finding]:
     if env is None or not nvidia_expected(run) or is_rocm(env):
         return
     t = env.torch
-    if t.is_available is not False or t.is_cpu_build or gpu_presence(env) != "present":
+    said = [e for e in env.errors if e.finding is not None] if env.source == "text" else []
+    unavailable = t.is_available is False and not t.is_cpu_build and gpu_presence(env) == "present"
+    if not (unavailable or said):
         return
     if any(f.severity is not Severity.INFO for r in _SPECIFIC_RULES for f in r(run)):
+        return
+    if not unavailable:  # an error text of the catalogue that no specific rule could place: name it, never "healthy"
+        sig = signature(said[0].key)
+        yield _finding(
+            run,
+            "cuda-init-failed",
+            f"The report shows an error that stops CUDA: {sig.meaning if sig else said[0].text}",
+            {"message": said[0].text, "cuda_error": said[0].cuda_error, "source": sig.source if sig else None},
+            sig.fix if sig else "python -m torch.utils.collect_env   # then: gputriage env --from that output",
+        )
         return
     devices = nvidia_devices(env)
     evidence: Evidence = {

@@ -6,6 +6,7 @@ No I/O and no torch: everything here reads the Environment section and the table
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from gputriage.data.cuda_tables import (
@@ -13,16 +14,18 @@ from gputriage.data.cuda_tables import (
     TORCH_RELEASES,
     arch_list_for,
     arch_supports,
+    companions_of,
     compat_min_driver_for,
     cuda_supported_by_driver,
     min_driver_for,
     release_of,
     version_tuple,
 )
+from gputriage.data.error_signatures import signature
 from gputriage.hardware.visible import NvmlIdentity, map_visible
 from gputriage.record import Run
 from gputriage.record.device import judged_device, judged_for_nvidia
-from gputriage.record.environment import Environment, GpuDevice
+from gputriage.record.environment import Environment, ErrorSeen, GpuDevice
 
 WHEEL_INDEX = "https://download.pytorch.org/whl"
 _NVIDIA_NODE_RE = re.compile(r"^/dev/nvidia\d+$")
@@ -33,7 +36,8 @@ _NON_NVIDIA_NAME = re.compile(r"^(AMD|Radeon|Intel)\b|\bgfx\d", re.IGNORECASE)
 
 # --- which device the job is judged for -----------------------------------------------------------------------------
 def expected_kind(run: Run) -> str:
-    """The device kind rung 1 is judged for (record.device.judged_device); "cuda" when nothing tells."""
+    """The device kind rung 1 is judged for (record.device.judged_device), the same for `env`, `env --from` and `run`
+    on one machine and intent; "cuda" when nothing tells."""
     return judged_device(run) or "cuda"
 
 
@@ -58,20 +62,47 @@ def nvidia_nodes(env: Environment) -> list[str]:
 def gpu_presence(env: Environment) -> str:
     """ "present" | "none" | "unknown": whether an NVIDIA GPU exists at all, told positively, never guessed."""
     torch_sees = bool(env.torch.device_count) and not is_rocm(env)
+    h = env.host
     if (
         nvidia_devices(env)
-        or (env.host.pci_nvidia_devices or 0) > 0
+        or (h.pci_nvidia_devices or 0) > 0
         or nvidia_nodes(env)
-        or env.host.proc_driver_version
+        or h.proc_driver_version
         or torch_sees
     ):
         return "present"
-    if env.driver.no_devices_reported:
+    if env.driver.no_devices_reported or h.no_gpu_stated or (h.other_gpus and not env.driver.driver_version):
         return "none"
-    if env.source == "probe" and "/dev/dxg" not in (env.host.dev_nodes or []):
+    if env.source == "probe" and "/dev/dxg" not in (h.dev_nodes or []):
         # The probe looked everywhere: NVML, /dev, /proc/driver/nvidia, the PCI bus and torch found nothing.
         return "none"
+    if env.source == "text" and _text_says_none(env):
+        return "none"
     return "unknown"
+
+
+def _text_says_none(env: Environment) -> bool:
+    """A pasted report that shows a machine where no NVIDIA GPU can exist or be reached."""
+    h, d = env.host, env.driver
+    if d.driver_version or d.cuda_driver_version or errors_pointing_to(env, "driver-too-old", "cuda-init-failed"):
+        return False
+    if h.os_name == "darwin":
+        return True  # macOS has had no CUDA since 10.13
+    nvml_failed = d.nvml_loaded is False or has_error(env, "smi-no-driver")
+    if (h.wsl and nvml_failed) or has_error(env, "ctk-wsl-no-adapter"):
+        return True  # WSL exposes the GPU only through the Windows driver; nvidia-smi failing there means none is
+    cuda_visible = env.env_vars.get("CUDA_VISIBLE_DEVICES")
+    unavailable = env.torch.is_available is False or has_error(env, "cuda-100")
+    return h.runtime == "colab" and unavailable and cuda_visible is None and not h.in_container
+
+
+def has_error(env: Environment, key: str) -> bool:
+    return any(e.key == key for e in env.errors)
+
+
+def errors_pointing_to(env: Environment, *findings: str) -> list[ErrorSeen]:
+    """The error texts of a pasted report that point to these findings (or families), in order."""
+    return [e for e in env.errors if e.finding in findings]
 
 
 def driver_version(env: Environment) -> str | None:
@@ -120,15 +151,33 @@ def parse_visible_devices(env: Environment) -> VisibleDevices | None:
 
 
 # --- install commands -----------------------------------------------------------------------------------------------
-def pip_install(torch_version: str | None, cuda: str) -> str:
-    """The exact pip command for torch `torch_version` (None: the newest) built for CUDA `cuda`."""
-    tag = "cu" + "".join(str(p) for p in version_tuple(cuda)[:2])
-    if torch_version is None:
-        return f"python -m pip install torch --index-url {WHEEL_INDEX}/{tag}"
-    base = base_version(torch_version)
-    if version_tuple(base) >= _PIP_INDEX_SINCE:
-        return f"python -m pip install torch=={base} --index-url {WHEEL_INDEX}/{tag}"
-    return f"python -m pip install torch=={base}+{tag} -f {WHEEL_INDEX}/torch_stable.html"
+def pip_install(
+    torch_version: str | None,
+    cuda: str,
+    companions: Sequence[str] = (),
+    seen: Mapping[str, str] | None = None,
+    os_name: str | None = None,
+) -> str:
+    """The exact pip command for torch `torch_version` (None: the newest) built for CUDA `cuda`, with `companions`
+    (torchvision / torchaudio) pinned to the versions published with that torch (the table; else `seen`, the versions
+    the report shows next to that same torch)."""
+    tag = _tag(cuda)
+    base = base_version(torch_version) if torch_version else None
+    pins = companions_of(base) if base else None
+    specs = [f"torch=={base}" if base else "torch"]
+    for name in companions:
+        pinned = (pins[0] if name == "torchvision" else pins[1]) if pins else None
+        pinned = pinned or (base_version((seen or {}).get(name) or "") or None)
+        specs.append(f"{name}=={pinned}" if pinned else name)
+    if base is None or version_tuple(base) >= _PIP_INDEX_SINCE:
+        return f"python -m pip install {' '.join(specs)} --index-url {WHEEL_INDEX}/{tag}"
+    release = TORCH_RELEASES.get(release_of(base))
+    if release is not None and release.pypi_cuda == cuda and os_name != "windows":
+        # The default CUDA of a 1.x release came from PyPI itself, without +cuXYZ (the previous-versions page).
+        return f"python -m pip install {' '.join(specs)}"
+    # Before 2.0 the CUDA wheels carried +cuXYZ (torchvision too, torchaudio not) and lived in torch_stable.html.
+    local = [s + f"+{tag}" if s.startswith(("torch==", "torchvision==")) else s for s in specs]
+    return f"python -m pip install {' '.join(local)} -f {WHEEL_INDEX}/torch_stable.html"
 
 
 def conda_install(release: str, cuda: str) -> str:
@@ -225,3 +274,111 @@ def driver_needed(cuda: str, env: Environment) -> str:
     return (
         f"NVIDIA driver >= {floor} (CUDA {major}.x minor version compatibility)" if floor else "a recent NVIDIA driver"
     )
+
+
+# --- what rung 1 could not measure, and what to paste next ----------------------------------------------------------
+@dataclass
+class RungGap:
+    missing: list[str]  # the rung-1 facts the record lacks, in words
+    commands: list[str]  # the commands whose output would settle them, most decisive first
+
+    def reason(self) -> str:
+        return "not measured: the report does not say " + _join(self.missing)
+
+    def next_step(self) -> str:
+        rest = f" (or, for part of it: {'; '.join(f'`{c}`' for c in self.commands[1:])})" if self.commands[1:] else ""
+        return f"Paste the output of `{self.commands[0]}` next{rest}."
+
+
+_BUILD, _GPU, _REACH = "the CUDA of the torch build", "which NVIDIA GPU the driver sees", "whether torch reaches it"
+_NEXT_COMMANDS = (
+    ("python -m torch.utils.collect_env", {_BUILD, _GPU, _REACH}),
+    ("nvidia-smi", {_GPU}),
+    (
+        'python -c "import torch; print(torch.__version__, torch.version.cuda, torch.cuda.is_available())"',
+        {_BUILD, _REACH},
+    ),
+)
+
+
+def rung_one_gap(run: Run) -> RungGap | None:
+    """The facts rung 1 needs that the record lacks, or None when rung 1 was measured (or settled otherwise).
+
+    Rung 1 is settled by any one of: torch reaching a GPU, no NVIDIA GPU existing, torch not importable, or a job meant
+    for another device. Otherwise it needs all three: the build's CUDA, the GPU the driver sees, whether torch reaches
+    it. Without them "healthy" would be a guess; the verdict is "inconclusive" instead.
+    """
+    env = run.environment
+    if env is None or expected_kind(run) != "cuda" or env.torch.installed is False:
+        return None
+    t = env.torch
+    if t.is_available or t.device_count or t.gpu_use_evidence or gpu_presence(env) == "none":
+        return None
+    missing = []
+    if t.is_cpu_build is None and t.cuda_version is None and t.hip_version is None:
+        missing.append(_BUILD)
+    if gpu_presence(env) == "unknown":
+        missing.append(_GPU)
+    if t.is_available is None and t.device_count is None:
+        missing.append(_REACH)
+    if not missing:
+        return None
+    wanted = set(missing)
+    ranked = sorted(_NEXT_COMMANDS, key=lambda c: -len(c[1] & wanted))
+    return RungGap(missing, [command for command, settles in ranked if settles & wanted])
+
+
+def not_rung_one_errors(run: Run) -> list[str]:
+    """Errors of a pasted report that are not rung-1 causes (out of memory, ...), named as such for the verdict."""
+    env = run.environment
+    if env is None:
+        return []
+    notes = []
+    for error in env.errors:
+        sig = signature(error.key)
+        if error.finding is None and sig is not None:
+            notes.append(f'Not a rung-1 cause: "{error.text[:80]}" ({sig.meaning}).')
+    return notes[:3]
+
+
+def _join(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " or " + items[-1]
+
+
+# --- complete install fixes: remove the wrong build, move the companions, pin versions that exist --------------------
+def uninstall_lines(env: Environment) -> list[str]:
+    """Remove what is installed now: pip keeps an installed +cpu wheel ("Requirement already satisfied"), and conda's
+    cpuonly pins every later solve to CPU builds."""
+    t = env.torch
+    names = ["torch", *[n for n in ("torchvision", "torchaudio", "xformers") if n in t.companions]]
+    lines = []
+    if t.cpuonly_package or t.install_method == "conda":
+        conda_names = ["pytorch" if n == "torch" else n for n in names if n != "xformers"]
+        extra = " cpuonly" if t.cpuonly_package else ""
+        lines.append(f"conda remove -y{extra} {' '.join(conda_names)}   # cpuonly pins conda to CPU builds")
+    elif t.install_method is None:  # the paste does not say: a conda env's cpuonly would undo the pip install
+        lines.append("conda list cpuonly   # in a conda env: if it is listed, `conda remove -y cpuonly` first")
+    lines.append(f"python -m pip uninstall -y {' '.join(names)}")
+    return lines
+
+
+def install_lines(env: Environment, variant: Variant) -> list[str]:
+    """The pip command for the variant with the companions of the paste moved along (pinned where the table knows)."""
+    t = env.torch
+    wanted = [n for n in ("torchvision", "torchaudio") if n in t.companions]
+    same_torch = bool(t.version and variant.torch_version) and base_version(t.version or "") == base_version(
+        variant.torch_version or ""
+    )
+    seen = t.companions if same_torch else None  # the report's pairing holds only for the torch it was seen with
+    command = pip_install(variant.torch_version, variant.cuda, wanted, seen, env.host.os_name)
+    lines = [command]
+    if "xformers" in t.companions:
+        index = (
+            command.split("--index-url ", 1)[1] if "--index-url " in command else f"{WHEEL_INDEX}/{_tag(variant.cuda)}"
+        )
+        lines.append(f"python -m pip install xformers --index-url {index}   # the xformers built for this torch")
+    return lines
+
+
+def _tag(cuda: str) -> str:
+    return "cu" + "".join(str(p) for p in version_tuple(cuda)[:2])

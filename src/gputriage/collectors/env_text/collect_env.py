@@ -1,0 +1,105 @@
+"""`python -m torch.utils.collect_env` (old and new formats, cut short, full-width colons) and its library lists.
+
+Also detectron2's collect_env ("PyTorch 1.3.1", "CUDA available True", "GPU 0,1 GeForce RTX 2080 Ti").
+"""
+
+from __future__ import annotations
+
+import re
+
+from gputriage.collectors.env_text.facts import add_device, fail_wins, first
+from gputriage.collectors.env_text.limits import small_int, version
+from gputriage.collectors.env_text.lines import Line, Paste
+from gputriage.collectors.env_text.packages import record_package
+from gputriage.collectors.env_text.system import os_from
+from gputriage.record.environment import Environment, GpuDevice
+
+_KEY = re.compile(r"^[ \t]*([A-Za-z][A-Za-z _/()-]{1,45}?)[ \t]*[:：][ \t]*(.*)$")
+_NO_COLON = re.compile(r"^(PyTorch version|CUDA used to build PyTorch|Is CUDA available)[ \t]+(\S.*)$", re.IGNORECASE)
+_GPU_LINE = re.compile(
+    r"^[ \t]*(?:GPU models and configuration:[ \t]*)?GPU ([0-9]{1,3})[ \t]*[:：][ \t]*(.+?)"
+    r"(?:[ \t]*\(UUID: ([\w-]{4,64})\))?[ \t]*$"
+)
+_D2_GPU = re.compile(r"^GPU ([0-9,]{1,40})[ \t]+(\S.*)$")
+_LIB = re.compile(r"^\[(pip3?|conda)\][ \t]+([\w.-]{1,60})(?:[ \t]*==[ \t]*|[ \t]+)(\S{1,60})(?:[ \t]+(\S{1,80}))?")
+NOT_COLLECTED = ("could not collect", "n/a", "none", "no cuda", "")
+_YES = ("true", "yes")
+_NO = ("false", "no")
+
+
+def collected(value: str | None) -> str | None:
+    """A collect_env value, or None when collect_env could not collect it."""
+    if value is None or value.strip().lower() in NOT_COLLECTED:
+        return None
+    return value.strip()
+
+
+def extract(paste: Paste, env: Environment) -> None:
+    fields: dict[str, str] = {}
+    for line in paste.facts():
+        match = _KEY.match(line.text) or _NO_COLON.match(line.text)
+        if match:
+            fields.setdefault(match.group(1).strip().lower(), match.group(2).strip())
+    _apply(fields, env)  # collect_env's own fields first: its library lists may name other versions
+    for line in paste.facts():
+        _library(line, env)
+        _detectron_lines(line, env)
+    _gpus(paste, fields, env)
+
+
+def _apply(fields: dict[str, str], env: Environment) -> None:
+    t, h, d = env.torch, env.host, env.driver
+    torch_version = version(collected(fields.get("pytorch version")) or "")
+    if torch_version:
+        first(t, "version", torch_version)
+        fail_wins(t, "installed", True)
+    built = fields.get("cuda used to build pytorch")
+    if built is not None:
+        first(t, "cuda_version", version(collected(built) or ""))
+        rocm = collected(fields.get("rocm used to build pytorch"))
+        if collected(built) is None and rocm is None and torch_version and t.cpu_build_evidence is None:
+            t.cpu_build_evidence = "collect_env: CUDA used to build PyTorch: Could not collect"
+    first(t, "hip_version", version(collected(fields.get("rocm used to build pytorch")) or ""))
+    available = fields.get("is cuda available", "").lower()
+    if available in _YES + _NO:
+        fail_wins(t, "is_available", available in _YES)
+    first(h, "cuda_toolkit_version", version(collected(fields.get("cuda runtime version")) or ""))
+    first(d, "driver_version", version(collected(fields.get("nvidia driver version")) or ""))
+    python = collected(fields.get("python version"))
+    first(h, "python_version", version(python or ""))
+    first(h, "platform", collected(fields.get("python platform")))
+    os_line = (collected(fields.get("os")) or "") + " " + (h.platform or "")
+    first(h, "os_name", os_from(os_line))
+
+
+def _gpus(paste: Paste, fields: dict[str, str], env: Environment) -> None:
+    inline = collected(fields.get("gpu models and configuration"))
+    for line in paste.containing("gpu "):
+        match = _GPU_LINE.match(line.text)
+        if match and (index := small_int(match.group(1), 999)) is not None:
+            add_device(env, GpuDevice(index=index, name=match.group(2), uuid=match.group(3), source="collect_env"))
+    if inline and not env.driver.devices and not inline.lower().startswith("gpu "):
+        add_device(env, GpuDevice(index=0, name=inline, source="collect_env"))
+
+
+def _library(line: Line, env: Environment) -> None:
+    """ "[pip3] torch==2.0.1+cu117", "[conda] pytorch 1.11.0 py3.8_cpu_0 pytorch", "[conda] cpuonly 2.0 0"."""
+    match = _LIB.match(line.text)
+    if not match:
+        return
+    manager, name, pkg_version, build = match.groups()
+    manager = "conda" if manager == "conda" else "pip"
+    record_package(env, name.lower(), pkg_version, build=build, manager=manager, text=line.text)
+
+
+def _detectron_lines(line: Line, env: Environment) -> None:
+    """detectron2's collect_env: "PyTorch 1.3.1", "CUDA available True", "GPU 0,1,2 GeForce RTX 2080 Ti"."""
+    text = line.text.strip()
+    if text.startswith("PyTorch ") and (v := version(text[8:])):
+        first(env.torch, "version", v)
+    elif text.lower().startswith("cuda available ") and text[15:].strip().lower() in _YES + _NO:
+        fail_wins(env.torch, "is_available", text[15:].strip().lower() in _YES)
+    elif match := _D2_GPU.match(text):
+        for part in match.group(1).split(",")[:64]:
+            if (index := small_int(part, 999)) is not None:
+                add_device(env, GpuDevice(index=index, name=match.group(2), source="collect_env"))

@@ -1,0 +1,105 @@
+"""Commands and settings the user's job runs with: CUDA_VISIBLE_DEVICES and friends (shell, `export`, Windows `set`,
+`os.environ[...]`, `%env`, compose `environment:`), and how a container was started (`docker run` with or without
+`--gpus`, nvidia-docker, compose `deploy.resources` / `runtime: nvidia`, Kubernetes `nvidia.com/gpu` limits).
+
+A suggested setting is not the user's ("maybe try CUDA_VISIBLE_DEVICES=1"), except where the sentence points at the
+user's own line: "remove the line os.environ[...] = '1'", "change X to Y" (X is theirs, Y is the suggestion).
+"""
+
+from __future__ import annotations
+
+import re
+
+from gputriage.collectors.env_text.limits import cap
+from gputriage.collectors.env_text.lines import Line, Paste
+from gputriage.record.environment import Environment
+
+ENV_NAMES = ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "CUDA_LAUNCH_BLOCKING", "CUDA_DEVICE_ORDER")
+_ASSIGN = re.compile(
+    r"\b(CUDA_VISIBLE_DEVICES|NVIDIA_VISIBLE_DEVICES|CUDA_LAUNCH_BLOCKING|CUDA_DEVICE_ORDER)"
+    r"(?:[ \t]*=[ \t]*|:[ \t]+|[ \t]+(?=[0-9\"'-]))(\"[^\"\n]{0,120}\"|'[^'\n]{0,120}'|[^\s;`,)]{0,120})"
+)
+_ENVIRON = re.compile(
+    r"os\.environ\[[\"'](CUDA_VISIBLE_DEVICES|NVIDIA_VISIBLE_DEVICES)[\"']\][ \t]*=[ \t]*[\"']([^\"']{0,120})[\"']"
+)
+_POINTS_AT_OWN = re.compile(
+    r"\b(?:remove|removing|delete|deleting|comment(?:ed|ing)? out|change|changing|replace|replacing|drop|unless|"
+    r"had|has|sets|set to|from the)\b",
+    re.IGNORECASE,
+)
+_POINT_WORDS = ("remov", "delet", "comment", "chang", "replac", "drop", "unless", "had", "has", "set", "from the")
+_RUN = re.compile(r"\b(nvidia-docker|docker|podman)[ \t]+(?:container[ \t]+)?run\b")
+_GPU_FLAG = re.compile(r"--gpus\b|--runtime[= ]nvidia|--device[= ]\S{0,40}nvidia|NV_GPU=")
+
+
+def extract(paste: Paste, env: Environment) -> None:
+    previous_points = False
+    for line in paste.lines:
+        points = any(word in line.low for word in _POINT_WORDS) and bool(_POINTS_AT_OWN.search(line.text))
+        if not any(name.lower() in line.low for name in ENV_NAMES):
+            previous_points = (
+                points
+                or (previous_points and not line.text.strip())
+                or (previous_points and line.text.lstrip().startswith(("```", "~~~")))
+            )
+            continue
+        if line.fact or points or previous_points:
+            _settings(line, env, own_only=not line.fact)
+        previous_points = (points and line.text.rstrip().endswith(":")) or (points and not _settings_in(line))
+    _containers(paste, env)
+
+
+def _settings_in(line: Line) -> bool:
+    return bool(_ASSIGN.search(line.text) or _ENVIRON.search(line.text))
+
+
+def _settings(line: Line, env: Environment, *, own_only: bool) -> None:
+    """Record the variables set on this line; in a suggestion that points at the user's line, only the first one."""
+    found = [(m.start(), m.group(1), m.group(2)) for m in _ENVIRON.finditer(line.text)]
+    found += [(m.start(), m.group(1), m.group(2)) for m in _ASSIGN.finditer(line.text)]
+    for _, name, raw in sorted(found)[:1] if own_only else sorted(found):
+        value = raw.strip().strip("\"'")
+        if name == "CUDA_VISIBLE_DEVICES" and value.lower() in ("all", "none"):
+            continue
+        env.env_vars.setdefault(name, cap(value))
+
+
+def _containers(paste: Paste, env: Environment) -> None:
+    h = env.host
+    for line in paste.facts():
+        run = _RUN.search(line.text)
+        if run and h.container_gpu_requested is None:
+            h.in_container = True
+            h.container_kind = "podman" if run.group(1) == "podman" else "docker"
+            h.container_gpu_requested = bool(run.group(1) == "nvidia-docker" or _GPU_FLAG.search(line.text))
+        if "nvidia.com/gpu" in line.low or "runtime: nvidia" in line.low or "capabilities: [gpu" in line.low:
+            h.in_container = True
+            h.container_kind = h.container_kind or ("kubernetes" if "nvidia.com/gpu" in line.low else "docker")
+            h.container_gpu_requested = True if h.container_gpu_requested is None else h.container_gpu_requested
+        if "could not select device driver" in line.low:
+            h.in_container, h.container_kind = True, h.container_kind or "docker"
+            h.container_gpu_requested = True
+        if "nvidia-container-cli" in line.low:
+            h.container_kind = h.container_kind or "docker"
+    _manifest_gpu_request(paste, env)
+
+
+_COMPOSE_GPU = ("driver: nvidia", "capabilities: [gpu", 'capabilities: ["gpu', "- gpu", "runtime: nvidia", "gpus: all")
+_K8S_KIND = re.compile(r"^kind:[ \t]*(Pod|Deployment|Job|StatefulSet|DaemonSet|CronJob)\b")
+
+
+def _manifest_gpu_request(paste: Paste, env: Environment) -> None:
+    """A compose file (`services:`) or a Kubernetes manifest (`kind: Pod`, ...) pasted whole: it asks for a GPU with
+    `deploy.resources.reservations.devices` / `runtime: nvidia` / `gpus:` or a `nvidia.com/gpu` limit, or not."""
+    h = env.host
+    if h.container_gpu_requested is not None:
+        return
+    compose = k8s = asks_gpu = False
+    for line in paste.facts():
+        text = line.text.rstrip()
+        compose = compose or text == "services:"
+        k8s = k8s or bool(_K8S_KIND.match(text))
+        asks_gpu = asks_gpu or any(word in line.low for word in _COMPOSE_GPU) or "nvidia_visible_devices" in line.low
+    if compose or k8s:
+        h.in_container, h.container_gpu_requested = True, asks_gpu
+        h.container_kind = h.container_kind or ("kubernetes" if k8s else "docker")

@@ -1,0 +1,116 @@
+"""What follows from the facts read: the build's CUDA or CPU-ness, and what the text does not tell."""
+
+from __future__ import annotations
+
+import re
+
+from gputriage.collectors.env_text.packages import infer_from_command
+from gputriage.data.cuda_tables import TORCH_RELEASES, release_of, version_tuple
+from gputriage.data.gpu_names import capability_of
+from gputriage.record.environment import Environment
+
+_LOCAL = re.compile(r"\+(cpu|cu([0-9]{1,2})([0-9])|rocm[0-9.]{1,10})")
+
+
+def derive_build(env: Environment) -> None:
+    t = env.torch
+    local = _LOCAL.search(t.version or "")
+    if local and local.group(1) == "cpu":
+        t.cpu_build_evidence = t.cpu_build_evidence or f"torch {t.version}"
+    elif local and local.group(1).startswith("cu"):
+        t.cuda_version = t.cuda_version or f"{local.group(2)}.{local.group(3)}"
+    elif local:
+        t.hip_version = t.hip_version or local.group(1)[4:]
+    if t.cpuonly_package:
+        t.cpu_build_evidence = t.cpu_build_evidence or "conda's cpuonly package is installed"
+    _conflicting_builds(env)
+    _platform_wheel(env)
+    infer_from_command(env)
+    if t.cpu_build_evidence:
+        t.is_cpu_build = True
+        if t.cuda_version_inferred_from:  # a command's intent gives way to what was installed
+            t.cuda_version = t.cuda_version_inferred_from = None
+    elif t.cuda_version or t.hip_version:
+        t.is_cpu_build = False
+    else:
+        _infer_pypi_wheel(env)
+    for device in env.driver.devices:  # nvidia-smi and collect_env name a GPU but not its compute capability
+        if device.compute_capability is None:
+            device.compute_capability = capability_of(device.name)
+    if t.gpu_use_evidence and t.is_available is None:
+        t.is_available = True
+    if t.is_available is not None and t.installed is None:
+        t.installed = True
+
+
+def _conflicting_builds(env: Environment) -> None:
+    """The report names a CUDA build and a CPU build of torch ("swapped 2.9.1+cu128 for 2.9.0+cpu", a working env
+    next to a broken one) and CUDA does not work: the failing state is the CPU build."""
+    t = env.torch
+    cpu = next((v for v in t.other_versions if v.endswith("+cpu")), None)
+    if cpu is None or t.is_available is True or (t.cpu_build_evidence and not t.cuda_version):
+        return
+    t.cpu_build_evidence = t.cpu_build_evidence or f"the report names torch {cpu} next to {t.version}"
+    t.version, t.cuda_version, t.cuda_version_inferred_from = cpu, None, None
+
+
+def _platform_wheel(env: Environment) -> None:
+    """PyPI's torch wheels for Windows and macOS are CPU-only: a plain version from pip there is a CPU build."""
+    t = env.torch
+    if not t.version or "+" in t.version or t.cuda_version or t.cpu_build_evidence or t.install_method == "conda":
+        return
+    if "download.pytorch.org/whl/cu" in (t.install_command or "") and "extra-index-url" not in (
+        t.install_command or ""
+    ):
+        return
+    if env.host.os_name in ("windows", "darwin") and t.install_method == "pip":
+        t.cpu_build_evidence = f"torch {t.version} from PyPI on {env.host.os_name}, where PyPI has only CPU builds"
+    elif env.host.machine == "aarch64" and t.install_method == "pip" and version_tuple(t.version)[:2] <= (2, 9):
+        # pytorch#168065: PyPI's Linux aarch64 wheels are CPU-only; the CUDA ones live on download.pytorch.org
+        t.cpu_build_evidence = f"torch {t.version} from PyPI on aarch64, where PyPI has only CPU builds"
+
+
+def _infer_pypi_wheel(env: Environment) -> None:
+    """A plain `pip install torch==X` on Linux got PyPI's default wheel, whose CUDA the release table gives."""
+    t = env.torch
+    if not t.version or t.install_method != "pip" or "+" in t.version or env.host.os_name not in ("linux", None):
+        return
+    if "index-url" in (t.install_command or ""):
+        return
+    release = TORCH_RELEASES.get(release_of(t.version))
+    if release is not None and release.pypi_cuda:
+        t.cuda_version, t.is_cpu_build = release.pypi_cuda, False
+        t.cuda_version_inferred_from = f"the default PyPI wheel of torch {t.version} for Linux"
+
+
+def has_any_fact(env: Environment) -> bool:
+    t, d, h = env.torch, env.driver, env.host
+    values = (
+        t.version, t.installed, t.is_available, t.device_count, t.init_warning, t.init_conflict,
+        t.cpu_build_evidence, t.gpu_use_evidence, t.install_command, t.cuda_version,
+        d.driver_version, d.cuda_driver_version, d.nvml_error, d.no_devices_reported,
+        h.in_container, h.pci_nvidia_devices, h.proc_driver_version, h.no_gpu_stated, h.nvidia_smi_missing,
+        h.cuda_toolkit_version,
+    )  # fmt: skip
+    return any(v is not None for v in values) or bool(d.devices or env.env_vars or env.errors or h.other_gpus)
+
+
+def unknown_facts(env: Environment) -> list[str]:
+    """What the text does not tell, as sentences, each with the command whose output would tell it."""
+    t, d = env.torch, env.driver
+    unknown = []
+    if t.version is None:
+        unknown.append("could not tell the torch version (python -c 'import torch; print(torch.__version__)')")
+    if t.is_cpu_build is None:
+        unknown.append(
+            "could not tell whether torch was built with CUDA (python -c 'import torch; print(torch.version.cuda)')"
+        )
+    if d.driver_version is None:
+        unknown.append("could not tell the NVIDIA driver version (nvidia-smi)")
+    if not d.devices and not d.no_devices_reported:
+        unknown.append("could not tell which GPUs the machine has (nvidia-smi -L)")
+    if t.is_available is None:
+        unknown.append("could not tell whether torch.cuda.is_available() is True")
+    if "CUDA_VISIBLE_DEVICES" not in env.env_vars:
+        unknown.append("could not tell whether CUDA_VISIBLE_DEVICES was set (echo $CUDA_VISIBLE_DEVICES)")
+    return unknown

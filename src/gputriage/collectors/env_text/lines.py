@@ -1,0 +1,205 @@
+"""The paste as lines, each marked as what the user's machine printed or said (a fact) or text about a command.
+
+People paste their own output mixed with replies that suggest commands ("try pip install torch==1.10.1+cu102"),
+Dockerfile lines and fixes applied later. Only facts decide a cause. A paragraph is a suggestion when its prose cues
+one (try, you should, the fix, what worked, ...) and does not speak of the user's own state (I ran, I installed, the
+script has ...); the code block or command paragraph right after a suggesting paragraph belongs to it. Markdown quote
+markers, code fences and logger prefixes (docker compose `name_1 |`, CI timestamps, `[rank0]:`) are removed first so
+the same extractors read them all.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from gputriage.collectors.env_text.limits import MATCH_CHARS, MAX_LINES
+
+_PREFIXES = re.compile(
+    r"^(?:[ \t]*>)+[ \t]?"  # markdown quotes
+    r"|^[\w.-]{1,80}[_-][0-9]{1,3}[ \t]+\|[ \t]"  # docker compose service prefix
+    r"|^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:.]{5,20}Z[ \t]"  # CI log timestamps
+    r"|^\[rank[0-9]{1,5}\]:[ \t]?"  # torchrun rank prefixes
+)
+_PROMPT = re.compile(
+    r"^(?:\([\w.-]{1,40}\)[ \t]*)?"  # a conda / venv name
+    r"(?:[\w.-]{1,40}@[\w.-]{1,64}:[^ \t$#]{0,120}[$#]|[$❯%]|PS [A-Za-z]:\\[^>]{0,120}>|[A-Za-z]:\\[^>]{0,120}>)"
+    r"[ \t]?"
+)
+_REPL = re.compile(r"^[A-Za-z]?(?:>>>|\.\.\.)[ \t]?|^In \[[0-9]{1,5}\]:[ \t]?")
+_WORD = re.compile(r"[A-Za-z']{2,}")
+_FENCE = re.compile(r"^[ \t]*(?:```|~~~)")
+_SUGGEST = re.compile(
+    r"\b(?:try(?:ing)?|you (?:should|need|can|could|may|might|must|have to|'d)|please (?:run|try|use|install|set|"
+    r"check|update|upgrade|reinstall|remove)|instead|workaround|solution|"
+    r"fix(?:es|ed)?(?: it| this| for me| by| with|:)|"
+    r"the fix|to fix|recommend|suggest|what (?:worked|fixed)|works? for me|that (?:fixed|worked)|do this|run this|"
+    r"use this|put this|add this|do the following|(?:following|below) command|maybe|consider|make sure|"
+    r"check that|verify|validate|if you want|one option|alternatively|reinstall|re-install|downgrad|have to build|"
+    r"install (?:a|the|pytorch|torch) |solved|now works|works now|it works)\b",
+    re.IGNORECASE,
+)
+# The user's own state: what they ran, installed, have, or what their script contains (also in a fix's sentence).
+_OWN = re.compile(
+    r"\b(?:i (?:ran|run|used|use|installed|install|did|executed|typed|get|got|have|had|tried|am running|'m running)|"
+    r"installed (?:with|via|using|by|from)|i've (?:installed|tried)|my (?:command|install|setup|script)|"
+    r"here is|this is (?:the|my|what)|when (?:i|running)|(?:remove|removing|delete|deleting|comment(?:ed|ing)? out|"
+    r"change|changing|replace|replacing|drop) (?:the |this |that )?(?:line|\"|'|`|os\.environ|export|set )|"
+    r"(?:script|notebook|file|\.py|\.sh|\.bat) (?:had|has|sets|contains)|in the (?:bash |shell )?script|"
+    r"unless the line)\b",
+    re.IGNORECASE,
+)
+# What tools print, even when it reads like advice ("Please update your GPU driver", "Make sure that the latest NVIDIA
+# driver is installed", "try setting max_split_size_mb"): never a suggestion cue.
+_MACHINE = re.compile(
+    r"(?:error|warning|exception|fail(?:ed|ure)?)\b[:\] ]|^[\w.]*(?:error|warning)\b|triggered internally|"
+    r"nvidia-smi has failed|please update your (?:gpu )?driver|alternatively, go to|compiled with your version|"
+    r"if you want to use the .{1,80} gpu with pytorch|please check the instructions|make sure that the latest nvidia|"
+    r"try setting max_split_size_mb|documentation for memory management|cuda_launch_blocking|^hint:|"
+    r"please check that you have an nvidia gpu|set \"accelerator\" and \"devices\"|is nvidia-modprobe installed",
+    re.IGNORECASE,
+)
+_MACHINE_WORDS = (
+    "error",
+    "warn",
+    "exception",
+    "fail",
+    "trigger",
+    "driver",
+    "compiled",
+    "gpu",
+    "instructions",
+    "max_split",
+    "memory",
+    "cuda_launch",
+    "hint",
+    "accelerator",
+    "modprobe",
+)
+_COMMAND = re.compile(
+    r"^(?:sudo |!|%)?(?:(?:pip3?|python[0-9.]*[ \t]+-m[ \t]+pip|uv(?:[ \t]+pip)?|poetry|conda|mamba|micromamba)[ \t]+"
+    r"(?:install|uninstall|list|show|freeze|add|create|remove|activate|env|sync|run|download)\b|"
+    r"python[0-9.]*(?:[ \t]+-[cmuV]\b|[ \t]+\S+\.py\b|[ \t]*$)|(?:docker|nvidia-docker|podman|docker-compose|kubectl)"
+    r"[ \t]+\w|(?:export|set|setx)[ \t]+[A-Z_]{2,}|os\.environ|[A-Z_]{3,40}=|(?:apt(?:-get)?|yum|dnf)[ \t]+\w|"
+    r"(?:modprobe|rmmod|nvidia-smi|nvcc|git|cd|wget|curl|ln|rm|ls|cat|lspci|lsmod|dmesg)(?:[ \t]|$))"
+)
+
+
+@dataclass
+class Line:
+    index: int
+    text: str  # the line without quote markers / log prefixes / prompt, cut to MATCH_CHARS
+    low: str  # text.lower()
+    prompt: bool  # typed at a shell or REPL prompt: a command the user ran
+    suggested: bool = False  # text about a command or a state after a fix, not the failing machine's state
+
+    @property
+    def fact(self) -> bool:
+        return not self.suggested
+
+
+@dataclass
+class Paste:
+    lines: list[Line]
+
+    def facts(self) -> Iterator[Line]:
+        return (line for line in self.lines if line.fact)
+
+    def containing(self, *needles: str, facts_only: bool = True) -> Iterator[Line]:
+        """Lines holding any of the lowercase `needles` (a cheap filter before a pattern)."""
+        pool = self.facts() if facts_only else iter(self.lines)
+        return (line for line in pool if any(n in line.low for n in needles))
+
+    def window(self, start: int, count: int) -> list[Line]:
+        return self.lines[start : start + count]
+
+
+def iter_lines(text: str, limit: int = MAX_LINES, width: int = MATCH_CHARS * 2) -> Iterator[str]:
+    """The first `limit` lines, each cut to `width` characters, without building the list of all of them or copying
+    a huge line: a paste of 16 Mi newlines, or one 16 MiB line, stays cheap in time and memory."""
+    start, count, size = 0, 0, len(text)
+    while start < size and count < limit:
+        end = text.find("\n", start)
+        end = size if end < 0 else end
+        yield text[start : min(end, start + width)].rstrip("\r")
+        start, count = end + 1, count + 1
+
+
+def split_paste(text: str) -> Paste:
+    lines: list[Line] = []
+    for index, raw in enumerate(iter_lines(text)):
+        line = raw.rstrip()
+        line = _PREFIXES.sub("", line, count=1)
+        prompt = bool(_PROMPT.match(line) or _REPL.match(line))
+        body = _REPL.sub("", _PROMPT.sub("", line, count=1), count=1) if prompt else line
+        body = body[:MATCH_CHARS]
+        lines.append(Line(index, body, body.lower(), prompt))
+    _mark_suggestions(lines)
+    return Paste(lines)
+
+
+def _paragraphs(lines: list[Line]) -> list[list[Line]]:
+    """Runs of lines separated by blank lines; a fenced code block is one paragraph whatever it holds."""
+    out: list[list[Line]] = []
+    current: list[Line] = []
+    in_fence = False
+    for line in lines:
+        if _FENCE.match(line.text):
+            if current:
+                out.append(current)
+            current, in_fence = [], not in_fence
+            continue
+        if not line.text.strip() and not in_fence:
+            if current:
+                out.append(current)
+            current = []
+            continue
+        current.append(line)
+    if current:
+        out.append(current)
+    return out
+
+
+def _mark_suggestions(lines: list[Line]) -> None:
+    carry = False  # the previous paragraph suggested something: its code block follows
+    for paragraph in _paragraphs(lines):
+        prose = [line for line in paragraph if _is_prose(line)]
+        if prose:
+            suggests = any(_cues(line) for line in prose) and not any(_OWN.search(line.text) for line in prose)
+            if suggests:
+                _mark_from_cue(paragraph)
+            carry = suggests
+            continue
+        if carry:  # a command / code paragraph right after a suggesting one
+            for line in paragraph:
+                line.suggested = True
+        carry = False
+
+
+def _cues(line: Line) -> bool:
+    """A suggestion cue; a question that does not address someone ("Is there a workaround?") is not one."""
+    if not _SUGGEST.search(line.text):
+        return False
+    question = line.text.rstrip().endswith("?")
+    return not question or bool(re.search(r"\byou\b", line.low))
+
+
+def _mark_from_cue(paragraph: list[Line]) -> None:
+    """Suggested from the first cue on: a sentence before the cue in the same paragraph is still the user's own."""
+    started = False
+    for line in paragraph:
+        if not started and _is_prose(line) and _cues(line):
+            started = True
+        if started and not _MACHINE.search(line.text):
+            line.suggested = True
+
+
+def _is_prose(line: Line) -> bool:
+    """A sentence someone wrote, as opposed to a command, a prompt line or machine output."""
+    text = line.text.strip()
+    if line.prompt or not text or text.startswith(("|", "+", "[", "File ", "Traceback")) or _COMMAND.match(text):
+        return False
+    if len(_WORD.findall(text[:200])) < 3:
+        return False
+    return not (any(w in line.low for w in _MACHINE_WORDS) and _MACHINE.search(text))

@@ -1,0 +1,169 @@
+"""Errors and warnings: the catalogue's error texts (data/error_signatures.py), torch's CUDA-initialisation and
+capability warnings, and the numbers some of them carry (the driver's CUDA in "too old (found version 11040)", the
+CUDA a container needs, the error number of "Error 804", "error=35", "(46)").
+"""
+
+from __future__ import annotations
+
+import re
+
+from gputriage.collectors.env_text.facts import add_device, fail_wins, first
+from gputriage.collectors.env_text.limits import MAX_ITEMS, cap, small_int, version
+from gputriage.collectors.env_text.lines import Paste
+from gputriage.data.cuda_tables import CUDA_ERROR_TEXTS
+from gputriage.data.error_signatures import match_signatures
+from gputriage.record.environment import Environment, ErrorSeen, GpuDevice
+
+_ERROR_NUMBER = re.compile(
+    r"\berror[ =:]{1,3}([0-9]{1,3})\b|\bcuda error ([0-9]{1,3})\b|\berror \(([0-9]{1,3})\)|\(([0-9]{1,3})\)[ \t]*:|"
+    r"returned ([0-9]{1,3})\b|\(([0-9]{1,3}) vs\. 0\)|failure: ([0-9]{1,3})\b|error[ \t]+no?[ \t]*([0-9]{1,3})\b",
+    re.IGNORECASE,
+)
+_FOUND_VERSION = re.compile(r"too old \(found version ([0-9]{4,6})\)")
+_NEEDS_CUDA = re.compile(r"cuda>=([0-9]{1,2}\.[0-9])|driver ([0-9]{1,2}\.[0-9]) < image ([0-9]{1,2}\.[0-9])")
+_BUILT_FOR = re.compile(r"built for NVIDIA Driver Release ([0-9.]{3,12}) or later, but\s+version ([0-9.]{3,12})")
+_INIT = re.compile(r"CUDA initialization:[ \t]*(.{1,300}?)(?:[ \t]*\(Triggered internally.*)?$")
+_CAPABILITY = re.compile(r"^[>\s*`'\"-]*(.{1,80}?) with CUDA capability sm_([0-9]{1,2})([0-9]) is not compatible")
+_ARCHS = re.compile(r"supports CUDA capabilities((?:[ \t]+(?:sm|compute)_[0-9]{2,3}a?){1,40})")
+_FOUND_GPU = re.compile(
+    r"Found GPU([0-9]{1,3}) (.{1,80}?) which is of (?:cuda|compute) capability (?:\(CC\) )?([0-9]{1,2})\.([0-9])",
+    re.IGNORECASE,
+)
+_MIN_CC = re.compile(
+    r"minimum cuda capability (?:supported by this library|that we support) is ([0-9]{1,2}\.[0-9])", re.IGNORECASE
+)
+_LIGHTNING = re.compile(r"GPU available: (True|False)(?:, used: (True|False))?")
+_NOT_AVAILABLE = re.compile(r"but CUDA is not available|CUDA is not available|cuda unavailable", re.IGNORECASE)
+_ON_CUDA = re.compile(r"device='cuda(?::[0-9]{1,3})?'")
+_NO_TORCH = re.compile(r"No module named '?torch'?(?:$|[^._\w])")
+_OLD_UNKNOWN = re.compile(r"cuda runtime error \(30\)|error=30 : unknown error", re.IGNORECASE)
+
+
+def cuda_error_code(text: str) -> int | None:
+    """The CUDA error number a message names ("Error 804: ...", "error=35", "(46)"), or the one its words identify."""
+    lowered = text.lower()
+    for fragment, code in CUDA_ERROR_TEXTS.items():
+        if fragment in lowered:
+            number = _number(text)
+            return number if number is not None and number != 30 else code
+    number = _number(text)
+    if number is not None:
+        return 999 if number == 30 else number  # 30 was cudaErrorUnknown before CUDA 10.1
+    return None
+
+
+def _number(text: str) -> int | None:
+    match = _ERROR_NUMBER.search(text)
+    if not match:
+        return None
+    return small_int(next(g for g in match.groups() if g is not None), 999)
+
+
+def extract(paste: Paste, env: Environment) -> None:
+    for line in paste.facts():
+        low = line.low
+        _signatures(line.text, low, env)
+        if "cuda initialization" in low:
+            _init_warning(line.text, env)
+        if "found version" in low or "cuda>=" in low or "image" in low or "built for" in low:
+            _numbers(line.text, env)
+        if "available" in low or "cuda" in low or "module named" in low:
+            _availability(line.text, env)
+    apply_torch_warnings("\n".join(line.text for line in paste.facts() if _capability_words(line.low)), env)
+
+
+def _signatures(text: str, low: str, env: Environment) -> None:
+    found = match_signatures(low)
+    if not found and "unknown error" in low and _OLD_UNKNOWN.search(text):
+        from gputriage.data.error_signatures import signature
+
+        found = [s for s in (signature("cuda-999"),) if s is not None]
+    for sig in found:
+        if len(env.errors) >= MAX_ITEMS or any(e.key == sig.key for e in env.errors):
+            continue
+        number = sig.cuda_error if sig.cuda_error is not None else _number(text)
+        env.errors.append(ErrorSeen(sig.key, sig.finding, cap(text), number))
+        if sig.finding in ("cuda-init-failed", "driver-too-old", "no-device") and env.torch.init_warning is None:
+            env.torch.init_warning = cap(text)
+            env.torch.init_error_code = cuda_error_code(text) if sig.cuda_error is None else sig.cuda_error
+        if sig.finding is None:  # an error on the GPU proves torch reached it
+            first(env.torch, "gpu_use_evidence", text)
+        if sig.key == "not-compiled-with-cuda":
+            first(env.torch, "cpu_build_evidence", text)
+
+
+def _init_warning(text: str, env: Environment) -> None:
+    match = _INIT.search(text)
+    if match and env.torch.init_warning is None:
+        env.torch.init_warning = cap(f"CUDA initialization: {match.group(1).strip()}")
+        env.torch.init_error_code = cuda_error_code(match.group(1))
+
+
+def _numbers(text: str, env: Environment) -> None:
+    found = _FOUND_VERSION.search(text)
+    if found and (code := small_int(found.group(1))) is not None:
+        # torch prints the driver's CUDA as major*1000 + minor*10: 11040 -> 11.4
+        first(env.driver, "cuda_driver_version", f"{code // 1000}.{(code % 1000) // 10}")
+    needs = _NEEDS_CUDA.search(text)
+    if needs:
+        first(env.driver, "cuda_driver_version", needs.group(2))
+        first(env.torch, "cuda_version", needs.group(1) or needs.group(3))
+        first(env.torch, "cuda_version_inferred_from", "the container image's CUDA requirement")
+    built = _BUILT_FOR.search(text)
+    if built:
+        first(env.driver, "driver_version", version(built.group(2)))
+
+
+def _availability(text: str, env: Environment) -> None:
+    lightning = _LIGHTNING.search(text)
+    if lightning:
+        fail_wins(env.torch, "is_available", lightning.group(1) == "True")
+    elif _NOT_AVAILABLE.search(text) and "device_type of 'cuda'" in text:
+        fail_wins(env.torch, "is_available", False)
+    if _ON_CUDA.search(text):
+        first(env.torch, "gpu_use_evidence", text)
+    if _NO_TORCH.search(text):
+        env.torch.installed, env.torch.import_error = False, "ModuleNotFoundError: No module named 'torch'"
+
+
+def _capability_words(low: str) -> bool:
+    return "capabilit" in low or "found gpu" in low or "minimum cuda" in low
+
+
+def apply_torch_warnings(text: str, env: Environment) -> None:
+    """Mark the GPUs that torch's own capability warnings call unsupported (also used by the probe)."""
+    t = env.torch
+    for full_line in text.splitlines()[:2000]:
+        line = full_line[:400]
+        if m := _CAPABILITY.match(line):
+            _torch_device(env, name=m.group(1).strip(), capability=f"{m.group(2)}.{m.group(3)}")
+        if (archs := _ARCHS.search(line)) and t.arch_list is None:
+            t.arch_list = archs.group(1).split()
+        for m in _FOUND_GPU.finditer(line):
+            index = small_int(m.group(1), 999)
+            _torch_device(env, name=m.group(2).strip(), capability=f"{m.group(3)}.{m.group(4)}", index=index)
+        if (minimum := _MIN_CC.search(line)) and t.min_capability is None:
+            t.min_capability = minimum.group(1)
+
+
+def _torch_device(env: Environment, *, name: str, capability: str, index: int | None = None) -> None:
+    """Record a device that torch's warning names as unsupported, merging it with one already listed by name."""
+    for device in env.driver.devices:
+        if device.name.endswith(name) or name.endswith(device.name) or _same_prefix(device.name, name):
+            device.compute_capability, device.unsupported_by_torch = capability, True
+            return
+    add_device(
+        env,
+        GpuDevice(
+            index=index if index is not None else len(env.driver.devices),
+            name=name,
+            compute_capability=capability,
+            source="torch-warning",
+            unsupported_by_torch=True,
+        ),
+    )
+
+
+def _same_prefix(listed: str, named: str) -> bool:
+    """nvidia-smi cuts long names ("NVIDIA GeForce ..."): the cut name must be a prefix of torch's full one."""
+    return listed.endswith("...") and named.startswith(listed[:-3].rstrip())

@@ -1,0 +1,179 @@
+"""What people ask torch and what it answers: REPL sessions (`>>>`, `In [7]:` / `Out[7]:`), `python -c "..."`, bare
+`print(...)` code followed by its output, "label:" prints, and prose ("torch.cuda.is_available() returns Flase").
+
+A question is one of torch's queries (is_available, device_count, __version__, version.cuda, get_arch_list); its
+answers are the value lines that follow it, in order, skipping warnings and tracebacks printed in between.
+"""
+
+from __future__ import annotations
+
+import re
+
+from gputriage.collectors.env_text.facts import fail_wins, first
+from gputriage.collectors.env_text.limits import small_int, version
+from gputriage.collectors.env_text.lines import Line, Paste
+from gputriage.record.environment import Environment
+
+_QUERY = re.compile(
+    r"(\w{1,20})\.(?:cuda\.)?(is_available|device_count|get_arch_list)\(\)|"
+    r"(\w{1,20})\.(__version__|version\.cuda)\b"
+)
+_HAS_DIGIT = re.compile(r"device_count\W{0,12}[0-9]")
+_QUERY_WORDS = ("available", "device_count", "version", "arch_list", "count", "gpus", "devices")
+_MAX_QUERIES = 400  # a report asks torch a handful of times; a paste asking more is not a session to follow
+_TRUE = ("true", "ture", "treu", "yes")
+_FALSE = ("false", "flase", "fasle", "fales", "flse", "no")
+_VALUE = re.compile(r"^(?:Out\[[0-9]{1,5}\]:[ \t]*)?['\"]?([\w.+\-]{1,60})['\"]?[ \t]*$")
+_LIST = re.compile(r"^(?:Out\[[0-9]{1,5}\]:[ \t]*)?(\[(?:'[\w]{1,12}'(?:,[ \t]*)?){1,40}\])")
+_PROSE = re.compile(
+    r"(torch\.)?cuda\.(is_available|device_count)\b(?:\(\))?`?[ \t]*"
+    r"(?:returns?|returned|returning|is returning|is still|is|shows?|showing|gives?|giving|prints?|outputs?|"
+    r"evaluates to|=+|-+>|→|:)?[ \t]*(?:always[ \t]+)?(?:returns?[ \t]+)?"
+    r"[`'\"*]*(true|false|ture|flase|fasle|[0-9]{1,3})\b",
+    re.IGNORECASE,
+)
+_PRINT_LABEL = re.compile(r"^[ \t]*(?:cuda available|is cuda available|gpu available)[ \t]*:?[ \t]*$", re.IGNORECASE)
+# A script's own labelled prints: "torch version: 2.2.1", "cuda available: Flase", "cuda version: None", "GPU count: 0".
+_LABELLED = re.compile(
+    r"^[ \t]*(?:(?P<version>(?:py)?torch(?:[ \t]+version|\.__version__)?)|"
+    r"(?P<avail>(?:is[ \t]+)?(?:torch[ \t]+)?cuda(?:[ \t]+is)?[ \t]+available\??|torch\.cuda\.is_available\(\))|"
+    r"(?P<cuda>(?:torch[ \t]+)?cuda[ \t]+version|torch\.version\.cuda)|"
+    r"(?P<count>(?:cuda[ \t]+)?(?:device|gpu)[ \t]+count|number[ \t]+of[ \t]+(?:cuda[ \t]+)?(?:gpus|devices)|"
+    r"torch\.cuda\.device_count\(\)))"
+    r"[ \t]*[:=][ \t]*['\"]?(?P<value>[\w.+\-]{1,40})['\"]?[ \t]*$",
+    re.IGNORECASE,
+)
+_SKIP = ("warn", "return torch._c", "(triggered internally", "traceback", "  file ", "userwarning")
+_OTHER_GPU_LIBS = ("cupy", "tensorflow", "tf", "jax", "numba")
+
+
+def extract(paste: Paste, env: Environment) -> None:
+    lines = paste.lines
+    asked = 0
+    for line in paste.facts():
+        if not any(word in line.low for word in _QUERY_WORDS):
+            continue
+        queries = list(_QUERY.finditer(line.text)) if asked < _MAX_QUERIES else []
+        asked += bool(queries)
+        if queries and _asks(line):
+            answers = _answers_after(lines, line.index + 1, len(queries))
+            for query, answer in zip(queries, answers, strict=False):
+                _record(env, query, answer, line)
+        _prose_answer(line, env)
+        _printed_label(lines, line, env)
+        _labelled_print(line, env)
+
+
+def _asks(line: Line) -> bool:
+    """A line that asks torch (typed at a prompt, in `python -c`, or a bare code line), not prose about it."""
+    text = line.text.strip()
+    return line.prompt or text.startswith(("print(", "torch.", "import torch", "python", "`torch.")) or "-c " in text
+
+
+def _answers_after(lines: list[Line], start: int, count: int) -> list[str]:
+    answers: list[str] = []
+    for line in lines[start : start + 14]:
+        if len(answers) == count:
+            break
+        text = line.text.strip()
+        if line.prompt and not _bool(text):  # the next command: no more answers to this one
+            if _QUERY.search(text):
+                break
+            continue
+        if not text or any(s in line.low for s in _SKIP) or text.startswith(("^", "File ", "-")):
+            continue
+        listed = _LIST.match(text)
+        value = _VALUE.match(text)
+        if listed:
+            answers.append(listed.group(1))
+        elif value:
+            answers.append(value.group(1))
+    return answers
+
+
+def _record(env: Environment, query: re.Match[str], answer: str, line: Line) -> None:
+    t = env.torch
+    owner = query.group(1) or query.group(3)
+    what = query.group(2) or query.group(4)
+    if owner not in ("torch", "cuda"):
+        return
+    if what == "is_available" and (value := _bool(answer)) is not None:
+        other = _library_used_before(line.text, query.start())
+        if other and value is False:
+            first(t, "init_conflict", other)
+            return
+        fail_wins(t, "is_available", value)
+        fail_wins(t, "installed", True)
+    elif what == "device_count" and (count := small_int(answer, 4096)) is not None:
+        first(t, "device_count", count)
+    elif what == "__version__" and (v := version(answer)):
+        first(t, "version", v)
+        fail_wins(t, "installed", True)
+    elif what == "version.cuda":
+        if answer == "None":
+            first(t, "cpu_build_evidence", "torch.version.cuda is None")
+        else:
+            first(t, "cuda_version", version(answer))
+    elif what == "get_arch_list" and answer.startswith("["):
+        first(t, "arch_list", re.findall(r"(?:sm|compute)_[0-9]{2,3}a?", answer)[:40] or None)
+
+
+def _prose_answer(line: Line, env: Environment) -> None:
+    """ "torch.cuda.is_available() returns False", "is_available()=false", "torch.cuda.is_available ---> false"."""
+    if not any(word in line.low for word in ("true", "false", "ture", "flase", "fasle")) and not _HAS_DIGIT.search(
+        line.text
+    ):
+        return
+    for match in _PROSE.finditer(line.text):
+        value = match.group(3).lower()
+        if match.group(2) == "device_count":
+            first(env.torch, "device_count", small_int(value, 4096))
+        elif (flag := _bool(value)) is not None:
+            fail_wins(env.torch, "is_available", flag)
+
+
+def _printed_label(lines: list[Line], line: Line, env: Environment) -> None:
+    """ "CUDA AVAILABLE:" followed by "True" on the next line (a script's own print)."""
+    if _PRINT_LABEL.match(line.text):
+        for follower in lines[line.index + 1 : line.index + 3]:
+            if (flag := _bool(follower.text.strip())) is not None:
+                fail_wins(env.torch, "is_available", flag)
+                return
+
+
+def _labelled_print(line: Line, env: Environment) -> None:
+    """ "torch version: 2.2.1", "CUDA available: Flase", "cuda version: None", "Number of GPUs: 0": one value per line.
+    "cuda version" is read only when it is None (a print of torch.version.cuda): a number after it may be the
+    toolkit's or the driver's (nvidia-smi -q prints "CUDA Version : 12.2")."""
+    match = _LABELLED.match(line.text) if len(line.text) < 120 else None
+    if match is None:
+        return
+    value, t = match.group("value"), env.torch
+    if match.group("version") and (v := version(value)) and value[:1].isdigit():
+        first(t, "version", v)
+        fail_wins(t, "installed", True)
+    elif match.group("avail") and (flag := _bool(value)) is not None:
+        fail_wins(t, "is_available", flag)
+    elif match.group("cuda") and value == "None":
+        first(t, "cpu_build_evidence", line.text.strip())
+    elif match.group("cuda") and match.group("cuda").lower() == "torch.version.cuda":
+        first(t, "cuda_version", version(value))
+    elif match.group("count") and (count := small_int(value, 4096)) is not None:
+        first(t, "device_count", count)
+
+
+def _bool(text: str) -> bool | None:
+    word = text.strip().strip("`'\"*").lower()
+    if word in _TRUE:
+        return True
+    if word in _FALSE:
+        return False
+    return None
+
+
+def _library_used_before(text: str, torch_at: int) -> str | None:
+    before = text[: max(torch_at, 0)]
+    for lib in _OTHER_GPU_LIBS:
+        if re.search(rf"\b{lib}\.\w+", before):
+            return lib
+    return None

@@ -1,0 +1,114 @@
+"""The machine around torch: lspci, dmesg NVRM lines, /proc/driver/nvidia/version, lsmod / modprobe, nvcc -V, the
+OS and Python banner, WSL, hosted runtimes (Colab), containers, and what the reporter says about the hardware.
+"""
+
+from __future__ import annotations
+
+import re
+
+from gputriage.collectors.env_text.facts import first
+from gputriage.collectors.env_text.limits import MAX_ITEMS, cap, version
+from gputriage.collectors.env_text.lines import Paste
+from gputriage.record.environment import Environment
+
+_LSPCI = re.compile(
+    r"(?:VGA compatible controller|3D controller|Display controller): NVIDIA Corporation", re.IGNORECASE
+)
+_OTHER_GPU = re.compile(
+    r"(?:VGA compatible controller|3D controller|Display controller|graphics?)[ \t:]{1,4}"
+    r"((?:Mesa |AMD |Advanced Micro Devices|Intel|Apple|Radeon)[^,;|]{0,60})",
+    re.IGNORECASE,
+)
+_NVRM_VERSION = re.compile(
+    r"NVRM version: NVIDIA UNIX[\w ]{0,40}Kernel Module[ \t]+([0-9]{2,4}\.[0-9]{1,4}(?:\.[0-9]{1,4})?)"
+)
+_DRIVER_PACKAGE = re.compile(r"\bnvidia-driver-[0-9]{3}(?::\w+)?[ \t]+([0-9]{3}\.[0-9]{1,3}(?:\.[0-9]{1,3})?)")
+_NVCC = re.compile(r"Cuda compilation tools, release ([0-9]{1,2}\.[0-9])")
+_BANNER = re.compile(r"^Python ([0-9]\.[0-9]{1,2}\.[0-9]{1,2})\b")
+_PLATFORM = re.compile(r"\bon (linux|win32|darwin)\b")
+_PROSE_DRIVER = re.compile(r"driver[^0-9\n]{0,40}?\b([0-9]{3}\.[0-9]{1,3}(?:\.[0-9]{1,3})?)\b", re.IGNORECASE)
+_DOCKER_HOST = re.compile(r"^root@[0-9a-f]{12}:", re.IGNORECASE)
+_NO_GPU = re.compile(
+    r"\b(?:i (?:do not|don't|dont|do n't) have (?:a |an |any )?(?:nvidia |cuda[- ]capable |dedicated )?gpu|"
+    r"(?:machine|computer|laptop|server|pc) (?:without|with no) (?:a |an )?(?:nvidia )?gpu|"
+    r"no (?:nvidia )?gpu (?:on|in) (?:this|my|the) (?:machine|computer|laptop|server|pc)|"
+    r"since i (?:do not|don't) have (?:a |an )?gpu)\b",
+    re.IGNORECASE,
+)
+_WSL = re.compile(r"\bwsl ?2?\b|microsoft-standard|/usr/lib/wsl/|windows subsystem for linux", re.IGNORECASE)
+_COLAB = re.compile(
+    r"colab\.research\.google\.com|google colab|\bcolab\b|/content/(?:drive|sample_data|gdrive)", re.IGNORECASE
+)
+_CONTAINER_WORDS = re.compile(
+    r"\b(?:inside (?:the |a |my )?(?:docker|container)|in (?:a |the )?(?:docker|container)|docker image|"
+    r"docker container|container image|docker-compose|docker compose|kubernetes|\bpod\b)|--gpus\b",
+    re.IGNORECASE,
+)
+
+
+_CONTAINER_HINTS = ("docker", "container", "kube", "pod", "--gpus")
+
+
+def extract(paste: Paste, env: Environment) -> None:
+    h = env.host
+    pci = 0
+    for line in paste.facts():
+        low = line.low
+        if "controller" in low or "graphic" in low or "nvrm" in low or "driver" in low or "gpu" in low:
+            pci += bool(_LSPCI.search(line.text))
+            _hardware(line.text, low, env)
+        _software(line.text, low, env)
+        if "aarch64" in low and h.machine is None:  # uname -m, collect_env's platform, "an aarch64 box"
+            h.machine = "aarch64"
+    if pci:
+        first(h, "pci_nvidia_devices", pci)
+    for line in paste.lines:  # prose about the set-up, whoever wrote it, tells where the job runs
+        if h.in_container is not None:
+            break
+        if any(w in line.low for w in _CONTAINER_HINTS) and _CONTAINER_WORDS.search(line.text):
+            h.in_container = True
+            first(h, "container_kind", "kubernetes" if "kube" in line.low or "pod" in line.low else "docker")
+    first(h, "os_name", os_from(" ".join(line.text for line in paste.lines[:400])))
+    if h.wsl:
+        h.os_name = "linux"
+
+
+def _hardware(text: str, low: str, env: Environment) -> None:
+    h = env.host
+    if (other := _OTHER_GPU.search(text)) and "nvidia" not in low and len(h.other_gpus) < MAX_ITEMS:
+        h.other_gpus.append(cap(other.group(1)))
+    if m := _NVRM_VERSION.search(text):
+        first(h, "proc_driver_version", m.group(1))
+    if m := _DRIVER_PACKAGE.search(text):
+        first(env.driver, "driver_version", version(m.group(1)))
+    if _NO_GPU.search(text):
+        h.no_gpu_stated = True
+    if env.driver.driver_version is None and "driver" in low and (m := _PROSE_DRIVER.search(text)):
+        env.driver.driver_version = version(m.group(1))
+
+
+def _software(text: str, low: str, env: Environment) -> None:
+    h = env.host
+    if "compilation tools" in low and (m := _NVCC.search(text)):
+        first(h, "cuda_toolkit_version", m.group(1))
+    if low.startswith("python") and (m := _BANNER.match(text.strip())):
+        first(h, "python_version", m.group(1))
+    if " on " in low and (m := _PLATFORM.search(low)):
+        first(h, "os_name", os_from(m.group(1)))
+    if low.startswith("root@") and _DOCKER_HOST.match(text):
+        h.in_container, h.container_kind = True, h.container_kind or "docker"
+    if ("wsl" in low or "microsoft" in low or "subsystem" in low) and _WSL.search(text):
+        h.wsl = True
+    if ("colab" in low or "/content/" in low) and _COLAB.search(text):
+        first(h, "runtime", "colab")
+
+
+def os_from(text: str) -> str | None:
+    low = text.lower()
+    if re.search(r"\bwin32\b|\bwindows\b|win_amd64|\b[a-z]:\\(?:users|program)", low):
+        return "windows"
+    if re.search(r"\bmacos\b|\bdarwin\b|mac osx|macosx|\bmacbook\b", low):
+        return "darwin"
+    if re.search(r"\blinux\b|ubuntu|debian|centos|red hat|fedora|manylinux|/usr/|/opt/|/home/", low):
+        return "linux"
+    return None

@@ -1,0 +1,305 @@
+"""The error texts people meet when torch cannot use the GPU, and what each one means for rung 1.
+
+Each signature is what the CUDA runtime / driver, NVML, nvidia-smi, the container runtime or torch itself prints, as it
+appears in pasted reports, with the public thread it was seen in (most of them are in tests/data/envs). `finding` is
+the rung-1 finding it points to; some signatures only point to a family ("no-device": who hid the devices decides,
+"no-driver": a container, a board without a driver, or no GPU at all), which the rules resolve from the other facts.
+`finding=None` marks errors that are NOT rung-1 causes: they prove torch reached the GPU, so they are named as "not
+why the GPU is idle" rather than forced into a rung-1 code.
+
+Matching is by lowercase substring (`fragments`, any of them), so that a message cut short, wrapped, or prefixed by a
+logger still matches; nothing here is a regular expression.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+NO_DEVICE = "no-device"  # CUDA sees no device: CUDA_VISIBLE_DEVICES, a container, or no GPU at all
+NO_DRIVER = "no-driver"  # the driver library is missing: a container without GPU access, a board without a driver
+
+
+@dataclass(frozen=True)
+class ErrorSignature:
+    key: str  # stable id, shown in the environment record ("cuda-804")
+    fragments: tuple[str, ...]  # lowercase substrings; any one identifies the error
+    finding: str | None  # rung-1 finding code or family (NO_DEVICE, NO_DRIVER); None: not a rung-1 cause
+    meaning: str
+    fix: str
+    source: str  # the public thread where this text was seen
+    cuda_error: int | None = None  # the CUDA runtime/driver error number, when it has one
+
+
+_UPGRADE_DRIVER = "upgrade the NVIDIA driver (https://www.nvidia.com/Download/index.aspx), then: nvidia-smi"
+_RELOAD_UVM = "sudo rmmod nvidia_uvm && sudo modprobe nvidia_uvm   # no process may use the GPU; otherwise: sudo reboot"
+
+SIGNATURES: tuple[ErrorSignature, ...] = (
+    # --- the driver is older than the CUDA the build (or the container) needs -------------------------------------
+    ErrorSignature(
+        "torch-driver-too-old",
+        ("nvidia driver on your system is too old",),
+        "driver-too-old",
+        "torch's own check: the driver supports an older CUDA than the one this torch build was compiled with",
+        _UPGRADE_DRIVER,
+        "https://github.com/lllyasviel/Fooocus/issues/1313",
+    ),
+    ErrorSignature(
+        "cuda-35",
+        ("driver version is insufficient for cuda runtime version", "cudaerrorinsufficientdriver"),
+        "driver-too-old",
+        "the NVIDIA driver is older than the CUDA runtime that torch was built with",
+        _UPGRADE_DRIVER,
+        "https://github.com/microsoft/human-pose-estimation.pytorch/issues/23",
+        35,
+    ),
+    ErrorSignature(
+        "container-cuda-requirement",
+        ("requirement error: unsatisfied condition: cuda>=", "unsupported cuda version: driver"),
+        "driver-too-old",
+        "the container image needs a newer CUDA than the host driver supports, so the container runtime refuses it",
+        "upgrade the host's NVIDIA driver, or use an image built for the CUDA that nvidia-smi shows on the host",
+        "https://github.com/lightgbm-org/LightGBM/pull/6539",
+    ),
+    # --- CUDA initialisation errors (cuda-init-failed) --------------------------------------------------------------
+    ErrorSignature(
+        "cuda-804",
+        ("forward compatibility was attempted on non supported hw", "cuinit(0) returned 804"),
+        "cuda-init-failed",
+        "a newer CUDA user space (the cuda-compat libraries that a container image ships or the container runtime "
+        "mounts) runs on an older driver, and this GPU (GeForce / consumer) does not support forward compatibility",
+        "upgrade the host driver to one that supports the container's CUDA, or use an image built for the driver's "
+        "CUDA (nvidia-smi); or remove /usr/local/cuda/compat from LD_LIBRARY_PATH",
+        "https://github.com/NVIDIA/nvidia-docker/issues/1515",
+        804,
+    ),
+    ErrorSignature(
+        "cuda-803",
+        ("unsupported display driver / cuda driver combination",),
+        "cuda-init-failed",
+        "the CUDA forward-compatibility libraries (cuda-compat) loaded do not match the kernel driver",
+        "remove /usr/local/cuda/compat from LD_LIBRARY_PATH, or install the cuda-compat package matching the driver",
+        "https://github.com/NVIDIA-NeMo/labs-molt/pull/44",
+        803,
+    ),
+    ErrorSignature(
+        "cuda-802",
+        ("system not yet initialized", "cudaerrorsystemnotready"),
+        "cuda-init-failed",
+        "on NVSwitch systems (HGX/DGX A100, H100, H200, B200) CUDA waits for the Fabric Manager, which is not running "
+        "or does not match the driver version",
+        "sudo systemctl enable --now nvidia-fabricmanager   # its version must equal the driver's (nvidia-smi)",
+        "https://github.com/pytorch/pytorch/issues/35710",
+        802,
+    ),
+    ErrorSignature(
+        "cuda-999",
+        ("cuda unknown error", "cuda error: unknown error", "cuda_error_unknown", "cudaerrorunknown", "error (999)"),
+        "cuda-init-failed",
+        "the driver's state is broken, most often after the machine was suspended and resumed",
+        _RELOAD_UVM,
+        "https://github.com/pytorch/pytorch/issues/49081",
+        999,
+    ),
+    ErrorSignature(
+        "cuda-fork",
+        ("cannot re-initialize cuda in forked subprocess",),
+        "cuda-init-failed",
+        "CUDA was initialised in the parent process and then used in a fork()ed child (DataLoader workers, "
+        "multiprocessing), where it cannot be initialised again",
+        "import torch.multiprocessing as mp; mp.set_start_method('spawn', force=True)   # before creating workers",
+        "https://github.com/ecsplendid/rembg-greenscreen/issues/11",
+        3,
+    ),
+    ErrorSignature(
+        "cuda-3",
+        (
+            "cuda driver initialization failed",
+            "cuda driver library init failure: 3",
+            "initialization error (3)",
+            "cudaerrorinitializationerror",
+            "cuda error: initialization error",
+            "cu-init failed",
+            "could not load uvm kernel module",
+        ),
+        "cuda-init-failed",
+        "cuInit failed although a driver is there: the UVM module (/dev/nvidia-uvm) is missing or broken, the "
+        "process cannot open the device nodes, or a driver bug; nvidia-smi can still work in this state",
+        "ls -l /dev/nvidia-uvm; sudo dmesg | grep -i nvrm   # then: " + _RELOAD_UVM,
+        "https://github.com/ollama/ollama/issues/11593",
+        3,
+    ),
+    ErrorSignature(
+        "cuda-46",
+        ("all cuda-capable devices are busy or unavailable", "cudaerrordevicesunavailable"),
+        "cuda-init-failed",
+        "the GPUs are in Exclusive-Process compute mode and another process already holds them",
+        "nvidia-smi -q -d COMPUTE   # then stop the other process, or (admin) sudo nvidia-smi -c DEFAULT",
+        "https://github.com/NVIDIA/DIGITS/issues/2005",
+        46,
+    ),
+    ErrorSignature(
+        "cuda-101",
+        (
+            "invalid device ordinal",
+            "cudaerrorinvaliddevice",
+            "device >= 0 && device < num_gpus",
+            "misconfigurationexception: you requested gpu",  # Lightning checks the indices before CUDA does
+        ),
+        "cuda-init-failed",
+        "the code asks for a GPU index (cuda:1, --gpu_ids, set_device(local_rank)) that this process does not have",
+        "nvidia-smi -L   # the GPUs there are; then use an index below that count (cuda:0 on a one-GPU machine)",
+        "https://github.com/LuyaooChen/uninformed-students-pytorch/issues/3",
+        101,
+    ),
+    ErrorSignature(
+        "gpu-lost",
+        ("gpu is lost", "has fallen off the bus"),
+        "cuda-init-failed",
+        "the GPU fell off the PCIe bus (Xid 79): power, cooling or the link failed",
+        "sudo dmesg | grep -i xid   # then reboot; check power and cooling",
+        "https://github.com/JosephKJ/OWOD/issues/81",
+    ),
+    # --- no device / no driver: the other facts decide the finding --------------------------------------------------
+    ErrorSignature(
+        "cuda-100",
+        ("no cuda-capable device is detected", "no cuda gpus are available", "cudaerrornodevice"),
+        NO_DEVICE,
+        "CUDA sees no device in this process",
+        "echo $CUDA_VISIBLE_DEVICES; nvidia-smi -L   # compare the two",
+        "https://github.com/pytorch/examples/issues/115",
+        100,
+    ),
+    ErrorSignature(
+        "no-driver",
+        ("found no nvidia driver on your system",),
+        NO_DRIVER,
+        "torch could not load the NVIDIA driver library (libcuda)",
+        "nvidia-smi   # on the host; in a container: start it with --gpus all",
+        "https://github.com/weaviate/weaviate/issues/1736",
+    ),
+    ErrorSignature(
+        "libcuda-missing",
+        ("libcuda.so.1: cannot open shared object file", "libcuda.so: cannot open shared object file"),
+        NO_DRIVER,
+        "the NVIDIA driver library is not installed, or not mounted into this container",
+        "nvidia-smi   # on the host; in a container: start it with --gpus all (NVIDIA Container Toolkit)",
+        "https://github.com/IBM/pytorch-large-model-support/issues/12",
+    ),
+    # --- the driver and NVML ----------------------------------------------------------------------------------------
+    ErrorSignature(
+        "nvml-mismatch",
+        ("driver/library version mismatch", "nvrm: api mismatch"),
+        "driver-library-mismatch",
+        "the driver was upgraded but the old kernel module is still loaded, so NVML and CUDA refuse to start",
+        "sudo reboot",
+        "https://github.com/oddmario/NVIDIA-Ubuntu-Driver-Guide/issues/4",
+    ),
+    ErrorSignature(
+        "nvml-unknown",
+        ("failed to initialize nvml: unknown error",),
+        "cuda-init-failed",
+        "NVML cannot open the GPU's device files; inside a container this happens when the container lost its device "
+        "access (a systemd daemon-reload rewrote its device cgroup)",
+        "docker restart CONTAINER   # gets the devices back; for good: nvidia-ctk with the systemd cgroup driver "
+        "(NVIDIA container toolkit docs: 'Failed to initialize NVML: Unknown Error')",
+        "https://github.com/NVIDIA/nvidia-docker/issues/1671",
+    ),
+    ErrorSignature(
+        "smi-no-driver",
+        ("couldn't communicate with the nvidia driver", "couldn‘t communicate with the nvidia driver"),
+        "driver-not-loaded",
+        "nvidia-smi cannot reach the kernel driver: it is not loaded (not installed, built for another kernel, "
+        "blocked by Secure Boot or by nouveau)",
+        "sudo modprobe nvidia && nvidia-smi   # if that fails: reinstall the driver for the running kernel",
+        "https://github.com/pytorch/pytorch/issues/67991",
+    ),
+    ErrorSignature(
+        "module-missing",
+        (
+            "module nvidia not found",
+            "nvrm: the nvidia probe routine was not called",
+            "nvrm: no nvidia graphics adapter probed",
+            "nvml error: driver not loaded",
+        ),
+        "driver-not-loaded",
+        "the NVIDIA kernel module is not loaded (missing for this kernel, or another driver such as nouveau holds "
+        "the GPU)",
+        "sudo modprobe nvidia && nvidia-smi   # if that fails: reinstall the driver for the running kernel",
+        "https://github.com/mattshma/bigdata/issues/133",
+    ),
+    # --- containers --------------------------------------------------------------------------------------------------
+    ErrorSignature(
+        "docker-no-gpu-runtime",
+        ('could not select device driver "" with capabilities: [[gpu]]', 'could not select device driver "nvidia"'),
+        "container-without-gpu",
+        "docker was asked for a GPU but has no NVIDIA runtime: the NVIDIA Container Toolkit is not installed or not "
+        "configured for this docker daemon",
+        "sudo nvidia-ctk runtime configure --runtime=docker && sudo systemctl restart docker   # after installing "
+        "the NVIDIA Container Toolkit",
+        "https://github.com/hiyouga/LlamaFactory/issues/5268",
+    ),
+    ErrorSignature(
+        "ctk-no-driver-library",
+        ("load library failed: libnvidia-ml.so",),
+        "driver-not-loaded",
+        "the NVIDIA Container Toolkit on the host cannot load the driver's NVML library: the host has no NVIDIA driver "
+        "installed or loaded (or docker runs from a snap that cannot see it)",
+        "nvidia-smi   # on the host: if it fails, install the NVIDIA driver there first; docker from a snap: use "
+        "docker's own packages instead",
+        "https://github.com/docker/for-win/issues/13835",
+    ),
+    ErrorSignature(
+        "ctk-wsl-no-adapter",
+        ("wsl environment detected but no adapters were found",),
+        NO_DRIVER,
+        "WSL gives a container the GPU only through the Windows NVIDIA driver, and it exposes none: the machine has "
+        "no NVIDIA GPU, the distribution runs under WSL 1, or the Windows driver is missing",
+        "nvidia-smi   # inside WSL 2; if it fails: install the Windows NVIDIA driver, then wsl --update && "
+        "wsl --shutdown",
+        "https://github.com/NVIDIA/nvidia-docker/issues/1786",
+    ),
+    # --- the build ----------------------------------------------------------------------------------------------------
+    ErrorSignature(
+        "not-compiled-with-cuda",
+        ("torch not compiled with cuda enabled", "not compiled with cuda"),
+        "cpu-only-build",
+        "this torch is a CPU-only build",
+        "install a CUDA build of torch (the uninstall comes first)",
+        "https://github.com/X-PLUG/MobileAgent/issues/60",
+    ),
+    ErrorSignature(
+        "cuda-209",
+        ("no kernel image is available for execution on the device", "cudaerrornokernelimagefordevice"),
+        "arch-not-supported",
+        "the build (or a compiled extension) has no kernels for this GPU's architecture",
+        'python -c "import torch; print(torch.cuda.get_arch_list(), torch.cuda.get_device_capability())"',
+        "https://github.com/alievk/avatarify-python/issues/58",
+        209,
+    ),
+    # --- errors that are NOT why the GPU is idle (they prove torch reached it) ----------------------------------------
+    ErrorSignature(
+        "cuda-oom",
+        ("cuda out of memory", "outofmemoryerror"),
+        None,
+        "the GPU ran out of memory: torch reached the GPU, so this is not why a GPU sits idle",
+        "reduce the batch size, or free the memory other processes hold (nvidia-smi)",
+        "https://github.com/phamquiluan/ResidualMaskingNetwork/issues/15",
+        2,
+    ),
+)
+
+
+_BY_FRAGMENT = {fragment: sig for sig in SIGNATURES for fragment in sig.fragments}
+# One alternation of every fragment: one linear scan of a line finds them all.
+_ANY = re.compile("|".join(re.escape(f) for f in sorted(_BY_FRAGMENT, key=len, reverse=True)))
+
+
+def match_signatures(lowered_line: str) -> list[ErrorSignature]:
+    """The signatures whose text appears in this (lowercased) line, in catalogue order."""
+    found = {_BY_FRAGMENT[m.group(0)].key for m in _ANY.finditer(lowered_line)}
+    return [s for s in SIGNATURES if s.key in found]
+
+
+def signature(key: str) -> ErrorSignature | None:
+    return next((s for s in SIGNATURES if s.key == key), None)

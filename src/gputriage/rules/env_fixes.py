@@ -1,0 +1,117 @@
+"""The fixes and plain-words explanations of the rung-1 rules: complete install commands, driver upgrades, absence.
+
+Every install fix first removes the wrong build (pip keeps an installed +cpu wheel: "Requirement already satisfied";
+conda's cpuonly pins later solves to CPU builds), moves the companions seen in the report (torchvision, torchaudio,
+xformers) to the same variant, and pins versions that exist in the release tables.
+"""
+
+from __future__ import annotations
+
+from gputriage.data.cuda_tables import min_driver_for
+from gputriage.record.environment import Environment
+from gputriage.rules.env_facts import (
+    arch_variant_for,
+    cuda_variant_for,
+    driver_cuda,
+    driver_needed,
+    driver_version,
+    has_error,
+    install_lines,
+    uninstall_lines,
+)
+
+EXTRA_INDEX_NOTE = (
+    "# --index-url, not --extra-index-url: pip takes the highest version from any index,\n"
+    "# and PyPI's torch (CPU-only on Windows and macOS) can win."
+)
+
+
+def cpu_build_fix(env: Environment, presence: str) -> str:
+    if env.host.os_name == "darwin":
+        return "# macOS has no CUDA: use Apple's GPU through MPS instead\ndevice = torch.device('mps')"
+    lines = ["# nothing to change here; on a machine with an NVIDIA GPU:"] if presence == "none" else []
+    variant = cuda_variant_for(env)
+    if variant is None:
+        lines.append(f"# no published CUDA build runs on driver {driver_version(env)}: upgrade the driver first")
+        return "\n".join(lines)
+    lines += uninstall_lines(env)
+    lines += install_lines(env, variant)
+    limit = driver_cuda(env)
+    if limit is None:
+        lines.append(f"# needs {driver_needed(variant.cuda, env)}: check with nvidia-smi")
+    elif variant.minor_compat:
+        lines.append(
+            f"# CUDA {variant.cuda} runs on driver {driver_version(env) or ''} (CUDA {limit}) through minor version "
+            "compatibility; a driver upgrade gives the full support"
+        )
+    else:
+        driver = f"driver {driver_version(env)}" if driver_version(env) else "the driver"
+        lines.append(f"# CUDA {variant.cuda}: the newest build that {driver} (CUDA {limit}) runs")
+    if any("--index-url" in line for line in lines):
+        lines.append(EXTRA_INDEX_NOTE)
+    return "\n".join(lines)
+
+
+def driver_fix(env: Environment, need: str | None) -> str:
+    target = f">= {need}" if need else "one that supports this build's CUDA"
+    if has_error(env, "container-cuda-requirement") or (env.host.in_container and env.torch.version is None):
+        return (
+            f"# upgrade the host's NVIDIA driver to {target} (https://www.nvidia.com/Download/index.aspx),\n"
+            f"# or run an image built for the CUDA the host driver supports (CUDA {driver_cuda(env) or '?'}):\n"
+            "nvidia-smi   # on the host: 'CUDA Version' is the newest CUDA an image may use"
+        )
+    lines = [f"# upgrade the NVIDIA driver to {target} (https://www.nvidia.com/Download/index.aspx), or keep it and"]
+    lines.append("# replace the build with the one for the CUDA your driver supports:")
+    variant = cuda_variant_for(env)
+    if variant is None:
+        lines.append("# (no published build runs on this driver: the upgrade is the fix)")
+        return "\n".join(lines)
+    return "\n".join([*lines, *uninstall_lines(env), *install_lines(env, variant)])
+
+
+def arch_fix(env: Environment, capability: str | None) -> str:
+    if capability is None:
+        return (
+            'python -c "import torch; print(torch.cuda.get_arch_list(), torch.cuda.get_device_capability())"\n'
+            "# if the GPU's sm_XY is missing from the list: install a build that has it (the newest release);\n"
+            "# if it is there, a compiled extension (not torch) lacks it: rebuild it with TORCH_CUDA_ARCH_LIST"
+        )
+    sm = "sm_" + capability.replace(".", "")
+    found = arch_variant_for(capability, env)
+    if found is None:
+        return f'# no published build has {sm} kernels: build from source with TORCH_CUDA_ARCH_LIST="{capability}"'
+    release, cuda, command = found
+    lines = [*uninstall_lines(env), command] if not command.startswith("conda") else [command]
+    if driver_cuda(env) is None:
+        lines.append(f"# CUDA {cuda} needs {driver_needed(cuda, env)}")
+    elif min_driver_for(cuda, env.host.os_name):
+        lines.append(f"# torch {release} + CUDA {cuda}: the newest build with {sm} kernels that the driver runs")
+    return "\n".join(lines)
+
+
+def absence(env: Environment) -> str:
+    """What was looked at and found empty, in plain words."""
+    h, d = env.host, env.driver
+    text = env.source == "text"
+    said = (
+        (bool(d.no_devices_reported), "nvidia-smi reports no devices"),
+        (bool(h.no_gpu_stated), "the report says the machine has no GPU"),
+        (bool(h.other_gpus), f"its only graphics are {h.other_gpus[0] if h.other_gpus else ''}"),
+        (text and h.os_name == "darwin", "it is a Mac, and macOS has no CUDA"),
+        (text and bool(h.wsl), "WSL does not expose the GPU here (WSL 1, or a Windows driver without WSL support)"),
+        (h.runtime == "colab", "the Colab runtime has no GPU attached (Runtime > Change runtime type > GPU)"),
+        (
+            text and has_error(env, "no-driver"),
+            "torch found no NVIDIA driver: no NVIDIA GPU, or its driver is not installed (lspci | grep -i nvidia)",
+        ),
+    )
+    reason = next((words for shown, words in said if shown), None)
+    if reason is not None:
+        return reason
+    parts = ["NVML lists no GPU" if d.nvml_loaded else "no NVIDIA driver is installed"]
+    parts.append("there is no /dev/nvidia* device")
+    if h.pci_nvidia_devices == 0:
+        parts.append("nothing NVIDIA is on the PCI bus")
+    if env.torch.device_count == 0:
+        parts.append("torch counts 0 CUDA devices")
+    return ", ".join(parts)
