@@ -40,7 +40,8 @@ def test_input_pipeline_bound(tmp_path: Path, trace_json) -> None:  # type: igno
     _, doc = trace_json(training_loop(loader_us=3000).write(tmp_path / "loader.json"))
     found = _codes(doc)["input-pipeline-bound"]
     assert found["evidence"]["dataloader_pct_of_step"] == pytest.approx(30.0)
-    assert found["severity"] == "warning" and found["where"] == "train.py:30"
+    # The loop's Python frame names the line its function starts on, never the `for` over the loader: no where.
+    assert found["severity"] == "warning" and found["where"] is None
     assert "num_workers" in found["fix"]
     assert doc["verdict"]["root_cause"] == "input-pipeline-bound"
     _, starved = trace_json(training_loop(loader_us=5000).write(tmp_path / "starved.json"))
@@ -138,8 +139,8 @@ def test_a_run_meant_for_no_accelerator_gets_no_gpu_findings_from_its_trace(tmp_
 
 
 def test_gputriage_frames_are_not_the_users_code() -> None:
-    from gputriage.tracing import collect
+    from gputriage.tracing import names
 
-    own = str(Path(collect.__file__).resolve().parents[1] / "collectors" / "probe" / "steps.py")
-    assert collect.user_frame(f"{own}(88): _on_step") is None
-    assert collect.user_frame("/home/me/train.py(42): main") == "/home/me/train.py:42"
+    own = str(Path(names.__file__).resolve().parents[1] / "collectors" / "probe" / "steps.py")
+    assert names.user_frame(f"{own}(88): _on_step") is None
+    assert names.user_frame("/home/me/train.py(42): main") == "/home/me/train.py:42"

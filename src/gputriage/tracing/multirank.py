@@ -10,8 +10,9 @@ import numpy as np
 from gputriage.errors import InputError
 from gputriage.merge import RANK_FILE, RANKS_DIR
 from gputriage.record.trace import RankImbalance, RankTrace, TraceSection
+from gputriage.tracing.activity import Collectives
 from gputriage.tracing.pool import in_processes
-from gputriage.tracing.summary import Collectives, analyse_trace_with_collectives, rank_from_filename
+from gputriage.tracing.summary import analyse_trace_with_collectives, rank_from_filename
 
 _TRACE_SUFFIXES = (".json", ".json.gz")
 # gputriage's own --out files, which may sit in the same folder as the traces they came from.
