@@ -11,6 +11,8 @@ runs the training loop, when the GPU window starts and ends, which correlation i
 
 from __future__ import annotations
 
+import itertools
+import operator
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,7 +22,7 @@ import numpy.typing as npt
 
 from gputriage.errors import InputError
 from gputriage.tracing import names as N
-from gputriage.tracing.decode import ANNOTATION, CPU_OP, PYTHON, Families
+from gputriage.tracing.decode import ANNOTATION, CPU_OP, DEVICE, PYTHON, RUNTIME, Families
 from gputriage.tracing.limits import MAX_LANES, TraceLimits
 from gputriage.tracing.numbers import I64_MAX, MISSING, NOT_A_NUMBER, OK, int_column, us_to_ns
 from gputriage.tracing.store import (
@@ -39,6 +41,8 @@ _D2H_KEEP = 1 << 20  # device-to-host copies whose correlation ids are kept (eac
 _WHERE_CACHE = 65_536
 _CODE_WORDS = {MISSING: "missing", NOT_A_NUMBER: "not a number"}
 OTHER_THREADS = ("<other threads>", "")
+_TS, _DUR, _NAME = operator.attrgetter("ts"), operator.attrgetter("dur"), operator.attrgetter("name")
+_PID, _TID, _ARGS = operator.attrgetter("pid"), operator.attrgetter("tid"), operator.attrgetter("args")
 
 
 @dataclass
@@ -118,6 +122,10 @@ class Collector:
         return out
 
     def _lane_ids(self, pids: list[Any], tids: list[Any]) -> npt.NDArray[np.int32]:
+        if set(map(type, pids)) == {int} and set(map(type, tids)) == {int}:
+            fast = self._int_lane_ids(pids, tids)
+            if fast is not None:
+                return fast
         get = self._lanes.get
         keys = list(zip(pids, tids, strict=True))
         try:
@@ -128,6 +136,22 @@ class Collector:
         if None in found:
             found = [f if f is not None else self._new_lane(k) for f, k in zip(found, keys, strict=True)]
         return np.array(found, dtype=np.int32)
+
+    def _int_lane_ids(self, pids: list[int], tids: list[int]) -> npt.NDArray[np.int32] | None:
+        """The common case, integer pids and tids: one dict lookup per distinct thread, not per event."""
+        try:
+            pid, tid = np.array(pids, dtype=np.int64), np.array(tids, dtype=np.int64)
+        except OverflowError:
+            return None
+        if (pid == pid[0]).all() and (tid == tid[0]).all():  # one thread in the whole batch: the usual case
+            return np.full(len(pid), self._lane_of((pids[0], tids[0])), dtype=np.int32)
+        unique, inverse = np.unique(np.column_stack((pid, tid)), axis=0, return_inverse=True)
+        ids = [self._lane_of((int(p), int(t))) for p, t in unique.tolist()]
+        return np.array(ids, dtype=np.int32)[inverse.reshape(-1)]
+
+    def _lane_of(self, key: tuple[Any, Any]) -> int:
+        found = self._lanes.get(key)
+        return found if found is not None else self._new_lane(key)
 
     def _new_lane(self, key: tuple[Any, Any]) -> int:
         found = self._lanes.get(key)
@@ -169,22 +193,54 @@ class Collector:
                 f"the trace holds more than {self.limits.max_events:,} events, the limit for one trace "
                 "(raise it with --max-events)"
             )
-        if batch.device:
-            self._feed_device(batch.device)
-        if batch.runtime:
-            self._feed_runtime(batch.runtime)
-        for kind, events in batch.cpu.items():
-            if events:
-                self._feed_cpu(kind, events)
-        stores = self.stores.values()
-        if sum(s.in_memory for s in stores) > self.budget_rows:
+        device, device_args = _with_stream(batch.device)
+        groups: list[tuple[int, list[Any]]] = [(DEVICE, device), (RUNTIME, batch.runtime)]
+        groups += [(kind, events) for kind, events in batch.cpu.items()]
+        groups = [(kind, events) for kind, events in groups if events]
+        if groups:
+            self._feed_groups(groups, device_args, batch.stacks)
+        if sum(s.in_memory for s in self.stores.values()) > self.budget_rows:
             for label, store in self.stores.items():
                 store.spill(self.spill, label)
 
+    def _feed_groups(self, groups: list[tuple[int, list[Any]]], device_args: list[Any], stacks: bool) -> None:
+        """All families of one batch at once: one call per column kind, so numpy's per-call cost is paid once."""
+        events = list(itertools.chain.from_iterable(e for _, e in groups))
+        kinds = np.repeat(np.array([k for k, _ in groups], dtype=np.int8), [len(e) for _, e in groups])
+        name, name_ok = self._name_ids(events)
+        # with_stack traces hold a frame event per Python call; only the user's own frames can say where, so
+        # library frames are dropped before any other work (they are most of the events).
+        library = (kinds == PYTHON) & ((self.bits_of(name) & N.USER_FRAME) == 0)
+        if library.any():
+            index = np.flatnonzero(~library)
+            events = [events[i] for i in index.tolist()]
+            name, name_ok, kinds = name[index], name_ok[index], kinds[index]
+        ts, end, ok = self._times(events)
+        ok &= name_ok
+        if (kinds == DEVICE).any():
+            rows = np.flatnonzero(kinds == DEVICE)
+            self._add_device(ts[rows], end[rows], name[rows], ok[rows], device_args)
+        threaded = np.flatnonzero(kinds != DEVICE)
+        if not len(threaded):
+            return
+        subset = events if len(threaded) == len(events) else [events[i] for i in threaded.tolist()]
+        lane = self._lane_ids(list(map(_PID, subset)), list(map(_TID, subset)))
+        kind = kinds[threaded]
+        runtime = kind == RUNTIME
+        if runtime.any():
+            rt_events = [subset[i] for i in np.flatnonzero(runtime).tolist()]
+            corr = int_column([None if a is None else a.correlation for a in map(_ARGS, rt_events)])
+            self._add_runtime(_pick(threaded[runtime], ts, end, name, ok), lane[runtime], corr)
+        cpu = ~runtime
+        if cpu.any():
+            cpu_events = subset if cpu.all() else [subset[i] for i in np.flatnonzero(cpu).tolist()]
+            where = self._wheres_of(cpu_events, kind[cpu]) if stacks else np.full(len(cpu_events), -1, np.int32)
+            self._add_cpu(_pick(threaded[cpu], ts, end, name, ok), lane[cpu], kind[cpu], where)
+
     def _times(self, events: list[Any]) -> tuple[I64, I64, npt.NDArray[np.bool_]]:
         """Start and end in ns of each event, and which ones are valid (the others are counted as dropped)."""
-        ts, ts_code = us_to_ns([e.ts for e in events])
-        dur, dur_code = us_to_ns([e.dur for e in events])
+        ts, ts_code = us_to_ns(list(map(_TS, events)))
+        dur, dur_code = us_to_ns(list(map(_DUR, events)))
         ok = (ts_code == OK) & (dur_code == OK)
         dur = np.maximum(dur, 0)
         overflow = ok & (dur > I64_MAX - np.maximum(ts, 0))
@@ -203,36 +259,31 @@ class Collector:
             self.dropped[f"{field_name} {word}"] += int(count)
 
     def _name_ids(self, events: list[Any]) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.bool_]]:
-        raw = [e.name for e in events]
+        raw = list(map(_NAME, events))
         if set(map(type, raw)) <= {str}:
             return self.names.intern_column(raw), np.ones(len(raw), dtype=bool)
         ok = np.array([type(n) is str or n is None for n in raw], dtype=bool)
         self.dropped["name is not a string"] += int((~ok).sum())
         return self.names.intern_column([n if type(n) is str else "" for n in raw]), ok
 
-    def _feed_device(self, events: list[Any]) -> None:
-        args = [e.args for e in events]
-        streams = [None if a is None else a.stream for a in args]
-        if None in streams:
-            keep = [i for i, s in enumerate(streams) if s is not None]
-            events = [events[i] for i in keep]
-            args = [args[i] for i in keep]
-            streams = [streams[i] for i in keep]
-        if not events:
-            return
-        name, name_ok = self._name_ids(events)
-        ts, end, ok = self._times(events)
-        ok &= name_ok
+    def _wheres_of(self, events: list[Any], kinds: npt.NDArray[np.int8]) -> npt.NDArray[np.int32]:
+        texts = [getattr(getattr(e, "args", None), "call_stack", None) for e in events]
+        where = np.array([self._where_id(t) for t in texts], dtype=np.int32)
+        where[(kinds != CPU_OP) & (kinds != ANNOTATION)] = -1
+        return where
+
+    def _add_device(
+        self, ts: I64, end: I64, name: npt.NDArray[np.int32], ok: npt.NDArray[np.bool_], args: list[Any]
+    ) -> None:
         cols: Columns = {
             "ts": ts,
             "end": end,
             "name": name,
-            "stream": int_column(streams),
+            "stream": int_column([a.stream for a in args]),
             "corr": int_column([a.correlation for a in args]),
             "nbytes": int_column([a.nbytes for a in args]),
         }
-        if not ok.all():
-            cols = {k: v[ok] for k, v in cols.items()}
+        cols = _valid(cols, ok)
         if not len(cols["ts"]):
             return
         self.stores["gpu"].append(cols)
@@ -245,53 +296,28 @@ class Collector:
             self._d2h.append(corr)
             self._d2h_count += len(corr)
 
-    def _feed_runtime(self, events: list[Any]) -> None:
-        name, name_ok = self._name_ids(events)
-        ts, end, ok = self._times(events)
-        ok &= name_ok
-        args = [e.args for e in events]
-        cols: Columns = {
-            "ts": ts,
-            "end": end,
-            "name": name,
-            "lane": self._lane_ids([e.pid for e in events], [e.tid for e in events]),
-            "corr": int_column([None if a is None else a.correlation for a in args]),
-        }
-        if not ok.all():
-            cols = {k: v[ok] for k, v in cols.items()}
+    def _add_runtime(
+        self,
+        picked: tuple[I64, I64, npt.NDArray[np.int32], npt.NDArray[np.bool_]],
+        lane: npt.NDArray[np.int32],
+        corr: I64,
+    ) -> None:
+        ts, end, name, ok = picked
+        cols = _valid({"ts": ts, "end": end, "name": name, "lane": lane, "corr": corr}, ok)
         if len(cols["ts"]):
             self.stores["runtime"].append(cols)
             self.lane_stats.add("runtime", cols["lane"])
             self._saw_op(int(cols["ts"].min()))
 
-    def _feed_cpu(self, kind: int, events: list[Any]) -> None:
-        name, name_ok = self._name_ids(events)
-        if kind == PYTHON:
-            # with_stack traces hold a frame event per Python call; only the user's own frames can say where,
-            # so library frames are dropped before any other work (they are most of the events).
-            user = ((self.bits_of(name) & N.USER_FRAME) != 0) & name_ok
-            if not user.any():
-                return
-            index = np.flatnonzero(user)
-            events = [events[i] for i in index.tolist()]
-            name, name_ok = name[index], name_ok[index]
-        ts, end, ok = self._times(events)
-        ok &= name_ok
-        where = np.full(len(events), -1, dtype=np.int32)
-        if kind in (CPU_OP, ANNOTATION):
-            stacks = [getattr(getattr(e, "args", None), "call_stack", None) for e in events]
-            if any(stacks):
-                where = np.array([self._where_id(s) for s in stacks], dtype=np.int32)
-        cols: Columns = {
-            "ts": ts,
-            "end": end,
-            "name": name,
-            "lane": self._lane_ids([e.pid for e in events], [e.tid for e in events]),
-            "kind": np.full(len(events), kind, dtype=np.int8),
-            "where": where,
-        }
-        if not ok.all():
-            cols = {k: v[ok] for k, v in cols.items()}
+    def _add_cpu(
+        self,
+        picked: tuple[I64, I64, npt.NDArray[np.int32], npt.NDArray[np.bool_]],
+        lane: npt.NDArray[np.int32],
+        kind: npt.NDArray[np.int8],
+        where: npt.NDArray[np.int32],
+    ) -> None:
+        ts, end, name, ok = picked
+        cols = _valid({"ts": ts, "end": end, "name": name, "lane": lane, "kind": kind, "where": where}, ok)
         if not len(cols["ts"]):
             return
         self.stores["cpu"].append(cols)
@@ -300,8 +326,9 @@ class Collector:
         bits = self.bits_of(cols["name"])
         self.lane_stats.add("steps", lanes[(bits & N.STEP) != 0])
         self.lane_stats.add("loader", lanes[(bits & N.DATALOADER) != 0])
-        if kind != PYTHON:
-            self._saw_op(int(cols["ts"].min()))
+        ops = cols["kind"] != PYTHON
+        if ops.any():
+            self._saw_op(int(cols["ts"][ops].min()))
 
     def _saw_op(self, ts: int) -> None:
         self.first_op = ts if self.first_op is None else min(self.first_op, ts)
@@ -328,6 +355,25 @@ class Collector:
             names_overflowed=self.names.overflowed,
             lanes_overflowed=self.lanes_overflowed,
         )
+
+
+def _with_stream(events: list[Any]) -> tuple[list[Any], list[Any]]:
+    """Device events are the timed events of other categories that carry a stream; with their args."""
+    args = list(map(_ARGS, events))
+    if not any(a is None or a.stream is None for a in args):
+        return events, args
+    keep = [i for i, a in enumerate(args) if a is not None and a.stream is not None]
+    return [events[i] for i in keep], [args[i] for i in keep]
+
+
+def _pick(
+    rows: npt.NDArray[np.intp], ts: I64, end: I64, name: npt.NDArray[np.int32], ok: npt.NDArray[np.bool_]
+) -> tuple[I64, I64, npt.NDArray[np.int32], npt.NDArray[np.bool_]]:
+    return ts[rows], end[rows], name[rows], ok[rows]
+
+
+def _valid(cols: Columns, ok: npt.NDArray[np.bool_]) -> Columns:
+    return cols if ok.all() else {k: v[ok] for k, v in cols.items()}
 
 
 def _hashable(value: Any) -> Any:

@@ -47,72 +47,72 @@ def us_to_ns(values: Sequence[Any]) -> tuple[I64, Codes]:
     starts = np.empty(count, dtype=np.int64)
     starts[0] = 0
     starts[1:] = ends[:-1] + 1
-    dot_at = _dot_positions(data, ends)
-    fast = _fast_lines(data, starts, ends, dot_at)
-    _fast_values(data, starts, ends, dot_at, fast, out, codes)
+    fast = np.zeros(count, dtype=bool)
+    for rows, layout in _layouts(data, starts, ends):
+        _parse_layout(data, starts[rows], rows, layout, out, codes, fast)
     slow = np.flatnonzero(~fast)
     if len(slow):
         _slow(values, slow, out, codes)
     return out, codes
 
 
-def _fast_lines(data: npt.NDArray[np.uint8], starts: I64, ends: I64, dot_at: I64) -> npt.NDArray[np.bool_]:
-    """Lines that are [-]digits[.digits] with at most 16 integer digits and nothing else."""
-    digit = (data >= 48) & (data <= 57)
-    dot = data == _DOT
-    lead_minus = np.zeros(len(data), dtype=bool)
-    lead_minus[starts] = data[starts] == _MINUS
-    other = ~(digit | dot | lead_minus) & (data != _NEWLINE)
-    cum_other = np.concatenate(([0], np.cumsum(other)))
-    cum_dot = np.concatenate(([0], np.cumsum(dot)))
-    bad = cum_other[ends] - cum_other[starts]
-    dots = cum_dot[ends] - cum_dot[starts]
-    first = starts + lead_minus[starts]
-    int_digits = dot_at - first
-    fast: npt.NDArray[np.bool_] = (
-        (bad == 0) & (dots <= 1) & (int_digits >= 1) & (int_digits <= _MAX_INT_DIGITS) & (dot_at != ends - 1)
-    )
-    return fast
+def _layouts(data: npt.NDArray[np.uint8], starts: I64, ends: I64) -> list[tuple[I64, tuple[int, int, bool]]]:
+    """Rows grouped by text layout (length, dot offset, sign): Kineto writes a handful of layouts per column."""
+    length = ends - starts
+    dots = np.flatnonzero(data == _DOT)
+    dot_off = length.copy()  # no dot: as if it followed the last digit
+    owner = np.searchsorted(ends, dots, side="left")
+    dot_off[owner] = dots - starts[owner]
+    dot_count = np.bincount(owner, minlength=len(starts))
+    negative = data[starts] == _MINUS
+    plausible = (length > 0) & (length <= _MAX_TEXT) & (dot_count <= 1)
+    key = np.where(plausible, (length * 128 + dot_off) * 2 + negative, 0)
+    uniform = bool(key[0]) and bool((key == key[0]).all())  # epoch timestamps: one layout for the whole column
+    values = [int(key[0])] if uniform else np.flatnonzero(np.bincount(key)).tolist()
+    out = []
+    for value in values:
+        if value:
+            rows = np.arange(len(key)) if uniform else np.flatnonzero(key == value)
+            out.append((rows, (value // 256, (value // 2) % 128, bool(value % 2))))
+    return out
 
 
-def _dot_positions(data: npt.NDArray[np.uint8], ends: I64) -> I64:
-    """Per line, the offset of its (last) dot, or its end when it has none; a line with two dots is not fast."""
-    where = np.flatnonzero(data == _DOT)
-    dot_at = ends.copy()
-    dot_at[np.searchsorted(ends, where, side="left")] = where
-    return dot_at
-
-
-def _fast_values(  # noqa: PLR0917  # the parsed line layout, passed along rather than recomputed
+def _parse_layout(  # noqa: PLR0917  # one layout's rows and where their values go
     data: npt.NDArray[np.uint8],
     starts: I64,
-    ends: I64,
-    dot_at: I64,
-    fast: npt.NDArray[np.bool_],
+    rows: I64,
+    layout: tuple[int, int, bool],
     out: I64,
     codes: Codes,
+    fast: npt.NDArray[np.bool_],
 ) -> None:
-    if not fast.any():
+    """Rows of one layout as a 2-D array of bytes: check every digit column, then one weighted sum per row."""
+    length, dot, negative = layout
+    first = int(negative)
+    if not 1 <= dot - first <= _MAX_INT_DIGITS or dot == length - 1:
         return
-    digit_pos = np.flatnonzero((data >= 48) & (data <= 57))
-    line_of = np.searchsorted(ends, digit_pos, side="left")
-    keep = fast[line_of]
-    digit_pos, line_of = digit_pos[keep], line_of[keep]
-    dot = dot_at[line_of]
-    exponent = np.where(digit_pos < dot, dot - 1 - digit_pos + 3, 3 - (digit_pos - dot))
-    use = exponent >= 0
-    digit_pos, line_of, exponent = digit_pos[use], line_of[use], exponent[use]
-    weights = (data[digit_pos].astype(np.uint64) - np.uint64(48)) * _POW10[exponent]
-    first = np.flatnonzero(np.diff(line_of, prepend=-1))
-    sums = np.add.reduceat(weights, first) if len(first) else np.zeros(0, dtype=np.uint64)
-    present = line_of[first]
+    keep = min(length, dot + 4)  # decimals below 1 ns are truncated: never read
+    if len(rows) == len(starts) and len(starts) * (length + 1) == len(data) and (rows[0] == 0):
+        grid = data.reshape(len(starts), length + 1)  # every line has this layout: a view, no gather
+    else:
+        grid = data[starts[:, None] + np.arange(length + 1)[None, :]]
+    digits = np.concatenate((grid[:, first:dot], grid[:, dot + 1 : keep]), axis=1) - np.uint8(48)
+    ok = (digits < 10).all(axis=1) & _all_digits(grid[:, keep:length])
+    exponent = np.concatenate((np.arange(dot - first - 1, -1, -1) + 3, 2 - np.arange(keep - dot - 1)))
+    sums = digits.astype(np.uint64) @ _POW10[exponent]
     big = sums > np.uint64(I64_MAX)
     value = np.where(big, 0, sums).astype(np.int64)
-    negative = data[starts[present]] == _MINUS
-    value[negative] = -value[negative]
-    out[present] = value
-    codes[present[big]] = OUT_OF_RANGE
-    out[present[big]] = 0
+    if negative:
+        value = -value
+    rows, value, big = rows[ok], value[ok], big[ok]
+    out[rows] = value
+    codes[rows] = np.where(big, OUT_OF_RANGE, OK)
+    fast[rows] = True
+
+
+def _all_digits(grid: npt.NDArray[np.uint8]) -> npt.NDArray[np.bool_]:
+    out: npt.NDArray[np.bool_] = ((grid - np.uint8(48)) < 10).all(axis=1)
+    return out
 
 
 def _slow(values: Sequence[Any], rows: npt.NDArray[np.int64], out: I64, codes: Codes) -> None:
@@ -156,9 +156,13 @@ def int_column(values: Sequence[Any], default: int = -1) -> I64:
     count = len(values)
     if not count:
         return np.zeros(0, dtype=np.int64)
-    if set(map(type, values)) == {int}:  # np.fromiter would also take floats and bools, silently
+    kinds = set(map(type, values))  # np.array would also take floats and bools, silently
+    if kinds == {type(None)}:
+        return np.full(count, default, dtype=np.int64)
+    if kinds <= {int, type(None)}:
+        filled = values if type(None) not in kinds else [default if v is None else v for v in values]
         try:
-            return np.fromiter(values, dtype=np.int64, count=count)
+            return np.array(filled, dtype=np.int64)
         except OverflowError:
             pass
     return np.fromiter((one_int(v, default) for v in values), dtype=np.int64, count=count)

@@ -245,8 +245,12 @@ def _read_header(source: Source) -> tuple[TraceHeader, bytearray, bool]:
 
 
 def _iter_batches(
-    source: Source, decoder: EventDecoder, header: TraceHeader, buf: bytearray, bare: bool, *, last: bool = True
+    source: Source, decoder: EventDecoder, header: TraceHeader, rest: bytearray, bare: bool, *, last: bool = True
 ) -> Iterator[Families]:
+    # The buffer always starts with one separator byte before the next event (a space here, then the comma after
+    # the previous batch), so a batch becomes a JSON list with a single copy: '[' is written over that byte and ']'
+    # over the comma after the batch's last event before the bytes between are copied out.
+    buf = bytearray(b" ") + rest
     try:
         want = CHUNK_BYTES
         while True:
@@ -301,13 +305,28 @@ def _lead(buf: bytearray) -> int:
     return len(head) - len(head.lstrip(_WS + b","))
 
 
+def _decode_in_place(buf: bytearray, lead: int, end: int, decoder: EventDecoder) -> Families:
+    """Decode the events in buf[lead:end] as a list, the brackets written over the separators around them."""
+    before, after = buf[lead - 1], buf[end]
+    buf[lead - 1], buf[end] = ord("["), ord("]")
+    payload = bytes(memoryview(buf)[lead - 1 : end + 1])
+    buf[lead - 1], buf[end] = before, after
+    return decoder.decode(payload)
+
+
 def _cut_and_decode(buf: bytearray, decoder: EventDecoder) -> tuple[int, Families] | None:
+    """Cut after the last complete event and decode up to there; None when no cut proves right."""
     lead = _lead(buf)
+    if lead == 0:
+        buf[:0] = b" "  # the separator byte _decode_in_place writes over (only before the very first batch)
+        lead = 1
     for tries, end in enumerate(_cut_candidates(buf, _CUT_TRIES)):
         if tries >= _CUT_TRIES or end <= lead:
             return None
+        if end >= len(buf):
+            continue
         try:
-            return end, decoder.decode(b"[" + bytes(buf[lead:end]) + b"]")
+            return end, _decode_in_place(buf, lead, end, decoder)
         except msgspec.DecodeError:
             continue
     return None

@@ -276,6 +276,10 @@ class Window:
             keep &= self.cpu["ts"] >= self.ctx.first_op_ts
         return take(self.cpu, keep)
 
+    @cached_property
+    def _has_stacks(self) -> bool:
+        return bool((self.cpu["where"] >= 0).any())
+
     def where_at(self, lane: int, ts: int, end: int) -> str | None:
         """The innermost user-code frame around [ts, end] on a thread (python_function events or 'Call stack')."""
         frames = self._frames
@@ -290,6 +294,8 @@ class Window:
 
         A call stack is taken when the event happened, so its line is the line that ran then.
         """
+        if not self._has_stacks:
+            return None
         where = self.cpu["where"]
         hit = np.flatnonzero(
             (where >= 0) & (self.cpu["lane"] == lane) & (self.cpu["ts"] <= ts) & (self.cpu["end"] >= end)
