@@ -111,8 +111,7 @@ def _parse_layout(  # noqa: PLR0917  # one layout's rows and where their values 
 
 
 def _all_digits(grid: npt.NDArray[np.uint8]) -> npt.NDArray[np.bool_]:
-    out: npt.NDArray[np.bool_] = ((grid - np.uint8(48)) < 10).all(axis=1)
-    return out
+    return np.asarray(((grid - np.uint8(48)) < 10).all(axis=1), dtype=bool)
 
 
 def _slow(values: Sequence[Any], rows: npt.NDArray[np.int64], out: I64, codes: Codes) -> None:
