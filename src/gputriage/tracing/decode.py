@@ -102,8 +102,9 @@ class LooseEvent(msgspec.Struct, gc=False):
 
 
 class LooseNoArgs(msgspec.Struct, gc=False):
-    """An event whose `args` is not an object: everything but args."""
+    """An event whose `args` is not an object: everything but args (read as None, from a key no trace has)."""
 
+    args: None = msgspec.field(default=None, name="gputriage: args is not an object")
     ph: Any = None
     cat: Any = None
     name: Any = None

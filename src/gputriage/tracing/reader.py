@@ -73,12 +73,12 @@ class TraceHeader:
         self.notes.extend(n for n in other.notes if n not in self.notes)
 
 
-def parse_header_object(text: bytes, where: str) -> TraceHeader:
-    """Decode a JSON object of top-level keys into a TraceHeader; anything unreadable becomes a note."""
+def parse_header_object(text: bytes, unreadable: str) -> TraceHeader:
+    """Decode a JSON object of top-level keys into a TraceHeader; if it cannot be read, the note `unreadable`."""
     header = TraceHeader()
     doc = _decode_doc(text)
     if doc is None:
-        header.notes.append(f"the trace's {where} is not readable JSON; it was ignored")
+        header.notes.append(unreadable)
         return header
     if _present(doc.deviceProperties):
         devices = _decode_raw(doc.deviceProperties, list[_Device])
@@ -237,7 +237,8 @@ def _read_header(source: Source) -> tuple[TraceHeader, bytearray, bool]:
         if list_at is not None:
             key_at = body.rfind(b'"traceEvents"', 0, list_at)
             prefix = bytes(body[:key_at]).rstrip(_WS).rstrip(b",")
-            header = parse_header_object(prefix + b"}", "header (the keys before traceEvents)")
+            unreadable = "the trace's header (its keys before traceEvents) is not readable JSON; it was ignored"
+            header = parse_header_object(prefix + b"}", unreadable)
             return header, body[list_at + 1 :], False
         if source.eof or len(buf) > MAX_PIECE_BYTES:
             raise InputError(f"{source.path} is not a PyTorch profiler trace (no traceEvents list found)")
@@ -374,4 +375,5 @@ def _read_tail(tail: bytes, bare: bool, header: TraceHeader) -> None:
     if not tail.startswith(b",") or not tail.endswith(b"}"):
         header.notes.append("the keys after traceEvents are not readable JSON; they were ignored")
         return
-    header.fill_from(parse_header_object(b"{" + tail[1:], "keys after traceEvents"))
+    unreadable = "the trace's keys after traceEvents are not readable JSON; they were ignored"
+    header.fill_from(parse_header_object(b"{" + tail[1:], unreadable))
