@@ -12,24 +12,16 @@ from __future__ import annotations
 
 import argparse
 import signal
-import subprocess
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
+from measure import measure
 from trace_gen import generate
 
 ROOT = Path(__file__).resolve().parent.parent
 OUR_PY = ROOT / ".venv" / "bin" / "python"
 GOAL_MIB = 250
-_WRAPPER = (
-    "import resource, subprocess, sys, time;"
-    "t=time.perf_counter();"
-    "p=subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL);"
-    "w=time.perf_counter()-t;"
-    "u=resource.getrusage(resource.RUSAGE_CHILDREN);"
-    "print(p.returncode, w, u.ru_utime + u.ru_stime, u.ru_maxrss)"
-)
 
 
 def run_once(trace: Path, jobs: int | None) -> tuple[float, float, float]:
@@ -37,11 +29,7 @@ def run_once(trace: Path, jobs: int | None) -> tuple[float, float, float]:
     cmd = [str(OUR_PY), "-m", "gputriage", "trace", str(trace), "--json"]
     if jobs is not None:
         cmd += ["--jobs", str(jobs)]
-    out = subprocess.run([sys.executable, "-c", _WRAPPER, *cmd], capture_output=True, text=True, check=True).stdout
-    code, wall, cpu, rss_kib = out.split()
-    if code != "0":
-        raise SystemExit(f"gputriage trace failed with exit code {code}")
-    return float(wall), float(cpu), int(rss_kib) / 1024
+    return measure(cmd)
 
 
 def main() -> None:

@@ -24,11 +24,11 @@ import os
 import shutil
 import signal
 import statistics
-import subprocess
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
+from measure import measure
 from trace_gen import generate
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -62,23 +62,6 @@ with open(sys.argv[1], "rb") as fh:
     data = fh.read()
 print(len(msgspec.json.decode(data, type=Trace).traceEvents))
 """
-_WRAPPER = (
-    "import resource, subprocess, sys, time;"
-    "t=time.perf_counter();"
-    "p=subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL);"
-    "w=time.perf_counter()-t;"
-    "u=resource.getrusage(resource.RUSAGE_CHILDREN);"
-    "print(p.returncode, w, u.ru_utime + u.ru_stime, u.ru_maxrss)"
-)
-
-
-def measure(cmd: list[str]) -> tuple[float, float, float]:
-    """(wall s, CPU s, peak RSS MiB of the largest process) of one command in a fresh wrapper process."""
-    out = subprocess.run([sys.executable, "-c", _WRAPPER, *cmd], capture_output=True, text=True, check=True).stdout
-    code, wall, cpu, rss_kib = out.split()
-    if code != "0":
-        raise SystemExit(f"{' '.join(cmd[:4])} ... failed with exit code {code}")
-    return float(wall), float(cpu), int(rss_kib) / 1024
 
 
 def _largest_real_trace(folder: Path) -> Path:

@@ -19,9 +19,9 @@ class TraceLimits:
     # Events in one file: --max-events. About 400 bytes of JSON each in a real trace, so 400 M is 150 GiB of JSON.
     max_events: int = 400_000_000
     # Inflated : compressed bytes of a .json.gz: --max-gzip-ratio. Real Kineto traces inflate 10-30x (the corpus
-    # tops out at 29x); a decompression bomb of repeated text inflates 300-1000x. Checked once 64 MiB are inflated.
+    # tops out at 29x); a decompression bomb of repeated text inflates 300-1000x. Checked once 16 MiB are inflated.
     max_gzip_ratio: float = 200.0
-    gzip_ratio_after_bytes: int = 64 << 20
+    gzip_ratio_after_bytes: int = 16 << 20
 
 
 DEFAULT_LIMITS = TraceLimits()

@@ -91,9 +91,9 @@ class Source:
             packed = max(self._raw.tell(), 1)
             if self.consumed / packed > limits.max_gzip_ratio:
                 raise InputError(
-                    f"{self.path} inflates more than {limits.max_gzip_ratio:.0f}:1 ({self.consumed >> 20} MiB from "
-                    f"{packed >> 20} MiB so far), far beyond a profiler trace's 10-30:1: refused as a decompression "
-                    "bomb (raise --max-gzip-ratio to read it anyway)"
+                    f"{self.path} inflates more than {limits.max_gzip_ratio:.0f}:1 ({self.consumed / 2**20:.0f} MiB "
+                    f"from {packed / 2**20:.2f} MiB so far), far beyond a profiler trace's 10-30:1: refused as a "
+                    "decompression bomb (raise --max-gzip-ratio to read it anyway)"
                 )
 
     def close(self) -> None:

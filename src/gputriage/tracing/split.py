@@ -32,7 +32,7 @@ from gputriage.tracing.store import MEMORY_BUDGET_ROWS, Run, SpillDir
 # Below this size one process is as fast as starting several.
 SPLIT_MIN_BYTES = 48 << 20
 _MIN_RANGE_BYTES = 16 << 20
-_MIN_WORKER_BUDGET = 200_000
+_MIN_WORKER_BUDGET = 64_000
 
 
 @contextlib.contextmanager

@@ -48,8 +48,8 @@ CPU_COLUMNS: Layout = {
 LAYOUTS: dict[str, Layout] = {"gpu": GPU_COLUMNS, "runtime": RUNTIME_COLUMNS, "cpu": CPU_COLUMNS}
 ID_COLUMNS = {"name": "names", "lane": "lanes", "where": "wheres"}
 
-# Rows kept in memory by one process before they are spilled: ~30 bytes each, so 1.5 M rows is ~45 MiB.
-MEMORY_BUDGET_ROWS = 1_500_000
+# Rows kept in memory (all processes of one file together) before they are spilled: ~33 bytes each, ~33 MiB.
+MEMORY_BUDGET_ROWS = 1_000_000
 _INDEX_STRIDE = 4096  # one start time per this many rows of a spilled run stays in memory, to seek in it
 
 

@@ -30,7 +30,7 @@ from gputriage.tracing.store import LAYOUTS, Columns, Layout, Run, RunCursor, co
 I64 = npt.NDArray[np.int64]
 Mask = npt.NDArray[np.bool_]
 
-WINDOW_ROWS = 1_000_000
+WINDOW_ROWS = 400_000
 MAX_CARRIED_ROWS = 100_000  # rows still running at a cut (normally a few dozen: open frames, a step, a kernel)
 CPU_OP_MIN_NS = 50_000  # CPU ops shorter than this are dispatch overhead, not computation (cpu_compute)
 _RING = 262_144  # recent runtime calls kept to find a kernel's launch across windows
