@@ -16,7 +16,7 @@ import numpy.typing as npt
 from gputriage.tracing.store import SpillDir
 
 I64 = npt.NDArray[np.int64]
-MEMORY_VALUES = 2_000_000  # 16 MiB of int64 per column before it goes to disk
+MEMORY_VALUES = 1_000_000  # 8 MiB of int64 per column before it goes to disk
 _READ = 1 << 20
 _SIGN = np.uint64(1 << 63)
 
