@@ -17,10 +17,15 @@ _WRAPPER = (
 )
 
 
-def measure(cmd: list[str]) -> tuple[float, float, float]:
-    """(wall s, CPU s, peak RSS MiB of the largest process) of one command; exits if the command fails."""
+def measure(cmd: list[str], *, may_fail: bool = False) -> tuple[float, float, float] | None:
+    """(wall s, CPU s, peak RSS MiB of the largest process) of one command.
+
+    A failing command exits the benchmark, or gives None with `may_fail` (a baseline that breaks on a shape).
+    """
     out = subprocess.run([sys.executable, "-c", _WRAPPER, *cmd], capture_output=True, text=True, check=True).stdout
     code, wall, cpu, rss_kib = out.split()
     if code != "0":
+        if may_fail:
+            return None
         raise SystemExit(f"{' '.join(cmd[:4])} ... failed with exit code {code}")
     return float(wall), float(cpu), int(rss_kib) / 1024

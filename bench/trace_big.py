@@ -29,7 +29,9 @@ def run_once(trace: Path, jobs: int | None) -> tuple[float, float, float]:
     cmd = [str(OUR_PY), "-m", "gputriage", "trace", str(trace), "--json"]
     if jobs is not None:
         cmd += ["--jobs", str(jobs)]
-    return measure(cmd)
+    result = measure(cmd)
+    assert result is not None
+    return result
 
 
 def main() -> None:

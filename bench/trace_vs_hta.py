@@ -94,9 +94,16 @@ def run_shape(label: str, trace: Path, rounds: int, hta: bool) -> None:
     size = trace.stat().st_size / 2**20
     print(f"\n{label}: {size:.0f} MiB", flush=True)
     for i in range(rounds):
-        for name, cmd in cmds.items():
-            runs[name].append(measure(cmd))
-            wall, cpu, rss = runs[name][-1]
+        for name, cmd in list(cmds.items()):
+            result = measure(cmd, may_fail=name == "HTA")
+            if result is None:  # HTA 0.6.1 breaks on some shapes (a pandas int16 overflow on the CPU-heavy one)
+                print(f"  round {i + 1}: {name:8s} failed (exit code 1)", flush=True)
+                cmds.pop(name)
+                runs.pop(name)
+                hta = False
+                continue
+            runs[name].append(result)
+            wall, cpu, rss = result
             print(f"  round {i + 1}: {name:8s} {wall:7.2f} s wall {cpu:7.2f} s CPU {rss:6.0f} MiB", flush=True)
     med = {n: (statistics.median(r[0] for r in rs), statistics.median(r[1] for r in rs), max(r[2] for r in rs))
            for n, rs in runs.items()}  # fmt: skip

@@ -55,7 +55,8 @@ _KNOWN_CATEGORIES = (
 _MAX_CATEGORIES = 256  # learned tags; a file with more decodes loosely from then on
 _MAX_CATEGORY_CHARS = 128
 _EMPTY = msgspec.Raw(b"")
-_PH = operator.attrgetter("ph")
+_PH, _CAT = operator.attrgetter("ph"), operator.attrgetter("cat")
+_LOOSE_BATCHES = 16
 
 
 def family_of(cat: Any) -> int | None:
@@ -156,6 +157,7 @@ class EventDecoder:
         self._loose = msgspec.json.Decoder(list[LooseEvent])
         self._one = msgspec.json.Decoder(LooseEvent)
         self._one_no_args = msgspec.json.Decoder(LooseNoArgs)
+        self._skip_typed = 0  # batches to decode loosely without trying the typed union first
         for cat in _KNOWN_CATEGORIES:
             self._learn(cat)
 
@@ -197,22 +199,30 @@ class EventDecoder:
         return self._decode(repaired, b'"Call stack"' in repaired)
 
     def _decode(self, payload: bytes, with_stack: bool) -> Families:
-        try:
-            events = self._decoder(with_stack).decode(payload)
-        except msgspec.ValidationError:
-            pass
-        except RecursionError:
-            return self._one_by_one(payload)
+        if self._skip_typed:
+            self._skip_typed -= 1
         else:
-            out = self._group_typed(events)
-            out.stacks = with_stack
-            return out
+            try:
+                events = self._decoder(with_stack).decode(payload)
+            except msgspec.ValidationError:
+                pass
+            except RecursionError:
+                return self._one_by_one(payload)
+            else:
+                out = self._group_typed(events)
+                out.stacks = with_stack
+                return out
         try:
             loose = self._loose.decode(payload)
         except (msgspec.ValidationError, RecursionError):
             return self._one_by_one(payload)
+        learned = len(self._tags)
         for cat in {e.cat for e in loose if type(e.cat) is str}:
             self._learn(cat)
+        if len(self._tags) == learned:
+            # Nothing new to learn: this file has events the typed union cannot take (no `cat` on MTIA's
+            # metadata events, say). Decode loosely for a while rather than twice per batch.
+            self._skip_typed = _LOOSE_BATCHES
         out = _group_loose(loose)
         out.stacks = with_stack
         return out
@@ -271,11 +281,15 @@ class EventDecoder:
 
 
 def _group_loose(events: list[Any]) -> Families:
+    """Split loosely decoded events by family; only timed ("X") events are looked at one by one."""
     out = Families(events=len(events))
+    phases = list(map(_PH, events))
+    timed = (
+        events if phases.count("X") == len(phases) else [e for e, ph in zip(events, phases, strict=True) if ph == "X"]
+    )
     groups: dict[int, list[Any]] = {}
     cache: dict[str, int] = {}
-    for e in events:
-        cat = e.cat
+    for e, cat in zip(timed, map(_CAT, timed), strict=True):
         if type(cat) is str:
             fam = cache.get(cat)
             if fam is None:
@@ -283,8 +297,7 @@ def _group_loose(events: list[Any]) -> Families:
         else:
             fam = family_of(cat)
             if fam is None:
-                if e.ph == "X":
-                    out.dropped["cat is not a string"] += 1
+                out.dropped["cat is not a string"] += 1
                 continue
         if fam != SKIP:
             groups.setdefault(fam, []).append(e)
