@@ -115,6 +115,28 @@ class LooseNoArgs(msgspec.Struct, gc=False):
     dur: msgspec.Raw = _EMPTY
 
 
+# The Chrome trace format's phases. A batch the category union cannot take (events without `cat`: MTIA's metadata)
+# is decoded with a union on `ph` instead: timed events in full, every other phase as an empty struct.
+_PHASES = ("B", "E", "i", "I", "s", "t", "f", "M", "C", "b", "n", "e", "P", "O", "N", "D", "R", "c", "(", ")")
+
+
+class TimedEvent(msgspec.Struct, tag_field="ph", tag="X", gc=False):
+    cat: Any = None
+    name: Any = None
+    pid: Any = None
+    tid: Any = None
+    ts: msgspec.Raw = _EMPTY
+    dur: msgspec.Raw = _EMPTY
+    args: AnyArgs | None = None
+
+    @property
+    def ph(self) -> str:
+        return "X"
+
+
+_UNTIMED = tuple(msgspec.defstruct(f"Phase{i}", [], tag_field="ph", tag=ph, gc=False) for i, ph in enumerate(_PHASES))
+_BY_PHASE = msgspec.json.Decoder(list[typing.Union[(TimedEvent, *_UNTIMED)]])  # type: ignore[valid-type]
+
 _TIMED: list[tuple[str, Any, Any]] = [("ts", msgspec.Raw, _EMPTY), ("dur", msgspec.Raw, _EMPTY)]
 _THREAD: list[tuple[str, Any, Any]] = [("pid", Any, None), ("tid", Any, None)]
 
@@ -213,9 +235,20 @@ class EventDecoder:
                 out.stacks = with_stack
                 return out
         try:
+            by_phase = _BY_PHASE.decode(payload)
+        except (msgspec.ValidationError, RecursionError):
+            pass
+        else:
+            timed: list[Any] = [e for e in by_phase if type(e) is TimedEvent]
+            return self._loosely(timed, len(by_phase), with_stack)
+        try:
             loose = self._loose.decode(payload)
         except (msgspec.ValidationError, RecursionError):
             return self._one_by_one(payload)
+        return self._loosely(loose, len(loose), with_stack)
+
+    def _loosely(self, loose: list[Any], events: int, with_stack: bool) -> Families:
+        """Group loosely decoded events, and learn their categories for the typed union of later batches."""
         learned = len(self._tags)
         for cat in {e.cat for e in loose if type(e.cat) is str}:
             self._learn(cat)
@@ -224,6 +257,7 @@ class EventDecoder:
             # metadata events, say). Decode loosely for a while rather than twice per batch.
             self._skip_typed = _LOOSE_BATCHES
         out = _group_loose(loose)
+        out.events = events
         out.stacks = with_stack
         return out
 
