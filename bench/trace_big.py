@@ -1,59 +1,64 @@
-"""A generated 1.2 GB trace through `gputriage trace`: peak RSS (goal < 400 MB on a 2-core machine) and time.
+"""Peak memory against trace size: generated traces through `gputriage trace`, one fresh process each.
 
-    .venv/bin/python bench/trace_big.py [SIZE_MB ...]
+    .venv/bin/python bench/trace_big.py [--shape cnn] [--jobs N] [SIZE_MB ...]      (default sizes: 300 1200 5000)
 
-Several sizes show how peak RSS grows with the file. The generated files go under bench/out/ and are deleted.
+The reader keeps statistics and one window of the timeline, never the events, so peak RSS should stay flat as the
+trace grows (goal: under 250 MiB at every size). Peak RSS is the largest single process's (the main one or a
+byte-range worker). Each generated file goes under bench/out/ and is deleted after its run; temporary run files
+of the reader go to $TMPDIR and are deleted by it.
 """
 
 from __future__ import annotations
 
+import argparse
 import signal
-import subprocess
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
+from measure import measure
 from trace_gen import generate
 
 ROOT = Path(__file__).resolve().parent.parent
 OUR_PY = ROOT / ".venv" / "bin" / "python"
-_WRAPPER = (
-    "import resource, subprocess, sys, time;"
-    "t=time.perf_counter();"
-    "p=subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL);"
-    "w=time.perf_counter()-t;"
-    "u=resource.getrusage(resource.RUSAGE_CHILDREN);"
-    "print(p.returncode, w, u.ru_utime + u.ru_stime, u.ru_maxrss)"
-)
+GOAL_MIB = 250
 
 
-def run_once(trace: Path) -> tuple[float, float, float]:
+def run_once(trace: Path, jobs: int | None) -> tuple[float, float, float]:
     """(wall s, CPU s, peak RSS MiB) of `gputriage trace FILE --json` in its own process."""
     cmd = [str(OUR_PY), "-m", "gputriage", "trace", str(trace), "--json"]
-    out = subprocess.run([sys.executable, "-c", _WRAPPER, *cmd], capture_output=True, text=True, check=True).stdout
-    code, wall, cpu, rss_kib = out.split()
-    if code != "0":
-        raise SystemExit(f"gputriage trace failed with exit code {code}")
-    return float(wall), float(cpu), int(rss_kib) / 1024
+    if jobs is not None:
+        cmd += ["--jobs", str(jobs)]
+    result = measure(cmd)
+    assert result is not None
+    return result
 
 
 def main() -> None:
-    sizes = [float(s) for s in sys.argv[1:]] or [1200.0]
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("sizes", nargs="*", type=float, default=[300.0, 1200.0, 5000.0])
+    parser.add_argument("--shape", default="cnn")
+    parser.add_argument("--jobs", type=int, default=None, help="default: gputriage's own (one per core)")
+    args = parser.parse_args()
     out = ROOT / "bench" / "out"
     out.mkdir(parents=True, exist_ok=True)
-    for size in sizes:
+    peaks = []
+    for size in args.sizes:
         trace = out / f"big_{int(size)}.json"
         try:
-            events = generate(trace, size)
-            wall, cpu, rss = run_once(trace)
+            events = generate(trace, size, shape=args.shape)
+            wall, cpu, rss = run_once(trace, args.jobs)
+            peaks.append(rss)
             mib = trace.stat().st_size / 2**20
             print(
-                f"{mib:6.0f} MiB, {events:9d} events: {wall:6.1f} s wall, {cpu:6.1f} s CPU, "
-                f"{mib / wall:5.1f} MiB/s, peak RSS {rss:5.0f} MiB (goal < 400)",
+                f"{mib:6.0f} MiB, {events:11,d} events: {wall:7.1f} s wall, {cpu:7.1f} s CPU, "
+                f"{mib / wall:5.1f} MiB/s, peak RSS {rss:5.0f} MiB (goal < {GOAL_MIB})",
                 flush=True,
             )
         finally:
             trace.unlink(missing_ok=True)
+    if len(peaks) > 1:
+        print(f"peak RSS from the smallest to the largest trace: x{peaks[-1] / peaks[0]:.2f} (flat: close to 1)")
 
 
 if __name__ == "__main__":

@@ -1,7 +1,13 @@
-"""Generate a realistic Kineto trace of a given size: the event mix and arg payloads of a torch.profiler trace
-(record_shapes, with_stack) of a CNN training loop on one GPU, with a DataLoader wait and a sync every step.
+"""Generate a realistic Kineto trace of a given size and shape: the event mix and arg payloads of torch.profiler.
 
-Usage: python bench/trace_gen.py OUT.json SIZE_MB
+Shapes:
+- "cnn" (default): a CNN training loop on one GPU (record_shapes, with_stack), one kernel per op, a DataLoader
+  wait and a sync every step;
+- "kernels": kernel-heavy and multi-stream: few CPU ops, each launching several kernels spread over 4 compute
+  streams, plus copies and an NCCL stream (most events are GPU events);
+- "cpu": CPU-op-heavy: nests of ATen ops, few kernels (most events are CPU events).
+
+Usage: python bench/trace_gen.py OUT.json SIZE_MB [SHAPE]
 """
 
 from __future__ import annotations
@@ -43,7 +49,6 @@ _OP_TEMPLATE = ",\n".join(
         '  {"ph": "f", "id": %(corr)d, "pid": 0, "tid": 7, "ts": %(g).3f, "cat": "ac2g", "name": "ac2g", "bp": "e"}',
     ]
 )
-_EVENTS_PER_OP = 6
 
 
 def _step_events(rng: random.Random, step: int, t: float, ids: list[int]) -> tuple[list[str], float]:
@@ -98,8 +103,97 @@ def _step_events(rng: random.Random, step: int, t: float, ids: list[int]) -> tup
     return out, end
 
 
-def generate(path: Path, size_mb: float, seed: int = 0) -> int:
+_KERNEL_EVENT = (
+    '  {"ph": "X", "cat": "kernel", "name": "%(kernel)s", "pid": 0, "tid": %(stream)d, "ts": %(g).3f, '
+    '"dur": %(kdur).3f, "args": {"External id": %(ext)d, "queued": 0, "device": 0, "context": 1, "stream": %(stream)d, '
+    '"correlation": %(corr)d, "registers per thread": 64, "shared memory": 16384, "blocks per SM": 2.5, '
+    '"warps per SM": 10.0, "grid": [432, 1, 1], "block": [256, 1, 1], "est. achieved occupancy %%": 50}}'
+)
+_LAUNCH_EVENT = (
+    '  {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": %(rt).3f, '
+    '"dur": 4.5, "args": {"External id": %(ext)d, "cbid": 211, "correlation": %(corr)d}}'
+)
+
+
+def _kernel_step(rng: random.Random, step: int, t: float, ids: list[int]) -> tuple[list[str], float]:
+    """One step of the kernel-heavy shape: 60 ops, each launching 6 kernels over 4 streams, a copy, an all-reduce."""
+    start, out = t, []
+    gpu = [t + 20.0] * 6
+    for k in range(60):
+        ids[0] += 1
+        out.append(
+            f'  {{"ph": "X", "cat": "cpu_op", "name": "{_OPS[k % len(_OPS)]}", "pid": 1, "tid": 1, "ts": {t:.3f}, '
+            f'"dur": 40.000, "args": {{"External id": {ids[0]}}}}}'
+        )
+        for j in range(6):
+            ids[1] += 1
+            stream = 7 + (j % 4) * 4
+            lane = j % 4
+            kdur = rng.choice((2.0, 6.0, 15.0, 40.0))
+            gpu[lane] = max(gpu[lane], t + 5) + rng.uniform(0.5, 2)
+            fields = {"kernel": _KERNELS[j % len(_KERNELS)], "stream": stream, "g": gpu[lane], "kdur": kdur}
+            fields.update(ext=ids[0], corr=ids[1], rt=t + 2 + j * 5)
+            out.append(_LAUNCH_EVENT % fields)
+            out.append(_KERNEL_EVENT % fields)
+            gpu[lane] += kdur
+        t += 45.0
+    ids[1] += 1
+    out.append(
+        f'  {{"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy HtoD (Pinned -> Device)", "pid": 0, "tid": 5, '
+        f'"ts": {start + 5:.3f}, "dur": 30.000, "args": {{"stream": 5, "correlation": {ids[1]}, "bytes": 4194304}}}}'
+    )
+    ids[1] += 1
+    fields = {"kernel": _NCCL, "stream": 40, "g": max(gpu) + 1, "kdur": 80.0, "ext": ids[0], "corr": ids[1], "rt": t}
+    out.append(_LAUNCH_EVENT % fields)
+    out.append(_KERNEL_EVENT % fields)
+    end = max(t, max(gpu) + 81) + 10
+    out.insert(
+        0,
+        f'  {{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#{step}", "pid": 1, "tid": 1, '
+        f'"ts": {start:.3f}, "dur": {end - start:.3f}, "args": {{"External id": {ids[0]}}}}}',
+    )
+    return out, end
+
+
+def _cpu_step(rng: random.Random, step: int, t: float, ids: list[int]) -> tuple[list[str], float]:
+    """One step of the CPU-op-heavy shape: 150 top-level ops, each a nest of 4 ATen ops (no Python frames: HTA 0.6.1
+    fails on 100 MB of them with a pandas int16 overflow, and the point here is the CPU ops)."""
+    start, out = t, []
+    for k in range(150):
+        ids[0] += 1
+        op_us = rng.uniform(20, 60)
+        inner_t, inner_d = t + 1, op_us
+        for depth in range(4):
+            ids[0] += 1
+            out.append(
+                f'  {{"ph": "X", "cat": "cpu_op", "name": "{_OPS[(k + depth) % len(_OPS)]}", "pid": 1, "tid": 1, '
+                f'"ts": {inner_t:.3f}, "dur": {inner_d:.3f}, "args": {{"External id": {ids[0]}, "Record function id": '
+                f'0, "Sequence number": {ids[0]}, "Input Dims": [[64, 256], [256, 256]], "Input type": ["float", '
+                f'"float"]}}}}'
+            )
+            inner_t += 1
+            inner_d -= 3
+        if k % 10 == 0:
+            ids[1] += 1
+            fields = {"kernel": _KERNELS[k % len(_KERNELS)], "stream": 7, "g": t + 8, "kdur": 20.0}
+            fields.update(ext=ids[0], corr=ids[1], rt=t + 4)
+            out.append(_LAUNCH_EVENT % fields)
+            out.append(_KERNEL_EVENT % fields)
+        t += op_us + 6
+    out.insert(
+        0,
+        f'  {{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#{step}", "pid": 1, "tid": 1, '
+        f'"ts": {start:.3f}, "dur": {t - start:.3f}, "args": {{"External id": {ids[0]}}}}}',
+    )
+    return out, t
+
+
+SHAPES = {"cnn": _step_events, "kernels": _kernel_step, "cpu": _cpu_step}
+
+
+def generate(path: Path, size_mb: float, seed: int = 0, shape: str = "cnn") -> int:
     """Write the trace (epoch-µs timestamps with ns decimals, as recent Kineto does); return its event count."""
+    step_events = SHAPES[shape]
     rng = random.Random(seed)
     target = int(size_mb * (1 << 20))
     header = {
@@ -113,11 +207,11 @@ def generate(path: Path, size_mb: float, seed: int = 0) -> int:
     with path.open("w") as fh:
         fh.write(json.dumps(header)[:-1] + ',\n  "traceEvents": [\n')
         while written < target:
-            lines, t = _step_events(rng, step, t, ids)
+            lines, t = step_events(rng, step, t, ids)
             chunk = ("" if step == 0 else ",\n") + ",\n".join(lines)
             fh.write(chunk)
             written += len(chunk)
-            events += len(lines) - _OPS_PER_STEP + _OPS_PER_STEP * _EVENTS_PER_OP
+            events += chunk.count('{"ph"')
             step += 1
         fh.write('\n  ],\n  "traceName": "generated",\n  "displayTimeUnit": "ms"\n}\n')
     return events
@@ -125,5 +219,6 @@ def generate(path: Path, size_mb: float, seed: int = 0) -> int:
 
 if __name__ == "__main__":
     out, size = Path(sys.argv[1]), float(sys.argv[2])
+    shape_ = sys.argv[3] if len(sys.argv) > 3 else "cnn"
     out.parent.mkdir(parents=True, exist_ok=True)
-    print(f"{generate(out, size)} events -> {out} ({out.stat().st_size / 2**20:.0f} MiB)")
+    print(f"{generate(out, size, shape=shape_)} events -> {out} ({out.stat().st_size / 2**20:.0f} MiB)")

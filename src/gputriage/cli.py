@@ -37,7 +37,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         code: int = args.func(args)
     except InputError as exc:
-        print(f"gputriage: error: {exc}", file=sys.stderr)
+        from gputriage.report.sanitize import terminal_text  # small, no rich: file names can hold escapes
+
+        print(f"gputriage: error: {terminal_text(str(exc), limit=2000)}", file=sys.stderr)
         return InputError.exit_code
     except KeyboardInterrupt:
         return 130

@@ -41,7 +41,7 @@ TRACE_STEM = "profiler_trace"
 TRACE_SUFFIX = ".json.gz"
 # The rank in a trace's file name: ours (`profiler_trace_rank3.json.gz`), Kineto's `host_123_rank3.pt.trace.json`, and
 # the usual `rank-3.json`.
-_TRACE_RANK_RE = re.compile(r"rank[-_]?(\d{1,9})", re.IGNORECASE)
+_TRACE_RANK_RE = re.compile(r"rank[-_]?(\d{1,9})(?!\d)", re.IGNORECASE)
 
 
 # --- names ------------------------------------------------------------------------------------------------------------

@@ -108,12 +108,13 @@ def test_no_where_points_at_the_line_that_opened_the_window_or_at_gputriage(
     traced: dict[str, tuple[Result, Path]], capsys: pytest.CaptureFixture[str]
 ) -> None:
     # Kineto names the loop's function by the line it was on when the profiler started (the optimizer step) for the
-    # whole window: `gputriage trace` on the raw file shows that wrong line; the run's record leaves it null.
+    # whole window: neither `gputriage trace` on the raw file (the frame started before the first op) nor the run's
+    # record uses that wrong line.
     result, out = traced["full"]
     opened_at = mark_line("trace_steps.py", "window-opens")
     assert cli(["trace", str(out / TRACE), "--json"]) == 0
     raw = json.loads(capsys.readouterr().out)
-    assert opened_at in _wheres(raw["trace"])
+    assert opened_at not in _wheres(raw["trace"])
     recorded = _wheres(result.report["trace"]) + _wheres(result.report["findings"])
     assert opened_at not in recorded
     assert not [w for w in recorded if w.startswith("gputriage/")]

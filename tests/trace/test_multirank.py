@@ -87,3 +87,74 @@ def test_a_folder_scan_skips_gputriage_rank_records(tmp_path: Path) -> None:
     (tmp_path / "ranks" / "rank-00000.json").write_text("{}")
     (tmp_path / "report.json").write_text("{}")
     assert trace_files([tmp_path]) == [trace]
+
+
+def test_a_folder_scan_does_not_enter_subfolders(tmp_path: Path, trace_json) -> None:  # type: ignore[no-untyped-def]
+    from builders import training_loop
+
+    for name in ("run-a", "run-b", "run-c"):
+        (tmp_path / name).mkdir()
+        training_loop(steps=3).write(tmp_path / name / "worker0.pt.trace.json")
+    code, doc = trace_json(tmp_path)
+    assert (code, doc) == (2, {})
+
+
+def test_unrelated_traces_are_not_ranks(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from builders import training_loop
+
+    from gputriage.cli import main
+
+    for name in ("a.json", "b.json", "c.json"):  # three single-GPU traces, no rank anywhere
+        training_loop(steps=3).write(tmp_path / name)
+    assert main(["trace", str(tmp_path)]) == 2
+    assert "do not say their rank" in capsys.readouterr().err
+
+
+def _ranked(folder: Path, name: str, rank: int, world: int) -> None:
+    from builders import training_loop
+
+    b = training_loop(steps=3)
+    b.meta["distributedInfo"] = {"backend": "nccl", "rank": rank, "world_size": world}
+    b.write(folder / name)
+
+
+@pytest.mark.parametrize(
+    ("files", "message"),
+    [
+        ([("x_1.1700000000001.pt.trace.json", 0, 2), ("x_1.1700000009999.pt.trace.json", 0, 2)], "rank 0 appears in 2"),
+        ([("rank-0.json", 0, 2), ("rank-1.json", 1, 4)], "jobs of different sizes"),
+        ([("rank-0.json", 0, 2), ("rank-5.json", 5, 2)], "outside its job's world size 2"),
+    ],
+)
+def test_ranks_of_one_job_only(tmp_path: Path, files: list[tuple[str, int, int]], message: str) -> None:
+    from gputriage.errors import InputError
+    from gputriage.tracing.multirank import analyse_paths
+
+    for name, rank, world in files:
+        _ranked(tmp_path, name, rank, world)
+    with pytest.raises(InputError, match=message):
+        analyse_paths([tmp_path])
+
+
+def test_one_job_across_hosts_is_one_job(tmp_path: Path) -> None:
+    from gputriage.tracing.multirank import analyse_paths, name_pattern
+
+    _ranked(tmp_path, "gpu-node-a_4242.1700000000001.pt.trace.json", 0, 2)
+    _ranked(tmp_path, "other-host_77.1700000000123.pt.trace.json", 1, 2)
+    section = analyse_paths([tmp_path], jobs=1)
+    assert [r.rank for r in section.ranks] == [0, 1]
+    assert name_pattern("gpu-node-a_4242.1700000000001.pt.trace.json") == "*.#.pt.trace.json"
+
+
+def test_ranks_from_file_names_need_one_naming_pattern(tmp_path: Path) -> None:
+    from builders import training_loop
+
+    from gputriage.errors import InputError
+    from gputriage.tracing.multirank import analyse_paths
+
+    training_loop(steps=3).write(tmp_path / "rank-0.json")
+    training_loop(steps=3).write(tmp_path / "rank-1.json")
+    assert [r.rank for r in analyse_paths([tmp_path], jobs=1).ranks] == [0, 1]
+    training_loop(steps=3).write(tmp_path / "trace_rank2_old.json")
+    with pytest.raises(InputError, match="2 different runs"):
+        analyse_paths([tmp_path])

@@ -12,8 +12,11 @@ import pytest
 
 from gputriage.record.trace import RankTrace
 from gputriage.tracing.intervals import union
-from gputriage.tracing.prepared import Prepared
+from gputriage.tracing.limits import DEFAULT_LIMITS
+from gputriage.tracing.split import collect
+from gputriage.tracing.store import SpillDir
 from gputriage.tracing.summary import analyse_trace as _analyse_trace
+from gputriage.tracing.sweep import Window, context_of, iterate_windows
 
 PT = 0.5  # percentage points
 
@@ -24,15 +27,16 @@ def analyse_trace(path: Path) -> RankTrace:
     return _analyse_trace(path)
 
 
-def _prepared(path: Path) -> Prepared:
-    from gputriage.tracing.collect import Collector
-    from gputriage.tracing.reader import read_trace
-
-    _, batches = read_trace(path)
-    collector = Collector()
-    for batch in batches:
-        collector.feed(batch)
-    return Prepared(collector.finish())
+def _whole(path: Path) -> Window:
+    """The whole trace as one window of the timeline (these corpus traces are small)."""
+    spill = SpillDir()
+    try:
+        collected, _ = collect(path, DEFAULT_LIMITS, spill, jobs=1)
+        ctx = context_of(collected)
+        (window,) = iterate_windows(ctx, collected.runs, window_rows=1 << 30)
+        return window
+    finally:
+        spill.cleanup()
 
 
 # --- A. The TensorBoard plugin's overview (tb_plugin/test/result_check_file.txt), the 2021-02 ResNet-50 pair.
@@ -68,23 +72,20 @@ def test_tracelens_owlv2_busy_idle(traces: Path) -> None:
     assert r.window_us == pytest.approx(1078288.4, rel=1e-4)
 
 
-def _launched_view(p: Prepared) -> tuple[float, float]:
+def _launched_view(w: Window) -> tuple[float, float]:
     """TraceLens counts only GPU events tied to a launch in the trace (its call tree); HTA counts every GPU event.
 
     Returns (busy %, window ms) of that view.
     """
-    import numpy as np
-
-    g = p.col.gpu
-    keep = ~np.isnan(p.runtime_ts_for(g.corr))
-    spans = union(g.ts[keep], g.end[keep])
+    keep = w.launch_found
+    spans = union(w.gpu["ts"][keep], w.gpu["end"][keep])
     window = int(spans.end[-1] - spans.start[0])
     return 100.0 * spans.total() / window, window / 1e6
 
 
 def test_tracelens_qwen_busy_idle(traces: Path) -> None:
     path = traces / "tracelens/h100/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz"
-    busy, window_ms = _launched_view(_prepared(path))
+    busy, window_ms = _launched_view(_whole(path))
     assert busy == pytest.approx(91.440, abs=PT)
     assert window_ms == pytest.approx(34.892, abs=0.01)
     # Our contract uses HTA's window, which also counts kernels launched before the profiler started (no launch
@@ -95,7 +96,7 @@ def test_tracelens_qwen_busy_idle(traces: Path) -> None:
 def test_tracelens_mi300_window(traces: Path) -> None:
     # TraceLens's mi300 reference splits the kernels re-run by activation checkpointing ("is_recompute") out of
     # busy time, which no timeline definition reproduces; the window it measures over is pinned here.
-    _, window_ms = _launched_view(_prepared(traces / "tracelens/mi300/resnet_act_checkpoint.json.gz"))
+    _, window_ms = _launched_view(_whole(traces / "tracelens/mi300/resnet_act_checkpoint.json.gz"))
     assert window_ms == pytest.approx(56.518, abs=0.01)
 
 

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from gputriage.errors import InputError
 from gputriage.tracing import reader
-from gputriage.tracing.events import to_ns
+from gputriage.tracing.numbers import us_to_ns
 from gputriage.tracing.summary import analyse_trace
 
 
@@ -39,10 +39,9 @@ def test_nanoseconds_survive_epoch_timestamps(tmp_path: Path) -> None:
     r = analyse_trace(b.write(tmp_path / "ns.json"))
     assert r.window_us == pytest.approx(2.001, abs=1e-9)
     assert r.idle_pct == pytest.approx(100 * 0.001 / 2.001, abs=1e-3)
-    assert to_ns("1712195495505543.217") == 1712195495505543217
-    assert to_ns(12) == 12000
-    assert to_ns("-0.5") == -500
-    assert to_ns("1.5e3") == 1_500_000
+    ns, codes = us_to_ns([b"1712195495505543.217", b"12", b"-0.5", b"1.5e3"])
+    assert ns.tolist() == [1712195495505543217, 12000, -500, 1_500_000]
+    assert not codes.any()
 
 
 def test_old_format_categories_and_string_tids(tmp_path: Path) -> None:

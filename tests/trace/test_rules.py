@@ -40,7 +40,8 @@ def test_input_pipeline_bound(tmp_path: Path, trace_json) -> None:  # type: igno
     _, doc = trace_json(training_loop(loader_us=3000).write(tmp_path / "loader.json"))
     found = _codes(doc)["input-pipeline-bound"]
     assert found["evidence"]["dataloader_pct_of_step"] == pytest.approx(30.0)
-    assert found["severity"] == "warning" and found["where"] == "train.py:30"
+    # The loop's Python frame names the line its function starts on, never the `for` over the loader: no where.
+    assert found["severity"] == "warning" and found["where"] is None
     assert "num_workers" in found["fix"]
     assert doc["verdict"]["root_cause"] == "input-pipeline-bound"
     _, starved = trace_json(training_loop(loader_us=5000).write(tmp_path / "starved.json"))
@@ -138,8 +139,45 @@ def test_a_run_meant_for_no_accelerator_gets_no_gpu_findings_from_its_trace(tmp_
 
 
 def test_gputriage_frames_are_not_the_users_code() -> None:
-    from gputriage.tracing import collect
+    from gputriage.tracing import names
 
-    own = str(Path(collect.__file__).resolve().parents[1] / "collectors" / "probe" / "steps.py")
-    assert collect.user_frame(f"{own}(88): _on_step") is None
-    assert collect.user_frame("/home/me/train.py(42): main") == "/home/me/train.py:42"
+    own = str(Path(names.__file__).resolve().parents[1] / "collectors" / "probe" / "steps.py")
+    assert names.user_frame(f"{own}(88): _on_step") is None
+    assert names.user_frame("/home/me/train.py(42): main") == "/home/me/train.py:42"
+
+
+def test_a_cpu_only_trace_never_speaks_of_the_gpu(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    b = TraceBuilder()
+    for i in range(5):
+        b.step(i, i * 10_000, 10_000)
+        b.annotation("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", i * 10_000, 4_750)
+        b.op("aten::addmm", i * 10_000 + 5_000, 4_000)
+    path = b.write(tmp_path / "cpu.json")
+    assert main(["trace", str(path), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    loader = _codes(doc)["input-pipeline-bound"]
+    assert loader["title"] == "Each step waits for the DataLoader 47.5% of its time"
+    assert "GPU" not in loader["title"] + loader["fix"]
+    assert "no-gpu-compute" in _codes(doc)
+
+
+def test_where_comes_from_the_line_that_ran(tmp_path: Path, trace_json) -> None:  # type: ignore[no-untyped-def]
+    # A frame already running when the profiler started (it starts before the first op) names the line it was on
+    # then, for the whole window: never a where. A call stack is taken when the event ran: its line is the where.
+    b = training_loop(sync_idle_us=2500)
+    b.frame("train.py(57): main", -1000, 60_000)  # the loop's own function, running since before the window
+    for event in b.events:
+        if event["name"] == "train.py(42): train_step":
+            event["name"] = "loop.py(9): log"
+    _, doc = trace_json(b.write(tmp_path / "sync.json"))
+    assert _codes(doc)["host-sync-in-loop"]["where"] == "loop.py:9"  # entered while recording: its first line
+    b.events = [e for e in b.events if e["cat"] != "python_function" or e["name"] == "train.py(57): main"]
+    _, doc = trace_json(b.write(tmp_path / "sync2.json"))
+    assert _codes(doc)["host-sync-in-loop"]["where"] is None  # only the already-running frame is left
+
+    c = training_loop(loader_us=3000)
+    for event in c.events:
+        if event["name"].startswith("enumerate(DataLoader)"):
+            event["args"]["Call stack"] = "torch/utils/data/dataloader.py(630): __next__;train.py(71): main"
+    _, doc = trace_json(c.write(tmp_path / "loader.json"))
+    assert _codes(doc)["input-pipeline-bound"]["where"] == "train.py:71"

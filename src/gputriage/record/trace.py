@@ -183,6 +183,8 @@ class RankTrace:
     gaps: GapSummary | None = None
     # Multi-rank: when this rank starts its collectives, relative to the earliest rank (median over collectives).
     collective_lag_us: float | None = None
+    # What the reader skipped or capped, one sentence each ("312 events dropped: ts out of range").
+    notes: list[str] = field(default_factory=list)
 
     def self_check(self) -> list[str]:
         problems = []

@@ -196,15 +196,26 @@ _TRACE_DETAILS = (
     "host syncs blocking the step",
     "in 3: the trace does not split it from forward",
 )
+# A trace without any device kernel (a CPU run): the computation is the CPU ops, and nothing speaks of a GPU.
+_CPU_TRACE_DETAILS = (
+    *_TRACE_DETAILS[:2],
+    "CPU ops, forward and backward together (no device kernel in the trace)",
+    *_TRACE_DETAILS[3:],
+)
 
 
 def _trace_shares_pct(trace: RankTrace) -> list[float | None]:
     breakdown = trace.step_breakdown
     load = breakdown.dataloader_pct if breakdown is not None else trace.dataloader_pct_of_step
     copy = breakdown.memcpy_pct if breakdown is not None else None
-    kernels = breakdown.kernel_pct if breakdown is not None else None
+    on_device = trace.gpu_events != 0  # None: a record that did not say (older ones); only 0 means a CPU run
+    kernels = (breakdown.kernel_pct if on_device else breakdown.cpu_exec_pct) if breakdown is not None else None
     syncs = trace.syncs.blocking_pct_of_steps if trace.syncs is not None else None
     return [load, copy, kernels, syncs, None]
+
+
+def _trace_details(trace: RankTrace) -> tuple[str, ...]:
+    return _TRACE_DETAILS if trace.gpu_events != 0 else _CPU_TRACE_DETAILS
 
 
 def _sequence_from_trace(run: Run) -> SequenceDiagram:
@@ -219,7 +230,7 @@ def _sequence_from_trace(run: Run) -> SequenceDiagram:
     step_time_s = first.step_time_us / 1e6 if first.step_time_us is not None else None
     messages = []
     for n, ((action, _detail, src, dst, _fields), detail, share) in enumerate(
-        zip(_ARROWS, _TRACE_DETAILS, _trace_shares_pct(first), strict=True), start=1
+        zip(_ARROWS, _trace_details(first), _trace_shares_pct(first), strict=True), start=1
     ):
         time_s = step_time_s * share / 100 if step_time_s is not None and share is not None else None
         messages.append(Message(n, action, detail, src, dst, time_s, share))

@@ -6,6 +6,8 @@ import math
 from datetime import datetime, timezone
 from typing import Any
 
+from gputriage.report.sanitize import terminal_text
+
 NOT_MEASURED = "not measured"
 
 _KIB = 1024
@@ -70,19 +72,7 @@ def finite(value: float | None) -> float | None:
 
 
 def text(value: str | int | None) -> str:
-    return NOT_MEASURED if value is None else printable(str(value))
-
-
-_CONTROL = dict.fromkeys([*range(0x00, 0x09), *range(0x0B, 0x20), *range(0x7F, 0xA0)])
-
-
-def printable(value: str) -> str:
-    """`value` with control characters shown as escapes ("\\x1b"), for a terminal: text read from other people's
-    files (a pasted report, a trace's op names) must not move the cursor, retitle the window or clear the screen.
-    Newlines stay; the JSON keeps the original."""
-    if not any(ord(ch) in _CONTROL for ch in value):
-        return value
-    return "".join(f"\\x{ord(ch):02x}" if ord(ch) in _CONTROL else ch for ch in value)
+    return NOT_MEASURED if value is None else terminal_text(str(value))
 
 
 def evidence_value(value: Any) -> str:
@@ -101,7 +91,7 @@ def evidence_value(value: Any) -> str:
         return ", ".join(evidence_value(v) for v in value)
     if isinstance(value, dict):
         return ", ".join(f"{k}={evidence_value(v)}" for k, v in value.items())
-    return printable(str(value))
+    return terminal_text(str(value))
 
 
 def _number(value: float) -> str:

@@ -15,6 +15,7 @@ from gputriage.record import Run
 from gputriage.report import fmt
 from gputriage.report.diagrams import build_relationship, build_sequence
 from gputriage.report.mermaid import relationship_mermaid, sequence_mermaid
+from gputriage.report.sanitize import terminal_text
 from gputriage.report.timeline import OPEN_TOGETHER_NOTE, profiler_trace_paths
 from gputriage.report.views import rank_summaries
 
@@ -25,13 +26,14 @@ _STATUS_MARK = {"fail": "✗ fail", "warn": "! warn", "pass": "✓ pass", "skipp
 
 
 def md(value: object) -> str:
-    """Escape one value for inline Markdown (tables included)."""
-    text = str(value).replace("\r", " ").replace("\n", " ")
+    """Escape one value for inline Markdown (tables included); control characters never reach the file."""
+    text = terminal_text(str(value).replace("\r", " ").replace("\n", " "))
     text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     return _MD_SPECIAL.sub(r"\\\1", text)
 
 
 def fenced(code: str, lang: str = "") -> str:
+    code = terminal_text(code, limit=20_000)
     longest = max((len(run) for run in re.findall(r"`+", code)), default=0)
     fence = "`" * max(3, longest + 1)
     return f"{fence}{lang}\n{code.rstrip()}\n{fence}"

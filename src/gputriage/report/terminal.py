@@ -16,6 +16,7 @@ from gputriage.record.environment import Environment
 from gputriage.record.trace import RankTrace
 from gputriage.report import fmt
 from gputriage.report.diagrams import RelationshipDiagram, SequenceDiagram, build_relationship, build_sequence
+from gputriage.report.sanitize import terminal_text
 
 _VERDICT_STYLE = {
     "idle": "bold red",
@@ -50,7 +51,7 @@ def render(diag: Diagnosis, console: Console) -> None:
 def verdict_panel(diag: Diagnosis) -> Panel:
     v = diag.verdict
     title = Text(f"gputriage verdict: {v.status.upper()}", style=_VERDICT_STYLE.get(v.status, "bold"))
-    body = Text(fmt.printable(v.summary))
+    body = _plain(v.summary)
     if v.root_cause:
         body.append(f"\nroot cause: {v.root_cause}", style="bold")
     return Panel(body, title=title, title_align="left", expand=True)
@@ -64,11 +65,7 @@ def ladder_table(diag: Diagnosis) -> Table:
     table.add_column("findings")
     for view in diag.ladder:
         label, style = _RUNG_MARK[view.status]
-        codes = (
-            Text(", ".join(view.finding_codes))
-            if view.finding_codes
-            else Text(fmt.printable(view.reason or ""), style="dim")
-        )
+        codes = Text(", ".join(view.finding_codes)) if view.finding_codes else _plain(view.reason or "", style="dim")
         table.add_row(str(view.rung), view.question, Text(label, style=style), codes)
     return table
 
@@ -80,10 +77,10 @@ def environment_table(env: Environment) -> Table:
     table.add_column(style="dim")
     table.add_column()
     for label, value in _environment_rows(env):
-        table.add_row(fmt.printable(label), fmt.printable(value))
+        table.add_row(_plain(label), _plain(value))
     for sentence in env.unknown:
         shown = sentence.removeprefix("could not tell ")  # the label says it already
-        table.add_row("could not tell", Text(fmt.printable(shown), style="italic"))
+        table.add_row("could not tell", _plain(shown, style="italic"))
     return table
 
 
@@ -136,8 +133,8 @@ def relationship_table(diagram: RelationshipDiagram) -> Table:
     table.add_column(style="bold")
     table.add_column()
     for entity in diagram.entities:
-        cells = [Text(f"{a.name} {a.value}", style="" if a.measured else "dim italic") for a in entity.attributes]
-        table.add_row(entity.title, Text(" · ").join(cells))
+        cells = [_plain(f"{a.name} {a.value}", style="" if a.measured else "dim italic") for a in entity.attributes]
+        table.add_row(_plain(entity.title), Text(" · ").join(cells))
     return table
 
 
@@ -149,7 +146,8 @@ def sequence_table(diagram: SequenceDiagram) -> Table:
     for m in diagram.messages:
         style = "bold red" if m.highlighted else ""
         mark = "← where the time goes" if m.highlighted else m.detail
-        table.add_row(f"{m.number}.", m.action, fmt.duration(m.time_s), fmt.percent(m.share_pct), mark, style=style)
+        cells = (f"{m.number}.", m.action, fmt.duration(m.time_s), fmt.percent(m.share_pct), mark or "")
+        table.add_row(*(_plain(c) for c in cells), style=style)
     return table
 
 
@@ -161,7 +159,7 @@ def trace_table(ranks: list[RankTrace]) -> Table:
         idle = r.idle_breakdown
         table.add_row(
             fmt.text(r.rank),
-            fmt.text(r.device),
+            _plain(fmt.text(r.device)),
             fmt.text(r.steps),
             fmt.percent(r.busy_pct),
             fmt.percent(r.idle_pct),
@@ -173,14 +171,14 @@ def trace_table(ranks: list[RankTrace]) -> Table:
 
 
 def finding_panel(finding: Finding) -> Panel:
-    parts: list[RenderableType] = [Text(fmt.printable(finding.title), style="bold")]
+    parts: list[RenderableType] = [_plain(finding.title, style="bold")]
     if finding.where:
-        parts.append(Text(f"where: {fmt.printable(finding.where)}", style="magenta"))
+        parts.append(_plain(f"where: {finding.where}", style="magenta"))
     if finding.evidence:
         parts.append(_evidence_table(finding.evidence))
     if finding.fix:
         parts.append(Text("fix:", style="bold green"))
-        fix = fmt.printable(finding.fix)
+        fix = terminal_text(finding.fix, limit=4000)
         parts.append(Syntax(fix, "python", theme="ansi_dark", word_wrap=True, background_color="default"))
     rank = f" rank {finding.rank}" if finding.rank is not None else ""
     title = Text(
@@ -195,5 +193,11 @@ def _evidence_table(evidence: dict[str, Any]) -> Table:
     table.add_column(style="dim")
     table.add_column()
     for key, value in evidence.items():
-        table.add_row(fmt.printable(key), fmt.evidence_value(value))
+        table.add_row(_plain(key), _plain(fmt.evidence_value(value)))
     return table
+
+
+def _plain(value: str, style: str = "") -> Text:
+    """Text from a record, as literal text: control characters escaped (sanitize.py), and never read as markup
+    (a kernel named `foo[/]` would otherwise break the table)."""
+    return Text(terminal_text(value), style=style)

@@ -68,6 +68,11 @@ def _rank_of(section: TraceSection, r: RankTrace) -> int | None:
     return r.rank if distributed else None
 
 
+def _ran_on_accelerator(r: RankTrace) -> bool:
+    """The trace holds device work (a kernel, copy or memset on some stream): only then may a finding say "GPU"."""
+    return r.gpu_events != 0  # None: a record that did not count them
+
+
 def _healthy(r: RankTrace) -> bool:
     return r.busy_pct is not None and r.busy_pct >= HEALTHY_BUSY_PCT
 
@@ -124,7 +129,12 @@ def input_pipeline_bound(section: TraceSection, r: RankTrace) -> Finding | None:
             "busy_pct_of_steps": r.busy_pct_of_steps,
             "steps": r.steps,
         }
-        title = f"The GPU waits for the DataLoader {share:.1f}% of each step{_suffix(section, r)}"
+        title = (
+            f"The GPU waits for the DataLoader {share:.1f}% of each step{_suffix(section, r)}"
+            if _ran_on_accelerator(r)
+            # A trace without any device kernel says nothing about a GPU: the loop itself waits.
+            else f"Each step waits for the DataLoader {share:.1f}% of its time{_suffix(section, r)}"
+        )
     else:
         gaps = r.gaps
         loader_us = gaps.by_activity_us.get("dataloader", 0.0) if gaps is not None else 0.0
@@ -151,8 +161,12 @@ def input_pipeline_bound(section: TraceSection, r: RankTrace) -> Finding | None:
         evidence=evidence,
         fix=(
             "DataLoader(dataset, batch_size=..., num_workers=8, persistent_workers=True, prefetch_factor=4"
-            + ("" if pinned else ", pin_memory=True")
-            + ")  # num_workers ~ CPU cores per GPU; move decoding/augmentation to the workers or the GPU"
+            + ("" if pinned or not _ran_on_accelerator(r) else ", pin_memory=True")
+            + (
+                ")  # num_workers ~ CPU cores per GPU; move decoding/augmentation to the workers or the GPU"
+                if _ran_on_accelerator(r)
+                else ")  # num_workers ~ free CPU cores; move decoding/augmentation into the workers"
+            )
         ),
         where=r.dataloader_where,
         rank=_rank_of(section, r),

@@ -1,11 +1,16 @@
-"""What the host and device did besides computing: syncs, copies, launches, graphs, communication, CPU math, gaps."""
+"""What the host and device did besides computing: syncs, copies, launches, graphs, communication, CPU math, gaps.
+
+Each is an accumulator fed one window at a time (sweep.py); idle gaps arrive complete from gaps.py.
+"""
 
 from __future__ import annotations
 
-import re
-from collections import Counter, defaultdict
+import heapq
+from collections import Counter
+from dataclasses import dataclass, field
 
 import numpy as np
+import numpy.typing as npt
 
 from gputriage.record.trace import (
     CommSummary,
@@ -18,349 +23,438 @@ from gputriage.record.trace import (
     SyncSite,
     SyncSummary,
 )
+from gputriage.tracing import names as N
 from gputriage.tracing.analysis import pct
-from gputriage.tracing.collect import COMM, PYTHON, Table
-from gputriage.tracing.intervals import Spans, intersect, union
-from gputriage.tracing.prepared import (
-    ALLOC_RE,
-    COMPILED_RE,
-    OPTIMIZER_RE,
-    SYNC_OP_RE,
-    Prepared,
-)
+from gputriage.tracing.decode import CPU_OP
+from gputriage.tracing.gaps import ACTIVITIES, LONG_GAP_NS, SHORT_GAP_NS, Gaps
+from gputriage.tracing.intervals import Spans, intersect
+from gputriage.tracing.quantile import Median, median_us
+from gputriage.tracing.store import SpillDir
+from gputriage.tracing.sweep import CPU_OP_MIN_NS, Context, Window
 
-SHORT_KERNEL_US = 10  # a kernel this short costs about as much to launch (5-10 µs) as to run
-SHORT_GAP_NS = 100_000  # idle gaps under 100 µs between kernels are launch latency, not a stall
-LONG_GAP_NS = 1_000_000  # a GPU idle gap of 1 ms or more is worth explaining
-CPU_OP_MIN_NS = 50_000  # CPU ops shorter than this are dispatch overhead, not computation
-_MAX_ATTRIBUTED = 256  # sync calls / gaps whose op and line we look up (the rest are counted, not located)
+SHORT_KERNEL_NS = 10_000  # a kernel this short costs about as much to launch (5-10 µs) as to run
+MAX_ATTRIBUTED = 4096  # sync calls whose op and line are looked up (the rest are counted, not located)
+MAX_GRAPH_LAUNCHES = 1 << 20
+MAX_COLLECTIVES = 100_000
 _TOP_GAPS = 10
-_COPY_RE = re.compile(r"^Memcpy (?P<dir>HtoD|DtoH|DtoD|PtoP|HtoH)(?: \((?P<src>\w+) -> (?P<dst>\w+)\))?")
-_NON_COMPUTE_OPS = re.compile(
-    r"^aten::(to|_to_copy|copy_|empty|empty_strided|zeros|ones|item|_local_scalar_dense|pin_memory|_pin_memory|"
-    r"record_stream|set_|resize_|detach|view|reshape|_reshape_alias|stack|cat|t|transpose|permute|expand|"
-    r"as_strided|contiguous|slice|select|unsqueeze|squeeze|narrow|flatten|unbind|split|chunk|alias|numpy_T|"
-    r"unfold|broadcast_to|lift_fresh|clone|fill_|zero_|random_|normal_|uniform_)$"
-)
+_TOP_SITES = 5
+
+I64 = npt.NDArray[np.int64]
 
 
 def _us(ns: float) -> float:
     return round(float(ns) / 1000.0, 3)
 
 
-def _sample(n: int, limit: int) -> np.ndarray:
-    return np.arange(n) if n <= limit else np.linspace(0, n - 1, limit).astype(np.int64)
-
-
-def syncs(p: Prepared, steps: Spans | None) -> SyncSummary | None:
+@dataclass
+class Syncs:
     """Host-device syncs: the sync runtime calls, plus cudaMemcpy calls whose copy went device-to-host."""
-    calls = p.sync_calls
-    d2h = _d2h_memcpy_calls(p)
-    rt = p.col.runtime
-    rows = np.union1d(np.flatnonzero(np.isin(rt.corr, d2h) & (rt.corr >= 0)), _rows_of(p, calls))
-    if not len(rows) and not len(rt):
-        return None
-    ts, end, lane, name = rt.ts[rows], rt.end[rows], rt.lane[rows], rt.name[rows]
-    blocking = int((end - ts).sum())
-    idle_after = _idle_starting_inside(p, ts, end)
-    step_count = len(steps) if steps is not None else 0
-    step_total = steps.total() if steps is not None else 0
-    window = p.window
-    sites: dict[tuple[str, str | None, str | None], list[float]] = defaultdict(lambda: [0, 0.0])
-    for i in _sample(len(rows), _MAX_ATTRIBUTED):
-        t0, t1, th = int(ts[i]), int(end[i]), int(lane[i])
-        key = (p.names[int(name[i])], p.enclosing_op(th, t0, t1), p.where_at(th, t0, t1))
-        sites[key][0] += 1
-        sites[key][1] += (t1 - t0) / 1000
-    ranked = sorted(sites.items(), key=lambda kv: -kv[1][1])[:5]
-    return SyncSummary(
-        calls=len(rows),
-        blocking_us=_us(blocking),
-        calls_per_step=round(len(rows) / step_count, 3) if step_count else None,
-        blocking_pct_of_steps=pct(blocking, step_total),
-        idle_after_sync_us=_us(idle_after),
-        idle_after_sync_pct=pct(idle_after, window[1] - window[0]) if window else None,
-        sites=[SyncSite(c, op, w, int(v[0]), round(v[1], 3)) for (c, op, w), v in ranked],
-    )
+
+    calls: int = 0
+    blocking_ns: int = 0
+    idle_after_ns: float = 0.0
+    runtime_rows: int = 0
+    attributed: int = 0
+    sites: dict[tuple[str, str | None, str | None], list[float]] = field(default_factory=dict)
+
+    @staticmethod
+    def mask(w: Window) -> npt.NDArray[np.bool_]:
+        corr = w.runtime["corr"]
+        d2h = np.isin(corr, w.ctx.d2h_corr) & (corr >= 0) if len(w.ctx.d2h_corr) else np.zeros(len(corr), bool)
+        return w.runtime_has(N.SYNC_CALL) | d2h
+
+    def add(self, w: Window) -> None:
+        self.runtime_rows += int(w.runtime_new.sum())
+        rows = np.flatnonzero(self.mask(w) & w.runtime_new)
+        if not len(rows):
+            return
+        rt = w.runtime
+        ts, end, lane, name = rt["ts"][rows], rt["end"][rows], rt["lane"][rows], rt["name"][rows]
+        self.calls += len(rows)
+        self.blocking_ns += int((end - ts).sum())
+        room = max(MAX_ATTRIBUTED - self.attributed, 0)
+        for i in range(min(room, len(rows))):
+            t0, t1, th = int(ts[i]), int(end[i]), int(lane[i])
+            key = (w.ctx.names[int(name[i])], w.enclosing_op(th, t0, t1), w.where_at(th, t0, t1))
+            site = self.sites.setdefault(key, [0, 0.0])
+            site[0] += 1
+            site[1] += (t1 - t0) / 1000
+        self.attributed += min(room, len(rows))
+
+    def on_gaps(self, gaps: Gaps) -> None:
+        """GPU idle time in gaps that begin while the host is inside a sync call.
+
+        The sync let the device's queue run dry; the gap lasts until the host enqueues work again. The part of such
+        a gap that the host spends in the DataLoader is left to the DataLoader (the sync only exposed it).
+        """
+        if len(gaps.start) and "sync_start" in gaps.values:
+            inside = gaps.values["sync_start"] > 0
+            self.idle_after_ns += float((gaps.length[inside] - gaps.values["loader"][inside]).sum())
+
+    def result(self, ctx: Context, step_count: int, step_total_ns: int) -> SyncSummary | None:
+        if not self.calls and not self.runtime_rows:
+            return None
+        window = ctx.window_ns
+        ranked = sorted(self.sites.items(), key=lambda kv: -kv[1][1])[:_TOP_SITES]
+        return SyncSummary(
+            calls=self.calls,
+            blocking_us=_us(self.blocking_ns),
+            calls_per_step=round(self.calls / step_count, 3) if step_count else None,
+            blocking_pct_of_steps=pct(self.blocking_ns, step_total_ns),
+            idle_after_sync_us=_us(self.idle_after_ns),
+            idle_after_sync_pct=pct(self.idle_after_ns, window) if window is not None else None,
+            sites=[SyncSite(c, op, w, int(v[0]), round(v[1], 3)) for (c, op, w), v in ranked],
+        )
 
 
-def _rows_of(p: Prepared, subset: Table) -> np.ndarray:
-    rt = p.col.runtime
-    rows: np.ndarray = np.flatnonzero(np.isin(rt.name, np.unique(subset.name)))
-    return rows
+@dataclass
+class Copies:
+    sums: Counter[str] = field(default_factory=Counter)
+    rows: int = 0
+
+    def add(self, w: Window) -> None:
+        new = w.gpu_new
+        if not new.any():
+            return
+        self.rows += int(new.sum())
+        bits = w.gpu_bits[new]
+        dur = (w.gpu["end"] - w.gpu["ts"])[new]
+        nbytes = np.maximum(w.gpu["nbytes"][new], 0)
+        h2d, d2h = (bits & N.H2D) != 0, (bits & N.D2H) != 0
+        pageable_h2d = h2d & ((bits & N.SRC_PAGEABLE) != 0)
+        s = self.sums
+        for label, mask in (("h2d", h2d), ("pageable_h2d", pageable_h2d), ("d2h", d2h)):
+            s[f"{label}_count"] += int(mask.sum())
+            s[f"{label}_bytes"] += int(nbytes[mask].sum())
+            s[f"{label}_ns"] += int(dur[mask].sum())
+        s["pinned_h2d_count"] += int((h2d & ((bits & N.SRC_PINNED) != 0)).sum())
+        s["pageable_d2h_count"] += int((d2h & ((bits & N.DST_PAGEABLE) != 0)).sum())
+
+    def result(self, ctx: Context) -> CopySummary | None:
+        if not self.rows:
+            return None
+        s, window = self.sums, ctx.window_ns
+        return CopySummary(
+            h2d_count=s["h2d_count"],
+            h2d_bytes=s["h2d_bytes"],
+            h2d_us=_us(s["h2d_ns"]),
+            pageable_h2d_count=s["pageable_h2d_count"],
+            pageable_h2d_bytes=s["pageable_h2d_bytes"],
+            pageable_h2d_us=_us(s["pageable_h2d_ns"]),
+            pinned_h2d_count=s["pinned_h2d_count"],
+            d2h_count=s["d2h_count"],
+            d2h_us=_us(s["d2h_ns"]),
+            pageable_d2h_count=s["pageable_d2h_count"],
+            pageable_h2d_pct_of_window=pct(float(s["pageable_h2d_ns"]), window) if window is not None else None,
+        )
 
 
-def _d2h_memcpy_calls(p: Prepared) -> np.ndarray:
-    g = p.col.gpu
-    is_d2h = np.fromiter((n.startswith("Memcpy DtoH") for n in p.names), dtype=bool, count=len(p.names))
-    if not len(g) or not len(p.names):
-        return np.zeros(0, np.int64)
-    corr: np.ndarray = g.corr[is_d2h[g.name]]
-    return corr
+@dataclass
+class Launches:
+    kernel_ns: Median
+    launch_ns: Median
+    delay_ns: Median
+    kernels: int = 0
+    short: int = 0
+    idle_ns: float = 0.0
+    idle_short_ns: float = 0.0
+
+    @classmethod
+    def create(cls, spill: SpillDir) -> Launches:
+        return cls(Median(spill, "kernel"), Median(spill, "launch"), Median(spill, "delay"))
+
+    def add(self, w: Window) -> None:
+        kernels = np.flatnonzero(w.gpu_new & w.gpu_kernel)
+        if len(kernels):
+            dur = w.gpu["end"][kernels] - w.gpu["ts"][kernels]
+            self.kernels += len(kernels)
+            self.short += int((dur < SHORT_KERNEL_NS).sum())
+            self.kernel_ns.add(dur)
+            found = w.launch_found[kernels]
+            if found.any():
+                self.delay_ns.add(w.gpu["ts"][kernels][found] - w.launch_ns[kernels][found])
+        calls = w.runtime_new & w.runtime_has(N.LAUNCH)
+        if calls.any():
+            self.launch_ns.add(w.runtime["end"][calls] - w.runtime["ts"][calls])
+
+    def on_gaps(self, gaps: Gaps) -> None:
+        length = gaps.length
+        self.idle_ns += float(length.sum())
+        self.idle_short_ns += float(length[length < SHORT_GAP_NS].sum())
+
+    def result(self, step_count: int) -> LaunchSummary | None:
+        if not self.kernels:
+            return None
+        return LaunchSummary(
+            kernels=self.kernels,
+            kernels_per_step=round(self.kernels / step_count, 1) if step_count else None,
+            median_kernel_us=median_us(self.kernel_ns.middle(), divide_first=True),
+            short_kernel_pct=pct(self.short, self.kernels),
+            median_launch_us=median_us(self.launch_ns.middle(), divide_first=False),
+            median_launch_delay_us=median_us(self.delay_ns.middle(), divide_first=True),
+            idle_in_short_gaps_pct=pct(int(self.idle_short_ns), int(self.idle_ns)),
+        )
 
 
-def _idle_starting_inside(p: Prepared, ts: np.ndarray, end: np.ndarray) -> int:
-    """GPU idle time in gaps that begin while the host is inside one of the given calls.
-
-    The sync let the device's queue run dry; the gap lasts until the host enqueues work again. The part of such a
-    gap that the host spends in the DataLoader is left to the DataLoader (the sync only exposed it).
-    """
-    gaps = p.busy.gaps()
-    if not len(gaps) or not len(ts):
-        return 0
-    calls = union(ts, end)
-    inside = calls.overlap_each(gaps.start, gaps.start + 1) > 0
-    length = gaps.end[inside] - gaps.start[inside]
-    loader = p.dataloader.overlap_each(gaps.start[inside], gaps.end[inside])
-    return int((length - loader).sum())
-
-
-def copies(p: Prepared) -> CopySummary | None:
-    g = p.col.gpu
-    if not len(g):
-        return None
-    parsed = [_COPY_RE.match(n) for n in p.names]
-    direction = np.array([m["dir"] if m else "" for m in parsed], dtype=object)
-    src = np.array([(m["src"] or "") if m else "" for m in parsed], dtype=object)
-    dst = np.array([(m["dst"] or "") if m else "" for m in parsed], dtype=object)
-    d, s, t = direction[g.name], src[g.name], dst[g.name]
-    dur = g.end - g.ts
-    nbytes = np.maximum(g.extra, 0)
-    h2d, d2h = d == "HtoD", d == "DtoH"
-    pageable_h2d, pinned_h2d = h2d & (s == "Pageable"), h2d & (s == "Pinned")
-    window = p.window
-    return CopySummary(
-        h2d_count=int(h2d.sum()),
-        h2d_bytes=int(nbytes[h2d].sum()),
-        h2d_us=_us(dur[h2d].sum()),
-        pageable_h2d_count=int(pageable_h2d.sum()),
-        pageable_h2d_bytes=int(nbytes[pageable_h2d].sum()),
-        pageable_h2d_us=_us(dur[pageable_h2d].sum()),
-        pinned_h2d_count=int(pinned_h2d.sum()),
-        d2h_count=int(d2h.sum()),
-        d2h_us=_us(dur[d2h].sum()),
-        pageable_d2h_count=int((d2h & (t == "Pageable")).sum()),
-        pageable_h2d_pct_of_window=pct(float(dur[pageable_h2d].sum()), window[1] - window[0]) if window else None,
-    )
-
-
-def launches(p: Prepared, step_count: int) -> LaunchSummary | None:
-    k = p.kernels
-    if not len(k):
-        return None
-    dur_us = (k.end - k.ts) / 1000
-    launch_ns = p.launch_durations_ns
-    runtime_ts = p.runtime_ts_for(k.corr)
-    delay = (k.ts - runtime_ts)[~np.isnan(runtime_ts)] / 1000
-    gaps = p.busy.gaps()
-    gap_len = gaps.end - gaps.start
-    idle = gap_len.sum()
-    return LaunchSummary(
-        kernels=len(k),
-        kernels_per_step=round(len(k) / step_count, 1) if step_count else None,
-        median_kernel_us=round(float(np.median(dur_us)), 3),
-        short_kernel_pct=pct(int((dur_us < SHORT_KERNEL_US).sum()), len(k)),
-        median_launch_us=round(float(np.median(launch_ns)) / 1000, 3) if len(launch_ns) else None,
-        median_launch_delay_us=round(float(np.median(delay)), 3) if len(delay) else None,
-        idle_in_short_gaps_pct=pct(int(gap_len[gap_len < SHORT_GAP_NS].sum()), int(idle)),
-    )
-
-
-def graphs(p: Prepared) -> GraphSummary:
+@dataclass
+class Graphs:
     """CUDA graphs and torch.compile: replayed kernels hide which op ran them."""
-    k = p.col.gpu
-    launches_ = p.graph_launches
-    in_graph = np.isin(k.corr, launches_.corr) & (k.corr >= 0)
-    no_launch = np.isnan(p.runtime_ts_for(k.corr))
-    unattributed = union(k.ts[in_graph | no_launch], k.end[in_graph | no_launch]).total()
-    triton = np.fromiter(("triton" in n for n in p.names), dtype=bool, count=len(p.names))
-    return GraphSummary(
-        graph_launches=len(launches_),
-        graph_kernels=int(in_graph.sum()),
-        compiled_regions=len(p.cpu_named(COMPILED_RE)),
-        triton_kernels=int(triton[p.kernels.name].sum()) if len(p.names) else 0,
-        unattributed_gpu_us=_us(unattributed),
-        unattributed_gpu_pct=pct(unattributed, p.busy.total()),
-    )
+
+    launches: int = 0
+    graph_corr: I64 = field(default_factory=lambda: np.zeros(0, np.int64))
+    graph_kernels: int = 0
+    compiled: int = 0
+    triton: int = 0
+    unattributed_ns: int = 0
+
+    def add(self, w: Window) -> None:
+        calls = w.runtime_new & w.runtime_has(N.GRAPH_LAUNCH)
+        if calls.any():
+            self.launches += int(calls.sum())
+            if len(self.graph_corr) < MAX_GRAPH_LAUNCHES:
+                self.graph_corr = np.union1d(self.graph_corr, w.runtime["corr"][calls])
+        corr = w.gpu["corr"]
+        in_graph = np.isin(corr, self.graph_corr) & (corr >= 0) if len(self.graph_corr) else np.zeros(len(corr), bool)
+        self.graph_kernels += int((in_graph & w.gpu_new).sum())
+        unattributed = in_graph | np.isnan(w.launch_ts)
+        self.unattributed_ns += w.spans(w.gpu, unattributed).total()
+        self.compiled += int((w.cpu_new & w.cpu_not_python & w.cpu_has(N.COMPILED)).sum())
+        self.triton += int((w.gpu_new & w.gpu_kernel & w.gpu_has(N.TRITON)).sum())
+
+    def result(self, busy_ns: int) -> GraphSummary:
+        return GraphSummary(
+            graph_launches=self.launches,
+            graph_kernels=self.graph_kernels,
+            compiled_regions=self.compiled,
+            triton_kernels=self.triton,
+            unattributed_gpu_us=_us(self.unattributed_ns),
+            unattributed_gpu_pct=pct(self.unattributed_ns, busy_ns),
+        )
 
 
-def comm(p: Prepared) -> CommSummary | None:
-    c = p.comm
-    if not len(c):
-        return None
-    total = c.total()
-    overlap = c.overlap(p.compute)
-    window = p.window
-    kernels = int((p.gpu_kind == COMM).sum())
-    return CommSummary(
-        kernels=kernels,
-        comm_us=_us(total),
-        overlap_us=_us(overlap),
-        overlap_pct=pct(overlap, total),
-        comm_pct_of_window=pct(total, window[1] - window[0]) if window else None,
-    )
+@dataclass
+class Comm:
+    kernels: int = 0
+    comm_ns: int = 0
+    overlap_ns: int = 0
+
+    def add(self, w: Window) -> None:
+        self.kernels += int((w.gpu_new & w.gpu_has(N.COMM)).sum())
+        comm = w.comm
+        if len(comm):
+            self.comm_ns += comm.total()
+            self.overlap_ns += comm.overlap(w.compute)
+
+    def result(self, ctx: Context) -> CommSummary | None:
+        if not self.kernels:
+            return None
+        window = ctx.window_ns
+        return CommSummary(
+            kernels=self.kernels,
+            comm_us=_us(self.comm_ns),
+            overlap_us=_us(self.overlap_ns),
+            overlap_pct=pct(self.overlap_ns, self.comm_ns),
+            comm_pct_of_window=pct(self.comm_ns, window) if window is not None else None,
+        )
 
 
-def cpu_compute(p: Prepared, steps: Spans | None) -> CpuComputeSummary | None:
-    """ATen ops that ran long on a CPU thread and launched no device work, outside the DataLoader."""
-    ops = p.cpu_ops
-    if not len(ops):
-        return None
-    names = p.names
-    aten = np.fromiter(
-        (n.startswith("aten::") and not _NON_COMPUTE_OPS.match(n) for n in names), dtype=bool, count=len(names)
-    )
-    cand = np.flatnonzero(aten[ops.name] & (ops.end - ops.ts >= CPU_OP_MIN_NS))
-    rt = p.col.runtime
-    keep: list[int] = []
-    for lane in np.unique(ops.lane[cand]):
-        mine = cand[ops.lane[cand] == lane]
-        rts = np.sort(rt.ts[rt.lane == lane])
-        launched = np.searchsorted(rts, ops.end[mine]) - np.searchsorted(rts, ops.ts[mine])
-        keep.extend(mine[launched == 0].tolist())
-    rows = np.array(keep, dtype=np.int64)
-    spans = union(ops.ts[rows], ops.end[rows]).minus(p.dataloader)
-    if steps is not None and len(steps):
-        spans = intersect(spans, steps)
-    total = spans.total()
-    window = p.window
-    idle = Spans.empty()
-    if window is not None:
-        idle = p.busy.gaps()
-    idle_during = intersect(spans, idle).total() if window is not None else total
-    step_total = steps.total() if steps is not None and len(steps) else 0
-    top: Counter[str] = Counter()
-    for r in rows:
-        top[names[int(ops.name[r])]] += int(ops.end[r] - ops.ts[r])
-    where = None
-    if len(rows):
-        longest = int(rows[np.argmax(ops.end[rows] - ops.ts[rows])])
-        where = p.where_at(int(ops.lane[longest]), int(ops.ts[longest]), int(ops.end[longest]))
-    return CpuComputeSummary(
-        ops=len(rows),
-        cpu_compute_us=_us(total),
-        pct_of_steps=pct(total, step_total),
-        gpu_idle_during_us=_us(idle_during),
-        gpu_idle_during_pct_of_steps=pct(idle_during, step_total),
-        top_ops=[n for n, _ in top.most_common(3)],
-        where=where,
-    )
+@dataclass
+class CpuCompute:
+    """ATen ops that ran long on a CPU thread and launched no device work, outside the DataLoader.
+
+    An op is judged within each window it spans (the windows are cut outside long ops whenever possible).
+    """
+
+    op_rows: int = 0
+    kept: int = 0
+    total_ns: int = 0
+    idle_during_ns: float = 0.0
+    top: Counter[int] = field(default_factory=Counter)
+    longest_ns: int = -1
+    where: str | None = None
+    spans: Spans = field(default_factory=Spans.empty)  # this window's kept time (read by the gap measures)
+
+    def add(self, w: Window) -> None:
+        cpu = w.cpu
+        ops = cpu["kind"] == CPU_OP
+        self.op_rows += int((ops & w.cpu_new).sum())
+        candidates = np.flatnonzero(ops & w.cpu_has(N.CPU_COMPUTE) & (cpu["end"] - cpu["ts"] >= CPU_OP_MIN_NS))
+        kept = self._without_launches(w, candidates)
+        spans = w.spans(cpu, _mask(len(cpu["ts"]), kept)).minus(w.dataloader)
+        if w.ctx.has_steps:
+            spans = intersect(spans, w.steps)
+        self.spans = spans
+        self.total_ns += spans.total()
+        if not w.ctx.gpu_rows:
+            self.idle_during_ns += spans.total()
+        new = kept[w.cpu_new[kept]]
+        if not len(new):
+            return
+        dur = cpu["end"][new] - cpu["ts"][new]
+        self.kept += len(new)
+        for name, d in zip(cpu["name"][new].tolist(), dur.tolist(), strict=True):
+            self.top[name] += d
+        longest = int(np.argmax(dur))
+        if int(dur[longest]) > self.longest_ns:
+            row = int(new[longest])
+            self.longest_ns = int(dur[longest])
+            self.where = w.where_at(int(cpu["lane"][row]), int(cpu["ts"][row]), int(cpu["end"][row]))
+
+    @staticmethod
+    def _without_launches(w: Window, rows: npt.NDArray[np.intp]) -> npt.NDArray[np.intp]:
+        """The candidate ops during which their thread started no runtime call (within this window)."""
+        if not len(rows):
+            return rows
+        cpu, rt = w.cpu, w.runtime
+        keep: list[npt.NDArray[np.intp]] = []
+        new_rt = w.runtime_new
+        for lane in np.unique(cpu["lane"][rows]).tolist():
+            mine = rows[cpu["lane"][rows] == lane]
+            starts = np.sort(rt["ts"][new_rt & (rt["lane"] == lane)])
+            lo = np.maximum(cpu["ts"][mine], w.lo)
+            launched = np.searchsorted(starts, cpu["end"][mine]) - np.searchsorted(starts, lo)
+            keep.append(mine[launched == 0])
+        return np.sort(np.concatenate(keep))
+
+    def on_gaps(self, gaps: Gaps) -> None:
+        if "cpu" in gaps.values:
+            self.idle_during_ns += float(gaps.values["cpu"].sum())
+
+    def result(self, ctx: Context, step_total_ns: int) -> CpuComputeSummary | None:
+        if not self.op_rows:
+            return None
+        return CpuComputeSummary(
+            ops=self.kept,
+            cpu_compute_us=_us(self.total_ns),
+            pct_of_steps=pct(self.total_ns, step_total_ns),
+            gpu_idle_during_us=_us(self.idle_during_ns),
+            gpu_idle_during_pct_of_steps=pct(self.idle_during_ns, step_total_ns),
+            top_ops=[ctx.names[n] for n, _ in self.top.most_common(3)],
+            where=self.where,
+        )
 
 
-# The order decides who gets an instant that two activities share: the more specific explanation first.
-_ACTIVITIES = ("dataloader", "sync", "optimizer", "allocator", "cpu-op")
+def _mask(size: int, rows: npt.NDArray[np.intp]) -> npt.NDArray[np.bool_]:
+    out = np.zeros(size, dtype=bool)
+    out[rows] = True
+    return out
 
 
-def gaps(p: Prepared, steps: Spans | None) -> GapSummary | None:
+@dataclass
+class LongGaps:
     """Every GPU idle gap of LONG_GAP_NS or more, with what the main thread did meanwhile."""
-    window = p.window
-    if window is None:
-        return None
-    all_gaps = p.busy.gaps()
-    long_ = all_gaps.end - all_gaps.start >= LONG_GAP_NS
-    gap_spans = Spans(all_gaps.start[long_], all_gaps.end[long_])
-    layers = _activity_layers(p)
-    claimed = Spans.empty()
-    by_activity: dict[str, float] = {}
-    per_gap: dict[str, np.ndarray] = {}
-    for label, layer in zip(_ACTIVITIES, layers, strict=True):
-        mine = intersect(layer, gap_spans).minus(claimed)
-        by_activity[label] = _us(mine.total())
-        per_gap[label] = mine.overlap_each(gap_spans.start, gap_spans.end)
-        claimed = union(np.concatenate((claimed.start, mine.start)), np.concatenate((claimed.end, mine.end)))
-    rest = gap_spans.end - gap_spans.start - claimed.overlap_each(gap_spans.start, gap_spans.end)
-    in_steps = steps.overlap_each(gap_spans.start, gap_spans.end) if steps is not None and len(steps) else None
-    by_activity["python"] = _us(rest.sum() if in_steps is None else np.minimum(rest, in_steps).sum())
-    if in_steps is not None:
-        by_activity["outside-steps"] = _us((rest - np.minimum(rest, in_steps)).sum())
-    order = np.argsort(-(gap_spans.end - gap_spans.start), kind="stable")[:_TOP_GAPS]
-    top = [
-        _describe_gap(p, gap_spans, int(i), per_gap=per_gap, rest=rest, in_steps=in_steps, origin=window[0])
-        for i in order
-    ]
-    total = gap_spans.total()
-    return GapSummary(
-        threshold_us=LONG_GAP_NS / 1000,
-        count=len(gap_spans),
-        total_us=_us(total),
-        pct_of_window=pct(total, window[1] - window[0]),
-        by_activity_us={k: v for k, v in by_activity.items() if v > 0},
-        top=top,
+
+    count: int = 0
+    total_ns: int = 0
+    by_activity: dict[str, float] = field(
+        default_factory=lambda: dict.fromkeys((*ACTIVITIES, "python", "outside-steps"), 0.0)
     )
+    # The longest gaps so far, as a min-heap of (length, -order, order, start, end, activity, op, where).
+    top: list[tuple[int, int, int, int, int, str, str | None, str | None]] = field(default_factory=list)
+    _order: int = 0
+
+    def on_gaps(self, w: Window, gaps: Gaps) -> None:
+        long_ = np.flatnonzero(gaps.length >= LONG_GAP_NS)
+        if not len(long_):
+            return
+        length = gaps.length[long_]
+        v = {k: col[long_] for k, col in gaps.values.items()}
+        rest = length - v["claimed"]
+        steps = w.ctx.has_steps
+        python = np.minimum(rest, v["steps"]) if steps else rest
+        self.count += len(long_)
+        self.total_ns += int(length.sum())
+        for label in ACTIVITIES:
+            self.by_activity[label] += float(v[label].sum())
+        self.by_activity["python"] += float(python.sum())
+        if steps:
+            self.by_activity["outside-steps"] += float((rest - python).sum())
+        for j, i in enumerate(long_.tolist()):
+            order = self._order
+            self._order += 1
+            if len(self.top) >= _TOP_GAPS and (int(length[j]), -order) <= self.top[0][:2]:
+                continue
+            shares = {label: float(v[label][j]) for label in ACTIVITIES}
+            shares["python"] = float(python[j])
+            if steps:
+                shares["outside-steps"] = float(rest[j] - python[j])
+            start, end = int(gaps.start[i]), int(gaps.end[i])
+            middle = start + (end - start) // 2
+            where = w.where_at(w.ctx.main_lane, middle, middle) if middle >= w.lo else None
+            activity = max(shares, key=lambda k: shares[k])
+            item = (int(length[j]), -order, order, start, end, activity, _longest_op_in(w, start, end), where)
+            heapq.heappush(self.top, item)
+            if len(self.top) > _TOP_GAPS:
+                heapq.heappop(self.top)
+
+    def result(self, ctx: Context) -> GapSummary | None:
+        window = ctx.window_ns
+        if window is None:
+            return None
+        origin = ctx.gpu_first or 0
+        ranked = sorted(self.top, key=lambda item: (-item[0], item[2]))
+        by_activity = {k: _us(self.by_activity[k]) for k in (*ACTIVITIES, "python", "outside-steps")}
+        return GapSummary(
+            threshold_us=LONG_GAP_NS / 1000,
+            count=self.count,
+            total_us=_us(self.total_ns),
+            pct_of_window=pct(self.total_ns, window),
+            by_activity_us={k: v for k, v in by_activity.items() if v > 0},
+            top=[IdleGap(_us(s - origin), _us(e - s), act, op, where) for _, _, _, s, e, act, op, where in ranked],
+        )
 
 
-def _activity_layers(p: Prepared) -> list[Spans]:
-    main = p.main_thread if p.main_thread is not None else -1
-    rt = p.col.runtime
-    ops = p.col.cpu
-
-    def spans_of(table_ts: np.ndarray, table_end: np.ndarray) -> Spans:
-        return union(table_ts, table_end)
-
-    sync_rt = p.sync_calls
-    sync_ops = p.cpu_named(SYNC_OP_RE, main_only=True)
-    sync = spans_of(
-        np.concatenate((sync_rt.ts[sync_rt.lane == main], sync_ops.ts)),
-        np.concatenate((sync_rt.end[sync_rt.lane == main], sync_ops.end)),
-    )
-    opt = p.cpu_named(OPTIMIZER_RE, main_only=True)
-    alloc = p.runtime_named(ALLOC_RE)
-    on_main_ops = (ops.lane == main) & (ops.extra != PYTHON) & ~np.isin(ops.name, _step_name_ids(p))
-    on_main_rt = rt.lane == main
-    busy_cpu = spans_of(
-        np.concatenate((ops.ts[on_main_ops], rt.ts[on_main_rt])),
-        np.concatenate((ops.end[on_main_ops], rt.end[on_main_rt])),
-    )
-    return [
-        p.dataloader,
-        sync,
-        spans_of(opt.ts, opt.end),
-        spans_of(alloc.ts[alloc.lane == main], alloc.end[alloc.lane == main]),
-        busy_cpu,
-    ]
-
-
-def _step_name_ids(p: Prepared) -> np.ndarray:
-    return np.array([i for i, n in enumerate(p.names) if n.startswith("ProfilerStep#")], dtype=np.int64)
-
-
-def _describe_gap(
-    p: Prepared,
-    gap_spans: Spans,
-    i: int,
-    *,
-    per_gap: dict[str, np.ndarray],
-    rest: np.ndarray,
-    in_steps: np.ndarray | None,
-    origin: int,
-) -> IdleGap:
-    start, end = int(gap_spans.start[i]), int(gap_spans.end[i])
-    shares = {label: float(v[i]) for label, v in per_gap.items()}
-    python_ns = float(rest[i]) if in_steps is None else float(min(rest[i], in_steps[i]))
-    shares["python"] = python_ns
-    if in_steps is not None:
-        shares["outside-steps"] = float(rest[i]) - python_ns
-    activity = max(shares, key=lambda k: shares[k])
-    main = p.main_thread if p.main_thread is not None else -1
-    return IdleGap(
-        start_us=_us(start - origin),
-        dur_us=_us(end - start),
-        activity=activity,
-        op=_longest_op_in(p, main, start, end),
-        where=p.where_at(main, start + (end - start) // 2, start + (end - start) // 2),
-    )
-
-
-def _longest_op_in(p: Prepared, lane: int, start: int, end: int) -> str | None:
+def _longest_op_in(w: Window, start: int, end: int) -> str | None:
     """The op or annotation on the main thread that covers most of [start, end], ProfilerStep excluded; a runtime
     call (cudaFree, cudaMemcpy, ...) only when no op covers the gap."""
-    steps = _step_name_ids(p)
-    for table, is_cpu in ((p.col.cpu, True), (p.col.runtime, False)):
-        hit = (table.lane == lane) & (table.ts < end) & (table.end > start)
-        if is_cpu:
-            hit &= (table.extra != PYTHON) & ~np.isin(table.name, steps)
+    main = w.ctx.main_lane
+    cpu_ok = w.cpu_not_python & ~w.cpu_has(N.STEP)
+    for table, extra in ((w.cpu, cpu_ok), (w.runtime, None)):
+        hit = (table["lane"] == main) & (table["ts"] < end) & (table["end"] > start)
+        if extra is not None:
+            hit &= extra
         on = np.flatnonzero(hit)
         if len(on):
-            cover = np.minimum(table.end[on], end) - np.maximum(table.ts[on], start)
-            return p.names[int(table.name[on[int(np.argmax(cover))]])]
+            cover = np.minimum(table["end"][on], end) - np.maximum(table["ts"][on], start)
+            # Nested ops often cover the gap equally: the innermost (latest start, then earliest end) says most.
+            best = np.lexsort((-table["end"][on], table["ts"][on], cover))[-1]
+            return w.ctx.names[int(table["name"][on[best]])]
     return None
+
+
+@dataclass
+class Collectives:
+    """A rank's communication kernels (start, end) in time order, in ns: what multi-rank straggler checks need."""
+
+    start_ns: list[int] = field(default_factory=list)
+    end_ns: list[int] = field(default_factory=list)
+
+    def add(self, w: Window) -> None:
+        room = MAX_COLLECTIVES - len(self.start_ns)
+        if room <= 0:
+            return
+        rows = np.flatnonzero(w.gpu_new & w.gpu_has(N.COMM))[:room]
+        self.start_ns.extend(w.gpu["ts"][rows].tolist())
+        self.end_ns.extend(w.gpu["end"][rows].tolist())
+
+
+@dataclass
+class LoaderWhere:
+    """Where the user's code iterates the DataLoader: only a 'Call stack' taken at the loader call can say.
+
+    A Python frame's name gives the line its function was defined on (or, for a frame already running when the
+    profiler started, the line it was on then), never the line of the `for` over the loader: no `where` from those.
+    """
+
+    done: bool = False
+    where: str | None = None
+
+    def add(self, w: Window) -> None:
+        if self.done:
+            return
+        rows = np.flatnonzero(w.cpu_new & w.cpu_has(N.DATALOADER) & w.cpu_not_python & w.cpu_on_main)
+        if len(rows):
+            row = int(rows[0])
+            cpu = w.cpu
+            self.where = w.stack_where(int(cpu["lane"][row]), int(cpu["ts"][row]), int(cpu["end"][row]))
+            self.done = True

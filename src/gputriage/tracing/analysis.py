@@ -1,20 +1,27 @@
-"""Per-rank numbers with upstream definitions: HTA's temporal and idle breakdowns, the TensorBoard plugin's steps."""
+"""Per-rank numbers with upstream definitions: HTA's temporal and idle breakdowns, the TensorBoard plugin's steps.
+
+Each is an accumulator fed one window at a time (sweep.py); the windows add up to the whole trace exactly.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
+import numpy.typing as npt
 
 from gputriage.record.trace import IdleBreakdown, StepBreakdown, StreamIdle
-from gputriage.tracing.collect import MEMORY, Table
+from gputriage.tracing import names as N
+from gputriage.tracing.decode import CPU_OP
 from gputriage.tracing.intervals import Spans, intersect, union
-from gputriage.tracing.prepared import Prepared
+from gputriage.tracing.sweep import Window
 
 # HTA's get_idle_time_breakdown(consecutive_kernel_delay=30): a gap shorter than this between two kernels on one
 # stream, whose kernel was already enqueued, is launch overhead ("kernel wait"). HTA's unit is the trace's, µs.
 CONSECUTIVE_KERNEL_DELAY_NS = 30_000
+MAX_STREAMS = 4096  # streams reported one by one (a hostile trace can name millions; the totals keep them all)
+MAX_STEP_TIMES = 1000
 
 
 def pct(part: float, whole: float) -> float | None:
@@ -23,122 +30,169 @@ def pct(part: float, whole: float) -> float | None:
 
 @dataclass
 class Temporal:
-    window_ns: int
-    busy_ns: int
-    compute_ns: int
-    comm_ns: int
-    memory_ns: int
-
-
-def temporal(p: Prepared) -> Temporal | None:
     """HTA's temporal breakdown: window = first GPU event start to last GPU event end (all streams).
 
     idle = window - union(all GPU events); compute = union(compute kernels); non-compute = busy - compute. HTA
     rounds ns-resolution timestamps to whole µs (ceil the start, floor the end); we keep the nanoseconds.
     """
-    window = p.window
-    if window is None:
-        return None
-    busy = p.busy.total()
-    compute = p.compute.total()
-    comm_only = p.comm.minus(p.compute).total()
-    return Temporal(window[1] - window[0], busy, compute, comm_only, busy - compute - comm_only)
+
+    busy_ns: int = 0
+    compute_ns: int = 0
+    comm_ns: int = 0  # communication not overlapped by compute
+
+    def add(self, w: Window) -> None:
+        self.busy_ns += w.busy.total()
+        self.compute_ns += w.compute.total()
+        self.comm_ns += w.comm.minus(w.compute).total()
+
+    @property
+    def memory_ns(self) -> int:
+        return self.busy_ns - self.compute_ns - self.comm_ns
 
 
-def idle_breakdown(p: Prepared) -> tuple[IdleBreakdown | None, list[StreamIdle]]:
+@dataclass
+class _Stream:
+    last_end: int
+    split: npt.NDArray[np.float64] = field(default_factory=lambda: np.zeros(3))
+
+
+@dataclass
+class IdleByStream:
     """HTA's idle breakdown per stream, and its sum over the streams as one rank-level split.
 
     On each stream, in start order, the gap before a kernel is "host wait" when the kernel's launch call started
     after the previous kernel ended (the CPU was late), "kernel wait" when it is shorter than
     CONSECUTIVE_KERNEL_DELAY_NS, and "other" otherwise (waiting on another stream, an event, ...).
     """
-    g = p.col.gpu
-    if not len(g):
-        return None, []
-    runtime_ts = p.runtime_ts_for(g.corr)
-    totals = np.zeros(3)
-    streams: list[StreamIdle] = []
-    for stream in np.unique(g.lane):
-        on = np.flatnonzero(g.lane == stream)
-        order = on[np.argsort(g.ts[on], kind="stable")]
-        if len(order) < 2:
-            continue
-        prev_end = g.end[order][:-1]
+
+    streams: dict[int, _Stream] = field(default_factory=dict)
+    overflow: npt.NDArray[np.float64] = field(default_factory=lambda: np.zeros(3))
+    rows: int = 0
+
+    def add(self, w: Window) -> None:
+        new = np.flatnonzero(w.gpu_new)
+        if not len(new):
+            return
+        self.rows += len(new)
+        stream = w.gpu["stream"][new]
+        order = np.argsort(stream, kind="stable")  # rows are in start order already; this groups the streams
+        rows = new[order]
+        stream = stream[order]
+        ts, end = w.gpu["ts"][rows], w.gpu["end"][rows]
+        launch = w.launch_ts[rows]
+        first = np.flatnonzero(np.concatenate(([True], stream[1:] != stream[:-1])))
+        prev = np.zeros(len(rows), dtype=np.int64)
+        prev[1:] = end[:-1]
+        valid = np.ones(len(rows), dtype=bool)
+        for i, s in zip(first.tolist(), stream[first].tolist(), strict=True):
+            known = self.streams.get(s)
+            valid[i] = known is not None
+            prev[i] = known.last_end if known is not None else 0
         # Overlapping work on one stream (seen on MTIA) is not idle time; HTA sums such negative gaps, we clamp them.
-        gap = np.maximum(g.ts[order][1:] - prev_end, 0).astype(np.float64)
-        host = runtime_ts[order][1:] > prev_end
-        kernel = ~host & (gap < CONSECUTIVE_KERNEL_DELAY_NS)
-        other = ~host & ~kernel
-        split = np.array([gap[host].sum(), gap[kernel].sum(), gap[other].sum()])
-        idle = split.sum()
-        totals += split
-        if idle > 0:
-            shares = 100.0 * split / idle
-            streams.append(StreamIdle(int(stream), round(float(idle) / 1000, 3), *(round(float(s), 3) for s in shares)))
-    whole = totals.sum()
-    if whole <= 0:
-        return IdleBreakdown(0.0, 0.0, 0.0) if len(g) > 1 else None, streams
-    shares = [round(float(100.0 * t / whole), 3) for t in totals]
-    return IdleBreakdown(*shares), streams
+        gap = np.where(valid, np.maximum(ts - prev, 0), 0).astype(np.float64)
+        host = valid & (launch > prev)
+        kernel = valid & ~host & (gap < CONSECUTIVE_KERNEL_DELAY_NS)
+        other = valid & ~host & ~kernel
+        parts = np.stack([np.where(host, gap, 0), np.where(kernel, gap, 0), np.where(other, gap, 0)])
+        sums = np.add.reduceat(parts, first, axis=1)
+        stops = np.append(first[1:], len(rows)) - 1
+        for j, s in enumerate(stream[first].tolist()):
+            self._update(s, int(end[stops[j]]), sums[:, j])
+
+    def _update(self, stream: int, last_end: int, split: npt.NDArray[np.float64]) -> None:
+        known = self.streams.get(stream)
+        if known is None:
+            if len(self.streams) >= MAX_STREAMS:
+                self.overflow += split
+                return
+            known = self.streams[stream] = _Stream(last_end)
+        known.split += split
+        known.last_end = last_end
+
+    def result(self) -> tuple[IdleBreakdown | None, list[StreamIdle]]:
+        if not self.rows:
+            return None, []
+        totals = self.overflow.copy()
+        out: list[StreamIdle] = []
+        for stream in sorted(self.streams):
+            split = self.streams[stream].split
+            totals += split
+            idle = split.sum()
+            if idle > 0:
+                shares = 100.0 * split / idle
+                out.append(StreamIdle(stream, round(float(idle) / 1000, 3), *(round(float(s), 3) for s in shares)))
+        whole = totals.sum()
+        if whole <= 0:
+            return (IdleBreakdown(0.0, 0.0, 0.0) if self.rows > 1 else None), out
+        return IdleBreakdown(*(round(float(100.0 * t / whole), 3) for t in totals)), out
 
 
 @dataclass
-class Steps:
-    spans: Spans
+class StepResult:
+    count: int
+    total_ns: int
     step_time_us: float
     kernel_pct: float | None
     dataloader_pct: float | None
     dataloader_us_per_step: float
-    breakdown: StepBreakdown | None
+    breakdown: StepBreakdown
+    times_us: list[float]
 
 
-def steps(p: Prepared) -> Steps | None:
+@dataclass
+class Steps:
     """The TensorBoard plugin's step view over the ProfilerStep spans.
 
     Each instant of a step is given to the first category that covers it: kernel, memcpy, memset, runtime,
     DataLoader, other CPU op, else "other". "GPU utilization" is the kernel share; the DataLoader share is the
     time in `enumerate(DataLoader)#...__next__` (or DataPipe) not hidden under GPU or runtime work.
     """
-    spans = p.steps
-    if not len(spans):
-        return None
-    lo, hi = int(spans.start[0]), int(spans.end[-1])
-    total = spans.total()
-    g = p.col.gpu
-    names = p.names
-    is_memset = np.fromiter((n.startswith("Memset") for n in names), dtype=bool, count=len(names))
-    memset_rows = is_memset[g.name] if len(names) else np.zeros(len(g), dtype=bool)
-    memory_rows = p.gpu_kind == MEMORY
-    # Built one at a time (each is as long as its events), so only one layer's temporaries are alive at once.
-    layers: list[Callable[[], Spans]] = [
-        lambda: _table_union(p.kernels),
-        lambda: union(g.ts[memory_rows & ~memset_rows], g.end[memory_rows & ~memset_rows]),
-        lambda: union(g.ts[memset_rows], g.end[memset_rows]),
-        lambda: union(p.col.runtime.ts, p.col.runtime.end),
-        lambda: p.dataloader,
-        lambda: _table_union(p.cpu_ops),
-    ]
-    claimed = Spans.empty()
-    shares: list[float] = []
-    for layer in layers:
-        mine = _within(layer().clip(lo, hi), spans).minus(claimed)
-        shares.append(mine.total())
-        claimed = union(np.concatenate((claimed.start, mine.start)), np.concatenate((claimed.end, mine.end)))
-    shares.append(total - sum(shares))
-    breakdown = StepBreakdown(*(pct(s, total) or 0.0 for s in shares))
-    return Steps(
-        spans=spans,
-        step_time_us=total / len(spans) / 1000,
-        kernel_pct=pct(shares[0], total),
-        dataloader_pct=pct(shares[4], total),
-        dataloader_us_per_step=shares[4] / len(spans) / 1000,
-        breakdown=breakdown,
-    )
 
+    count: int = 0
+    total_ns: int = 0
+    times_us: list[float] = field(default_factory=list)
+    shares_ns: npt.NDArray[np.int64] = field(default_factory=lambda: np.zeros(6, np.int64))
 
-def _table_union(table: Table) -> Spans:
-    return union(table.ts, table.end)
+    def add(self, w: Window) -> None:
+        new_steps = w.step_mask & w.cpu_new
+        if new_steps.any():
+            durations = w.cpu["end"][new_steps] - w.cpu["ts"][new_steps]
+            self.count += len(durations)
+            self.total_ns += int(durations.sum())
+            room = MAX_STEP_TIMES - len(self.times_us)
+            self.times_us.extend(round(float(d) / 1000, 3) for d in durations[:room].tolist())
+        steps = w.steps
+        if not len(steps):
+            return
+        gpu, memset = w.gpu, w.gpu_has(N.MEMSET)
+        memory = w.gpu_has(N.MEMORY)
+        layers: tuple[Callable[[], Spans], ...] = (
+            lambda: w.spans(gpu, w.gpu_kernel),
+            lambda: w.spans(gpu, memory & ~memset),
+            lambda: w.spans(gpu, memset),
+            lambda: w.spans(w.runtime),
+            lambda: w.dataloader,
+            lambda: w.spans(w.cpu, w.cpu["kind"] == CPU_OP),
+        )
+        claimed = Spans.empty()
+        for i, layer in enumerate(layers):  # built one at a time: only one layer's temporaries are alive at once
+            mine = intersect(layer(), steps).minus(claimed)
+            self.shares_ns[i] += mine.total()
+            claimed = union(np.concatenate((claimed.start, mine.start)), np.concatenate((claimed.end, mine.end)))
 
-
-def _within(layer: Spans, steps: Spans) -> Spans:
-    return intersect(layer, steps)
+    def result(self) -> StepResult | None:
+        if not self.count:
+            return None
+        total = self.total_ns
+        shares = [int(s) for s in self.shares_ns]
+        shares.append(total - sum(shares))
+        return StepResult(
+            count=self.count,
+            total_ns=total,
+            step_time_us=total / self.count / 1000,
+            kernel_pct=pct(shares[0], total),
+            dataloader_pct=pct(shares[4], total),
+            dataloader_us_per_step=shares[4] / self.count / 1000,
+            breakdown=StepBreakdown(*(pct(s, total) or 0.0 for s in shares)),
+            times_us=self.times_us,
+        )

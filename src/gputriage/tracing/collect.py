@@ -1,294 +1,384 @@
-"""One pass over the events: keep only what the analysis needs, as compact integer columns.
+"""Pass one over the events: validate each batch as columns, keep compact rows, and count what the sweep needs.
 
-Each kept event costs a few machine words in `array` columns (no Python object per event), and names are interned,
-so memory follows the number of GPU and CPU events, not the bytes of JSON that describe them.
+Every field goes through one typed, range-checked boundary here: times become exact int64 nanoseconds or the
+event is dropped with its reason ("ts out of range", "dur is not a number", "ts + dur out of range"); a name or
+category that is not a string drops the event; ids that do not fit int64 become -1. Python frames that are not the
+user's own code are dropped at once (they are most events of a with_stack trace).
+
+Besides the rows, a few statistics are counted here because the sweep needs them before it starts: which thread
+runs the training loop, when the GPU window starts and ends, which correlation ids are device-to-host copies.
 """
 
 from __future__ import annotations
 
-import re
-import sys
-from array import array
-from collections.abc import Iterable
+import itertools
+import operator
+from collections import Counter
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from gputriage.tracing.events import Event, to_ns
+from gputriage.errors import InputError
+from gputriage.tracing import names as N
+from gputriage.tracing.decode import ANNOTATION, CPU_OP, DEVICE, PYTHON, RUNTIME, Families
+from gputriage.tracing.limits import MAX_LANES, TraceLimits
+from gputriage.tracing.numbers import I64_MAX, MISSING, NOT_A_NUMBER, OK, int_column, us_to_ns
+from gputriage.tracing.store import (
+    CPU_COLUMNS,
+    GPU_COLUMNS,
+    MEMORY_BUDGET_ROWS,
+    RUNTIME_COLUMNS,
+    Columns,
+    RowStore,
+    Run,
+    SpillDir,
+)
 
 I64 = npt.NDArray[np.int64]
-
-# Event families. GPU work is recognised as HTA does, by an `args.stream` on a timed event (so MTIA and AMD
-# devices count too), except for the categories below, which carry a stream but are not device work.
-RUNTIME, CPU_OP, ANNOTATION, PYTHON, SKIP, DEVICE = range(6)
-_CATEGORY_FAMILY = {
-    "cuda_runtime": RUNTIME,
-    "runtime": RUNTIME,
-    "cuda_driver": RUNTIME,
-    "mtia_runtime": RUNTIME,
-    "privateuse1_runtime": RUNTIME,
-    "cpu_op": CPU_OP,
-    "operator": CPU_OP,
-    "user_annotation": ANNOTATION,
-    "python_function": PYTHON,
-    "gpu_user_annotation": SKIP,
-    "trace": SKIP,
-    "ac2g": SKIP,
-    "fwdbwd": SKIP,
-    "async": SKIP,
-}
-
-# GPU kind, after HTA's hta/utils/utils.py: communication = ^nccl.*Kernel (this also catches the newer
-# ncclDevKernel_* names) or gloo; memory = ^Memcpy|^Memset|^dma (dma: MTIA); everything else computes.
-COMPUTE, COMM, MEMORY = 0, 1, 2
-_COMM_RE = re.compile(r"^nccl.*Kernel|gloo:")
-_MEMORY_RE = re.compile(r"^(Memcpy|Memset|dma)")
-
-
-# A Python frame as torch.profiler(with_stack=True) names it: "train.py(42): train_step".
-_FRAME_RE = re.compile(r"^(?P<file>[^()]+\.py)\((?P<line>\d+)\): ")
-_LIBRARY_MARKERS = ("site-packages", "dist-packages", "/torch/", "lib/python3", "<frozen", "/usr/lib/")
-
-
-# Kineto names a frame by its path below the sys.path entry it came from ("torch/nn/modules/module.py(1743)",
-# "transformers/models/..."), so a relative path whose first part is the standard library or a well-known ML
-# package is library code; the user's script and packages keep their own names.
-_LIBRARY_TOPS = frozenset(sys.stdlib_module_names) | {
-    "torch", "torchvision", "torchaudio", "torchtext", "functorch", "triton", "transformers", "accelerate",
-    "lightning", "pytorch_lightning", "lightning_fabric", "datasets", "tokenizers", "safetensors", "huggingface_hub",
-    "peft", "diffusers", "timm", "einops", "deepspeed", "apex", "fairscale", "megatron", "xformers", "flash_attn",
-    "numpy", "scipy", "pandas", "sklearn", "PIL", "cv2", "albumentations", "tqdm", "wandb", "tensorboard", "hydra",
-    "omegaconf", "nvidia", "jax", "keras", "IPython", "ipykernel", "runpy", "gputriage",
-}  # fmt: skip
-
-
-# gputriage's own hooks run inside the user's steps under `run --trace`; their frames carry absolute paths.
-_OWN_PACKAGE_DIR = str(Path(__file__).resolve().parents[1]) + "/"
-
-
-def user_frame(frame: str) -> str | None:
-    """'train.py(42): step' -> 'train.py:42' when the frame is the user's code, not a library's."""
-    match = _FRAME_RE.match(frame)
-    if match is None:
-        return None
-    path = match["file"]
-    if path.startswith(_OWN_PACKAGE_DIR) or any(marker in path for marker in _LIBRARY_MARKERS):
-        return None
-    if not path.startswith("/") and path.split("/", 1)[0].removesuffix(".py") in _LIBRARY_TOPS:
-        return None
-    return f"{path}:{match['line']}"
-
-
-def gpu_kind(name: str) -> int:
-    if _COMM_RE.search(name):
-        return COMM
-    if _MEMORY_RE.match(name):
-        return MEMORY
-    return COMPUTE
-
-
-def _family(cat: Any, cache: dict[Any, int]) -> int:
-    fam = cache.get(cat)
-    if fam is None:
-        fam = _CATEGORY_FAMILY.get(cat.lower(), DEVICE) if isinstance(cat, str) else DEVICE
-        cache[cat] = fam
-    return fam
+_D2H_KEEP = 1 << 20  # device-to-host copies whose correlation ids are kept (each a few per step in real traces)
+_WHERE_CACHE = 65_536
+_CODE_WORDS = {MISSING: "missing", NOT_A_NUMBER: "not a number"}
+OTHER_THREADS = ("<other threads>", "")
+_TS, _DUR, _NAME = operator.attrgetter("ts"), operator.attrgetter("dur"), operator.attrgetter("name")
+_PID, _TID, _ARGS = operator.attrgetter("pid"), operator.attrgetter("tid"), operator.attrgetter("args")
 
 
 @dataclass
-class Columns:
-    """Growing columns for one family of events; `finish()` turns them into numpy arrays."""
+class LaneStats:
+    """Per-thread counts that choose the main thread (see sweep.main_lane)."""
 
-    ts: array[int] = field(default_factory=lambda: array("q"))
-    end: array[int] = field(default_factory=lambda: array("q"))
-    name: array[int] = field(default_factory=lambda: array("q"))
-    lane: array[int] = field(default_factory=lambda: array("q"))  # stream (GPU) or thread id (CPU)
-    corr: array[int] = field(default_factory=lambda: array("q"))  # correlation id, -1 when absent
-    extra: array[int] = field(default_factory=lambda: array("q"))  # bytes (GPU) or family (CPU)
+    cpu: I64 = field(default_factory=lambda: np.zeros(0, np.int64))
+    steps: I64 = field(default_factory=lambda: np.zeros(0, np.int64))
+    loader: I64 = field(default_factory=lambda: np.zeros(0, np.int64))
+    runtime: I64 = field(default_factory=lambda: np.zeros(0, np.int64))
 
-    # Positional on purpose: this runs once per kept event, and keyword calls cost measurably more there.
-    def add(self, ts: int, end: int, name: int, lane: int, corr: int, extra: int) -> None:  # noqa: PLR0917
-        self.ts.append(ts)
-        self.end.append(end)
-        self.name.append(name)
-        self.lane.append(lane)
-        self.corr.append(corr)
-        self.extra.append(extra)
+    def add(self, kind: str, lanes: npt.NDArray[np.int32]) -> None:
+        if len(lanes):
+            counts = np.bincount(lanes)
+            self.add_counts(kind, np.arange(len(counts)), counts)
 
-    def finish(self) -> Table:
-        def col(values: array[int]) -> I64:
-            return np.frombuffer(values, dtype=np.int64) if len(values) else np.zeros(0, dtype=np.int64)
-
-        return Table(col(self.ts), col(self.end), col(self.name), col(self.lane), col(self.corr), col(self.extra))
-
-
-@dataclass
-class Table:
-    ts: I64
-    end: I64
-    name: I64
-    lane: I64
-    corr: I64
-    extra: I64
-
-    def __len__(self) -> int:
-        return len(self.ts)
-
-    def take(self, mask: npt.NDArray[np.bool_] | I64) -> Table:
-        return Table(self.ts[mask], self.end[mask], self.name[mask], self.lane[mask], self.corr[mask], self.extra[mask])
+    def add_counts(self, kind: str, lanes: npt.NDArray[Any], counts: I64) -> None:
+        current = getattr(self, kind)
+        size = max(len(current), int(lanes.max()) + 1 if len(lanes) else 0)
+        merged = np.zeros(size, np.int64)
+        merged[: len(current)] += current
+        np.add.at(merged, lanes, counts)
+        setattr(self, kind, merged)
 
 
 @dataclass
 class Collected:
-    """Everything one pass keeps from a trace."""
+    """What pass one keeps from one file (or one byte range of it): tables, statistics and sorted runs."""
 
     names: list[str]
-    threads: list[tuple[Any, Any]]  # (pid, tid) per CPU lane id
-    gpu: Table  # lane = stream, extra = bytes (-1 when absent)
-    runtime: Table  # lane = thread, extra unused
-    cpu: Table  # lane = thread, extra = family (CPU_OP, ANNOTATION, PYTHON)
-    call_stacks: dict[int, str]  # CPU row index -> "Call stack" text (older traces)
-    events_total: int
-    events_dropped: int  # timed events whose ts/dur could not be read exactly (huge or non-numeric)
+    name_bits: list[int]
+    wheres: list[str]
+    lanes: list[tuple[Any, Any]]
+    lane_stats: LaneStats
+    runs: dict[str, list[Run]]
+    events: int
+    dropped: Counter[str]
+    d2h_corr: I64
+    gpu_rows: int
+    gpu_first_ts: int | None
+    gpu_last_end: int | None
+    first_op_ts: int | None  # the earliest CPU op, annotation or runtime call: when the profiler started recording
+    names_overflowed: int = 0
+    lanes_overflowed: int = 0
 
 
 class Collector:
-    """Feed batches of events; `finish()` returns the compact columns."""
+    """Feed decoded batches; `finish()` returns the Collected rows and statistics."""
 
-    def __init__(self) -> None:
-        self._names: dict[str, int] = {}
-        self._threads: dict[tuple[Any, Any], int] = {}
-        self._families: dict[Any, int] = {}
-        self._gpu = Columns()
-        self._runtime = Columns()
-        self._cpu = Columns()
-        self._stacks: dict[int, str] = {}
-        self._user_names: dict[int, bool] = {}
-        self.events_total = 0
-        self.events_dropped = 0
+    def __init__(self, limits: TraceLimits, spill: SpillDir, budget_rows: int | None = None) -> None:
+        self.limits = limits
+        self.spill = spill
+        self.budget_rows = budget_rows if budget_rows is not None else MEMORY_BUDGET_ROWS
+        self.names = N.NameTable()
+        self._bits = np.zeros(0, dtype=np.uint32)
+        self._lanes: dict[tuple[Any, Any], int] = {}
+        self._lane_keys: list[tuple[Any, Any]] = []
+        self.lanes_overflowed = 0
+        self._wheres: dict[str, int] = {}
+        self._where_of_stack: dict[str, int] = {}
+        self.stores = {"gpu": RowStore(GPU_COLUMNS), "runtime": RowStore(RUNTIME_COLUMNS), "cpu": RowStore(CPU_COLUMNS)}
+        self.lane_stats = LaneStats()
+        self.events = 0
+        self.dropped: Counter[str] = Counter()
+        self._d2h: list[I64] = []
+        self._d2h_count = 0
+        self.gpu_first: int | None = None
+        self.gpu_last: int | None = None
+        self.first_op: int | None = None
 
-    def _name_id(self, name: Any) -> int:
-        key = name if isinstance(name, str) else str(name)
-        ident = self._names.get(key)
-        if ident is None:
-            ident = len(self._names)
-            self._names[key] = ident
+    # ---- tables
+
+    def bits_of(self, name_ids: npt.NDArray[np.int32]) -> npt.NDArray[np.uint32]:
+        if len(self._bits) < len(self.names.bits):
+            self._bits = self.names.bit_array()
+        out: npt.NDArray[np.uint32] = self._bits[name_ids]
+        return out
+
+    def _lane_ids(self, pids: list[Any], tids: list[Any]) -> npt.NDArray[np.int32]:
+        if set(map(type, pids)) == {int} and set(map(type, tids)) == {int}:
+            fast = self._int_lane_ids(pids, tids)
+            if fast is not None:
+                return fast
+        get = self._lanes.get
+        keys = list(zip(pids, tids, strict=True))
+        try:
+            found = list(map(get, keys))
+        except TypeError:  # a list or an object as pid/tid
+            keys = [(_hashable(p), _hashable(t)) for p, t in keys]
+            found = list(map(get, keys))
+        if None in found:
+            found = [f if f is not None else self._new_lane(k) for f, k in zip(found, keys, strict=True)]
+        return np.array(found, dtype=np.int32)
+
+    def _int_lane_ids(self, pids: list[int], tids: list[int]) -> npt.NDArray[np.int32] | None:
+        """The common case, integer pids and tids: one dict lookup per distinct thread, not per event."""
+        try:
+            pid, tid = np.array(pids, dtype=np.int64), np.array(tids, dtype=np.int64)
+        except OverflowError:
+            return None
+        if (pid == pid[0]).all() and (tid == tid[0]).all():  # one thread in the whole batch: the usual case
+            return np.full(len(pid), self._lane_of((pids[0], tids[0])), dtype=np.int32)
+        unique, inverse = np.unique(np.column_stack((pid, tid)), axis=0, return_inverse=True)
+        ids = [self._lane_of((int(p), int(t))) for p, t in unique.tolist()]
+        return np.array(ids, dtype=np.int32)[inverse.reshape(-1)]
+
+    def _lane_of(self, key: tuple[Any, Any]) -> int:
+        found = self._lanes.get(key)
+        return found if found is not None else self._new_lane(key)
+
+    def _new_lane(self, key: tuple[Any, Any]) -> int:
+        found = self._lanes.get(key)
+        if found is not None:
+            return found
+        if len(self._lane_keys) >= MAX_LANES:
+            self.lanes_overflowed += 1
+            key = OTHER_THREADS
+            found = self._lanes.get(key)
+            if found is not None:
+                return found
+        ident = self._lanes[key] = len(self._lane_keys)
+        self._lane_keys.append(key)
         return ident
 
-    def _thread_id(self, pid: Any, tid: Any) -> int:
-        key = (_hashable(pid), _hashable(tid))
-        ident = self._threads.get(key)
-        if ident is None:
-            ident = len(self._threads)
-            self._threads[key] = ident
-        return ident
+    def _where_id(self, stack: Any) -> int:
+        """'Call stack' text -> the id of its innermost user frame ("train.py:42"), -1 when none."""
+        if type(stack) is not str or not stack:
+            return -1
+        found = self._where_of_stack.get(stack)
+        if found is None:
+            found = -1
+            for frame in stack[:65_536].split(";"):
+                located = N.user_frame(frame.strip())
+                if located is not None:
+                    found = self._wheres.setdefault(located, len(self._wheres))
+                    break
+            if len(self._where_of_stack) < _WHERE_CACHE:
+                self._where_of_stack[stack] = found
+        return found
 
-    # One flat loop on purpose: it runs once per event, and every helper call there costs measurable time.
-    def feed(self, events: Iterable[Event]) -> None:  # noqa: PLR0912, PLR0915
-        """Keep the timed GPU, runtime and CPU events of one batch (the hot loop: one pass, few calls)."""
-        families = self._families
-        names = self._names
-        threads = self._threads
-        gpu, runtime, cpu = self._gpu, self._runtime, self._cpu
-        stacks = self._stacks
-        user_names = self._user_names
-        total = dropped = 0
-        for ev in events:
-            total += 1
-            if ev.ph != "X":
-                continue
-            cat = ev.cat
-            fam = families.get(cat)
-            if fam is None:
-                fam = _family(cat, families)
-            if fam == SKIP:
-                continue
-            args = ev.args
-            if fam == DEVICE and (args is None or args.stream is None):
-                continue
-            name = ev.name
-            name_id = names.get(name) if type(name) is str else None
-            if name_id is None:
-                name_id = self._name_id(name)
-            if fam == PYTHON:
-                # with_stack traces hold a frame event per Python call; only the user's own frames can say
-                # where, so library frames are dropped before any other work (they are most of the events).
-                user = user_names.get(name_id)
-                if user is None:
-                    user = user_names[name_id] = user_frame(name) is not None if type(name) is str else False
-                if not user:
-                    continue
-            ts = to_ns(ev.ts)
-            dur = to_ns(ev.dur)
-            if ts is None or dur is None:
-                dropped += 1
-                continue
-            end = ts + dur if dur > 0 else ts
-            if fam in (DEVICE, RUNTIME):
-                corr = args.correlation if args is not None else -1
-                if type(corr) is not int or not _I64_MIN <= corr <= _I64_MAX:
-                    corr = _int_or(corr, -1)
-                if fam == DEVICE:
-                    nbytes = args.nbytes  # type: ignore[union-attr]  # DEVICE implies args (checked above)
-                    stream = args.stream  # type: ignore[union-attr]
-                    if type(stream) is not int or not _I64_MIN <= stream <= _I64_MAX:
-                        stream = _int_or(stream, -1)
-                    if type(nbytes) is not int or not _I64_MIN <= nbytes <= _I64_MAX:
-                        nbytes = _int_or(nbytes, -1)
-                    gpu.add(ts, end, name_id, stream, corr, nbytes)
-                    continue
-            try:
-                lane = threads.get((ev.pid, ev.tid))
-            except TypeError:  # a list or object as pid/tid
-                lane = None
-            if lane is None:
-                lane = self._thread_id(ev.pid, ev.tid)
-            if fam == RUNTIME:
-                runtime.add(ts, end, name_id, lane, corr, 0)
-                continue
-            if args is not None and args.call_stack and isinstance(args.call_stack, str):
-                stacks[len(cpu.ts)] = args.call_stack
-            cpu.add(ts, end, name_id, lane, -1, fam)
-        self.events_total += total
-        self.events_dropped += dropped
+    # ---- one batch
+
+    def feed(self, batch: Families) -> None:
+        self.events += batch.events
+        self.dropped.update(batch.dropped)
+        if self.events > self.limits.max_events:
+            raise InputError(
+                f"the trace holds more than {self.limits.max_events:,} events, the limit for one trace "
+                "(raise it with --max-events)"
+            )
+        device, device_args = _with_stream(batch.device)
+        groups: list[tuple[int, list[Any]]] = [(DEVICE, device), (RUNTIME, batch.runtime)]
+        groups += [(kind, events) for kind, events in batch.cpu.items()]
+        groups = [(kind, events) for kind, events in groups if events]
+        if groups:
+            self._feed_groups(groups, device_args, batch.stacks)
+        if sum(s.in_memory for s in self.stores.values()) > self.budget_rows:
+            for label, store in self.stores.items():
+                store.spill(self.spill, label)
+
+    def _feed_groups(self, groups: list[tuple[int, list[Any]]], device_args: list[Any], stacks: bool) -> None:
+        """All families of one batch at once: one call per column kind, so numpy's per-call cost is paid once."""
+        events = list(itertools.chain.from_iterable(e for _, e in groups))
+        kinds = np.repeat(np.array([k for k, _ in groups], dtype=np.int8), [len(e) for _, e in groups])
+        name, name_ok = self._name_ids(events)
+        # with_stack traces hold a frame event per Python call; only the user's own frames can say where, so
+        # library frames are dropped before any other work (they are most of the events).
+        library = (kinds == PYTHON) & ((self.bits_of(name) & N.USER_FRAME) == 0)
+        if library.any():
+            index = np.flatnonzero(~library)
+            events = [events[i] for i in index.tolist()]
+            name, name_ok, kinds = name[index], name_ok[index], kinds[index]
+        ts, end, ok = self._times(events)
+        ok &= name_ok
+        if (kinds == DEVICE).any():
+            rows = np.flatnonzero(kinds == DEVICE)
+            self._add_device(ts[rows], end[rows], name[rows], ok[rows], device_args)
+        threaded = np.flatnonzero(kinds != DEVICE)
+        if not len(threaded):
+            return
+        subset = events if len(threaded) == len(events) else [events[i] for i in threaded.tolist()]
+        lane = self._lane_ids(list(map(_PID, subset)), list(map(_TID, subset)))
+        kind = kinds[threaded]
+        runtime = kind == RUNTIME
+        if runtime.any():
+            rt_events = [subset[i] for i in np.flatnonzero(runtime).tolist()]
+            corr = int_column([None if a is None else a.correlation for a in map(_ARGS, rt_events)])
+            self._add_runtime(_pick(threaded[runtime], ts, end, name, ok), lane[runtime], corr)
+        cpu = ~runtime
+        if cpu.any():
+            cpu_events = subset if cpu.all() else [subset[i] for i in np.flatnonzero(cpu).tolist()]
+            where = self._wheres_of(cpu_events, kind[cpu]) if stacks else np.full(len(cpu_events), -1, np.int32)
+            self._add_cpu(_pick(threaded[cpu], ts, end, name, ok), lane[cpu], kind[cpu], where)
+
+    def _times(self, events: list[Any]) -> tuple[I64, I64, npt.NDArray[np.bool_]]:
+        """Start and end in ns of each event, and which ones are valid (the others are counted as dropped)."""
+        ts, ts_code = us_to_ns(list(map(_TS, events)))
+        dur, dur_code = us_to_ns(list(map(_DUR, events)))
+        ok = (ts_code == OK) & (dur_code == OK)
+        dur = np.maximum(dur, 0)
+        overflow = ok & (dur > I64_MAX - np.maximum(ts, 0))
+        ok &= ~overflow
+        if not ok.all():
+            self._count_bad("ts", ts_code)
+            self._count_bad("dur", np.where(ts_code == OK, dur_code, OK).astype(np.int8))
+            if overflow.any():
+                self.dropped["ts + dur out of range"] += int(overflow.sum())
+        end = np.where(ok, ts + np.where(ok, dur, 0), ts)
+        return ts, end, ok
+
+    def _count_bad(self, field_name: str, codes: npt.NDArray[np.int8]) -> None:
+        for code, count in zip(*np.unique(codes[codes != OK], return_counts=True), strict=True):
+            word = _CODE_WORDS.get(int(code), "out of range")
+            self.dropped[f"{field_name} {word}"] += int(count)
+
+    def _name_ids(self, events: list[Any]) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.bool_]]:
+        raw = list(map(_NAME, events))
+        if set(map(type, raw)) <= {str}:
+            return self.names.intern_column(raw), np.ones(len(raw), dtype=bool)
+        ok = np.array([type(n) is str or n is None for n in raw], dtype=bool)
+        self.dropped["name is not a string"] += int((~ok).sum())
+        return self.names.intern_column([n if type(n) is str else "" for n in raw]), ok
+
+    def _wheres_of(self, events: list[Any], kinds: npt.NDArray[np.int8]) -> npt.NDArray[np.int32]:
+        texts = [getattr(getattr(e, "args", None), "call_stack", None) for e in events]
+        where = np.array([self._where_id(t) for t in texts], dtype=np.int32)
+        where[(kinds != CPU_OP) & (kinds != ANNOTATION)] = -1
+        return where
+
+    def _add_device(
+        self, ts: I64, end: I64, name: npt.NDArray[np.int32], ok: npt.NDArray[np.bool_], args: list[Any]
+    ) -> None:
+        cols: Columns = {
+            "ts": ts,
+            "end": end,
+            "name": name,
+            "stream": int_column([a.stream for a in args]),
+            "corr": int_column([a.correlation for a in args]),
+            "nbytes": int_column([a.nbytes for a in args]),
+        }
+        cols = _valid(cols, ok)
+        if not len(cols["ts"]):
+            return
+        self.stores["gpu"].append(cols)
+        first, last = int(cols["ts"].min()), int(cols["end"].max())
+        self.gpu_first = first if self.gpu_first is None else min(self.gpu_first, first)
+        self.gpu_last = last if self.gpu_last is None else max(self.gpu_last, last)
+        d2h = (self.bits_of(cols["name"]) & N.D2H) != 0
+        if d2h.any() and self._d2h_count < _D2H_KEEP:
+            corr = cols["corr"][d2h & (cols["corr"] >= 0)]
+            self._d2h.append(corr)
+            self._d2h_count += len(corr)
+
+    def _add_runtime(
+        self,
+        picked: tuple[I64, I64, npt.NDArray[np.int32], npt.NDArray[np.bool_]],
+        lane: npt.NDArray[np.int32],
+        corr: I64,
+    ) -> None:
+        ts, end, name, ok = picked
+        cols = _valid({"ts": ts, "end": end, "name": name, "lane": lane, "corr": corr}, ok)
+        if len(cols["ts"]):
+            self.stores["runtime"].append(cols)
+            self.lane_stats.add("runtime", cols["lane"])
+            self._saw_op(int(cols["ts"].min()))
+
+    def _add_cpu(
+        self,
+        picked: tuple[I64, I64, npt.NDArray[np.int32], npt.NDArray[np.bool_]],
+        lane: npt.NDArray[np.int32],
+        kind: npt.NDArray[np.int8],
+        where: npt.NDArray[np.int32],
+    ) -> None:
+        ts, end, name, ok = picked
+        cols = _valid({"ts": ts, "end": end, "name": name, "lane": lane, "kind": kind, "where": where}, ok)
+        if not len(cols["ts"]):
+            return
+        self.stores["cpu"].append(cols)
+        lanes = cols["lane"]
+        self.lane_stats.add("cpu", lanes)
+        bits = self.bits_of(cols["name"])
+        self.lane_stats.add("steps", lanes[(bits & N.STEP) != 0])
+        self.lane_stats.add("loader", lanes[(bits & N.DATALOADER) != 0])
+        ops = cols["kind"] != PYTHON
+        if ops.any():
+            self._saw_op(int(cols["ts"][ops].min()))
+
+    def _saw_op(self, ts: int) -> None:
+        self.first_op = ts if self.first_op is None else min(self.first_op, ts)
 
     def finish(self) -> Collected:
-        names = [""] * len(self._names)
-        for text, ident in self._names.items():
-            names[ident] = text
-        threads: list[tuple[Any, Any]] = [("", "")] * len(self._threads)
-        for key, ident in self._threads.items():
-            threads[ident] = key
+        wheres = [""] * len(self._wheres)
+        for text, ident in self._wheres.items():
+            wheres[ident] = text
+        d2h = np.unique(np.concatenate(self._d2h)) if self._d2h else np.zeros(0, np.int64)
         return Collected(
-            names=names,
-            threads=threads,
-            gpu=self._gpu.finish(),
-            runtime=self._runtime.finish(),
-            cpu=self._cpu.finish(),
-            call_stacks=self._stacks,
-            events_total=self.events_total,
-            events_dropped=self.events_dropped,
+            names=self.names.names,
+            name_bits=self.names.bits,
+            wheres=wheres,
+            lanes=list(self._lane_keys),
+            lane_stats=self.lane_stats,
+            runs={label: store.finish() for label, store in self.stores.items()},
+            events=self.events,
+            dropped=self.dropped,
+            d2h_corr=d2h,
+            gpu_rows=self.stores["gpu"].total,
+            gpu_first_ts=self.gpu_first,
+            gpu_last_end=self.gpu_last,
+            first_op_ts=self.first_op,
+            names_overflowed=self.names.overflowed,
+            lanes_overflowed=self.lanes_overflowed,
         )
 
 
-_I64_MIN, _I64_MAX = -(2**63), 2**63 - 1
+def _with_stream(events: list[Any]) -> tuple[list[Any], list[Any]]:
+    """Device events are the timed events of other categories that carry a stream; with their args."""
+    args = list(map(_ARGS, events))
+    if not any(a is None or a.stream is None for a in args):
+        return events, args
+    keep = [i for i, a in enumerate(args) if a is not None and a.stream is not None]
+    return [events[i] for i in keep], [args[i] for i in keep]
+
+
+def _pick(
+    rows: npt.NDArray[np.intp], ts: I64, end: I64, name: npt.NDArray[np.int32], ok: npt.NDArray[np.bool_]
+) -> tuple[I64, I64, npt.NDArray[np.int32], npt.NDArray[np.bool_]]:
+    return ts[rows], end[rows], name[rows], ok[rows]
+
+
+def _valid(cols: Columns, ok: npt.NDArray[np.bool_]) -> Columns:
+    return cols if ok.all() else {k: v[ok] for k, v in cols.items()}
 
 
 def _hashable(value: Any) -> Any:
-    return value if isinstance(value, (int, str, float)) or value is None else str(value)
-
-
-def _int_or(value: Any, default: int) -> int:
-    """Stream ids, correlation ids and byte counts: ints, sometimes strings ("7", "0x0"); else the default."""
+    if value is None or type(value) in (str, float, bool):
+        return value
     if type(value) is int:
-        return value if -(2**63) <= value < 2**63 else default
-    if isinstance(value, str):
-        try:
-            parsed = int(value, 0)
-        except ValueError:
-            return default
-        return parsed if -(2**63) <= parsed < 2**63 else default
-    return default
+        return value if -(2**63) <= value < 2**63 else "<int>"
+    return f"<{type(value).__name__}>"

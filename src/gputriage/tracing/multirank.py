@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import os
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -10,14 +13,28 @@ import numpy as np
 from gputriage import outdir
 from gputriage.errors import InputError
 from gputriage.record.trace import RankImbalance, RankTrace, TraceSection
+from gputriage.tracing.activity import Collectives
+from gputriage.tracing.limits import DEFAULT_LIMITS, TraceLimits
 from gputriage.tracing.pool import in_processes
-from gputriage.tracing.summary import Collectives, analyse_trace_with_collectives, rank_from_filename
+from gputriage.tracing.reader import events_start
+from gputriage.tracing.summary import analyse_trace_with_collectives, rank_from_filename
 
 _TRACE_SUFFIXES = (".json", ".json.gz")
+# tensorboard_trace_handler names each file "{worker}.{time in ms}.pt.trace.json", worker = "{hostname}_{pid}":
+# the ranks of one job differ in the worker part, which can be any hostname.
+_HANDLER_NAME = re.compile(r"^.+(\.\d+\.pt\.trace\.json(?:\.gz)?)$", re.IGNORECASE)
+_SHOWN = 4  # files named in a refusal
+
+
+def _is_trace_name(path: Path) -> bool:
+    return path.name.lower().endswith(_TRACE_SUFFIXES) and not outdir.is_own_output(path)
 
 
 def trace_files(paths: list[Path]) -> list[Path]:
-    """Expand folders into the trace files they hold (recursively), keeping files as given.
+    """Expand folders into the trace files directly inside them, keeping files as given.
+
+    A folder is one job's traces side by side, as tensorboard_trace_handler and `run --trace` write them; its
+    subfolders are other runs and are not entered.
 
     Raises:
         InputError: a path does not exist, or a folder holds no `.json`/`.json.gz` file.
@@ -25,46 +42,122 @@ def trace_files(paths: list[Path]) -> list[Path]:
     found: list[Path] = []
     for path in paths:
         if path.is_dir():
-            inside = sorted(
-                p
-                for p in path.rglob("*")
-                if p.is_file() and p.name.lower().endswith(_TRACE_SUFFIXES) and not outdir.is_own_output(p)
-            )
+            inside = sorted(p for p in path.iterdir() if _is_trace_name(p) and p.is_file())
             if not inside:
-                raise InputError(f"{path} holds no trace file (.json or .json.gz)")
+                raise InputError(_empty_folder(path))
             found.extend(inside)
-        elif path.exists():
+        elif path.exists() or path.is_symlink():
             found.append(path)
         else:
             raise InputError(f"{path} does not exist")
     return found
 
 
-def _analyse_one(job: tuple[Path, int | None]) -> tuple[RankTrace, Collectives]:
-    return analyse_trace_with_collectives(*job, jobs=1)
+def _empty_folder(path: Path) -> str:
+    below = sorted({p.parent for p in path.glob("*/*") if _is_trace_name(p) and p.is_file()})
+    if not below:
+        return f"{path} holds no trace file (.json or .json.gz)"
+    names = ", ".join(p.name for p in below[:_SHOWN]) + (", ..." if len(below) > _SHOWN else "")
+    return f"{path} holds no trace file itself; its subfolders do ({names}): pass the folder of one job"
 
 
-def analyse_paths(paths: list[Path], jobs: int | None = None) -> TraceSection:
+def name_pattern(name: str) -> str:
+    """A file name with its numbers (and a tensorboard worker name) blanked: the same for every rank of one run."""
+    handler = _HANDLER_NAME.match(name)
+    return re.sub(r"\d+", "#", "*" + handler.group(1) if handler else name)
+
+
+@dataclass
+class _Member:
+    path: Path
+    rank: int | None
+    world_size: int | None
+    from_header: bool
+
+
+def one_job(files: list[Path], limits: TraceLimits = DEFAULT_LIMITS) -> list[tuple[Path, int | None]]:
+    """The files as the ranks of one job, each with its rank; refuse a set that is not one job's ranks.
+
+    One job: the same world size, one file per rank, and (for files whose header does not say their rank) the
+    file-naming pattern of one run. Three unrelated traces are not ranks 0, 1 and 2.
+
+    Raises:
+        InputError: the files are not the ranks of one job (the message names why and which files).
+    """
+    if len(files) == 1:
+        return [(files[0], rank_from_filename(files[0]))]
+    members = [_identify(f, limits) for f in files]
+    worlds = sorted({m.world_size for m in members if m.world_size is not None})
+    if len(worlds) > 1:
+        groups = "; ".join(f"world size {w}: {_names(m.path for m in members if m.world_size == w)}" for w in worlds)
+        raise InputError(f"these traces come from jobs of different sizes ({groups}): pass the traces of one job")
+    unnamed = [m for m in members if not m.from_header]
+    patterns = sorted({name_pattern(m.path.name) for m in unnamed})
+    if len(patterns) > 1:
+        raise InputError(
+            f"these traces are named after {len(patterns)} different runs ({', '.join(patterns[:_SHOWN])}) and do not "
+            "say their rank: pass the traces of one job"
+        )
+    _check_ranks(members, worlds[0] if worlds else None)
+    return [(m.path, m.rank) for m in members]
+
+
+def _check_ranks(members: list[_Member], world: int | None) -> None:
+    unknown = [m.path for m in members if m.rank is None]
+    if unknown:
+        raise InputError(
+            f"cannot tell which rank {_names(unknown)} is (no distributedInfo, no rank in the file name): pass one "
+            "trace, or the traces of one job"
+        )
+    by_rank: dict[int, list[Path]] = {}
+    for m in members:
+        assert m.rank is not None
+        by_rank.setdefault(m.rank, []).append(m.path)
+    for rank, paths in sorted(by_rank.items()):
+        if len(paths) > 1:
+            raise InputError(
+                f"rank {rank} appears in {len(paths)} traces ({_names(paths)}): they are not the ranks of one job "
+                "(several profiling windows, or several runs); pass one of them"
+            )
+        if world is not None and rank >= world:
+            raise InputError(f"{_names(paths)} says rank {rank}, outside its job's world size {world}")
+
+
+def _identify(path: Path, limits: TraceLimits) -> _Member:
+    header = events_start(path, limits).header
+    if header.rank is not None:
+        return _Member(path, header.rank, header.world_size, from_header=True)
+    return _Member(path, rank_from_filename(path), header.world_size, from_header=False)
+
+
+def _names(paths: Iterable[Path]) -> str:
+    names = [p.name for p in paths]
+    return ", ".join(names[:_SHOWN]) + (f" and {len(names) - _SHOWN} more" if len(names) > _SHOWN else "")
+
+
+def _analyse_one(job: tuple[Path, int | None, TraceLimits]) -> tuple[RankTrace, Collectives]:
+    path, rank, limits = job
+    return analyse_trace_with_collectives(path, rank, jobs=1, limits=limits)
+
+
+def analyse_paths(paths: list[Path], jobs: int | None = None, limits: TraceLimits = DEFAULT_LIMITS) -> TraceSection:
     """Analyse trace files and folders of per-rank traces; several files run in parallel processes.
 
     Args:
-        paths: trace files, or folders of them (one file per rank).
+        paths: trace files, or folders of them (one file per rank of one job).
         jobs: worker processes; default: one per CPU core (one per file; for a single large plain-JSON file,
             one per byte range).
+        limits: the bounds on what one file may cost (limits.py).
 
     Raises:
-        InputError: any file is not a readable trace (the message names it).
+        InputError: any file is not a readable trace, or the files are not the ranks of one job.
     """
-    files = trace_files(paths)
-    work = [(f, rank_from_filename(f)) for f in files]
+    work = one_job(trace_files(paths), limits)
     if len(work) == 1:  # one file: its byte ranges are what runs in parallel
-        results = [analyse_trace_with_collectives(*work[0], jobs=jobs)]
+        results = [analyse_trace_with_collectives(work[0][0], work[0][1], jobs=jobs, limits=limits)]
     else:
         workers = max(1, min(jobs or os.cpu_count() or 1, len(work)))
-        results = in_processes(_analyse_one, work, workers)
-    for index, (rank, _) in enumerate(results):
-        if rank.rank is None and len(results) > 1:
-            rank.rank = index
+        results = in_processes(_analyse_one, [(p, r, limits) for p, r in work], workers)
     results.sort(key=lambda rc: rc[0].rank if rc[0].rank is not None else -1)
     section = TraceSection(ranks=[r for r, _ in results])
     if len(results) > 1:

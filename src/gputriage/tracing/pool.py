@@ -1,9 +1,16 @@
-"""Work spread over spawned processes, with a fallback to this process."""
+"""Work spread over processes, the calling process taking the first share itself.
+
+Fork where it is safe (Linux, and no other thread alive in this process: the `trace` command), so a worker costs
+milliseconds instead of a fresh interpreter's imports; spawn otherwise. Spawning re-imports the caller's __main__,
+which fails for code read from stdin or a script without a main guard; the work then runs here, slower but with the
+same result.
+"""
 
 from __future__ import annotations
 
 import multiprocessing
 import sys
+import threading
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -15,23 +22,25 @@ _Result = TypeVar("_Result")
 
 
 def in_processes(fn: Callable[[_Job], _Result], jobs: list[_Job], workers: int) -> list[_Result]:
-    """Map `fn` over `jobs` in spawned processes; in this process when there is one worker or spawning fails.
-
-    Spawn (not fork): the caller may be a training process holding CUDA and threads. Spawning re-imports the
-    caller's __main__, which fails for code read from stdin or a script without a main guard; the work then runs
-    here, slower but with the same result.
-    """
-    if workers <= 1 or len(jobs) <= 1 or not _main_is_importable():
+    """Map `fn` over `jobs` with up to `workers` processes (this one included); results in the jobs' order."""
+    if workers <= 1 or len(jobs) <= 1:
         return [fn(job) for job in jobs]
-    ctx = multiprocessing.get_context("spawn")
+    ctx = _context()
+    if ctx is None:
+        return [fn(job) for job in jobs]
     try:
-        with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
-            return list(pool.map(fn, jobs))
+        with ProcessPoolExecutor(max_workers=min(workers - 1, len(jobs) - 1), mp_context=ctx) as pool:
+            futures = [pool.submit(fn, job) for job in jobs[1:]]
+            first = fn(jobs[0])
+            return [first, *(f.result() for f in futures)]
     except BrokenProcessPool:
         return [fn(job) for job in jobs]
 
 
-def _main_is_importable() -> bool:
-    """Spawned children re-import __main__ from its file; code from stdin ("<stdin>") has none to import."""
+def _context() -> multiprocessing.context.BaseContext | None:
+    if sys.platform == "linux" and threading.active_count() == 1:
+        return multiprocessing.get_context("fork")
     main_file = getattr(sys.modules.get("__main__"), "__file__", None)
-    return main_file is None or Path(main_file).is_file()
+    if main_file is not None and not Path(main_file).is_file():
+        return None  # spawned children re-import __main__ from its file; code from stdin has none
+    return multiprocessing.get_context("spawn")

@@ -1,141 +1,158 @@
-"""Stream a Kineto (Chrome-trace JSON) file as batches of decoded events, in bounded memory.
+"""Stream a Kineto (Chrome-trace JSON) file as decoded batches of events, in bounded memory.
 
 The file is read in chunks. Each chunk is cut after the last complete event and the batch is decoded by msgspec
-in one call, as a JSON list. A cut that lands inside a string or a nested object cannot decode (its brackets or
-quotes do not balance), so a successful decode proves the cut was between two top-level events; a failed one moves
-the cut one event back. Memory is one chunk plus the batch, whatever the file's size.
+in one call, as a JSON list. Batches start at a known event boundary, so a cut that lands inside a string or a
+nested object cannot decode (its quotes or brackets do not balance): a successful decode proves the cut, and a
+failed one moves it one event back. When a few tries fail (a 6 MiB name full of braces), framing.py finds the last
+complete event exactly. Memory is one chunk plus its batch, whatever the file's size.
+
+The header (the keys before "traceEvents") and the tail (the keys after the list) are decoded into the few typed
+fields the analysis reads; either one can be unreadable without losing the events (it becomes a note).
 """
 
 from __future__ import annotations
 
-import gzip
 import re
-import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import msgspec
 
 from gputriage.errors import InputError
-from gputriage.tracing.events import Event
+from gputriage.tracing import framing
+from gputriage.tracing.decode import EventDecoder, Families
+from gputriage.tracing.limits import MAX_FIELD_CHARS, MAX_PIECE_BYTES, TraceLimits
+from gputriage.tracing.numbers import small_count
+from gputriage.tracing.source import Source
 
 CHUNK_BYTES = 4 << 20
-# One event, or the metadata before "traceEvents", larger than this is not a profiler trace we can read.
-MAX_PIECE_BYTES = 256 << 20
-_CUT_TRIES = 8  # decode attempts per chunk before reading more (each failed try moves the cut one event back)
+_CUT_TRIES = 8  # decode attempts per chunk before the exact framing (each failed try moves the cut one event back)
 _WS = b" \t\r\n"
-_EVENT_GAP_RE = re.compile(rb"\}[ \t\r\n]*,[ \t\r\n]*\{")
+_BOM = b"\xef\xbb\xbf"
+# An event boundary: the end of one object and the start of the next, whose first key is quoted. Text inside a
+# string can hold `}, {` but never `{"` (its quote would end the string), so a range split never starts in a name.
+_EVENT_GAP_RE = re.compile(rb'\}[ \t\r\n]*,[ \t\r\n]*\{[ \t\r\n]*"')
 
-_batch_decoder = msgspec.json.Decoder(list[Event], float_hook=str)
-_any_decoder = msgspec.json.Decoder(float_hook=str)
+
+class _Device(msgspec.Struct):
+    name: Any = None
+
+
+class _Distributed(msgspec.Struct):
+    rank: Any = None
+    world_size: Any = None
+    backend: Any = None
+
+
+_ABSENT = msgspec.Raw(b"")
+
+
+class _HeaderDoc(msgspec.Struct):
+    deviceProperties: msgspec.Raw = _ABSENT  # the trace's own key
+    distributedInfo: msgspec.Raw = _ABSENT
 
 
 @dataclass
 class TraceHeader:
-    """The trace's top-level keys other than traceEvents (deviceProperties, distributedInfo, ...)."""
+    """What the analysis reads from the trace's top-level keys (before or after the events), validated."""
 
-    meta: dict[str, Any] = field(default_factory=dict)
+    device: str | None = None
+    rank: int | None = None
+    world_size: int | None = None
+    backend: str | None = None
+    notes: list[str] = field(default_factory=list)
 
-
-def _decode(decoder: msgspec.json.Decoder[Any], payload: bytes) -> Any:
-    """Decode, replacing invalid UTF-8 rather than refusing the whole trace (names from C++ can hold any bytes)."""
-    try:
-        return decoder.decode(payload)
-    except msgspec.DecodeError as exc:
-        if "UTF-8" not in str(exc):
-            raise
-        return decoder.decode(payload.decode("utf-8", "replace").encode())
-
-
-def _decode_events(payload: bytes) -> list[Event]:
-    try:
-        events: list[Event] = _decode(_batch_decoder, payload)
-        return events
-    except msgspec.ValidationError:
-        # A structurally valid batch with an odd event (args that is a list, ...): decode it loosely.
-        return [_loose_event(item) for item in _decode(_any_decoder, payload)]
+    def fill_from(self, other: TraceHeader) -> None:
+        """Keys found after the events fill what the keys before them left empty."""
+        self.device = self.device if self.device is not None else other.device
+        self.rank = self.rank if self.rank is not None else other.rank
+        self.world_size = self.world_size if self.world_size is not None else other.world_size
+        self.backend = self.backend if self.backend is not None else other.backend
+        self.notes.extend(n for n in other.notes if n not in self.notes)
 
 
-def _loose_event(item: Any) -> Event:
-    if not isinstance(item, dict):
-        return Event()
-    try:
-        return msgspec.convert(item, Event, strict=False)
-    except msgspec.ValidationError:
-        item = {k: v for k, v in item.items() if k != "args"}
+def parse_header_object(text: bytes, unreadable: str) -> TraceHeader:
+    """Decode a JSON object of top-level keys into a TraceHeader; if it cannot be read, the note `unreadable`."""
+    header = TraceHeader()
+    doc = _decode_doc(text)
+    if doc is None:
+        header.notes.append(unreadable)
+        return header
+    if _present(doc.deviceProperties):
+        devices = _decode_raw(doc.deviceProperties, list[_Device])
+        names = [d.name for d in devices or [] if type(d.name) is str and d.name]
+        if names:
+            header.device = names[0][:MAX_FIELD_CHARS]
+        elif devices is None:
+            header.notes.append("deviceProperties is not a list of devices; ignored")
+    if _present(doc.distributedInfo):
+        _read_distributed(doc.distributedInfo, header)
+    return header
+
+
+def _present(raw: msgspec.Raw) -> bool:
+    return bytes(raw).strip() not in (b"", b"null")
+
+
+def _read_distributed(raw: msgspec.Raw, header: TraceHeader) -> None:
+    info = _decode_raw(raw, _Distributed)
+    if info is None:
+        header.notes.append("distributedInfo is not an object; ignored")
+        return
+    header.rank = small_count(info.rank)
+    header.world_size = small_count(info.world_size, low=1)
+    for label, value, parsed in (("rank", info.rank, header.rank), ("world_size", info.world_size, header.world_size)):
+        if value is not None and parsed is None:
+            header.notes.append(f"distributedInfo.{label} is out of range or not a number; ignored")
+    if type(info.backend) is str and info.backend:
+        header.backend = info.backend[:MAX_FIELD_CHARS]
+    if header.rank is not None and header.world_size is not None and header.rank >= header.world_size:
+        header.notes.append(f"distributedInfo.rank {header.rank} is not below its world_size {header.world_size}")
+
+
+def _decode_doc(text: bytes) -> _HeaderDoc | None:
+    text = text.decode("utf-8", "replace").encode()
+    for attempt in (text, framing.repair_non_json_numbers(text)):
         try:
-            return msgspec.convert(item, Event, strict=False)
+            return msgspec.json.decode(attempt, type=_HeaderDoc)
+        except (msgspec.DecodeError, RecursionError):
+            if not framing.has_non_json_numbers(text):
+                return None
         except msgspec.ValidationError:
-            return Event()
+            return None
+    return None
 
 
-class _Source:
-    """Raw bytes of a plain or gzip file, with every I/O or gzip failure turned into one InputError line."""
-
-    def __init__(self, path: Path, start: int = 0, stop: int | None = None) -> None:
-        self.path = path
-        try:
-            raw = path.open("rb")
-        except OSError as exc:
-            raise InputError(f"cannot read {path}: {exc.strerror or exc}") from exc
-        head = raw.read(16)
-        _refuse_other_formats(path, head)
-        self.gzip = head[:2] == b"\x1f\x8b"
-        raw.seek(start)
-        self._fh: IO[bytes] = (
-            gzip.GzipFile(fileobj=raw, mode="rb") if self.gzip else raw  # type: ignore[assignment]
-        )
-        self._raw = raw
-        self.consumed = start  # bytes of (uncompressed) content read so far, as an offset
-        self.stop = stop  # read no further than this offset (a byte range of a plain file)
-        self.eof = False
-
-    def read(self, size: int) -> bytes:
-        if self.stop is not None:
-            size = min(size, self.stop - self.consumed)
-        try:
-            data = self._fh.read(size) if size > 0 else b""
-        except (OSError, EOFError, zlib.error) as exc:
-            raise InputError(f"{self.path} is a truncated or corrupt gzip file ({exc})") from exc
-        if not data:
-            self.eof = True
-        self.consumed += len(data)
-        return data
-
-    def close(self) -> None:
-        self._fh.close()
-        self._raw.close()
+def _decode_raw(raw: msgspec.Raw, kind: Any) -> Any:
+    try:
+        return msgspec.json.decode(raw, type=kind)
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+        return None
 
 
-def _refuse_other_formats(path: Path, head: bytes) -> None:
-    name = path.name.lower()
-    if head.startswith(b"SQLite format 3") or name.endswith((".nsys-rep", ".qdrep", ".sqlite")):
-        raise InputError(
-            f"{path} is an Nsight Systems report, not a PyTorch profiler trace; record one with "
-            "torch.profiler.profile(on_trace_ready=torch.profiler.tensorboard_trace_handler('./traces'))"
-        )
-    if not head:
-        raise InputError(f"{path} is empty, not a PyTorch profiler trace")
+@dataclass
+class Reading:
+    """One open trace: its header now, its batches as an iterator (the tail is added to the header at the end)."""
+
+    header: TraceHeader
+    batches: Iterator[Families]
 
 
-def read_trace(path: Path) -> tuple[TraceHeader, Iterator[list[Event]]]:
-    """Open a trace and return its header and an iterator over batches of events.
-
-    The header holds the keys written before "traceEvents" at once; keys written after it (Kineto puts
-    `traceName`, `baseTimeNanoseconds` there) are added to it when the iterator finishes.
+def read_trace(path: Path, limits: TraceLimits, decoder: EventDecoder | None = None) -> Reading:
+    """Open a trace and return its header and an iterator over decoded batches.
 
     Raises:
-        InputError: the file is missing, not JSON, not a trace, truncated or corrupt.
+        InputError: the file is missing, not JSON, not a trace, truncated or corrupt (also from the iterator).
     """
-    source = _Source(path)
+    source = Source(path, limits)
     try:
-        header, rest, is_bare_list = _read_header(source)
+        header, rest, bare = _read_header(source)
     except BaseException:
         source.close()
         raise
-    return header, _iter_batches(source, header, rest, is_bare_list)
+    return Reading(header, _iter_batches(source, decoder or EventDecoder(), header, rest, bare))
 
 
 @dataclass
@@ -149,27 +166,27 @@ class EventsStart:
     gzip: bool
 
 
-def events_start(path: Path) -> EventsStart:
+def events_start(path: Path, limits: TraceLimits) -> EventsStart:
     """Read the header only, and say where the events begin."""
-    source = _Source(path)
+    source = Source(path, limits)
     try:
         header, rest, bare = _read_header(source)
-        offset = source.consumed - len(rest)
-        size = path.stat().st_size
-        return EventsStart(header, offset, bare, size, source.gzip)
+        return EventsStart(header, source.consumed - len(rest), bare, source.size, source.gzip)
     finally:
         source.close()
 
 
-def first_event_at(path: Path, pos: int) -> int | None:
-    """The offset of the first top-level event that starts at or after `pos` in a plain file (None: none left).
+def first_event_at(path: Path, pos: int, limits: TraceLimits, stop: int | None = None) -> int | None:
+    """The offset of the first top-level event that starts at or after `pos` in a plain file (None: none found).
 
-    A candidate is a '{' after '},'; it is proved an event start when the bytes from it decode as complete events
-    (a '{' inside a string or a nested object cannot: its quotes or brackets would not balance).
+    A candidate is a '{"' after '},'; it is proved an event start when the bytes from it decode as complete events
+    (a '{' inside a nested object cannot: its brackets would not balance). No candidate before `stop`, or within
+    MAX_PIECE_BYTES, gives None: the caller then simply does not split there.
     """
     window = 1 << 20
+    decoder = EventDecoder()
     while True:
-        source = _Source(path, pos, pos + window)
+        source = Source(path, limits, pos, pos + window)
         try:
             data = source.read(window)
         finally:
@@ -177,76 +194,64 @@ def first_event_at(path: Path, pos: int) -> int | None:
         at = 0
         while True:
             found = _EVENT_GAP_RE.search(data, at)
-            if found is None:
+            if found is None or (stop is not None and pos + found.start() >= stop):
                 break
-            candidate = found.end() - 1
-            if _cut_and_decode(bytearray(data[candidate:])) is not None:
+            candidate = data.index(b"{", found.start())
+            if _cut_and_decode(bytearray(data[candidate:]), decoder) is not None:
                 return pos + candidate
             at = candidate + 1
-        if len(data) < window:  # reached the end of the file
+        if len(data) < window or window >= MAX_PIECE_BYTES or (stop is not None and pos + window >= stop):
             return None
-        if window >= MAX_PIECE_BYTES:
-            raise InputError(f"{path} is corrupt: no complete trace event in {window >> 20} MiB")
         window *= 4
 
 
-def read_range(path: Path, start: int, stop: int | None, bare: bool) -> tuple[TraceHeader, Iterator[list[Event]]]:
+def read_range(path: Path, start: int, stop: int | None, bare: bool, limits: TraceLimits) -> Reading:
     """The events whose text starts in [start, stop) of a plain file; `stop=None` reads to the end.
 
-    `start` and `stop` must be event starts (see first_event_at). The returned header collects the keys after the
-    list when the range runs to the end.
+    `start` and `stop` must be event starts (see first_event_at). The header collects the keys after the list
+    when the range runs to the end.
     """
-    source = _Source(path, start, stop)
+    source = Source(path, limits, start, stop)
     header = TraceHeader()
-    return header, _iter_batches(source, header, bytearray(), bare, last=stop is None)
+    return Reading(header, _iter_batches(source, EventDecoder(), header, bytearray(), bare, last=stop is None))
 
 
-def _read_header(source: _Source) -> tuple[TraceHeader, bytearray, bool]:
+def _read_header(source: Source) -> tuple[TraceHeader, bytearray, bool]:
     """Read up to the start of the traceEvents list; return the header, the bytes after '[', and the list form."""
     buf = bytearray()
+    want = 1 << 16
     while True:
-        buf += source.read(CHUNK_BYTES)
-        start = buf.lstrip(_WS)[:1]
+        buf += source.read(want)
+        if buf.startswith(_BOM):
+            del buf[:3]
+        body = buf.lstrip(_WS)
+        start = body[:1]
         if start == b"[":  # the Chrome-trace "array form": a bare list of events
-            offset = len(buf) - len(buf.lstrip(_WS))
+            offset = len(buf) - len(body)
             return TraceHeader(), buf[offset + 1 :], True
         if start and start != b"{":
             raise InputError(
                 f"{source.path} is not JSON (it starts with {bytes(start)!r}), not a PyTorch profiler trace"
             )
-        found = _find_events_key(buf)
-        if found is not None:
-            key_at, list_at = found
-            return TraceHeader(_header_meta(source.path, bytes(buf[:key_at]))), buf[list_at + 1 :], False
+        list_at = framing.key_at_top_level(body, b"traceEvents") if start else None
+        if list_at is not None:
+            key_at = body.rfind(b'"traceEvents"', 0, list_at)
+            prefix = bytes(body[:key_at]).rstrip(_WS).rstrip(b",")
+            unreadable = "the trace's header (its keys before traceEvents) is not readable JSON; it was ignored"
+            header = parse_header_object(prefix + b"}", unreadable)
+            return header, body[list_at + 1 :], False
         if source.eof or len(buf) > MAX_PIECE_BYTES:
             raise InputError(f"{source.path} is not a PyTorch profiler trace (no traceEvents list found)")
-
-
-def _find_events_key(buf: bytearray) -> tuple[int, int] | None:
-    pos = 0
-    while True:
-        key_at = buf.find(b'"traceEvents"', pos)
-        if key_at < 0:
-            return None
-        rest = bytes(buf[key_at + 13 : key_at + 13 + 64]).lstrip(_WS)
-        if rest[:1] == b":" and rest[1:].lstrip(_WS)[:1] == b"[":
-            list_at = buf.find(b"[", key_at + 13)
-            return key_at, list_at
-        pos = key_at + 1
-
-
-def _header_meta(path: Path, prefix: bytes) -> dict[str, Any]:
-    body = prefix.rstrip(_WS).rstrip(b",")
-    try:
-        meta = _decode(_any_decoder, body + b"}")
-    except msgspec.DecodeError as exc:
-        raise InputError(f"{path} is not a valid PyTorch profiler trace: its header is not JSON ({exc})") from exc
-    return meta if isinstance(meta, dict) else {}
+        want = max(want, len(buf))
 
 
 def _iter_batches(
-    source: _Source, header: TraceHeader, buf: bytearray, bare: bool, *, last: bool = True
-) -> Iterator[list[Event]]:
+    source: Source, decoder: EventDecoder, header: TraceHeader, rest: bytearray, bare: bool, *, last: bool = True
+) -> Iterator[Families]:
+    # The buffer always starts with one separator byte before the next event (a space here, then the comma after
+    # the previous batch), so a batch becomes a JSON list with a single copy: '[' is written over that byte and ']'
+    # over the comma after the batch's last event before the bytes between are copied out.
+    buf = bytearray(b" ") + rest
     try:
         want = CHUNK_BYTES
         while True:
@@ -256,16 +261,13 @@ def _iter_batches(
             if source.eof and not last:  # the end of a range: complete events, then the separator
                 body = bytes(buf).strip(_WS + b",")
                 if body:
-                    yield _decode_events(b"[" + body + b"]")
+                    yield _decode_or_corrupt(source.path, decoder, b"[" + body + b"]")
                 return
             if source.eof:
-                batch, tail = _final_batch(source.path, buf, bare)
-                if batch:
-                    yield batch
-                header.meta.update(tail)
+                yield from _final_batches(source.path, decoder, header, buf, bare)
                 return
-            cut = _cut_and_decode(buf)
-            if cut is None:  # no complete event decoded in this window: read a bigger one
+            cut = _cut_and_decode(buf, decoder) or _exact_cut(buf, decoder)
+            if cut is None:  # no complete event in this window: read a bigger one
                 if len(buf) > MAX_PIECE_BYTES:
                     raise InputError(f"{source.path} is corrupt: no complete trace event in {len(buf) >> 20} MiB")
                 want = len(buf) * 2
@@ -273,10 +275,16 @@ def _iter_batches(
             end, batch = cut
             del buf[:end]
             want = CHUNK_BYTES
-            if batch:
-                yield batch
+            yield batch
     finally:
         source.close()
+
+
+def _decode_or_corrupt(path: Path, decoder: EventDecoder, payload: bytes) -> Families:
+    try:
+        return decoder.decode(payload)
+    except msgspec.DecodeError as exc:
+        raise InputError(f"{path} is truncated or corrupt ({exc})") from exc
 
 
 def _cut_candidates(buf: bytearray, limit: int) -> Iterator[int]:
@@ -293,58 +301,79 @@ def _cut_candidates(buf: bytearray, limit: int) -> Iterator[int]:
             yield pos + 1
 
 
-def _cut_and_decode(buf: bytearray) -> tuple[int, list[Event]] | None:
+def _lead(buf: bytearray) -> int:
     head = bytes(buf[:4096])  # the separator before the next event; never copy the whole buffer for it
-    lead = len(head) - len(head.lstrip(_WS + b","))
+    return len(head) - len(head.lstrip(_WS + b","))
+
+
+def _decode_in_place(buf: bytearray, lead: int, end: int, decoder: EventDecoder) -> Families:
+    """Decode the events in buf[lead:end] as a list, the brackets written over the separators around them."""
+    before, after = buf[lead - 1], buf[end]
+    buf[lead - 1], buf[end] = ord("["), ord("]")
+    payload = bytes(memoryview(buf)[lead - 1 : end + 1])
+    buf[lead - 1], buf[end] = before, after
+    return decoder.decode(payload)
+
+
+def _cut_and_decode(buf: bytearray, decoder: EventDecoder) -> tuple[int, Families] | None:
+    """Cut after the last complete event and decode up to there; None when no cut proves right."""
+    lead = _lead(buf)
+    if lead == 0:
+        buf[:0] = b" "  # the separator byte _decode_in_place writes over (only before the very first batch)
+        lead = 1
     for tries, end in enumerate(_cut_candidates(buf, _CUT_TRIES)):
         if tries >= _CUT_TRIES or end <= lead:
             return None
+        if end >= len(buf):
+            continue
         try:
-            return end, _decode_events(b"[" + bytes(buf[lead:end]) + b"]")
+            return end, _decode_in_place(buf, lead, end, decoder)
         except msgspec.DecodeError:
             continue
     return None
 
 
-def _final_batch(path: Path, buf: bytearray, bare: bool) -> tuple[list[Event], dict[str, Any]]:
-    """At end of file: the last events, the ']' that closes the list, then (object form) the trailing keys.
-
-    All events but the last are cut off as usual; the list's end is then searched forwards from the last event, so
-    brackets inside the trailing keys (Kineto's INFO log lines hold many) are never candidates.
-    """
-    events: list[Event] = []
-    cut = _cut_and_decode(buf)
-    if cut is not None:
-        end, events = cut
-        del buf[:end]
-    rest = bytes(buf).lstrip(_WS + b",")
-    pos = -1
-    for _ in range(_CUT_TRIES * 8):
-        pos = rest.find(b"]", pos + 1)
-        if pos < 0:
-            break
-        meta = _tail_meta(rest[pos + 1 :].strip(_WS), bare)
-        if meta is None:
-            continue
-        try:
-            return events + _decode_events(b"[" + rest[: pos + 1]), meta
-        except msgspec.DecodeError:
-            continue
-    raise InputError(
-        f"{path} is truncated or corrupt: its traceEvents list does not close "
-        "(was the file copied while the profiler was still writing it?)"
-    )
-
-
-def _tail_meta(tail: bytes, bare: bool) -> dict[str, Any] | None:
-    if bare:
-        return {} if not tail else None
-    if tail == b"}":
-        return {}
-    if not tail.startswith(b","):
+def _exact_cut(buf: bytearray, decoder: EventDecoder) -> tuple[int, Families] | None:
+    """The last complete event found by exact framing (the cheap guesses all failed)."""
+    lead = _lead(buf)
+    elements = framing.list_elements(memoryview(buf)[lead:])
+    if elements.list_end is not None or not len(elements.ends):
         return None
+    end = lead + int(elements.ends[-1])
     try:
-        meta = _decode(_any_decoder, b"{" + tail[1:])
+        return end, decoder.decode(b"[" + bytes(buf[lead:end]) + b"]")
     except msgspec.DecodeError:
         return None
-    return meta if isinstance(meta, dict) else None
+
+
+def _final_batches(
+    path: Path, decoder: EventDecoder, header: TraceHeader, buf: bytearray, bare: bool
+) -> Iterator[Families]:
+    """At the end of the file: the last events, the ']' that closes the list, then (object form) the trailing keys."""
+    lead = _lead(buf)
+    elements = framing.list_elements(memoryview(buf)[lead:])
+    if elements.list_end is None:
+        raise InputError(
+            f"{path} is truncated or corrupt: its traceEvents list does not close "
+            "(was the file copied while the profiler was still writing it?)"
+        )
+    end = lead + elements.list_end
+    body = bytes(buf[lead:end]).rstrip(_WS)
+    if body:
+        yield _decode_or_corrupt(path, decoder, b"[" + body + b"]")
+    tail = bytes(buf[end + 1 :]).strip(_WS)
+    _read_tail(tail, bare, header)
+
+
+def _read_tail(tail: bytes, bare: bool, header: TraceHeader) -> None:
+    if bare:
+        if tail:
+            header.notes.append("text after the list of events was ignored")
+        return
+    if tail == b"}":
+        return
+    if not tail.startswith(b",") or not tail.endswith(b"}"):
+        header.notes.append("the keys after traceEvents are not readable JSON; they were ignored")
+        return
+    unreadable = "the trace's keys after traceEvents are not readable JSON; they were ignored"
+    header.fill_from(parse_header_object(b"{" + tail[1:], unreadable))

@@ -1,49 +1,86 @@
-"""One large plain-JSON trace read by several processes at once, each taking a byte range of the event list.
+"""Pass one over one trace file, by one process or by several, each reading a byte range of the event list.
 
 Kineto's default output (`tensorboard_trace_handler`) is plain JSON, and multi-GB ones are the slow case. The main
 process reads the header, picks range boundaries and moves each one forward to the next proven event start; every
-worker then collects its range into compact columns, and the columns are concatenated with their name and thread
-ids renumbered. gzip files cannot be entered in the middle, so they are read by one process.
+worker collects its range (rows in runs, and a few statistics), and the parts are merged with their name, thread
+and line ids renumbered. The rows themselves are not copied: a part's runs are read later with its renumbering.
+gzip files cannot be entered in the middle, so they are read by one process.
 """
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import itertools
 import os
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
-from gputriage.tracing.collect import Collected, Collector, Table
+from gputriage.errors import InputError
+from gputriage.tracing.collect import Collected, Collector, LaneStats
+from gputriage.tracing.limits import TraceLimits
 from gputriage.tracing.pool import in_processes
-from gputriage.tracing.reader import events_start, first_event_at, read_range, read_trace
+from gputriage.tracing.reader import TraceHeader, events_start, first_event_at, read_range, read_trace
+from gputriage.tracing.store import MEMORY_BUDGET_ROWS, Run, SpillDir
 
-# Below this size one process is as fast as starting several (a spawned worker costs ~0.3 s of imports).
-SPLIT_MIN_BYTES = 96 << 20
-_MIN_RANGE_BYTES = 32 << 20
+# Below this size one process is as fast as starting several.
+SPLIT_MIN_BYTES = 48 << 20
+_MIN_RANGE_BYTES = 16 << 20
+_MIN_WORKER_BUDGET = 64_000
 
 
-def collect(path: Path, jobs: int | None = None) -> tuple[Collected, dict[str, Any]]:
-    """Collect a trace's columns and top-level keys, with `jobs` processes where the file allows it."""
+@contextlib.contextmanager
+def _without_cycle_collection() -> Iterator[None]:
+    """Pass one allocates millions of short-lived objects and no reference cycles; the cycle collector would scan
+    them again and again (a third of the decoding time). It is back on, as it was, when the pass ends."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def collect(path: Path, limits: TraceLimits, spill: SpillDir, jobs: int | None = None) -> tuple[Collected, TraceHeader]:
+    """Collect a trace's rows and statistics, with `jobs` processes where the file allows it."""
+    with _without_cycle_collection():
+        return _collect(path, limits, spill, jobs)
+
+
+def _collect(path: Path, limits: TraceLimits, spill: SpillDir, jobs: int | None) -> tuple[Collected, TraceHeader]:
     workers = jobs if jobs is not None else (os.cpu_count() or 1)
-    ranges = _plan(path, workers) if workers > 1 else None
-    if ranges is None:
-        header, batches = read_trace(path)
-        collector = Collector()
-        for batch in batches:
+    planned = _plan(path, workers, limits) if workers > 1 else None
+    if planned is None:
+        reading = read_trace(path, limits)
+        collector = Collector(limits, spill)
+        for batch in reading.batches:
             collector.feed(batch)
-        return collector.finish(), header.meta
-    meta, bare, bounds = ranges
-    jobs_ = [(path, start, stop, bare) for start, stop in bounds]
-    parts = in_processes(_collect_range, jobs_, len(jobs_))
+        return collector.finish(), reading.header
+    header, bare, bounds = planned
+    budget = max(MEMORY_BUDGET_ROWS // len(bounds), _MIN_WORKER_BUDGET)
+    work = [_Range(path, start, stop, bare, limits, spill.path, budget) for start, stop in bounds]
+    parts = in_processes(_collect_range, work, len(work))
     for _, tail in parts:
-        meta.update(tail)
-    return merge([c for c, _ in parts]), meta
+        header.fill_from(tail)
+    merged = merge([c for c, _ in parts])
+    if merged.events > limits.max_events:
+        raise InputError(
+            f"{path} holds more than {limits.max_events:,} events, the limit for one trace (raise it with --max-events)"
+        )
+    return merged, header
 
 
-def _plan(path: Path, workers: int) -> tuple[dict[str, Any], bool, list[tuple[int, int | None]]] | None:
-    start = events_start(path)
+def _plan(
+    path: Path, workers: int, limits: TraceLimits
+) -> tuple[TraceHeader, bool, list[tuple[int, int | None]]] | None:
+    start = events_start(path, limits)
     span = start.size - start.offset
     if start.gzip or start.size < SPLIT_MIN_BYTES:
         return None
@@ -52,70 +89,86 @@ def _plan(path: Path, workers: int) -> tuple[dict[str, Any], bool, list[tuple[in
         return None
     cuts = [start.offset]
     for k in range(1, count):
-        at = first_event_at(path, start.offset + k * span // count)
-        if at is None:
-            break
-        if at > cuts[-1]:
+        at = first_event_at(path, start.offset + k * span // count, limits)
+        if at is not None and at > cuts[-1]:
             cuts.append(at)
-    bounds: list[tuple[int, int | None]] = [(a, b) for a, b in itertools.pairwise(cuts)]
+    if len(cuts) < 2:
+        return None
+    bounds: list[tuple[int, int | None]] = list(itertools.pairwise(cuts))
     bounds.append((cuts[-1], None))
-    return start.header.meta, start.bare, bounds
+    return start.header, start.bare, bounds
 
 
-def _collect_range(job: tuple[Path, int, int | None, bool]) -> tuple[Collected, dict[str, Any]]:
-    path, start, stop, bare = job
-    header, batches = read_range(path, start, stop, bare)
-    collector = Collector()
-    for batch in batches:
+@dataclass
+class _Range:
+    path: Path
+    start: int
+    stop: int | None
+    bare: bool
+    limits: TraceLimits
+    spill_path: Path
+    budget_rows: int
+
+
+def _collect_range(job: _Range) -> tuple[Collected, TraceHeader]:
+    with _without_cycle_collection():
+        return _collect_one_range(job)
+
+
+def _collect_one_range(job: _Range) -> tuple[Collected, TraceHeader]:
+    reading = read_range(job.path, job.start, job.stop, job.bare, job.limits)
+    collector = Collector(job.limits, SpillDir(job.spill_path), job.budget_rows)
+    for batch in reading.batches:
         collector.feed(batch)
-    return collector.finish(), header.meta
+    return collector.finish(), reading.header
+
+
+def _renumber(keys: list[Any], table: dict[Any, int]) -> npt.NDArray[np.int32]:
+    return np.array([table.setdefault(k, len(table)) for k in keys], dtype=np.int32)
 
 
 def merge(parts: list[Collected]) -> Collected:
-    """Concatenate collected columns, renumbering each part's name and thread ids into one table.
-
-    Ids are renumbered in place and each column is concatenated and then dropped from the parts, so the peak is
-    one copy of the columns plus one column, not two copies.
-    """
-    names: dict[str, int] = {}
-    threads: dict[tuple[Any, Any], int] = {}
-    stacks: dict[int, str] = {}
-    cpu_rows = 0
+    """One Collected from the parts of one file (in file order), ids renumbered, runs kept as they are."""
+    if len(parts) == 1:
+        return parts[0]
+    names: dict[tuple[str, int], int] = {}
+    wheres: dict[str, int] = {}
+    lanes: dict[tuple[Any, Any], int] = {}
+    stats = LaneStats()
+    runs: dict[str, list[Run]] = {"gpu": [], "runtime": [], "cpu": []}
+    dropped: Counter[str] = Counter()
     for part in parts:
-        name_map = np.array([names.setdefault(n, len(names)) for n in part.names], dtype=np.int64)
-        thread_map = np.array([threads.setdefault(t, len(threads)) for t in part.threads], dtype=np.int64)
-        for table, lanes_are_threads in ((part.gpu, False), (part.runtime, True), (part.cpu, True)):
-            if len(table):
-                table.name = _writable(table.name)
-                np.take(name_map, table.name, out=table.name)
-                if lanes_are_threads:
-                    table.lane = _writable(table.lane)
-                    np.take(thread_map, table.lane, out=table.lane)
-        stacks.update({row + cpu_rows: text for row, text in part.call_stacks.items()})
-        cpu_rows += len(part.cpu)
+        name_map = _renumber(list(zip(part.names, part.name_bits, strict=True)), names)
+        lane_map = _renumber(part.lanes, lanes)
+        where_map = np.append(_renumber(part.wheres, wheres), np.int32(-1))  # -1 (no line) stays -1
+        for kind in ("cpu", "steps", "loader", "runtime"):
+            counts = getattr(part.lane_stats, kind)
+            if len(counts):
+                stats.add_counts(kind, lane_map[: len(counts)], counts)
+        maps = {"gpu": {"name": name_map}, "runtime": {"name": name_map, "lane": lane_map}}
+        maps["cpu"] = {"name": name_map, "lane": lane_map, "where": where_map}
+        for label, part_runs in part.runs.items():
+            for run in part_runs:
+                run.maps = maps[label]
+                runs[label].append(run)
+        dropped.update(part.dropped)
+    firsts = [p.gpu_first_ts for p in parts if p.gpu_first_ts is not None]
+    lasts = [p.gpu_last_end for p in parts if p.gpu_last_end is not None]
+    ops = [p.first_op_ts for p in parts if p.first_op_ts is not None]
     return Collected(
-        names=list(names),
-        threads=list(threads),
-        gpu=_concat([p.gpu for p in parts]),
-        runtime=_concat([p.runtime for p in parts]),
-        cpu=_concat([p.cpu for p in parts]),
-        call_stacks=stacks,
-        events_total=sum(p.events_total for p in parts),
-        events_dropped=sum(p.events_dropped for p in parts),
+        names=[text for text, _ in names],
+        name_bits=[bits for _, bits in names],
+        wheres=list(wheres),
+        lanes=list(lanes),
+        lane_stats=stats,
+        runs=runs,
+        events=sum(p.events for p in parts),
+        dropped=dropped,
+        d2h_corr=np.unique(np.concatenate([p.d2h_corr for p in parts])),
+        gpu_rows=sum(p.gpu_rows for p in parts),
+        gpu_first_ts=min(firsts) if firsts else None,
+        gpu_last_end=max(lasts) if lasts else None,
+        first_op_ts=min(ops) if ops else None,
+        names_overflowed=sum(p.names_overflowed for p in parts),
+        lanes_overflowed=sum(p.lanes_overflowed for p in parts),
     )
-
-
-def _writable(values: np.ndarray) -> np.ndarray:
-    return values if values.flags.writeable else values.copy()
-
-
-_COLUMNS = ("ts", "end", "name", "lane", "corr", "extra")
-
-
-def _concat(tables: list[Table]) -> Table:
-    merged: dict[str, np.ndarray] = {}
-    for col in _COLUMNS:
-        merged[col] = np.concatenate([getattr(t, col) for t in tables])
-        for t in tables:
-            setattr(t, col, merged[col][:0])  # drop the part's copy now
-    return Table(**merged)

@@ -1,144 +1,206 @@
-"""One trace file -> one RankTrace (docs/contract.md's fields plus the evidence the rules read)."""
+"""One trace file -> one RankTrace (docs/contract.md's fields plus the evidence the rules read).
+
+Pass one (split.py) validates the events and keeps compact rows and a few statistics; pass two sweeps the timeline
+one window at a time (sweep.py) and feeds every accumulator. Memory is one batch plus one window, whatever the
+trace's size; temporary files (store.py) are removed before this returns, also on an error.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from gputriage import outdir
+from gputriage.errors import InputError
 from gputriage.record.trace import RankTrace
 from gputriage.tracing import activity, analysis
-from gputriage.tracing.collect import COMM
-from gputriage.tracing.prepared import DATALOADER_RE, Prepared
+from gputriage.tracing.activity import Collectives
+from gputriage.tracing.collect import Collected
+from gputriage.tracing.gaps import ACTIVITIES, LONG_GAP_NS, GapTracker, claim_activities
+from gputriage.tracing.intervals import Spans
+from gputriage.tracing.limits import DEFAULT_LIMITS, MAX_NAMES, TraceLimits
+from gputriage.tracing.reader import TraceHeader
 from gputriage.tracing.split import collect
+from gputriage.tracing.store import SpillDir
+from gputriage.tracing.sweep import Context, Window, context_of, iterate_windows
 
-_MAX_STEP_TIMES = 1000
-
-
-@dataclass
-class Collectives:
-    """A rank's communication kernels (start, end) in time order, in ns: what multi-rank straggler checks need."""
-
-    start_ns: list[int] = field(default_factory=list)
-    end_ns: list[int] = field(default_factory=list)
+F64 = npt.NDArray[np.float64]
 
 
-def analyse_trace(path: Path, rank_hint: int | None = None, jobs: int | None = 1) -> RankTrace:
+def analyse_trace(
+    path: Path, rank_hint: int | None = None, jobs: int | None = 1, limits: TraceLimits = DEFAULT_LIMITS
+) -> RankTrace:
     """Analyse one Kineto trace file (`.json` or `.json.gz`); see analyse_trace_with_collectives."""
-    return analyse_trace_with_collectives(path, rank_hint, jobs)[0]
+    return analyse_trace_with_collectives(path, rank_hint, jobs, limits)[0]
 
 
 def analyse_trace_with_collectives(
-    path: Path, rank_hint: int | None = None, jobs: int | None = 1
+    path: Path, rank_hint: int | None = None, jobs: int | None = 1, limits: TraceLimits = DEFAULT_LIMITS
 ) -> tuple[RankTrace, Collectives]:
-    """Analyse one Kineto trace file (`.json` or `.json.gz`) in one streaming pass.
+    """Analyse one Kineto trace file (`.json` or `.json.gz`) in bounded memory.
 
-    This is the entry point for `gputriage trace` and for `run --trace`. Memory holds a few integers per GPU, runtime
-    and CPU event, never the JSON.
+    This is the entry point for `gputriage trace` and for `run --trace`.
 
     Args:
         path: the trace file.
         rank_hint: the rank to report when the trace has no distributedInfo (e.g. from a folder of rank files).
         jobs: processes for one large plain-JSON file (None: one per CPU core; 1: this process only).
+        limits: the bounds on what one file may cost (limits.py).
 
     Raises:
-        InputError: the file cannot be read as a PyTorch profiler trace.
+        InputError: the file cannot be read as a PyTorch profiler trace, or nothing in it is usable.
     """
-    columns, meta = collect(path, jobs)
-    prepared = Prepared(columns)
-    return summarise(prepared, meta, path, rank_hint), _collectives(prepared)
+    spill = SpillDir()
+    try:
+        collected, header = collect(path, limits, spill, jobs)
+        _refuse_when_nothing_is_usable(path, collected)
+        ctx = context_of(collected)
+        sweep = Sweep(ctx, spill)
+        for window in iterate_windows(ctx, collected.runs):
+            sweep.add(window)
+        return sweep.result(collected, header, path, rank_hint), sweep.collectives
+    finally:
+        spill.cleanup()  # every run file and median file of this analysis, workers' included
 
 
-def _collectives(p: Prepared) -> Collectives:
-    g = p.col.gpu
-    rows = np.flatnonzero(p.gpu_kind == COMM)
-    rows = rows[np.argsort(g.ts[rows], kind="stable")]
-    return Collectives(g.ts[rows].tolist(), g.end[rows].tolist())
+def _refuse_when_nothing_is_usable(path: Path, col: Collected) -> None:
+    kept = sum(run.count for runs in col.runs.values() for run in runs)
+    if kept == 0 and col.dropped:
+        reasons = ", ".join(f"{count} {reason}" for reason, count in col.dropped.most_common(3))
+        raise InputError(f"{path} has no usable event: every timed event was dropped ({reasons})")
 
 
-def summarise(p: Prepared, meta: dict[str, Any], path: Path, rank_hint: int | None = None) -> RankTrace:
-    dist = meta.get("distributedInfo") if isinstance(meta.get("distributedInfo"), dict) else {}
-    rank = _int(dist.get("rank")) if dist else None
-    out = RankTrace(
-        rank=rank if rank is not None else rank_hint,
-        device=_device_name(meta),
-        path=str(path),
-        world_size=_int(dist.get("world_size")) if dist else None,
-        backend=str(dist["backend"]) if dist and dist.get("backend") is not None else None,
-        events=p.col.events_total,
-        events_dropped=p.col.events_dropped,
-        gpu_events=len(p.col.gpu),
-        cpu_ops=p.cpu_op_count,
-        launch_calls=len(p.launch_durations_ns),
-    )
-    _fill_temporal(p, out)
-    steps = analysis.steps(p)
-    step_count = len(steps.spans) if steps is not None else 0
-    if steps is not None:
-        out.steps = step_count
-        out.step_time_us = round(steps.step_time_us, 3)
-        out.step_times_us = [
-            round(float(e - s) / 1000, 3) for s, e in zip(steps.spans.start, steps.spans.end, strict=True)
-        ][:_MAX_STEP_TIMES]
-        out.step_breakdown = steps.breakdown
-        out.busy_pct_of_steps = steps.kernel_pct if len(p.col.gpu) else None
-        out.dataloader_pct_of_step = steps.dataloader_pct
-        out.dataloader_us_per_step = round(steps.dataloader_us_per_step, 3)
-    out.dataloader_where = _dataloader_where(p)
-    spans = steps.spans if steps is not None else None
-    out.syncs = activity.syncs(p, spans)
-    out.copies = activity.copies(p)
-    out.launches = activity.launches(p, step_count)
-    out.graphs = activity.graphs(p) if len(p.col.gpu) else None
-    out.comm = activity.comm(p)
-    out.cpu_compute = activity.cpu_compute(p, spans)
-    out.gaps = activity.gaps(p, spans)
-    return out
+@dataclass
+class Sweep:
+    """Every accumulator, fed window by window."""
+
+    ctx: Context
+    spill: SpillDir
+    temporal: analysis.Temporal = field(default_factory=analysis.Temporal)
+    idle: analysis.IdleByStream = field(default_factory=analysis.IdleByStream)
+    steps: analysis.Steps = field(default_factory=analysis.Steps)
+    syncs: activity.Syncs = field(default_factory=activity.Syncs)
+    copies: activity.Copies = field(default_factory=activity.Copies)
+    graphs: activity.Graphs = field(default_factory=activity.Graphs)
+    comm: activity.Comm = field(default_factory=activity.Comm)
+    cpu: activity.CpuCompute = field(default_factory=activity.CpuCompute)
+    long_gaps: activity.LongGaps = field(default_factory=activity.LongGaps)
+    collectives: Collectives = field(default_factory=Collectives)
+    loader_where: activity.LoaderWhere = field(default_factory=activity.LoaderWhere)
+    tracker: GapTracker = field(default_factory=GapTracker)
+    forced_cuts: int = 0
+    launches: activity.Launches | None = None
+
+    def add(self, w: Window) -> None:
+        if self.launches is None:
+            self.launches = activity.Launches.create(self.spill)
+        self.forced_cuts += int(w.forced_cut)
+        for accumulator in (self.temporal, self.idle, self.steps, self.syncs, self.copies, self.launches, self.comm):
+            accumulator.add(w)
+        if self.ctx.gpu_rows:
+            self.graphs.add(w)
+        self.cpu.add(w)
+        self.collectives.add(w)
+        self.loader_where.add(w)
+        gaps = self.tracker.window(w, self._measure)
+        self.syncs.on_gaps(gaps)
+        self.launches.on_gaps(gaps)
+        self.cpu.on_gaps(gaps)
+        self.long_gaps.on_gaps(w, gaps)
+
+    def _measure(self, w: Window, pieces: Spans, starts_gap: npt.NDArray[np.bool_]) -> dict[str, F64]:
+        """Per piece of idle GPU time: the additive values that the gap consumers sum over a gap's pieces."""
+        lo, hi = pieces.start, pieces.end
+        out: dict[str, F64] = {
+            "loader": w.dataloader.overlap_each(lo, hi).astype(np.float64),
+            "cpu": self.cpu.spans.overlap_each(lo, hi).astype(np.float64),
+            "steps": w.steps.overlap_each(lo, hi).astype(np.float64),
+        }
+        calls = w.spans(w.runtime, activity.Syncs.mask(w))
+        out["sync_start"] = ((calls.overlap_each(lo, lo + 1) > 0) & starts_gap).astype(np.float64)
+        # The activity split only matters for long gaps: pieces that are long, or part of a gap crossing a cut.
+        detail = np.flatnonzero((hi - lo >= LONG_GAP_NS) | ~starts_gap | (hi == w.hi))
+        claims = claim_activities(w, Spans(lo[detail], hi[detail])) if len(detail) else {}
+        for label in (*ACTIVITIES, "claimed"):
+            column = np.zeros(len(lo))
+            if label in claims:
+                column[detail] = claims[label]
+            out[label] = column
+        return out
+
+    def result(self, col: Collected, header: TraceHeader, path: Path, rank_hint: int | None) -> RankTrace:
+        ctx = self.ctx
+        step = self.steps.result()
+        step_count = step.count if step is not None else 0
+        step_total = step.total_ns if step is not None else 0
+        assert self.launches is not None
+        out = RankTrace(
+            rank=header.rank if header.rank is not None else rank_hint,
+            device=header.device,
+            path=str(path),
+            world_size=header.world_size,
+            backend=header.backend,
+            events=col.events,
+            events_dropped=sum(col.dropped.values()),
+            gpu_events=ctx.gpu_rows,
+            cpu_ops=self.cpu.op_rows,
+            launch_calls=self.launches.launch_ns.count,
+        )
+        self._fill_temporal(out)
+        if step is not None:
+            out.steps = step.count
+            out.step_time_us = round(step.step_time_us, 3)
+            out.step_times_us = step.times_us
+            out.step_breakdown = step.breakdown
+            out.busy_pct_of_steps = step.kernel_pct if ctx.gpu_rows else None
+            out.dataloader_pct_of_step = step.dataloader_pct
+            out.dataloader_us_per_step = round(step.dataloader_us_per_step, 3)
+        out.dataloader_where = self.loader_where.where
+        out.syncs = self.syncs.result(ctx, step_count, step_total)
+        out.copies = self.copies.result(ctx)
+        out.launches = self.launches.result(step_count)
+        out.graphs = self.graphs.result(self.temporal.busy_ns) if ctx.gpu_rows else None
+        out.comm = self.comm.result(ctx)
+        out.cpu_compute = self.cpu.result(ctx, step_total)
+        out.gaps = self.long_gaps.result(ctx)
+        out.notes = _notes(col, header, self.forced_cuts, len(self.idle.streams) >= analysis.MAX_STREAMS)
+        return out
+
+    def _fill_temporal(self, out: RankTrace) -> None:
+        window = self.ctx.window_ns
+        if window is None:
+            return
+        t = self.temporal
+        out.window_us = round(window / 1000, 3)
+        out.busy_pct = analysis.pct(t.busy_ns, window)
+        idle = analysis.pct(window - t.busy_ns, window)
+        out.idle_pct = round(100.0 - out.busy_pct, 3) if out.busy_pct is not None else idle
+        out.compute_pct = analysis.pct(t.compute_ns, window)
+        if out.busy_pct is not None and out.compute_pct is not None:
+            out.non_compute_pct = round(out.busy_pct - out.compute_pct, 3)
+        out.comm_pct = analysis.pct(t.comm_ns, window)
+        out.memory_pct = analysis.pct(t.memory_ns, window)
+        out.idle_breakdown, out.streams = self.idle.result()
 
 
-def _fill_temporal(p: Prepared, out: RankTrace) -> None:
-    t = analysis.temporal(p)
-    if t is None:
-        return
-    out.window_us = round(t.window_ns / 1000, 3)
-    out.busy_pct = analysis.pct(t.busy_ns, t.window_ns)
-    idle = analysis.pct(t.window_ns - t.busy_ns, t.window_ns)
-    out.idle_pct = round(100.0 - out.busy_pct, 3) if out.busy_pct is not None else idle
-    out.compute_pct = analysis.pct(t.compute_ns, t.window_ns)
-    if out.busy_pct is not None and out.compute_pct is not None:
-        out.non_compute_pct = round(out.busy_pct - out.compute_pct, 3)
-    out.comm_pct = analysis.pct(t.comm_ns, t.window_ns)
-    out.memory_pct = analysis.pct(t.memory_ns, t.window_ns)
-    out.idle_breakdown, out.streams = analysis.idle_breakdown(p)
-
-
-def _dataloader_where(p: Prepared) -> str | None:
-    loader = p.cpu_named(DATALOADER_RE, main_only=True)
-    if not len(loader):
-        return None
-    return p.where_at(int(loader.lane[0]), int(loader.ts[0]), int(loader.end[0]))
-
-
-def _device_name(meta: dict[str, Any]) -> str | None:
-    props = meta.get("deviceProperties")
-    if isinstance(props, list):
-        names = [str(d["name"]) for d in props if isinstance(d, dict) and d.get("name")]
-        if names:
-            return names[0]
-    return None
-
-
-def _int(value: Any) -> int | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
-        return int(value)
-    return None
+def _notes(col: Collected, header: TraceHeader, forced_cuts: int, many_streams: bool) -> list[str]:
+    notes = list(header.notes)
+    notes += [f"{count} events dropped: {reason}" for reason, count in col.dropped.most_common()]
+    if col.names_overflowed:
+        notes.append(f"{col.names_overflowed} distinct event names beyond the first {MAX_NAMES:,} were pooled")
+    if col.lanes_overflowed:
+        notes.append(f"threads beyond the first {len(col.lanes) - 1:,} were pooled into one")
+    if many_streams:
+        notes.append(f"only the first {analysis.MAX_STREAMS} streams are listed one by one")
+    if forced_cuts:
+        notes.append(
+            f"{forced_cuts} cuts of the timeline fell in GPU idle time (a very long idle stretch): the op and line of "
+            "a gap across a cut come from its last part"
+        )
+    return notes
 
 
 def rank_from_filename(path: Path) -> int | None:

@@ -1,0 +1,119 @@
+"""The bytes of one trace file: plain or gzip, a byte range of it, never a file that can block, within the limits.
+
+A FIFO, a device or a socket could block a read forever (or never end), so the file is opened non-blocking and
+refused unless fstat says it is a regular file. A .json.gz is inflated as it is read; its inflated size and its
+compression ratio are checked as they grow, so a decompression bomb is refused after a few MiB of work.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import os
+import stat
+import zlib
+from pathlib import Path
+from typing import IO
+
+from gputriage.errors import InputError
+from gputriage.tracing.limits import GIB, TraceLimits
+
+_SPECIAL = (
+    (stat.S_ISDIR, "a folder"),
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+)
+
+
+def open_regular(path: Path) -> tuple[io.FileIO, int]:
+    """Open a regular file for reading without ever blocking; return it and its size.
+
+    Raises:
+        InputError: the path is missing, unreadable, or not a regular file.
+    """
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        raise InputError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        os.close(fd)
+        kind = next((label for test, label in _SPECIAL if test(info.st_mode)), "not a regular file")
+        raise InputError(f"{path} is {kind}, not a trace file")
+    return io.FileIO(fd, "rb", closefd=True), info.st_size
+
+
+class Source:
+    """Raw (inflated) bytes of a plain or gzip file, with every I/O or gzip failure turned into one InputError."""
+
+    def __init__(self, path: Path, limits: TraceLimits, start: int = 0, stop: int | None = None) -> None:
+        self.path = path
+        self.limits = limits
+        raw, self.size = open_regular(path)
+        try:
+            head = raw.read(16)
+            _refuse_other_formats(path, head)
+            self.gzip = head[:2] == b"\x1f\x8b"
+            if not self.gzip and self.size > limits.max_bytes:
+                raise InputError(_too_big(path, limits))
+            raw.seek(start)
+        except BaseException:
+            raw.close()
+            raise
+        self._raw = raw
+        self._fh: IO[bytes] = gzip.GzipFile(fileobj=raw, mode="rb") if self.gzip else raw  # type: ignore[assignment]
+        self.consumed = start  # bytes of (inflated) content read so far, as an offset
+        self.stop = stop  # read no further than this offset (a byte range of a plain file)
+        self.eof = False
+
+    def read(self, size: int) -> bytes:
+        if self.stop is not None:
+            size = min(size, self.stop - self.consumed)
+        try:
+            data = self._fh.read(size) if size > 0 else b""
+        except (OSError, EOFError, zlib.error) as exc:
+            raise InputError(f"{self.path} is a truncated or corrupt gzip file ({exc})") from exc
+        if not data:
+            self.eof = True
+        self.consumed += len(data)
+        if self.gzip:
+            self._check_inflation()
+        return data
+
+    def _check_inflation(self) -> None:
+        limits = self.limits
+        if self.consumed > limits.max_bytes:
+            raise InputError(_too_big(self.path, limits))
+        if self.consumed > limits.gzip_ratio_after_bytes:
+            packed = max(self._raw.tell(), 1)
+            if self.consumed / packed > limits.max_gzip_ratio:
+                raise InputError(
+                    f"{self.path} inflates more than {limits.max_gzip_ratio:.0f}:1 ({self.consumed / 2**20:.0f} MiB "
+                    f"from {packed / 2**20:.2f} MiB so far), far beyond a profiler trace's 10-30:1: refused as a "
+                    "decompression bomb (raise --max-gzip-ratio to read it anyway)"
+                )
+
+    def close(self) -> None:
+        self._fh.close()
+        self._raw.close()
+
+
+def _too_big(path: Path, limits: TraceLimits) -> str:
+    return (
+        f"{path} holds more than {limits.max_bytes / GIB:.0f} GiB of JSON, the limit for one trace "
+        "(raise it with --max-gib)"
+    )
+
+
+def _refuse_other_formats(path: Path, head: bytes) -> None:
+    name = path.name.lower()
+    if head.startswith(b"SQLite format 3") or name.endswith((".nsys-rep", ".qdrep", ".sqlite")):
+        raise InputError(
+            f"{path} is an Nsight Systems report, not a PyTorch profiler trace; record one with "
+            "torch.profiler.profile(on_trace_ready=torch.profiler.tensorboard_trace_handler('./traces'))"
+        )
+    if not head:
+        raise InputError(f"{path} is empty, not a PyTorch profiler trace")

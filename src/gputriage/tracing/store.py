@@ -1,0 +1,248 @@
+"""Compact event rows, sorted by start time, in memory up to a budget and in temporary files beyond it.
+
+Kineto does not write events in time order: a trace holds every CPU event of the window, then every GPU event, so
+"time moving on" never happens in file order. The reader therefore keeps each kept event as a few machine words
+(a row), sorts rows by start time in runs of bounded size, and spills each full run to a temporary file, like an
+external sort. The timeline sweep (sweep.py) then merges the runs and analyses one window of time at a time, so
+memory holds one run being filled plus one window, whatever the trace's size.
+
+Temporary files go to one private folder (mode 0700) under the system's temporary directory ($TMPDIR), hold ~30
+bytes per kept event, and are deleted when the analysis ends, also on an error.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+Columns = dict[str, np.ndarray]
+Layout = dict[str, Any]  # column name -> numpy dtype
+
+# The three row layouts. `name`, `lane` and `where` are ids into the collector's tables (renumbered on merge).
+GPU_COLUMNS: Layout = {
+    "ts": np.int64,
+    "end": np.int64,
+    "name": np.int32,
+    "stream": np.int64,
+    "corr": np.int64,
+    "nbytes": np.int64,
+}
+RUNTIME_COLUMNS: Layout = {"ts": np.int64, "end": np.int64, "name": np.int32, "lane": np.int32, "corr": np.int64}
+CPU_COLUMNS: Layout = {
+    "ts": np.int64,
+    "end": np.int64,
+    "name": np.int32,
+    "lane": np.int32,
+    "kind": np.int8,
+    "where": np.int32,
+}
+LAYOUTS: dict[str, Layout] = {"gpu": GPU_COLUMNS, "runtime": RUNTIME_COLUMNS, "cpu": CPU_COLUMNS}
+ID_COLUMNS = {"name": "names", "lane": "lanes", "where": "wheres"}
+
+# Rows kept in memory (all processes of one file together) before they are spilled: ~33 bytes each, ~33 MiB.
+MEMORY_BUDGET_ROWS = 1_000_000
+_INDEX_STRIDE = 4096  # one start time per this many rows of a spilled run stays in memory, to seek in it
+
+
+def empty(layout: Layout) -> Columns:
+    return {name: np.zeros(0, dtype=dtype) for name, dtype in layout.items()}
+
+
+def concat(parts: list[Columns], layout: Layout) -> Columns:
+    if not parts:
+        return empty(layout)
+    if len(parts) == 1:
+        return parts[0]
+    return {name: np.concatenate([p[name] for p in parts]) for name in layout}
+
+
+def take(cols: Columns, index: npt.NDArray[np.intp] | npt.NDArray[np.bool_]) -> Columns:
+    return {name: values[index] for name, values in cols.items()}
+
+
+def length(cols: Columns) -> int:
+    return len(cols["ts"])
+
+
+def sort_by_start(cols: Columns) -> Columns:
+    order = np.argsort(cols["ts"], kind="stable")
+    return take(cols, order)
+
+
+class SpillDir:
+    """One private temporary folder, created on first use and removed with everything in it."""
+
+    def __init__(self, path: Path | None = None) -> None:
+        self._path = path
+        self._owned = path is None
+        self._count = 0
+
+    @property
+    def path(self) -> Path:
+        if self._path is None:
+            self._path = Path(tempfile.mkdtemp(prefix="gputriage-trace-"))
+        return self._path
+
+    def new_file(self, stem: str) -> Path:
+        self._count += 1
+        return self.path / f"{stem}-{os.getpid()}-{self._count}.rows"
+
+    def cleanup(self) -> None:
+        if self._owned and self._path is not None:
+            shutil.rmtree(self._path, ignore_errors=True)
+            self._path = None
+
+
+@dataclass
+class Run:
+    """Rows sorted by start time: in memory (`cols`), or in a file (one column after the other)."""
+
+    layout: Layout
+    count: int
+    cols: Columns | None = None
+    path: Path | None = None
+    offsets: dict[str, int] = field(default_factory=dict)
+    index_ts: npt.NDArray[np.int64] | None = None  # ts of every _INDEX_STRIDE-th row (file runs)
+    maps: dict[str, npt.NDArray[np.int32]] = field(default_factory=dict)  # id column -> renumbering
+
+    def read(self, start: int, stop: int) -> Columns:
+        """Rows [start, stop), with their ids renumbered."""
+        if self.cols is not None:
+            out = {name: values[start:stop] for name, values in self.cols.items()}
+        else:
+            out = self._read_file(start, stop)
+        for column, mapping in self.maps.items():
+            out[column] = mapping[out[column]] if len(mapping) else out[column]
+        return out
+
+    def _read_file(self, start: int, stop: int) -> Columns:
+        assert self.path is not None
+        out: Columns = {}
+        with self.path.open("rb") as fh:
+            for name, dtype in self.layout.items():
+                size = np.dtype(dtype).itemsize
+                fh.seek(self.offsets[name] + start * size)
+                out[name] = np.fromfile(fh, dtype=dtype, count=stop - start)
+        return out
+
+    def ts_at(self, row: int) -> int:
+        if self.cols is not None:
+            return int(self.cols["ts"][row])
+        return int(self._read_file(row, row + 1)["ts"][0])
+
+    def first_at_or_after(self, start: int, ts: int) -> int:
+        """The first row >= start whose start time is >= ts (rows are sorted by start time)."""
+        if self.cols is not None:
+            return start + int(np.searchsorted(self.cols["ts"][start:], ts, side="left"))
+        assert self.index_ts is not None
+        block = max(int(np.searchsorted(self.index_ts, ts, side="left")) - 1, start // _INDEX_STRIDE)
+        lo = max(block * _INDEX_STRIDE, start)
+        while lo < self.count:
+            hi = min(lo + _INDEX_STRIDE, self.count)
+            chunk = self._read_file(lo, hi)["ts"]
+            found = int(np.searchsorted(chunk, ts, side="left"))
+            if found < len(chunk):
+                return lo + found
+            lo = hi
+        return self.count
+
+    def release(self) -> None:
+        if self.path is not None:
+            with contextlib.suppress(OSError):
+                self.path.unlink()
+
+
+def write_run(cols: Columns, layout: Layout, spill: SpillDir, stem: str) -> Run:
+    """Sort rows by start time and write them as one run file."""
+    cols = sort_by_start(cols)
+    path = spill.new_file(stem)
+    offsets: dict[str, int] = {}
+    with path.open("wb") as fh:
+        for name, dtype in layout.items():
+            offsets[name] = fh.tell()
+            np.ascontiguousarray(cols[name], dtype=dtype).tofile(fh)
+    count = length(cols)
+    index = np.ascontiguousarray(cols["ts"][::_INDEX_STRIDE])
+    return Run(layout, count, path=path, offsets=offsets, index_ts=index)
+
+
+@dataclass
+class RowStore:
+    """Rows of one layout: chunks in memory, flushed to sorted run files when the process's budget is spent."""
+
+    layout: Layout
+    chunks: list[Columns] = field(default_factory=list)
+    runs: list[Run] = field(default_factory=list)
+    in_memory: int = 0
+    total: int = 0
+
+    def append(self, cols: Columns) -> None:
+        n = length(cols)
+        if n:
+            self.chunks.append(cols)
+            self.in_memory += n
+            self.total += n
+
+    def spill(self, spill: SpillDir, stem: str) -> None:
+        if self.chunks:
+            self.runs.append(write_run(concat(self.chunks, self.layout), self.layout, spill, stem))
+            self.chunks = []
+            self.in_memory = 0
+
+    def finish(self) -> list[Run]:
+        """All rows as sorted runs, in file order (the last one in memory)."""
+        runs = list(self.runs)
+        if self.chunks:
+            cols = sort_by_start(concat(self.chunks, self.layout))
+            runs.append(Run(self.layout, length(cols), cols=cols))
+            self.chunks = []
+            self.in_memory = 0
+        return runs
+
+
+class RunCursor:
+    """Reads one run forward in time; rows already read but not yet taken stay in a small buffer."""
+
+    def __init__(self, run: Run) -> None:
+        self.run = run
+        self.position = 0  # rows read from the run so far
+        self.buffer: Columns = empty(run.layout)
+
+    @property
+    def remaining(self) -> int:
+        return self.run.count - self.position + length(self.buffer)
+
+    def peek_ts(self, rows: int) -> int | None:
+        """The start time of the `rows`-th row not yet taken (1-based), or None when fewer remain."""
+        buffered = length(self.buffer)
+        if rows <= buffered:
+            return int(self.buffer["ts"][rows - 1])
+        row = self.position + rows - buffered - 1
+        return self.run.ts_at(row) if row < self.run.count else None
+
+    def take_below(self, ts: int | None) -> Columns:
+        """Every row not yet taken whose start time is below ts (all of them for None)."""
+        stop = self.run.count if ts is None else self.run.first_at_or_after(self.position, ts)
+        fresh = self.run.read(self.position, stop) if stop > self.position else empty(self.run.layout)
+        self.position = max(stop, self.position)
+        rows = concat([self.buffer, fresh], self.run.layout) if length(self.buffer) else fresh
+        if ts is None:
+            self.buffer = empty(self.run.layout)
+            return rows
+        cut = int(np.searchsorted(rows["ts"], ts, side="left"))
+        self.buffer = {name: values[cut:] for name, values in rows.items()}
+        return {name: values[:cut] for name, values in rows.items()}
+
+
+def iter_chunks(cols: Columns, size: int) -> Iterator[Columns]:
+    for start in range(0, length(cols), size):
+        yield {name: values[start : start + size] for name, values in cols.items()}

@@ -1,0 +1,206 @@
+"""Hostile and odd input (issue #13): one bad field drops one event and says so; the trace is refused only when
+nothing usable is left; nothing blocks, recurses without bound, or reaches the terminal raw."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+from builders import TraceBuilder, training_loop
+
+from gputriage.cli import main
+from gputriage.errors import InputError
+from gputriage.tracing.limits import TraceLimits
+from gputriage.tracing.summary import analyse_trace
+
+DEEP = 100_000
+_RAW_KERNEL = '{"ph": "X", "cat": "kernel", "name": "k", "ts": %s, "dur": 1, "args": {"stream": 7}}'
+
+
+def _loop_with(*extra: dict[str, Any] | str, meta: dict[str, Any] | None = None) -> str:
+    """A small healthy loop's JSON text with extra events (dicts, or raw JSON text) in the middle of its list."""
+    b = training_loop(steps=3)
+    if meta:
+        b.meta.update(meta)
+    text = json.dumps({**b.meta, "traceEvents": b.events})
+    raw = [json.dumps(e) if isinstance(e, dict) else e for e in extra]
+    at = text.index('"traceEvents": [') + len('"traceEvents": [')
+    text = text[:at] + "".join(r + ", " for r in raw) + text[at:]
+    # The builder writes ns-exact times as "@ns:..." strings; turn them into numbers as Kineto writes them.
+    import re
+
+    return re.sub(r'"@ns:(\d+)"', lambda m: f"{int(m.group(1)) // 1000}.{int(m.group(1)) % 1000:03d}", text)
+
+
+def _kernel(**fields: Any) -> dict[str, Any]:
+    event = {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 10, "dur": 5, "args": {"stream": 7}}
+    event.update(fields)
+    return event
+
+
+def _write(tmp_path: Path, text: str, name: str = "t.json") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("event", "reason"),
+    [
+        (_kernel(ts=5 * 10**15, dur=5 * 10**15), "ts + dur out of range"),
+        (_kernel(cat=[]), "cat is not a string"),
+        (
+            '{"ph": "X", "cat": "kernel", "name": "k", "ts": 1e999999, "dur": 1, "args": {"stream": 7}}',
+            "ts out of range",
+        ),
+        (
+            '{"ph": "X", "cat": "kernel", "name": "k", "ts": ' + "9" * 5000 + ', "dur": 1, "args": {"stream": 7}}',
+            "ts out of range",
+        ),
+        ('{"ph": "X", "cat": "kernel", "name": "k", "ts": NaN, "dur": 1, "args": {"stream": 7}}', "ts not a number"),
+        (_kernel(dur="soon"), "dur not a number"),
+        (_kernel(name=["a"]), "name is not a string"),
+        ('{"ph": "X", "cat": "kernel", "args": {"x": ' + "[" * DEEP + "]" * DEEP + "}}", "nested too deeply"),
+        ("17", "not an object"),
+    ],
+)
+def test_one_bad_event_is_dropped_and_counted(tmp_path: Path, event: dict[str, Any] | str, reason: str) -> None:
+    clean = analyse_trace(_write(tmp_path, _loop_with(), "clean.json"))
+    r = analyse_trace(_write(tmp_path, _loop_with(event)))
+    assert r.events_dropped == 1
+    assert any(note.startswith("1 events dropped: " + reason) for note in r.notes), r.notes
+    assert (r.busy_pct, r.gpu_events, r.steps) == (clean.busy_pct, clean.gpu_events, clean.steps)
+
+
+def test_nothing_usable_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = _write(tmp_path, json.dumps({"traceEvents": [_kernel(ts=5 * 10**15, dur=5 * 10**15), _kernel(cat=[])]}))
+    assert main(["trace", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no usable event" in err and "ts + dur out of range" in err
+
+
+@pytest.mark.parametrize("where", ["header", "tail"])
+def test_deep_nesting_in_the_header_or_tail_loses_only_those_keys(tmp_path: Path, where: str) -> None:
+    deep = "[" * DEEP + "]" * DEEP
+    text = _loop_with()
+    text = '{"junk": ' + deep + ", " + text[1:] if where == "header" else text[:-1] + ', "junk": ' + deep + "}"
+    r = analyse_trace(_write(tmp_path, text))
+    assert r.steps == 3 and r.gpu_events
+    assert any("not readable JSON" in n for n in r.notes), r.notes
+
+
+@pytest.mark.parametrize("rank", ["²", "--1", "9" * 5000, 2**80, -3, True, [1]])
+def test_a_bad_distributed_rank_is_ignored_with_a_note(tmp_path: Path, rank: object) -> None:
+    text = _loop_with(meta={"distributedInfo": {"rank": rank, "world_size": 8, "backend": "nccl"}})
+    r = analyse_trace(_write(tmp_path, text))
+    assert r.rank is None and r.world_size == 8
+    assert any("distributedInfo.rank" in n for n in r.notes), r.notes
+
+
+def test_a_nested_trace_events_key_in_the_header_is_not_the_list(tmp_path: Path) -> None:
+    inner = {"traceEvents": [_kernel(name="decoy", ts=1, dur=1_000_000)]}
+    r = analyse_trace(_write(tmp_path, _loop_with(meta={"meta": inner})))
+    clean = analyse_trace(_write(tmp_path, _loop_with(), "clean.json"))
+    assert (r.busy_pct, r.gpu_events) == (clean.busy_pct, clean.gpu_events)
+    assert r.notes == []
+
+
+def test_nan_and_infinity_tokens_are_read(tmp_path: Path) -> None:
+    text = _loop_with(
+        '{"ph": "X", "cat": "kernel", "name": "NaN", "ts": Infinity, "dur": -Infinity, "args": {"stream": 7}}',
+        meta={"nanField": 0},
+    ).replace('"nanField": 0', '"nanField": NaN')
+    r = analyse_trace(_write(tmp_path, text))
+    assert r.steps == 3 and r.events_dropped == 1
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
+def test_a_fifo_is_refused_without_blocking(tmp_path: Path) -> None:
+    fifo = tmp_path / "trace.json"
+    os.mkfifo(fifo)
+    outcome: list[BaseException | None] = []
+
+    def attempt() -> None:
+        try:
+            analyse_trace(fifo)
+        except BaseException as exc:  # the test checks which one
+            outcome.append(exc)
+        else:
+            outcome.append(None)
+
+    thread = threading.Thread(target=attempt, daemon=True)
+    thread.start()
+    thread.join(timeout=10)
+    assert not thread.is_alive(), "reading a FIFO blocked"
+    assert isinstance(outcome[0], InputError) and "FIFO" in str(outcome[0])
+
+
+def test_a_folder_passed_as_a_file_and_a_device_are_refused(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="character device"):
+        analyse_trace(Path("/dev/null"))
+
+
+def test_a_gzip_bomb_is_refused_early(tmp_path: Path) -> None:
+    stack = "train.py(1): f;" * 200
+    event = json.dumps(
+        {"ph": "X", "cat": "cpu_op", "name": "aten::add", "ts": 1, "dur": 1, "args": {"Call stack": stack}}
+    )
+    body = ('{"traceEvents": [' + ", ".join([event] * 3000) + "]}").encode()
+    path = tmp_path / "bomb.json.gz"
+    path.write_bytes(gzip.compress(body, 9))
+    limits = TraceLimits(gzip_ratio_after_bytes=1 << 20)
+    assert len(body) / path.stat().st_size > limits.max_gzip_ratio
+    with pytest.raises(InputError, match="decompression bomb"):
+        analyse_trace(path, limits=limits)
+    assert analyse_trace(path, limits=TraceLimits(max_gzip_ratio=1e6, gzip_ratio_after_bytes=1 << 20)).cpu_ops
+
+
+def test_more_events_than_the_limit_names_the_flag(tmp_path: Path) -> None:
+    path = training_loop(steps=3).write(tmp_path / "t.json")
+    with pytest.raises(InputError, match="--max-events"):
+        analyse_trace(path, limits=TraceLimits(max_events=10))
+
+
+def test_escape_sequences_never_reach_the_terminal(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    evil = "aten::copy_\x1b]0;evil\x07\x1b[2J"
+    b = training_loop(steps=3, cpu_op_us=6000)
+    b.meta["deviceProperties"] = [{"name": "GPU\x1b[31mred"}]
+    for event in b.events:
+        if event["name"] == "aten::mul":
+            event["name"] = evil
+    path = b.write(tmp_path / "evil.json")
+    main(["trace", str(path)])
+    shown = capsys.readouterr()
+    assert "\x1b" not in shown.out and "\x07" not in shown.out and "\x1b" not in shown.err
+    assert "\\x1b" in shown.out  # shown, escaped
+    main(["trace", str(path), "--json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["trace"]["ranks"][0]["device"] == "GPU\x1b[31mred"  # the JSON keeps the exact text
+    assert evil in doc["trace"]["ranks"][0]["cpu_compute"]["top_ops"]
+    main(["trace", str(path), "--out", str(tmp_path / "out")])
+    capsys.readouterr()
+    assert "\x1b" not in (tmp_path / "out" / "report.md").read_text()
+
+
+def test_markup_in_names_is_text(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    b = training_loop(steps=3, cpu_op_us=6000)
+    for event in b.events:
+        if event["name"] == "aten::mul":
+            event["name"] = "aten::mul[/][bold]x"
+    assert main(["trace", str(b.write(tmp_path / "markup.json"))]) == 0
+    assert "aten::mul[/][bold]x" in capsys.readouterr().out
+
+
+def test_odd_threads_and_streams(tmp_path: Path) -> None:
+    b = TraceBuilder()
+    b.launch(0, 10, 100)
+    b._x("cpu_op", "aten::mm", 5, 10, [1, 2], {"a": 1})
+    b._x("kernel", "k2", 200, 10, 0, 7, stream="0x7", correlation=[1])
+    b._x("kernel", "k3", 300, 10, 0, 7, stream=2**70, correlation="12")
+    r = analyse_trace(b.write(tmp_path / "odd.json"))
+    assert r.gpu_events == 3 and r.cpu_ops == 1 and r.events_dropped == 0
