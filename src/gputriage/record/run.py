@@ -16,6 +16,7 @@ from gputriage.record.gpu import GpuSection
 from gputriage.record.placement import PlacementSection
 from gputriage.record.process import ProcessSection
 from gputriage.record.ranks import RankInfo, RanksSection
+from gputriage.record.stand_in import StandInSection
 from gputriage.record.steps import StepsSection
 from gputriage.record.trace import TraceSection
 
@@ -45,6 +46,8 @@ class Run:
     gpu: GpuSection | None = None
     trace: TraceSection | None = None
     ranks: RanksSection | None = None
+    # The job ran on a stand-in device (run --preflight, or the meta stand-in): what the verdict may judge.
+    stand_in: StandInSection | None = None
 
     def expected_device_type(self) -> str | None:
         """The device type of --expect-device ("cuda" for "cuda:1"); None when the flag was not given."""
@@ -70,6 +73,7 @@ class Run:
             self.gpu,
             self.trace,
             self.ranks,
+            self.stand_in,
         ):
             if section is not None:
                 problems.extend(section.self_check())

@@ -1,0 +1,57 @@
+"""The one stand-in device of this process: its settings and counters, set by the preflight while it runs."""
+
+from __future__ import annotations
+
+import enum
+import threading
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+
+from gputriage.collectors.preflight.rng import StandInRng
+
+
+class Backing(enum.Enum):
+    CPU = "cpu"  # the stand-in computes for real on the CPU
+    META = "meta"  # shapes only; host reads get placeholders
+
+
+@dataclass
+class PlaceholderRead:
+    kind: str  # scalar (item/bool/float/int) | tolist | cpu
+    where: str | None
+    code: str | None
+    count: int = 0
+
+
+@dataclass
+class StandInState:
+    backing: Backing = Backing.CPU
+    device_count: int = 1
+    current_index: int = 0
+    backing_s: float = 0.0  # host time spent computing the stand-in's ops (a GPU would run them asynchronously)
+    rng: StandInRng = field(default_factory=StandInRng)
+    # tensors that pin_memory() returned: is_pinned() says True for them, as for page-locked memory
+    pinned: weakref.WeakSet[torch.Tensor] = field(default_factory=weakref.WeakSet)
+    placeholder_reads: dict[tuple[str, str | None], PlaceholderRead] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    # called with the kind of each host sync that only the stand-in sees (torch.cuda.synchronize(), event waits)
+    sync_listeners: list[Callable[[str], None]] = field(default_factory=list)
+
+    def backing_device(self) -> torch.device:
+        return torch.device(self.backing.value)
+
+    def reset(self, backing: Backing, device_count: int) -> None:
+        self.backing = backing
+        self.device_count = device_count
+        self.current_index = 0
+        self.backing_s = 0.0
+        self.rng = StandInRng()
+        self.pinned = weakref.WeakSet()
+        self.placeholder_reads = {}
+        self.sync_listeners = []
+
+
+STATE = StandInState()
