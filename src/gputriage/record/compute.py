@@ -26,6 +26,9 @@ class HostSync:
     count: int = 0  # inside the probe window
     time_s: float = 0.0  # inside the probe window
     device: str | None = None
+    # file:line in a library (not torch) that issued the read, when the user's line only called into it (transformers'
+    # BERT reads `padding_mask.all()` inside forward); None when the user's own line reads the value
+    library_where: str | None = None
 
 
 @dataclass

@@ -12,7 +12,7 @@ from typing import Any, Protocol
 
 import torch
 
-from gputriage.collectors.preflight import autocast, cuda_api, loading, parallel
+from gputriage.collectors.preflight import autocast, cpp_devices, cuda_api, loading, parallel
 from gputriage.collectors.preflight.placeholders import MetaHostReads, placeholder_sites
 from gputriage.collectors.preflight.redirect import CudaRedirect, is_pinned, pin_memory
 from gputriage.collectors.preflight.checks import is_host_read
@@ -61,6 +61,7 @@ class Preflight:
             autocast.install(self._patches)
             parallel.install(self._patches)
             loading.install(self._patches)
+            cpp_devices.install(self._patches)
             # pinning happens in the DataLoader's pin-memory thread too, where the mode below does not reach
             self._patches.set(torch.Tensor, "pin_memory", pin_memory)
             self._patches.set(torch.Tensor, "is_pinned", is_pinned)

@@ -59,10 +59,9 @@ def to_stand_in(t: Tensor, index: int, dtype: torch.dtype | None = None) -> Stan
 def stand_in_torch_function(func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: Any = None) -> Any:
     """StandIn.__torch_function__: its own methods (.cpu(), .numpy(), ...) in any thread; the rest as torch does."""
     handler = handler_for(func)
-    if handler is not None:
-        with torch._C.DisableTorchFunctionSubclass():
+    with STATE.timed(), torch._C.DisableTorchFunctionSubclass():
+        if handler is not None:
             return handler(func, args, kwargs or {})
-    with torch._C.DisableTorchFunctionSubclass():
         return func(*args, **(kwargs or {}))
 
 
@@ -89,7 +88,7 @@ def _factory(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], index: in
     call_kwargs.pop("pin_memory", None)
     requires_grad = bool(call_kwargs.pop("requires_grad", False))
     plain_args = tuple(host_copy(a) if isinstance(a, StandIn) else a for a in args)
-    with STATE.rng.active():
+    with STATE.timed(), STATE.rng.active():
         out = func(*plain_args, **call_kwargs)
     if isinstance(out, Tensor) and not isinstance(out, StandIn):
         return StandIn(out, index, requires_grad=requires_grad)
@@ -210,8 +209,39 @@ def _tolist(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
 
 def _type(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     t = args[0]
-    if isinstance(t, StandIn) and len(args) == 1 and not kwargs:
-        return backing_of(t).type().replace("torch.", "torch.cuda.", 1)
+    target = args[1] if len(args) > 1 else kwargs.get("dtype")
+    if target is None:
+        if isinstance(t, StandIn) and not kwargs:
+            return backing_of(t).type().replace("torch.", "torch.cuda.", 1)
+        return func(*args, **kwargs)
+    if isinstance(target, str):  # t.type("torch.cuda.FloatTensor"): a legacy type name carries the device
+        on_cuda = target.startswith("torch.cuda.")
+        dtype = _LEGACY_TYPES.get(target.replace("torch.cuda.", "torch.", 1))
+        if dtype is not None:
+            return _to(Tensor.to, (t, "cuda" if on_cuda else "cpu", dtype), {})
+    return func(*args, **kwargs)
+
+
+_LEGACY_TYPES = {
+    "torch.FloatTensor": torch.float32,
+    "torch.DoubleTensor": torch.float64,
+    "torch.HalfTensor": torch.float16,
+    "torch.BFloat16Tensor": torch.bfloat16,
+    "torch.LongTensor": torch.int64,
+    "torch.IntTensor": torch.int32,
+    "torch.ShortTensor": torch.int16,
+    "torch.CharTensor": torch.int8,
+    "torch.ByteTensor": torch.uint8,
+    "torch.BoolTensor": torch.bool,
+}
+
+
+def _type_as(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """`z.type_as(imgs)`: torch's C++ takes the device from the other tensor's C++ options, which for a stand-in say
+    "cpu"; the device and dtype are read in Python instead."""
+    t, other = args[0], args[1] if len(args) > 1 else kwargs["other"]
+    if isinstance(other, StandIn) or isinstance(t, StandIn):
+        return _to(Tensor.to, (t, other.device, other.dtype), {})
     return func(*args, **kwargs)
 
 
@@ -294,6 +324,7 @@ _HANDLERS: dict[Any, Handler] = {
     Tensor.__array__: _numpy,
     Tensor.tolist: _tolist,
     Tensor.type: _type,
+    Tensor.type_as: _type_as,
     Tensor.get_device: _get_device,
     Tensor.data_ptr: _through_backing,
     Tensor.untyped_storage: _through_backing,

@@ -16,7 +16,6 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
-from torch.utils._pytree import tree_flatten
 
 from gputriage.collectors.preflight import checks
 from gputriage.collectors.preflight.state import STATE, Backing
@@ -125,9 +124,7 @@ class StandIn(torch.Tensor):
     def __torch_function__(
         cls, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None
     ) -> Any:
-        from gputriage.collectors.preflight.redirect import stand_in_torch_function
-
-        return stand_in_torch_function(func, types, args, kwargs)
+        return _torch_function(func, types, args, kwargs)
 
     @classmethod
     def __torch_dispatch__(
@@ -142,6 +139,14 @@ StandIn.__name__ = StandIn.__qualname__ = "Tensor"
 
 def _plain_prefix(text: str) -> str:
     return "tensor(" + text[len("Tensor(") :] if text.startswith("Tensor(") else text
+
+
+def _torch_function(func: Any, types: Any, args: tuple[Any, ...], kwargs: dict[str, Any] | None) -> Any:
+    """Bound to redirect.stand_in_torch_function once that module is imported (it imports this one)."""
+    from gputriage.collectors.preflight import redirect
+
+    globals()["_torch_function"] = redirect.stand_in_torch_function
+    return redirect.stand_in_torch_function(func, types, args, kwargs)
 
 
 def backing_of(t: StandIn) -> torch.Tensor:
@@ -180,24 +185,36 @@ def _no_dispatch() -> Any:
 
 def dispatch(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """Run `func` on the backing tensors, after CUDA's device checks, and wrap what comes back."""
-    flat, _ = tree_flatten((args, kwargs))
-    index = checks.check_devices(func, args, kwargs, flat)
+    with STATE.timed():
+        return _dispatch(func, args, kwargs)
+
+
+def _dispatch(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    index = checks.check_devices(func, args, kwargs, _tensors_in(args, kwargs))
     special = _SPECIAL.get(func)
     if special is not None:
         return special(func, args, kwargs, index)
     plain_args, plain_kwargs = _unwrap_all(args), _unwrap_dict(kwargs)
-    start_s = time.perf_counter()
-    try:
-        if STATE.backing is Backing.META and func in _SCALAR_READS:
-            out = _placeholder_scalar(plain_args[0])
-        elif checks.is_seeded(func):
-            with STATE.rng.active():
-                out = func(*plain_args, **plain_kwargs)
-        else:
+    if STATE.backing is Backing.META and func in _SCALAR_READS:
+        out = _placeholder_scalar(plain_args[0])
+    elif checks.is_seeded(func):
+        with STATE.rng.active():
             out = func(*plain_args, **plain_kwargs)
-    finally:
-        STATE.backing_s += time.perf_counter() - start_s
+    else:
+        out = func(*plain_args, **plain_kwargs)
     return _rewrap(func, args, kwargs, out, index)
+
+
+def _tensors_in(args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[torch.Tensor]:
+    """The tensor operands of an aten op: arguments, and the elements of tensor-list arguments (what
+    pytree would find, at a fraction of its cost on every op)."""
+    found: list[torch.Tensor] = []
+    for value in (*args, *kwargs.values()) if kwargs else args:
+        if isinstance(value, torch.Tensor):
+            found.append(value)
+        elif isinstance(value, (list, tuple)):
+            found.extend(v for v in value if isinstance(v, torch.Tensor))
+    return found
 
 
 def _unwrap(value: Any) -> Any:
