@@ -20,6 +20,12 @@ from gputriage.collectors.preflight.state import STATE
 from gputriage.collectors.preflight.tensor import StandIn, backing_of, host_copy, index_of
 
 Tensor = torch.Tensor
+
+
+def unseen() -> Any:
+    """Run what the stand-in does on its backing outside any dispatch mode (gputriage's op census): it is the
+    simulated device's work, not the job's CPU work."""
+    return torch.utils._python_dispatch._disable_current_modes()
 Handler = Callable[[Any, tuple[Any, ...], dict[str, Any]], Any]
 
 
@@ -50,8 +56,9 @@ def check_index(index: int) -> int:
 
 
 def to_stand_in(t: Tensor, index: int, dtype: torch.dtype | None = None) -> StandIn:
-    """A host tensor copied onto the stand-in `cuda:index`."""
-    with torch.no_grad():
+    """A host tensor copied onto the stand-in `cuda:index` (out of sight of gputriage's op census, which would count
+    the copy on the backing as CPU work: on a GPU it is a copy engine's)."""
+    with torch.no_grad(), unseen():
         moved = t.to(STATE.backing_device(), dtype=dtype, copy=True)
     return StandIn(moved, check_index(index), requires_grad=False)
 
@@ -88,7 +95,7 @@ def _factory(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], index: in
     call_kwargs.pop("pin_memory", None)
     requires_grad = bool(call_kwargs.pop("requires_grad", False))
     plain_args = tuple(host_copy(a) if isinstance(a, StandIn) else a for a in args)
-    with STATE.timed(), STATE.rng.active():
+    with STATE.timed(), STATE.rng.active(), unseen():  # a device kernel, not CPU work: out of the census's sight
         out = func(*plain_args, **call_kwargs)
     if isinstance(out, Tensor) and not isinstance(out, StandIn):
         return StandIn(out, index, requires_grad=requires_grad)
