@@ -70,7 +70,9 @@ def mark_line(script: str, marker: str) -> str:
 def run_case(case: Case, out_dir: Path, expect_device: str = "meta", env: dict[str, str] | None = None) -> Result:
     cmd = [sys.executable, "-m", "gputriage", "run", "--expect-device", expect_device, "--out", str(out_dir)]
     cmd += case.argv
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
+    # The scripts are written for CUDA ("cuda" if torch.cuda.is_available() else "cpu"); the meta runs pin meta.
+    pinned = {"TRIAGE_DEVICE": "meta"} if expect_device == "meta" else {}
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", **pinned, **(env or {})}
     proc = subprocess.Popen(
         cmd,
         cwd=SCRIPTS,

@@ -1,6 +1,7 @@
 """A healthy loop: model, inputs and labels on the device, a cheap in-memory dataset. Takes arguments."""
 
 import argparse
+import os
 import sys
 
 import torch
@@ -11,7 +12,9 @@ from torch.utils.data import DataLoader, TensorDataset
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--epochs", type=int, default=1)
-    parser.add_argument("--device", default="meta")
+    parser.add_argument(
+        "--device", default=os.environ.get("TRIAGE_DEVICE") or ("cuda" if torch.cuda.is_available() else "cpu")
+    )
     parser.add_argument("--tag", default="")
     args = parser.parse_args()
     print(f"argv={sys.argv!r} path0={sys.path[0]} name={__name__}", flush=True)

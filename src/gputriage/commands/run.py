@@ -167,10 +167,14 @@ def default_observers(config: RunConfig, expected_device: str) -> list[Observer]
 
     probe = RunProbe(expected_device, steps_limit=config.steps)
     # A preflight judges neither this machine (rung 1) nor its GPU, if it has one: no environment probe, no NVML.
-    machine: list[Observer] = [] if config.preflight else [
-        EnvironmentObserver(config.expect_device or expected_device),
-        GpuSamplerObserver(),
-    ]
+    machine: list[Observer] = (
+        []
+        if config.preflight
+        else [
+            EnvironmentObserver(config.expect_device or expected_device),
+            GpuSamplerObserver(),
+        ]
+    )
     return [
         DistributedObserver(),  # first: finished last, after the probe has filled the placement it reads
         *machine,

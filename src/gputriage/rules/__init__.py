@@ -6,7 +6,16 @@ the distributed view.
 
 from __future__ import annotations
 
-from gputriage.rules import compute, distributed, env, gpu, placement, steps, trace  # noqa: F401  (registers rules)
+from gputriage.rules import (  # noqa: F401  (registers rules)
+    compute,
+    distributed,
+    env,
+    gpu,
+    placement,
+    stand_in,
+    steps,
+    trace,
+)
 from gputriage.rules.registry import Rule, evaluate, registered, rule
 
 __all__ = ["Rule", "evaluate", "registered", "rule"]

@@ -111,8 +111,7 @@ def _mismatch(
         )
     if _is_pointwise(func):
         return RuntimeError(
-            f"Expected all tensors to be on the same device, but found at least two devices, {device} and "
-            f"{odd_device}!"
+            f"Expected all tensors to be on the same device, but found at least two devices, {device} and {odd_device}!"
         )
     name, method = _REPORTED_AS.get(base, (name, f"_{base}" if func._overloadname == "default" else base))
     return RuntimeError(

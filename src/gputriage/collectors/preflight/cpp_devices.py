@@ -16,7 +16,9 @@ from gputriage.collectors.probe.patches import Patches
 
 
 def install(patches: Patches) -> None:
-    patches.set(torch._C, "_group_tensors_by_device_and_dtype", _wrap_group(torch._C._group_tensors_by_device_and_dtype))
+    patches.set(
+        torch._C, "_group_tensors_by_device_and_dtype", _wrap_group(torch._C._group_tensors_by_device_and_dtype)
+    )
     # Optimizers and clip_grad_norm_ take the foreach path only for these types; on CUDA they do by default, so the
     # stand-in joins them (as DTensor does) and the census counts the kernels a GPU run launches.
     from torch.optim import optimizer

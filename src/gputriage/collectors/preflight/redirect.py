@@ -26,6 +26,8 @@ def unseen() -> Any:
     """Run what the stand-in does on its backing outside any dispatch mode (gputriage's op census): it is the
     simulated device's work, not the job's CPU work."""
     return torch.utils._python_dispatch._disable_current_modes()
+
+
 Handler = Callable[[Any, tuple[Any, ...], dict[str, Any]], Any]
 
 
