@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-CORPUS = REPO_ROOT.parent / "shared" / "corpus"
+# ../shared/corpus next to the checkout; GPUTRIAGE_CORPUS points elsewhere (a git worktree has no ../shared).
+CORPUS = Path(os.environ.get("GPUTRIAGE_CORPUS") or REPO_ROOT.parent / "shared" / "corpus")
 
 
 def _nvidia_gpu_present() -> bool:

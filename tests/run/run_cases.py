@@ -67,11 +67,19 @@ def mark_line(script: str, marker: str) -> str:
     raise AssertionError(f"no '# MARK {marker}' in {path}")
 
 
-def run_case(case: Case, out_dir: Path, expect_device: str = "meta", env: dict[str, str] | None = None) -> Result:
-    cmd = [sys.executable, "-m", "gputriage", "run", "--expect-device", expect_device, "--out", str(out_dir)]
+def run_case(
+    case: Case,
+    out_dir: Path,
+    expect_device: str | None = "meta",
+    env: dict[str, str] | None = None,
+    preflight: bool = False,
+) -> Result:
+    """`gputriage run --expect-device DEV` (or `--preflight`, with CUDA simulated) on a script of tests/scripts."""
+    mode = ["--preflight"] if preflight else ["--expect-device", str(expect_device)]
+    cmd = [sys.executable, "-m", "gputriage", "run", *mode, "--out", str(out_dir)]
     cmd += case.argv
     # The scripts are written for CUDA ("cuda" if torch.cuda.is_available() else "cpu"); the meta runs pin meta.
-    pinned = {"TRIAGE_DEVICE": "meta"} if expect_device == "meta" else {}
+    pinned = {"TRIAGE_DEVICE": "meta"} if expect_device == "meta" and not preflight else {}
     env = {**os.environ, "PYTHONUNBUFFERED": "1", **pinned, **(env or {})}
     proc = subprocess.Popen(
         cmd,

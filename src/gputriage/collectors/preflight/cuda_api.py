@@ -436,7 +436,7 @@ def _install_accelerator(patches: Patches) -> None:
     accelerator = getattr(torch, "accelerator", None)
     if accelerator is None:
         return
-    functions: dict[str, Callable[..., Any]] = {
+    functions: dict[str, Callable[..., Any] | type] = {
         "is_available": is_available,
         "current_accelerator": lambda check_available=False: torch.device("cuda"),
         "device_count": device_count,
@@ -446,6 +446,7 @@ def _install_accelerator(patches: Patches) -> None:
         "set_device_idx": set_device,
         "synchronize": synchronize,
         "current_stream": current_stream,
+        "device_index": device,
     }
     for name, value in functions.items():
         if name in accelerator.__dict__:

@@ -14,7 +14,7 @@ import torch
 
 from gputriage.collectors.preflight import autocast, cpp_devices, cuda_api, loading, parallel
 from gputriage.collectors.preflight.placeholders import MetaHostReads, placeholder_sites
-from gputriage.collectors.preflight.redirect import CudaRedirect, is_pinned, pin_memory
+from gputriage.collectors.preflight.redirect import CudaRedirect, is_pinned, pin_memory, record_stream
 from gputriage.collectors.preflight.checks import is_host_read
 from gputriage.collectors.preflight.state import STATE, Backing
 from gputriage.collectors.probe.patches import Patches
@@ -65,6 +65,7 @@ class Preflight:
             # pinning happens in the DataLoader's pin-memory thread too, where the mode below does not reach
             self._patches.set(torch.Tensor, "pin_memory", pin_memory)
             self._patches.set(torch.Tensor, "is_pinned", is_pinned)
+            self._patches.set(torch.Tensor, "record_stream", record_stream)
             mode = CudaRedirect()
             mode.__enter__()
             self._mode = mode

@@ -117,8 +117,8 @@ def _to(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         non_blocking = bool(rest[1]) if len(rest) > 1 else bool(kwargs.get("non_blocking", False))
         copy = bool(rest[2]) if len(rest) > 2 else bool(kwargs.get("copy", False))
     else:
-        plain_rest = tuple(a.device if isinstance(a, StandIn) else a for a in rest)
-        kw = {k: v for k, v in kwargs.items() if k != "copy"}
+        plain_rest = tuple(_as_device(a) for a in rest)
+        kw = {k: (_as_device(v) if k == "device" else v) for k, v in kwargs.items() if k != "copy"}
         device, dtype, non_blocking, _memory_format = torch._C._nn._parse_to(*plain_rest, **kw)
         copy = bool(kwargs.get("copy", False))
     del non_blocking  # the stand-in copies synchronously; timing is not what a preflight judges
@@ -136,6 +136,15 @@ def _to(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     if index is None:
         return func(*args, **kwargs)
     return _onto(t, index, dtype)
+
+
+def _as_device(value: Any) -> Any:
+    """An int device means CUDA to torch (`.to(0)`); parsed as such without asking the (absent) accelerator."""
+    if isinstance(value, StandIn):
+        return value.device
+    if isinstance(value, int) and not isinstance(value, bool):
+        return torch.device("cuda", value)
+    return value
 
 
 def _onto(t: Tensor, index: int, dtype: torch.dtype | None) -> StandIn:
@@ -276,18 +285,28 @@ def _pin_memory(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any
 
 
 def is_pinned(t: Tensor, device: Any = None) -> bool:
-    return not isinstance(t, StandIn) and t in STATE.pinned
+    return not isinstance(t, StandIn) and bool(STATE.pinned.get(t))
 
 
 def pin_memory(t: Tensor, device: Any = None) -> Tensor:
     """A copy in "page-locked" memory: a CPU tensor that is_pinned() knows (the stand-in has no DMA to speed up)."""
     if isinstance(t, StandIn) or t.device.type != "cpu":
         raise RuntimeError(f"cannot pin '{t.type()}' only dense CPU tensors can be pinned")
-    if t in STATE.pinned:
+    if STATE.pinned.get(t):
         return t
     out = t.clone()
-    STATE.pinned.add(out)
+    STATE.pinned[out] = True
     return out
+
+
+def record_stream(t: Tensor, stream: Any) -> None:
+    """Tensor.record_stream during a preflight: the stand-in's streams are done when launched, nothing to keep alive
+    (patched on the class: torch's argument parser refuses the simulated stream before any mode sees the call)."""
+    if not isinstance(t, StandIn):
+        _RECORD_STREAM(t, stream)
+
+
+_RECORD_STREAM = Tensor.record_stream
 
 
 def _new_tensor(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -324,7 +343,15 @@ def _format(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     return func(*args, **kwargs)
 
 
+def _device(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """`torch.device(0)` means the current accelerator's device 0: CUDA's, here."""
+    if len(args) == 1 and not kwargs and isinstance(args[0], int) and not isinstance(args[0], bool):
+        return torch.device("cuda", args[0])
+    return func(*args, **kwargs)
+
+
 _HANDLERS: dict[Any, Handler] = {
+    torch.device: _device,
     Tensor.__format__: _format,
     Tensor.to: _to,
     Tensor.cuda: _cuda,

@@ -6,13 +6,13 @@ import contextlib
 import enum
 import time
 import threading
-import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import torch
 
 from gputriage.collectors.preflight.rng import StandInRng
+from gputriage.collectors.probe.identity import IdentityMap
 
 
 class Backing(enum.Enum):
@@ -35,8 +35,9 @@ class StandInState:
     current_index: int = 0
     backing_s: float = 0.0  # host time spent computing the stand-in's ops (a GPU would run them asynchronously)
     rng: StandInRng = field(default_factory=StandInRng)
-    # tensors that pin_memory() returned: is_pinned() says True for them, as for page-locked memory
-    pinned: weakref.WeakSet[torch.Tensor] = field(default_factory=weakref.WeakSet)
+    # tensors that pin_memory() returned: is_pinned() says True for them, as for page-locked memory (keyed by
+    # identity: a tensor's __eq__ is elementwise)
+    pinned: IdentityMap[torch.Tensor, bool] = field(default_factory=IdentityMap)
     placeholder_reads: dict[tuple[str, str | None], PlaceholderRead] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
     # called with the kind of each host sync that only the stand-in sees (torch.cuda.synchronize(), event waits)
@@ -67,7 +68,7 @@ class StandInState:
         self.current_index = 0
         self.backing_s = 0.0
         self.rng = StandInRng()
-        self.pinned = weakref.WeakSet()
+        self.pinned = IdentityMap()
         self.placeholder_reads = {}
         self.sync_listeners = []
 
