@@ -102,7 +102,7 @@ def run(folder: Path, case: Case, variant: str, work: Path) -> Result:
     env.update(extra_env)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start_s = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
+    proc = subprocess.run(cmd, cwd=work, env=env, check=False, capture_output=True, text=True, timeout=TIMEOUT_S)
     wall_s = time.perf_counter() - start_s
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu_s = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)

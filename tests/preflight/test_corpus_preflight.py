@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from conftest_corpus import corpus_scripts
 
 RUN_TIMEOUT_S = 600
@@ -78,7 +77,7 @@ def _run(folder: Path, expected: Expected, work: Path) -> Outcome:
     env = {k: v for k, v in os.environ.items() if k != "DEVICE"}
     script, *args = expected.argv
     cmd = [sys.executable, "-m", "gputriage", "run", "--preflight", "--out", str(out), str(folder / script), *args]
-    proc = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
+    proc = subprocess.run(cmd, cwd=work, env=env, check=False, capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
     report_path = out / "report.json"
     report = json.loads(report_path.read_text()) if report_path.exists() else {}
     return Outcome(proc.returncode, report, proc.stderr)

@@ -10,8 +10,9 @@ from typing import Any
 
 import pytest
 import torch
-from conftest import Session
 from torch import nn
+
+from conftest import Session
 
 MISMATCH = "Expected all tensors to be on the same device"
 
@@ -167,7 +168,9 @@ def test_pin_memory_non_blocking_and_cudnn_flags(stand_in: Session) -> None:
     assert pinned.to("cuda", non_blocking=True).device.type == "cuda"
     torch.backends.cudnn.benchmark = True
     torch.backends.cuda.matmul.allow_tf32 = True
-    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.randn(8, 2)), batch_size=4, pin_memory=True)
+    loader = torch.utils.data.DataLoader(
+        torch.utils.data.TensorDataset(torch.randn(8, 2)), batch_size=4, pin_memory=True
+    )
     assert all(batch.is_pinned() for (batch,) in loader)
 
 
@@ -222,10 +225,9 @@ def test_checkpoint_written_under_the_preflight_is_plain_cpu_torch(stand_in: Ses
 
 
 def test_stop_after_steps_ends_the_job(stand_in: Session) -> None:
+    from conftest import FakeProbe
     from gputriage.collectors.preflight import Preflight
     from gputriage.collectors.runner import StopRun
-
-    from conftest import FakeProbe
 
     probe = FakeProbe()
     preflight = Preflight(probe, stop_after_steps=3)

@@ -8,23 +8,14 @@ import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
 from run_cases import PARALLEL_RUNS, SCRIPTS, Case, Result, mark_line, run_case
+from scenarios import SCENARIOS
 
 LABEL = "preflight on a stand-in device"
-CASES = {
-    "nothing_moved": Case(["nothing_moved.py", "3"]),
-    "model_not_moved": Case(["model_not_moved.py"]),
-    "inputs_not_moved": Case(["inputs_not_moved.py"]),
-    "labels_not_moved": Case(["labels_not_moved.py"]),
-    "submodule_after_to": Case(["submodule_after_to.py"]),
-    "plain_tensor_attribute": Case(["plain_tensor_attribute.py"]),
-    "slow_pipeline": Case(["slow_pipeline.py"]),
-    "healthy": Case(["healthy.py", "--epochs", "3"]),
-    "item_each_step": Case(["item_each_step.py", "cuda"]),
-    "unrelated_crash": Case(["unrelated_crash.py"]),
-}
+CASES = {s.name: Case(s.argv) for s in SCENARIOS}
 
 
 @pytest.fixture(scope="module")
@@ -35,6 +26,13 @@ def preflights(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Result]:
     with ThreadPoolExecutor(PARALLEL_RUNS) as pool:
         futures = {name: pool.submit(run_case, case, base / name, preflight=True) for name, case in CASES.items()}
         return {name: future.result() for name, future in futures.items()}
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda s: s.name)
+def test_every_scenario_gets_its_root_cause_and_exit_code(preflights: dict[str, Result], scenario: Any) -> None:
+    r = preflights[scenario.name]
+    assert r.returncode == scenario.exit_code, r.stderr[-2000:]
+    assert r.report["verdict"]["root_cause"] == scenario.root_cause
 
 
 def _root(r: Result) -> str | None:
@@ -115,7 +113,7 @@ def test_unrelated_crash_is_not_blamed_on_placement(preflights: dict[str, Result
 )
 def test_preflight_refuses_what_it_cannot_do(tmp_path: Path, options: list[str], message: str) -> None:
     cmd = [sys.executable, "-m", "gputriage", "run", *options, "--out", str(tmp_path), str(SCRIPTS / "healthy.py")]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2
     assert message in proc.stderr
     assert not (tmp_path / "report.json").exists()

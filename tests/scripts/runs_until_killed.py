@@ -1,9 +1,8 @@
 """A job that trains until it is killed, with its labels left on the CPU (so the report has something to say)."""
 
+import os
 import sys
 import time
-
-import os
 
 import torch
 from torch import nn

@@ -1,8 +1,7 @@
 """Everything is on the device, but each sample takes milliseconds to prepare in the main process."""
 
-import time
-
 import os
+import time
 
 import torch
 from torch import nn

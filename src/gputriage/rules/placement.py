@@ -156,7 +156,10 @@ def _model_partly_on_cpu(run: Run, model: ModelInfo, expected: str, off: int, to
     severity, title = Severity.CRITICAL, f"Part of the model {model.name} stays off {expected}: {label}"
     if _unused_attributes(run, model):
         severity = Severity.INFO
-        title = f"Plain tensor attributes of {model.name} stay off {expected}, and the device computation never mixed them in: {label}"
+        title = (
+            f"Plain tensor attributes of {model.name} stay off {expected}, and the device computation never mixed "
+            f"them in: {label}"
+        )
         evidence["steps_completed"] = run.steps.steps_total if run.steps is not None else None
     return Finding(
         code="model-partly-on-cpu",

@@ -1,8 +1,7 @@
 """`python -m trainpkg.train`: the model moves to the device, the inputs do not."""
 
-import sys
-
 import os
+import sys
 
 import torch
 from torch import nn

@@ -47,7 +47,7 @@ def check_devices(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], flat
             if index is None:
                 index = index_of(value)
             elif index_of(value) != index and func not in _CROSSING:
-                raise _mismatch(func, args, kwargs, value, f"cuda:{index}", f"cuda:{index_of(value)}")
+                raise _mismatch(func, args, kwargs, value, (f"cuda:{index}", f"cuda:{index_of(value)}"))
         elif isinstance(value, torch.Tensor) and foreign is None:
             if value.dim() == 0 and value.device.type == "cpu":
                 continue  # a CPU scalar rides along with device tensors
@@ -55,7 +55,7 @@ def check_devices(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], flat
     if index is None:
         index = STATE.current_index
     if foreign is not None and func not in _CROSSING and not in_backward():
-        raise _mismatch(func, args, kwargs, foreign, f"cuda:{index}", str(foreign.device))
+        raise _mismatch(func, args, kwargs, foreign, (f"cuda:{index}", str(foreign.device)))
     return index
 
 
@@ -99,8 +99,10 @@ def _is_pointwise(func: Any) -> bool:
 
 
 def _mismatch(
-    func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], odd: torch.Tensor, device: str, odd_device: str
+    func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], odd: torch.Tensor, devices: tuple[str, str]
 ) -> RuntimeError:
+    """CUDA's error for `odd` (on `devices[1]`) among operands on `devices[0]`, in the wording of that op's check."""
+    device, odd_device = devices
     base = func._schema.name.split("::")[-1]
     if base in _CONVOLUTIONS and len(args) >= 2:
         return RuntimeError(_conv_message(args[0], args[1]))

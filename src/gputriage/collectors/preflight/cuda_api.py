@@ -66,7 +66,7 @@ def set_device(device: Any) -> None:
     STATE.current_index = device_index(device)
 
 
-class device:  # noqa: N801 - torch.cuda.device is a lowercase class
+class device:
     """`with torch.cuda.device(i):` switches the current device for the block."""
 
     def __init__(self, device: Any) -> None:
@@ -82,7 +82,7 @@ class device:  # noqa: N801 - torch.cuda.device is a lowercase class
         STATE.current_index = self.prev_idx
 
 
-class device_of(device):  # noqa: N801
+class device_of(device):
     def __init__(self, obj: Any) -> None:
         super().__init__(obj.get_device() if getattr(obj, "is_cuda", False) else -1)
 

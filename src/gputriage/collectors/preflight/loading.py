@@ -55,11 +55,10 @@ def _is_cuda_location(location: Any) -> bool:
 
 
 def _onto_stand_in(value: Any, on_cuda: dict[int, int], depth: int) -> Any:
-    if isinstance(value, torch.Tensor):
-        index = on_cuda.get(value.untyped_storage().data_ptr())
-        return value if index is None else value.to(f"cuda:{index}")
-    if isinstance(value, torch.nn.Module):
-        index = next((on_cuda[p.untyped_storage().data_ptr()] for p in value.parameters() if _known(p, on_cuda)), None)
+    """The loaded object with what was saved on cuda:N moved onto the stand-in's cuda:N (containers in place)."""
+    if isinstance(value, (torch.Tensor, torch.nn.Module)):
+        tensors = [value] if isinstance(value, torch.Tensor) else list(value.parameters())
+        index = next((on_cuda[t.untyped_storage().data_ptr()] for t in tensors if _known(t, on_cuda)), None)
         return value if index is None else value.to(f"cuda:{index}")
     if depth >= _MAX_DEPTH:
         return value

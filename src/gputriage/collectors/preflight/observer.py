@@ -13,9 +13,9 @@ from typing import Any, Protocol
 import torch
 
 from gputriage.collectors.preflight import autocast, cpp_devices, cuda_api, loading, parallel
+from gputriage.collectors.preflight.checks import is_host_read
 from gputriage.collectors.preflight.placeholders import MetaHostReads, placeholder_sites
 from gputriage.collectors.preflight.redirect import CudaRedirect, is_pinned, pin_memory, record_stream
-from gputriage.collectors.preflight.checks import is_host_read
 from gputriage.collectors.preflight.state import STATE, Backing
 from gputriage.collectors.probe.patches import Patches
 from gputriage.collectors.runner import StopRun
@@ -67,7 +67,7 @@ class Preflight:
             self._patches.set(torch.Tensor, "is_pinned", is_pinned)
             self._patches.set(torch.Tensor, "record_stream", record_stream)
             mode = CudaRedirect()
-            mode.__enter__()
+            mode.__enter__()  # type: ignore[no-untyped-call]  # torch leaves the modes untyped
             self._mode = mode
         except BaseException:
             self._patches.restore()
@@ -97,7 +97,7 @@ class Preflight:
     def _take_down(self) -> None:
         if self._mode is not None:
             with contextlib.suppress(Exception):  # the job may have left a mode of its own above ours
-                self._mode.__exit__(None, None, None)
+                self._mode.__exit__(None, None, None)  # type: ignore[no-untyped-call]
             self._mode = None
         self._patches.restore()
         STATE.sync_listeners.clear()
@@ -123,14 +123,14 @@ class MetaStandIn:
 
     def start(self, run: Run) -> None:
         STATE.reset(Backing.META, device_count=0)
-        mode = MetaHostReads()
-        mode.__enter__()
+        mode = MetaHostReads()  # type: ignore[no-untyped-call]
+        mode.__enter__()  # type: ignore[no-untyped-call]
         self._mode = mode
 
     def finish(self, run: Run) -> None:
         if self._mode is not None:
             with contextlib.suppress(Exception):
-                self._mode.__exit__(None, None, None)
+                self._mode.__exit__(None, None, None)  # type: ignore[no-untyped-call]
             self._mode = None
         run.stand_in = StandInSection(preflight=False, backing="meta", placeholder_reads=_sites())
 

@@ -32,17 +32,15 @@ def scatter(
     if out is not None:
         raise NotImplementedError("scatter(out=...) on the preflight's stand-in device")
     targets = [torch.device("cuda", d) if isinstance(d, int) else torch.device(d) for d in devices]
-    if chunk_sizes is None:
-        chunks = tensor.chunk(len(targets), dim)
-    else:
-        chunks = tensor.split(list(chunk_sizes), dim)
+    sizes = list(chunk_sizes) if chunk_sizes is not None else None
+    chunks = tensor.chunk(len(targets), dim) if sizes is None else torch.split(tensor, sizes, dim)
     return tuple(chunk.contiguous().to(device) for chunk, device in zip(chunks, targets, strict=False))
 
 
 def gather(tensors: Any, dim: int = 0, destination: Any = None, *, out: Any = None) -> torch.Tensor:
     if out is not None:
         raise NotImplementedError("gather(out=...) on the preflight's stand-in device")
-    if destination == -1 or destination == "cpu":
+    if destination in (-1, "cpu"):
         target = torch.device("cpu")
     elif destination is None:
         target = torch.device("cuda", torch.cuda.current_device())

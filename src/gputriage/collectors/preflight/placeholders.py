@@ -36,7 +36,7 @@ def placeholder_scalar(dtype: torch.dtype) -> bool | int | float | complex:
 def placeholder_tensor(like: torch.Tensor, device: str | torch.device = "cpu") -> torch.Tensor:
     record_read("cpu")
     value = placeholder_scalar(like.dtype)
-    return torch.full(tuple(like.shape), value, dtype=like.dtype, device=device)  # type: ignore[arg-type]
+    return torch.full(tuple(like.shape), value, dtype=like.dtype, device=device)
 
 
 def record_read(kind: str) -> None:

@@ -35,16 +35,12 @@ def cuda_index(device: Any) -> int | None:
     """The stand-in index a device argument names, or None when it is not a CUDA device."""
     if isinstance(device, StandIn):
         return index_of(device)
-    if isinstance(device, torch.device):
-        if device.type != "cuda":
-            return None
-        return STATE.current_index if device.index is None else device.index
-    if isinstance(device, str):
-        if not device.startswith("cuda"):
-            return None
-        return cuda_index(torch.device(device))
     if isinstance(device, int) and not isinstance(device, bool):
         return device
+    if isinstance(device, str) and device.startswith("cuda"):
+        device = torch.device(device)
+    if isinstance(device, torch.device) and device.type == "cuda":
+        return STATE.current_index if device.index is None else device.index
     return None
 
 
@@ -150,7 +146,7 @@ def _as_device(value: Any) -> Any:
 def _onto(t: Tensor, index: int, dtype: torch.dtype | None) -> StandIn:
     """A host tensor's copy onto the stand-in, as a differentiable op when it requires grad (like `.to("cuda")`)."""
     if t.requires_grad and torch.is_grad_enabled():
-        return _ToStandIn.apply(t, index, dtype)  # type: ignore[no-any-return]
+        return _ToStandIn.apply(t, index, dtype)  # type: ignore[no-untyped-call,no-any-return]
     return to_stand_in(t, index, dtype)
 
 
@@ -170,7 +166,7 @@ def leave(t: StandIn, device: Any = "cpu", dtype: torch.dtype | None = None) -> 
     """A stand-in tensor's copy on the host, differentiable like `.cpu()` (a loss computed on the host still trains
     the model on the device)."""
     if t.requires_grad and torch.is_grad_enabled():
-        return _FromStandIn.apply(t, device, dtype)  # type: ignore[no-any-return]
+        return _FromStandIn.apply(t, device, dtype)  # type: ignore[no-untyped-call,no-any-return]
     return host_copy(t).to(device=device, dtype=dtype)
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import enum
-import time
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 

@@ -11,7 +11,6 @@ sees `cuda:N` through the `device` and `is_cuda` properties.
 from __future__ import annotations
 
 import copy
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -44,33 +43,33 @@ class StandIn(torch.Tensor):
         )
         out.__dict__[BACKING] = backing
         out.__dict__[INDEX] = index
-        return out  # type: ignore[no-any-return]
+        return out
 
     def __init__(self, backing: torch.Tensor, index: int = 0, requires_grad: bool = False) -> None:
         super().__init__()
 
     # -- what Python sees --------------------------------------------------------------------------------------------
 
-    @property  # type: ignore[override]
-    def device(self) -> torch.device:
+    @property
+    def device(self) -> torch.device:  # type: ignore[override]  # torch types it as a plain attribute
         return torch.device("cuda", self.__dict__[INDEX])
 
-    @property  # type: ignore[override]
-    def is_cuda(self) -> bool:
+    @property
+    def is_cuda(self) -> bool:  # type: ignore[override]  # as above
         return True
 
-    @property  # type: ignore[override]
-    def is_cpu(self) -> bool:
+    @property
+    def is_cpu(self) -> bool:  # type: ignore[override]  # as above
         return False
 
-    @property  # type: ignore[override]
-    def is_meta(self) -> bool:
+    @property
+    def is_meta(self) -> bool:  # type: ignore[override]  # as above
         return False
 
     def __repr__(self, *, tensor_contents: Any = None) -> str:  # type: ignore[override]
         # torch's printer reads the values (a host sync on a real GPU too) and adds device='cuda:N' from .device;
         # it names a subclass by its class name ("Tensor(", as long as "tensor(") and a parameter "Parameter(...)"
-        text = torch._tensor_str._str(self, tensor_contents=tensor_contents)
+        text = torch._tensor_str._str(self, tensor_contents=tensor_contents)  # type: ignore[no-untyped-call]
         if text.startswith("Parameter(") and text.endswith(")"):
             return "Parameter containing:\n" + _plain_prefix(text[len("Parameter(") : -1])
         return _plain_prefix(text)
@@ -86,7 +85,7 @@ class StandIn(torch.Tensor):
 
             return (torch._utils._rebuild_parameter, (plain, self.requires_grad, OrderedDict()))
         plain.requires_grad_(self.requires_grad)
-        return plain.__reduce_ex__(proto)
+        return plain.__reduce_ex__(proto)  # type: ignore[no-untyped-call]  # torch leaves it untyped
 
     def __deepcopy__(self, memo: dict[int, Any]) -> StandIn:
         if id(self) in memo:
@@ -127,7 +126,7 @@ class StandIn(torch.Tensor):
         return _torch_function(func, types, args, kwargs)
 
     @classmethod
-    def __torch_dispatch__(
+    def __torch_dispatch__(  # type: ignore[override]  # torch's stub is the disabled implementation's
         cls, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None
     ) -> Any:
         return dispatch(func, args, kwargs or {})
@@ -336,8 +335,8 @@ def _to_copy(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], index: in
         value = host_copy(source) if type(source) is StandIn else source
         return aten._to_copy.default(value, device=target, **rest)
     new_index = index
-    if target_type == "cuda" and torch.device(target).index is not None:
-        new_index = torch.device(target).index
+    if target is not None and target_type == "cuda" and torch.device(target).index is not None:
+        new_index = int(torch.device(target).index or 0)
     out = aten._to_copy.default(plain, device=STATE.backing_device(), **rest)
     return StandIn(out, new_index)
 
@@ -346,10 +345,9 @@ def _copy_(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], index: int)
     """`dst.copy_(src)` crosses devices freely, as on CUDA (the host side of a copy is a sync or an h2d)."""
     dst, src = args[0], args[1]
     rest = args[2:]
-    if type(src) is StandIn:
-        src_value = host_copy(src) if type(dst) is not StandIn else backing_of(src)
-    else:
-        src_value = src
+    src_value = src
+    if type(src) is StandIn:  # to another stand-in tensor: the values; to the host: a host read
+        src_value = backing_of(src) if type(dst) is StandIn else host_copy(src)
     if type(dst) is StandIn:
         backing = backing_of(dst)
         if type(src_value) is torch.Tensor and src_value.device != backing.device:
