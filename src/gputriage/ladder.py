@@ -87,6 +87,8 @@ def preflight_scope(run: Run) -> str:
     sentences = [f"{stand_in.judges}; {stand_in.cannot_judge}."]
     backing = "computed on the CPU" if stand_in.backing == "cpu" else "shapes only (meta), reads were placeholders"
     ran = f"CUDA was simulated ({backing})"
+    if stand_in.compiled_eagerly:
+        ran += "; torch.compile ran eagerly"
     if stand_in.stopped_after_steps is not None:
         ran += f"; the preflight ended the job after {stand_in.stopped_after_steps} steps"
     sentences.append(ran + ".")

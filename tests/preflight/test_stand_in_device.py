@@ -248,3 +248,12 @@ def test_meta_backing_reads_are_placeholders_with_their_line(meta_stand_in: Sess
     assert reads and all(r.where and r.where.endswith(".py:" + r.where.rsplit(":", 1)[1]) for r in reads)
     assert any("test_stand_in_device.py" in (r.where or "") for r in reads)
     meta_stand_in.preflight.start(meta_stand_in.run)
+
+
+def test_torch_compile_runs_eagerly_and_is_said(stand_in: Session) -> None:
+    model = nn.Linear(2, 2).cuda()
+    assert torch.compile(model) is model
+    assert torch.compile(mode="reduce-overhead")(model) is model
+    stand_in.preflight.finish(stand_in.run)
+    assert stand_in.run.stand_in is not None and stand_in.run.stand_in.compiled_eagerly
+    stand_in.preflight.start(stand_in.run)

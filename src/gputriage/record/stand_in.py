@@ -45,6 +45,7 @@ class StandInSection:
     cannot_judge: str | None = None
     # the preflight ended the job on purpose after this many steps (exit code 0); None: the job ended by itself
     stopped_after_steps: int | None = None
+    compiled_eagerly: bool = False  # the script called torch.compile, which the preflight ran eagerly
     stand_in_s: float = 0.0  # host time spent computing the stand-in's ops (a GPU would run them asynchronously)
     placeholder_reads: list[PlaceholderSite] = field(default_factory=list)
 

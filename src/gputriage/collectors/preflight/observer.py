@@ -12,7 +12,7 @@ from typing import Any, Protocol
 
 import torch
 
-from gputriage.collectors.preflight import autocast, cpp_devices, cuda_api, loading, parallel
+from gputriage.collectors.preflight import autocast, cpp_devices, cuda_api, eager, loading, parallel
 from gputriage.collectors.preflight.checks import is_host_read
 from gputriage.collectors.preflight.placeholders import MetaHostReads, placeholder_sites
 from gputriage.collectors.preflight.redirect import CudaRedirect, is_pinned, pin_memory, record_stream
@@ -53,6 +53,7 @@ class Preflight:
         self._patches = Patches()
         self._mode: CudaRedirect | None = None
         self._stopped_at: int | None = None
+        self._compiled_eagerly = False
 
     def start(self, run: Run) -> None:
         STATE.reset(self._backing, device_count=1)
@@ -62,6 +63,7 @@ class Preflight:
             parallel.install(self._patches)
             loading.install(self._patches)
             cpp_devices.install(self._patches)
+            eager.install(self._patches, self._on_compile)
             # pinning happens in the DataLoader's pin-memory thread too, where the mode below does not reach
             self._patches.set(torch.Tensor, "pin_memory", pin_memory)
             self._patches.set(torch.Tensor, "is_pinned", is_pinned)
@@ -90,6 +92,7 @@ class Preflight:
             judges=PREFLIGHT_JUDGES,
             cannot_judge=PREFLIGHT_CANNOT,
             stopped_after_steps=self._stopped_at,
+            compiled_eagerly=self._compiled_eagerly,
             stand_in_s=round(STATE.backing_s, 6),
             placeholder_reads=_sites(),
         )
@@ -110,6 +113,9 @@ class Preflight:
         if self._stop_after_steps is not None and step >= self._stop_after_steps:
             self._stopped_at = step
             raise StopRun(f"the preflight ends the job after {step} steps")
+
+    def _on_compile(self) -> None:
+        self._compiled_eagerly = True
 
     def _on_host_sync(self, kind: str) -> None:
         self._probe.record_host_sync(kind, "cuda")
