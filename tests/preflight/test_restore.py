@@ -57,3 +57,14 @@ def test_meta_stand_in_makes_meta_readable_only_while_it_runs() -> None:
         assert "meta" in str(exc)
     else:
         raise AssertionError("meta .item() should raise again after the run")
+
+
+def test_meta_tensors_copied_to_the_host_with_a_dtype_get_placeholders() -> None:
+    run = Run(command="run")
+    observer = MetaStandIn()
+    observer.start(run)
+    try:
+        host = torch.ones(2, 3, device="meta").to("cpu", dtype=torch.float64)
+        assert host.dtype == torch.float64 and host.tolist() == [[1.0] * 3] * 2
+    finally:
+        observer.finish(run)

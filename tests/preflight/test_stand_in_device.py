@@ -257,3 +257,9 @@ def test_torch_compile_runs_eagerly_and_is_said(stand_in: Session) -> None:
     stand_in.preflight.finish(stand_in.run)
     assert stand_in.run.stand_in is not None and stand_in.run.stand_in.compiled_eagerly
     stand_in.preflight.start(stand_in.run)
+
+
+def test_a_cast_on_the_device_keeps_the_graph(stand_in: Session) -> None:
+    w = torch.ones(3, device="cuda", requires_grad=True)
+    w.to(device=w.device, dtype=torch.float64).sum().backward()
+    assert w.grad is not None and w.grad.tolist() == [1.0, 1.0, 1.0]

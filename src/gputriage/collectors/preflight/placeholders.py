@@ -69,9 +69,9 @@ class MetaHostReads(TorchDispatchMode):  # type: ignore[no-untyped-call]
         if func is aten._to_copy.default and _is_meta(args[0]):
             target = kwargs.get("device")
             if target is not None and torch.device(target).type != "meta":
-                rest = {k: v for k, v in kwargs.items() if k not in ("device", "pin_memory")}
                 out = placeholder_tensor(args[0], target)
-                return out.to(**rest) if rest else out
+                dtype = kwargs.get("dtype")
+                return out if dtype is None else out.to(dtype)
         if func is aten.copy_.default and _is_meta(args[1]) and not _is_meta(args[0]):
             record_read("cpu")
             return args[0].fill_(placeholder_scalar(args[1].dtype))

@@ -126,6 +126,8 @@ def _to(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
             return leave(t, device, dtype)
         if index == index_of(t) and (dtype is None or dtype == t.dtype) and not copy:
             return t
+        if index == index_of(t):  # a cast (or copy) on the device: torch's own op, with its autograd
+            return Tensor.to(t, dtype=dtype or t.dtype, copy=copy)
         with torch.no_grad():
             out = backing_of(t).to(dtype=dtype, copy=True)
         return StandIn(out, check_index(index), requires_grad=t.requires_grad and out.is_floating_point())
