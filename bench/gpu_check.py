@@ -18,7 +18,6 @@ than expected, or a gpu test failed.
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import os
 import shlex
@@ -33,7 +32,9 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 SCRIPTS = REPO / "tests" / "scripts"
 sys.path.insert(0, str(REPO / "tests" / "run"))
-from scenarios import SCENARIOS, Scenario  # noqa: E402  (the scenario table lives with the tests)
+sys.path.insert(0, str(REPO / "tests" / "preflight"))
+from corpus_cases import corpus_cases, corpus_scripts, where_matches  # noqa: E402  (the tables live with the tests)
+from scenarios import SCENARIOS, Scenario  # noqa: E402
 
 GPUTRIAGE = [sys.executable, "-m", "gputriage"]
 RUN_TIMEOUT_S = 240
@@ -174,42 +175,29 @@ def scenario_ok(scenario: Scenario, found: Outcome) -> bool:
     return all(f["code"] in scenario.gpu_acceptable for f in found.serious())
 
 
-def corpus_folder() -> Path | None:
-    root = Path(os.environ.get("GPUTRIAGE_CORPUS") or REPO.parent / "shared" / "corpus")
-    folder = root / "scripts"
-    return folder if (folder / "EXPECTED.tsv").is_file() else None
-
-
 def check_corpus(base: Path, budget: Budget, real: bool) -> list[str]:
-    folder = corpus_folder()
+    folder = corpus_scripts()
     if folder is None:
         print("\ncorpus: not found (../shared/corpus/scripts or GPUTRIAGE_CORPUS): skipped")
         return []
     problems: list[str] = []
     print(f"\n{'corpus case':38} {'expected':24} {'found':26} {'where':8} NVML")
-    for row in csv.DictReader((folder / "EXPECTED.tsv").read_text().splitlines(), delimiter="\t"):
+    for case in corpus_cases(folder):
         if budget.left_s() < 90:
-            print(f"{row['case']:38} not run: out of time budget")
+            print(f"{case.name:38} not run: out of time budget")
             continue
-        argv = shlex.split(row["command args"])
-        argv[0] = str(folder / argv[0])
-        work = base / "corpus" / row["case"]
+        argv = [str(folder / case.argv[0]), *case.argv[1:]]
+        work = base / "corpus" / case.name
         work.mkdir(parents=True, exist_ok=True)
         options = [] if real else ["--preflight"]
-        found = run(
-            options, argv, work, work / "out", env=clean_env(), timeout_s=min(RUN_TIMEOUT_S, budget.left_s() - 30)
-        )
-        expected = None if row["expected root cause"] == "healthy" else row["expected root cause"]
-        acceptable = {c.split("(")[0] for c in row["acceptable codes"].split(",") if c and c != "-"}
-        verdict = corpus_verdict(expected, acceptable, found)
+        timeout_s = min(RUN_TIMEOUT_S, budget.left_s() - 30)
+        found = run(options, argv, work, work / "out", env=clean_env(), timeout_s=timeout_s)
+        verdict = corpus_verdict(case.root, set(case.acceptable), found)
         if verdict == "✗":
-            problems.append(f"{row['case']}: expected {expected}, found {found.root}")
-        wanted = [w for w in row["expected where"].split("|") if w and w != "-"]
-        where = "n/a" if not wanted else ("✓" if any(found.where().endswith(w) for w in wanted) else "✗")
-        print(
-            f"{row['case']:38} {expected or 'healthy':24} {verdict} {found.root or 'healthy':24} {where:8} "
-            f"{found.nvml()}"
-        )
+            problems.append(f"{case.name}: expected {case.root}, found {found.root}")
+        where = "n/a" if not case.where else ("✓" if where_matches(found.where(), case.where) else "✗")
+        expected = case.root or "healthy"
+        print(f"{case.name:38} {expected:24} {verdict} {found.root or 'healthy':24} {where:8} {found.nvml()}")
     return problems
 
 

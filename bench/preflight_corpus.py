@@ -21,11 +21,9 @@ machine) and wall seconds. Then the cost ratios against `cpu` for the cases that
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import os
 import resource
-import shlex
 import statistics
 import subprocess
 import sys
@@ -36,6 +34,9 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "tests" / "preflight"))
+from corpus_cases import CorpusCase, corpus_cases, corpus_scripts, where_matches  # noqa: E402  (one reader, with the tests)
+
 GPUTRIAGE = [sys.executable, "-m", "gputriage", "run"]
 ALL_STEPS = ["--steps", "100000"]
 TIMEOUT_S = 900
@@ -52,15 +53,6 @@ COST_VARIANTS = ("preflight-full", "gputriage-cpu", "preflight")
 
 
 @dataclass
-class Case:
-    name: str
-    argv: list[str]
-    expected: str | None
-    acceptable: set[str]
-    where: list[str]
-
-
-@dataclass
 class Result:
     returncode: int
     cpu_s: float
@@ -68,30 +60,7 @@ class Result:
     report: dict[str, Any]
 
 
-def corpus() -> Path:
-    root = Path(os.environ.get("GPUTRIAGE_CORPUS") or REPO.parent / "shared" / "corpus")
-    return root / "scripts"
-
-
-def cases(folder: Path, prefixes: list[str]) -> list[Case]:
-    out = []
-    for row in csv.DictReader((folder / "EXPECTED.tsv").read_text().splitlines(), delimiter="\t"):
-        if prefixes and not any(row["case"].startswith(p) for p in prefixes):
-            continue
-        root = row["expected root cause"]
-        out.append(
-            Case(
-                name=row["case"],
-                argv=shlex.split(row["command args"]),
-                expected=None if root == "healthy" else root,
-                acceptable={c.split("(")[0] for c in row["acceptable codes"].split(",") if c and c != "-"},
-                where=[w for w in row["expected where"].split("|") if w and w != "-"],
-            )
-        )
-    return out
-
-
-def run(folder: Path, case: Case, variant: str, work: Path) -> Result:
+def run(folder: Path, case: CorpusCase, variant: str, work: Path) -> Result:
     options, extra_env = VARIANTS[variant]
     work.mkdir(parents=True, exist_ok=True)
     out = work / "out"
@@ -111,18 +80,17 @@ def run(folder: Path, case: Case, variant: str, work: Path) -> Result:
     return Result(proc.returncode, cpu_s, wall_s, report)
 
 
-def judged(case: Case, result: Result) -> str:
+def judged(case: CorpusCase, result: Result) -> str:
     if not result.report:
         return "-"
     root = result.report["verdict"]["root_cause"]
     serious = [f for f in result.report["findings"] if f["severity"] in ("critical", "warning")]
-    mark = "✓" if root == case.expected else ("~" if root in case.acceptable else "✗")
-    if case.expected is None and serious:
-        mark = "✗"
+    mark = "✓" if root == case.root else ("~" if root in case.acceptable else "✗")
+    if case.root is None and (serious or result.returncode != 0):
+        mark = "✗"  # a control that warns, or crashed (then "healthy" only means nothing was measured)
     where = "n/a"
     if case.where and serious:
-        top = serious[0]["where"] or ""
-        where = "✓" if any(top.endswith(w) for w in case.where) else "✗"
+        where = "✓" if where_matches(serious[0]["where"], case.where) else "✗"
     return f"{mark} {root or 'healthy'} (where {where})"
 
 
@@ -131,14 +99,14 @@ def main() -> None:
     parser.add_argument("--variants", default=",".join(VARIANTS))
     parser.add_argument("prefixes", nargs="*")
     args = parser.parse_args()
-    folder = corpus()
-    if not (folder / "EXPECTED.tsv").is_file():
-        print(f"corpus not found at {folder}: nothing to measure")
+    folder = corpus_scripts()
+    if folder is None:
+        print("corpus not found (../shared/corpus/scripts, or GPUTRIAGE_CORPUS): nothing to measure")
         return
     variants = [v for v in args.variants.split(",") if v]
     results: dict[tuple[str, str], Result] = {}
     with tempfile.TemporaryDirectory(prefix="gputriage-preflight-") as base:
-        for case in cases(folder, args.prefixes):
+        for case in corpus_cases(folder, args.prefixes):
             for variant in variants:
                 result = run(folder, case, variant, Path(base) / case.name / variant)
                 results[case.name, variant] = result

@@ -7,10 +7,8 @@ does not get right yet is marked with the reason and the issue that covers it (s
 
 from __future__ import annotations
 
-import csv
 import json
 import os
-import shlex
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -19,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest_corpus import corpus_scripts
+from corpus_cases import CorpusCase, corpus_cases, corpus_scripts, where_matches
 
 RUN_TIMEOUT_S = 600
 PARALLEL_RUNS = 1  # the corpus runs are CPU-heavy: one at a time keeps their timing (rung 5) honest
@@ -37,41 +35,13 @@ WHERE_GAPS = {
 
 
 @dataclass
-class Expected:
-    case: str
-    argv: list[str]
-    root: str | None
-    acceptable: set[str]
-    must_not: set[str]
-    where: list[str]
-
-
-@dataclass
 class Outcome:
     returncode: int
     report: dict[str, Any]
     stderr: str
 
 
-def _expectations(folder: Path) -> list[Expected]:
-    rows = csv.DictReader((folder / "EXPECTED.tsv").read_text().splitlines(), delimiter="\t")
-    out = []
-    for row in rows:
-        root = row["expected root cause"]
-        out.append(
-            Expected(
-                case=row["case"],
-                argv=shlex.split(row["command args"]),
-                root=None if root == "healthy" else root,
-                acceptable={c.split("(")[0] for c in row["acceptable codes"].split(",") if c and c != "-"},
-                must_not={c for c in row["must-not-report codes"].split(",") if c and c != "-"},
-                where=[w for w in row["expected where"].split("|") if w and w != "-"],
-            )
-        )
-    return out
-
-
-def _run(folder: Path, expected: Expected, work: Path) -> Outcome:
+def _run(folder: Path, expected: CorpusCase, work: Path) -> Outcome:
     work.mkdir(parents=True, exist_ok=True)
     out = work / "gputriage-out"
     env = {k: v for k, v in os.environ.items() if k != "DEVICE"}
@@ -85,17 +55,17 @@ def _run(folder: Path, expected: Expected, work: Path) -> Outcome:
 
 def _cases() -> list[str]:
     folder = corpus_scripts()
-    return [e.case for e in _expectations(folder)] if folder is not None else ["corpus-absent"]
+    return [c.name for c in corpus_cases(folder)] if folder is not None else ["corpus-absent"]
 
 
 @pytest.fixture(scope="module")
-def outcomes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Expected, Outcome]]:
+def outcomes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[CorpusCase, Outcome]]:
     folder = corpus_scripts()
     if folder is None:
         pytest.skip("corpus scripts not found (../shared/corpus/scripts, or GPUTRIAGE_CORPUS)")
     base = tmp_path_factory.mktemp("corpus")
     with ThreadPoolExecutor(PARALLEL_RUNS) as pool:
-        futures = {e.case: (e, pool.submit(_run, folder, e, base / e.case)) for e in _expectations(folder)}
+        futures = {c.name: (c, pool.submit(_run, folder, c, base / c.name)) for c in corpus_cases(folder)}
         return {case: (e, future.result()) for case, (e, future) in futures.items()}
 
 
@@ -103,15 +73,9 @@ def _serious(report: dict[str, Any]) -> list[dict[str, Any]]:
     return [f for f in report.get("findings", []) if f["severity"] in ("critical", "warning")]
 
 
-def _where_matches(where: str | None, expected: list[str]) -> bool:
-    if where is None:
-        return False
-    return any(where.endswith(e) or where.endswith("/" + e) for e in expected)
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("case", _cases())
-def test_corpus_case_under_preflight(outcomes: dict[str, tuple[Expected, Outcome]], case: str) -> None:
+def test_corpus_case_under_preflight(outcomes: dict[str, tuple[CorpusCase, Outcome]], case: str) -> None:
     expected, outcome = outcomes[case]
     assert outcome.report, f"no report; stderr:\n{outcome.stderr[-3000:]}"
     assert outcome.report["verdict"]["label"] == "preflight on a stand-in device"
@@ -128,7 +92,7 @@ def test_corpus_case_under_preflight(outcomes: dict[str, tuple[Expected, Outcome
     assert root in {expected.root} | expected.acceptable, f"root cause {root}, expected {expected.root}"
     assert not [f for f in serious if f["code"] in expected.must_not]
     if expected.where:
-        matches = _where_matches(serious[0]["where"], expected.where)
+        matches = where_matches(serious[0]["where"], expected.where)
         if case in WHERE_GAPS:
             assert not matches, f"{case}'s where is right now: take it out of WHERE_GAPS"
             pytest.xfail(WHERE_GAPS[case])

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -56,6 +57,19 @@ CASES = {
     "sigint": Case(["runs_until_killed.py"], terminate_after="ready", signal=signal.SIGINT),
     "steps_limit": Case(["--steps", "5", "healthy.py"]),
 }
+
+
+def run_many(cases: dict[str, Case], base: Path, first: str | None = None, **options: Any) -> dict[str, Result]:
+    """Each case in its own subprocess, PARALLEL_RUNS at a time (`first` starts first: the slowest overlaps the rest);
+    `options` go to run_case."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        # started from a non-interactive shell's background job: children would inherit "ignore SIGINT", unlike a
+        # job in a terminal; a handled signal is reset to the default in the child
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    order = sorted(cases, key=lambda name: name != first)
+    with ThreadPoolExecutor(PARALLEL_RUNS) as pool:
+        futures = {name: pool.submit(run_case, cases[name], base / name, **options) for name in order}
+        return {name: future.result() for name, future in futures.items()}
 
 
 def mark_line(script: str, marker: str) -> str:

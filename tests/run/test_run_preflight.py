@@ -3,15 +3,13 @@ stand-in, through the real CLI. The same roots and lines as on meta (test_run_cl
 
 from __future__ import annotations
 
-import signal
 import subprocess
 import sys
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import pytest
-from run_cases import PARALLEL_RUNS, SCRIPTS, Case, Result, mark_line, run_case
+from run_cases import SCRIPTS, Case, Result, mark_line, run_many
 from scenarios import SCENARIOS
 
 LABEL = "preflight on a stand-in device"
@@ -20,12 +18,7 @@ CASES = {s.name: Case(s.argv) for s in SCENARIOS}
 
 @pytest.fixture(scope="module")
 def preflights(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Result]:
-    base = tmp_path_factory.mktemp("preflight")
-    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-    with ThreadPoolExecutor(PARALLEL_RUNS) as pool:
-        futures = {name: pool.submit(run_case, case, base / name, preflight=True) for name, case in CASES.items()}
-        return {name: future.result() for name, future in futures.items()}
+    return run_many(CASES, tmp_path_factory.mktemp("preflight"), preflight=True)
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda s: s.name)

@@ -105,35 +105,37 @@ def _factory(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], index: in
 
 def _to(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     t = args[0]
-    rest = args[1:]
-    if rest and isinstance(rest[0], Tensor):
-        other = rest[0]
-        device: Any = other.device
-        dtype = other.dtype
-        non_blocking = bool(rest[1]) if len(rest) > 1 else bool(kwargs.get("non_blocking", False))
-        copy = bool(rest[2]) if len(rest) > 2 else bool(kwargs.get("copy", False))
-    else:
-        plain_rest = tuple(_as_device(a) for a in rest)
-        kw = {k: (_as_device(v) if k == "device" else v) for k, v in kwargs.items() if k != "copy"}
-        device, dtype, non_blocking, _memory_format = torch._C._nn._parse_to(*plain_rest, **kw)
-        copy = bool(kwargs.get("copy", False))
-    del non_blocking  # the stand-in copies synchronously; timing is not what a preflight judges
+    device, dtype, copy = _to_arguments(args[1:], kwargs)
     index = cuda_index(device) if device is not None else None
-    if isinstance(t, StandIn):
-        if device is None:
-            return func(*args, **kwargs)
-        if index is None:  # to the host (or another device): the values leave the stand-in
-            return leave(t, device, dtype)
-        if index == index_of(t) and (dtype is None or dtype == t.dtype) and not copy:
-            return t
-        if index == index_of(t):  # a cast (or copy) on the device: torch's own op, with its autograd
-            return Tensor.to(t, dtype=dtype or t.dtype, copy=copy)
-        with torch.no_grad():
-            out = backing_of(t).to(dtype=dtype, copy=True)
-        return StandIn(out, check_index(index), requires_grad=t.requires_grad and out.is_floating_point())
-    if index is None:
+    if isinstance(t, StandIn) and device is not None:
+        return _move_stand_in(t, device, index, dtype, copy)
+    if isinstance(t, StandIn) or index is None:  # a cast on the stand-in, or a host tensor staying on the host
         return func(*args, **kwargs)
     return _onto(t, index, dtype)
+
+
+def _to_arguments(rest: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, torch.dtype | None, bool]:
+    """(device, dtype, copy) of a `Tensor.to` call, read the way torch reads them, stand-ins' devices as cuda."""
+    if rest and isinstance(rest[0], Tensor):  # x.to(other)
+        copy = bool(rest[2]) if len(rest) > 2 else bool(kwargs.get("copy", False))
+        return rest[0].device, rest[0].dtype, copy
+    plain_rest = tuple(_as_device(a) for a in rest)
+    kw = {k: (_as_device(v) if k == "device" else v) for k, v in kwargs.items() if k != "copy"}
+    # non_blocking is read and dropped: the stand-in copies synchronously, and timing is not what a preflight judges
+    device, dtype, _non_blocking, _memory_format = torch._C._nn._parse_to(*plain_rest, **kw)
+    return device, dtype, bool(kwargs.get("copy", False))
+
+
+def _move_stand_in(t: StandIn, device: Any, index: int | None, dtype: torch.dtype | None, copy: bool) -> Tensor:
+    if index is None:  # to the host (or another device): the values leave the stand-in
+        return leave(t, device, dtype)
+    if index == index_of(t):
+        if (dtype is None or dtype == t.dtype) and not copy:
+            return t
+        return Tensor.to(t, dtype=dtype or t.dtype, copy=copy)  # a cast on the device: torch's op, with its autograd
+    with torch.no_grad():
+        out = backing_of(t).to(dtype=dtype, copy=True)
+    return StandIn(out, check_index(index), requires_grad=t.requires_grad and out.is_floating_point())
 
 
 def _as_device(value: Any) -> Any:
