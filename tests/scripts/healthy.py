@@ -21,7 +21,7 @@ def main() -> None:
     print(f"spec={__spec__!r} file={__file__}", flush=True)
     device = torch.device(args.device)
     data = TensorDataset(torch.randn(96, 16), torch.randint(0, 4, (96,)))
-    loader = DataLoader(data, batch_size=8, shuffle=True)
+    loader = DataLoader(data, batch_size=8, shuffle=True)  # MARK loader
     model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 4)).to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     for _ in range(args.epochs):
