@@ -44,6 +44,8 @@ bench: $(STAMP)
 	$(BIN)/python bench/merge_scale.py
 	$(BIN)/python bench/trace_vs_hta.py
 	$(BIN)/python bench/trace_big.py
+	$(BIN)/python bench/preflight_step.py
+	$(BIN)/python bench/preflight_corpus.py --variants cpu,preflight,preflight-full
 
 # On a machine with an NVIDIA GPU: the scenario scripts and the corpus on the real device (expected vs found root
 # cause, NVML's numbers), a `run --trace` trace read back by `trace`, and the gpu-marked tests, in under 10 minutes.
