@@ -263,3 +263,18 @@ def test_a_cast_on_the_device_keeps_the_graph(stand_in: Session) -> None:
     w = torch.ones(3, device="cuda", requires_grad=True)
     w.to(device=w.device, dtype=torch.float64).sum().backward()
     assert w.grad is not None and w.grad.tolist() == [1.0, 1.0, 1.0]
+
+
+def test_default_device_and_to_another_tensor(stand_in: Session) -> None:
+    torch.set_default_device("cuda")
+    try:
+        made = torch.zeros(2)
+    finally:
+        torch.set_default_device(None)
+    assert made.device.type == "cuda"
+    host = torch.ones(2)
+    assert host.to(made).device.type == "cuda"
+    assert made.to(host).device.type == "cpu"
+    assert host.type_as(made).device.type == "cuda"
+    assert made.type() == "torch.cuda.FloatTensor"
+    assert host.type("torch.cuda.DoubleTensor").device.type == "cuda"

@@ -15,6 +15,8 @@ from typing import Any
 
 import torch
 from torch.overrides import TorchFunctionMode
+from torch.utils import _device as _device_module
+from torch.utils._device import _device_constructors
 
 from gputriage.collectors.preflight.state import STATE
 from gputriage.collectors.preflight.tensor import StandIn, backing_of, host_copy, index_of
@@ -79,6 +81,9 @@ class CudaRedirect(TorchFunctionMode):
         if handler is not None:
             return handler(func, args, kwargs)
         device = kwargs.get("device")
+        if device is None and _device_module.CURRENT_DEVICE is not None and func in _device_constructors():
+            # torch.set_default_device("cuda") puts its own mode below this one: its device is read here
+            device = _device_module.CURRENT_DEVICE
         if device is not None:
             index = cuda_index(device)
             if index is not None:
