@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import torch
+from preflight_session import FakeProbe
 
-from conftest import FakeProbe
 from gputriage.collectors.preflight import MetaStandIn, Preflight
 from gputriage.record import Run
 

@@ -10,9 +10,8 @@ from typing import Any
 
 import pytest
 import torch
+from preflight_session import FakeProbe, Session
 from torch import nn
-
-from conftest import Session
 
 MISMATCH = "Expected all tensors to be on the same device"
 
@@ -224,14 +223,12 @@ def test_checkpoint_written_under_the_preflight_is_plain_cpu_torch(stand_in: Ses
     stand_in.preflight.start(stand_in.run)  # the fixture finishes it again
 
 
-def test_stop_after_steps_ends_the_job(stand_in: Session) -> None:
-    from conftest import FakeProbe
+def test_the_preflight_ends_the_job_at_its_step_budget() -> None:
     from gputriage.collectors.preflight import Preflight
     from gputriage.collectors.runner import StopRun
 
     probe = FakeProbe()
     preflight = Preflight(probe, stop_after_steps=3)
-    probe.step_listeners.append(lambda step: None)
     preflight._on_step(2)
     with pytest.raises(StopRun):
         preflight._on_step(3)
