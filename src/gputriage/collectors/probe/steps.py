@@ -122,7 +122,6 @@ class StepTracker:
     def _step_from(self, times: StepTimes) -> Step:
         p = times.phases_s
         return Step(
-            stand_in_s=self._stand_in_since_cut(),
             index=len(self.section.steps),
             start_s=times.start_s - self._t0_s,
             wall_s=times.wall_s,
@@ -133,6 +132,7 @@ class StepTracker:
             backward_s=p["backward"],
             optimizer_s=p["optimizer"],
             other_s=p["other"],
+            stand_in_s=self._stand_in_since_cut(),
         )
 
 
