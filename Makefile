@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 TORCH_SPEC ?= torch==2.13.0
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck pytest bench clean browser
+.PHONY: demo test lint typecheck pytest bench clean browser gpu-check
 
 $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -44,6 +44,16 @@ bench: $(STAMP)
 	$(BIN)/python bench/merge_scale.py
 	$(BIN)/python bench/trace_vs_hta.py
 	$(BIN)/python bench/trace_big.py
+	$(BIN)/python bench/preflight_step.py
+	$(BIN)/python bench/preflight_corpus.py --variants cpu,preflight,preflight-full
+
+# On a machine with an NVIDIA GPU: the scenario scripts and the corpus on the real device (expected vs found root
+# cause, NVML's numbers), a `run --trace` trace read back by `trace`, and the gpu-marked tests, in under 10 minutes.
+# Without a GPU it says why and exits 0. It uses the venv when there is one, and never installs anything (a GPU box
+# may have no network): GPU_PYTHON=... picks another interpreter.
+GPU_PYTHON ?= $(shell test -x $(BIN)/python && echo $(BIN)/python || echo $(PYTHON))
+gpu-check:
+	$(GPU_PYTHON) bench/gpu_check.py
 
 clean:
 	rm -rf $(VENV) gputriage-out .pytest_cache .mypy_cache .ruff_cache

@@ -29,7 +29,7 @@ TRACE_RANK_FIELDS = (
 IDLE_BREAKDOWN_FIELDS = ("host_wait_pct", "kernel_wait_pct", "other_pct")
 
 # The verdict and each ladder rung (docs/contract.md).
-VERDICT_FIELDS = ("status", "root_cause", "summary")
+VERDICT_FIELDS = ("status", "root_cause", "summary", "label", "scope")
 VERDICT_STATUSES = ("idle", "underused", "healthy", "inconclusive", "unknown")
 LADDER_FIELDS = ("rung", "question", "status", "reason", "finding_codes")
 RUNG_STATUSES = ("pass", "warn", "fail", "skipped")

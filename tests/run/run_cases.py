@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -60,6 +61,19 @@ CASES = {
 }
 
 
+def run_many(cases: dict[str, Case], base: Path, first: str | None = None, **options: Any) -> dict[str, Result]:
+    """Each case in its own subprocess, PARALLEL_RUNS at a time (`first` starts first: the slowest overlaps the rest);
+    `options` go to run_case."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        # started from a non-interactive shell's background job: children would inherit "ignore SIGINT", unlike a
+        # job in a terminal; a handled signal is reset to the default in the child
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    order = sorted(cases, key=lambda name: name != first)
+    with ThreadPoolExecutor(PARALLEL_RUNS) as pool:
+        futures = {name: pool.submit(run_case, cases[name], base / name, **options) for name in order}
+        return {name: future.result() for name, future in futures.items()}
+
+
 def mark_line(script: str, marker: str) -> str:
     """'script.py:N' for the line that carries `# MARK marker` (so tests do not hard-code line numbers)."""
     path = SCRIPTS / script
@@ -69,10 +83,20 @@ def mark_line(script: str, marker: str) -> str:
     raise AssertionError(f"no '# MARK {marker}' in {path}")
 
 
-def run_case(case: Case, out_dir: Path, expect_device: str = "meta", env: dict[str, str] | None = None) -> Result:
-    cmd = [sys.executable, "-m", "gputriage", "run", "--expect-device", expect_device, "--out", str(out_dir)]
+def run_case(
+    case: Case,
+    out_dir: Path,
+    expect_device: str | None = "meta",
+    env: dict[str, str] | None = None,
+    preflight: bool = False,
+) -> Result:
+    """`gputriage run --expect-device DEV` (or `--preflight`, with CUDA simulated) on a script of tests/scripts."""
+    mode = ["--preflight"] if preflight else ["--expect-device", str(expect_device)]
+    cmd = [sys.executable, "-m", "gputriage", "run", *mode, "--out", str(out_dir)]
     cmd += case.argv
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
+    # The scripts are written for CUDA ("cuda" if torch.cuda.is_available() else "cpu"); the meta runs pin meta.
+    pinned = {"TRIAGE_DEVICE": "meta"} if expect_device == "meta" and not preflight else {}
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", **pinned, **(env or {})}
     proc = subprocess.Popen(
         cmd,
         cwd=SCRIPTS,

@@ -107,7 +107,7 @@ def test_healthy_loop_with_arguments(runs: dict[str, Result]) -> None:
     steps = r.report["steps"]
     assert steps["step_source"] == "optimizer"
     assert steps["steps_observed"] == 24  # 96 samples / 8 per batch x 2 epochs
-    assert steps["loader"]["where"] == "healthy.py:21"
+    assert steps["loader"]["where"] == mark_line("healthy.py", "loader")
     # every rung was measured, and the saved record checks itself (the phases add up to each step's wall time)
     assert all(rung["status"] != "skipped" for rung in r.report["ladder"])
     assert run_from_document(r.report).self_check() == []

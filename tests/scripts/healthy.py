@@ -1,6 +1,7 @@
 """A healthy loop: model, inputs and labels on the device, a cheap in-memory dataset. Takes arguments."""
 
 import argparse
+import os
 import sys
 
 import torch
@@ -11,14 +12,16 @@ from torch.utils.data import DataLoader, TensorDataset
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--epochs", type=int, default=1)
-    parser.add_argument("--device", default="meta")
+    parser.add_argument(
+        "--device", default=os.environ.get("TRIAGE_DEVICE") or ("cuda" if torch.cuda.is_available() else "cpu")
+    )
     parser.add_argument("--tag", default="")
     args = parser.parse_args()
     print(f"argv={sys.argv!r} path0={sys.path[0]} name={__name__}", flush=True)
     print(f"spec={__spec__!r} file={__file__}", flush=True)
     device = torch.device(args.device)
     data = TensorDataset(torch.randn(96, 16), torch.randint(0, 4, (96,)))
-    loader = DataLoader(data, batch_size=8, shuffle=True)
+    loader = DataLoader(data, batch_size=8, shuffle=True)  # MARK loader
     model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 4)).to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     for _ in range(args.epochs):

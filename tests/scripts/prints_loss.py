@@ -1,9 +1,13 @@
 """A healthy loop that prints the loss tensor every step: on a GPU each print waits for the device."""
 
+import os
+
 import torch
 from torch import nn
 
-device = torch.device("meta")
+device = torch.device(
+    os.environ.get("TRIAGE_DEVICE") or ("cuda" if torch.cuda.is_available() else "cpu")
+)  # written for CUDA; the tests pin meta
 
 
 def main() -> None:

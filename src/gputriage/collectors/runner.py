@@ -40,6 +40,11 @@ class Outcome:
     wall_s: float = 0.0
 
 
+class StopRun(BaseException):
+    """Raised by an observer to end the job on purpose (the preflight's step budget): the run ends as if the script
+    had returned, with exit code 0 and no traceback; the user's `finally` blocks run on the way out."""
+
+
 class Terminated(BaseException):
     """Raised in the main thread on SIGTERM, so the user's `finally` blocks and our report both run."""
 
@@ -75,6 +80,8 @@ def run_target(target: Target) -> Outcome:
     except KeyboardInterrupt as exc:
         _print_traceback(exc, target)
         outcome = Outcome(exit_code=130, exception=exc, signal="SIGINT")
+    except StopRun:
+        outcome = Outcome(exit_code=0)
     except Terminated as exc:
         outcome = Outcome(exit_code=128 + signal.SIGTERM, exception=exc, signal="SIGTERM")
     except BaseException as exc:
@@ -126,11 +133,30 @@ def _print_traceback(exc: BaseException, target: Target) -> None:
 
 
 def _user_traceback(tb: TracebackType | None, target: Target) -> TracebackType | None:
-    """Drop gputriage's and runpy's frames above the user's first frame."""
+    """The traceback as Python would print it without gputriage: runpy's and gputriage's frames above the user's
+    first frame are dropped, and so are gputriage's frames further in (the probes' wrappers, the preflight's
+    stand-in, which raises CUDA's errors from its own dispatch where CUDA raises from C++)."""
     ours = (__name__, "runpy")
     while tb is not None and tb.tb_next is not None and tb.tb_frame.f_globals.get("__name__") in ours:
         tb = tb.tb_next
+    kept = [entry for entry in _entries(tb) if not _is_gputriage(entry)]
+    if tb is None or not kept or kept[0] is not tb:
+        return tb
+    for entry, following in zip(kept, [*kept[1:], None], strict=True):
+        entry.tb_next = following
     return tb
+
+
+def _entries(tb: TracebackType | None) -> list[TracebackType]:
+    entries = []
+    while tb is not None:
+        entries.append(tb)
+        tb = tb.tb_next
+    return entries
+
+
+def _is_gputriage(entry: TracebackType) -> bool:
+    return str(entry.tb_frame.f_globals.get("__name__", "")).startswith("gputriage.")
 
 
 def _install_sigterm() -> object:

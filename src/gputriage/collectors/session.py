@@ -14,12 +14,15 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from gputriage.collectors.observer import Observer
 from gputriage.collectors.runner import Outcome
 from gputriage.record import Run
 from gputriage.record.process import ProcessSection
+
+if TYPE_CHECKING:  # torch is imported only once the job is about to run
+    from gputriage.collectors.probe import RunProbe
 
 # Steps the cheap timing hooks watch by default; every probe is off after them and the job runs untouched.
 DEFAULT_STEPS = 200
@@ -36,13 +39,15 @@ class ObserveConfig:
     trace_steps: int | None = None  # `run --trace`: profile this many steps after warm-up
     out_dir: Path | None = None  # where `--trace` writes its profiler trace
     distributed: bool = True  # record this process's place in a torchrun job
+    preflight: str | None = None  # run --preflight: the stand-in's backing (cpu | meta); None: the real device
 
 
-def new_run(command: str, argv: list[str], expect_device: str | None) -> Run:
-    """The record of a job about to run, with the device it is judged for resolved now (see record/device.py)."""
+def new_run(command: str, argv: list[str], expect_device: str | None, preflight: bool = False) -> Run:
+    """The record of a job about to run, with the device it is judged for resolved now (see record/device.py); a
+    preflight simulates CUDA, so it is judged for cuda."""
     from gputriage.collectors.probe.devices import resolve_expected_device
 
-    resolved = resolve_expected_device(expect_device)
+    resolved = "cuda" if preflight else resolve_expected_device(expect_device)
     return Run(command=command, argv=argv, expect_device=expect_device, resolved_device=resolved)
 
 
@@ -56,13 +61,28 @@ def build_observers(config: ObserveConfig, judged_device: str) -> list[Observer]
     from gputriage.collectors.profiler_window import profiler_observers
 
     probe = RunProbe(judged_device, steps_limit=config.steps)
+    # A preflight judges neither this machine (rung 1) nor its GPU, if it has one: no environment probe, no NVML.
+    machine: list[Observer] = (
+        [] if config.preflight else [EnvironmentObserver(config.expect_device or judged_device), GpuSamplerObserver()]
+    )
     return [
         *([DistributedObserver()] if config.distributed else []),  # first: finished last, reads the placement
-        EnvironmentObserver(config.expect_device or judged_device),
-        GpuSamplerObserver(),
+        *machine,
+        *stand_in_observers(config, judged_device, probe),  # the device the job sees: around the probe
         probe,
         *profiler_observers(config.trace_steps, config.out_dir, probe),  # --trace: after the probe, finished first
     ]
+
+
+def stand_in_observers(config: ObserveConfig, judged_device: str, probe: RunProbe) -> list[Observer]:
+    """--preflight: CUDA simulated on a stand-in; --expect-device meta: meta tensors readable (placeholders)."""
+    from gputriage.collectors.preflight import Backing, MetaStandIn, Preflight
+
+    if config.preflight is not None:
+        return [Preflight(probe, stop_after_steps=config.steps, backing=Backing(config.preflight))]
+    if judged_device == "meta":
+        return [MetaStandIn()]
+    return []
 
 
 class JobObservers:

@@ -18,6 +18,9 @@ from gputriage.findings import Severity
 from gputriage.report.output import OutputOptions, emit
 
 DEFAULT_OUT = Path("gputriage-out")
+# --preflight: steps the job runs on the stand-in before it is ended (the probes' windows close after step 4; the rest
+# give rung 5's host side steady steps to judge).
+PREFLIGHT_STEPS = 10
 # --trace: steps in the profiler window (it starts after every probe window; see collectors/profiler_window.py).
 DEFAULT_TRACE_STEPS = 3
 
@@ -31,6 +34,7 @@ class RunConfig:
     argv: list[str] = field(default_factory=list)
     fail_on: str | None = None  # critical | warning: exit 1 when the job succeeded but such a finding exists (CI)
     trace_steps: int | None = None  # --trace: profile this many steps after warm-up; None: no profiler window
+    preflight: str | None = None  # --preflight: the stand-in's backing (cpu | meta); None: a normal run
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -57,12 +61,25 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--steps",
         type=int,
-        default=DEFAULT_STEPS,
         metavar="N",
-        help=f"observe the first N training steps, then let the job run untouched (default {DEFAULT_STEPS})",
+        help=f"observe the first N training steps, then let the job run untouched (default {DEFAULT_STEPS}); "
+        f"with --preflight, end the job after N steps (default {PREFLIGHT_STEPS})",
     )
     p.add_argument(
         "--out", type=Path, default=DEFAULT_OUT, metavar="DIR", help="report folder (default ./gputriage-out)"
+    )
+    p.add_argument(
+        "--preflight",
+        action="store_true",
+        help="no GPU needed: run the unchanged script with CUDA simulated on a stand-in device that computes on the "
+        "CPU, for a few steps, and judge placement, ops, host syncs and CPU work (rungs 2-4) before renting a GPU",
+    )
+    p.add_argument(
+        "--preflight-backing",
+        choices=("cpu", "meta"),
+        default="cpu",
+        help="where the stand-in's values live: cpu computes for real (default); meta keeps shapes only and reads "
+        "return placeholders, for a model too large to compute on this machine",
     )
     p.add_argument(
         "--trace",
@@ -90,13 +107,26 @@ def config_from(args: argparse.Namespace) -> RunConfig:
         raise InputError("name the script to run: gputriage run train.py [ARGS...]  (or -m package.module)")
     if args.steps is not None and args.steps < 1:
         raise InputError(f"--steps must be at least 1 (got {args.steps})")
+    preflight = getattr(args, "preflight", False)
+    steps = args.steps if args.steps is not None else (PREFLIGHT_STEPS if preflight else DEFAULT_STEPS)
     argv = ["-m", *args.module] if args.module else list(args.target)
-    config = RunConfig(target, args.expect_device, args.steps, args.out, argv, getattr(args, "fail_on", None))
-    config.trace_steps = trace_steps_from(args)
+    config = RunConfig(target, args.expect_device, steps, args.out, argv, getattr(args, "fail_on", None))
+    config.trace_steps = trace_steps_from(args, steps)
+    if preflight:
+        config.preflight = preflight_backing(args)
     return config
 
 
-def trace_steps_from(args: argparse.Namespace) -> int | None:
+def preflight_backing(args: argparse.Namespace) -> str:
+    """--preflight simulates CUDA: it judges for cuda, and records no GPU trace."""
+    if args.expect_device is not None and args.expect_device.split(":", 1)[0] != "cuda":
+        raise InputError(f"--preflight simulates a CUDA device; drop --expect-device {args.expect_device}")
+    if args.trace or args.trace_steps is not None:
+        raise InputError("--trace records GPU kernels, and a preflight runs none: drop --trace, or run on the GPU")
+    return str(args.preflight_backing)
+
+
+def trace_steps_from(args: argparse.Namespace, observed_steps: int | None) -> int | None:
     """--trace / --trace-steps N: the profiler window's length, checked against --steps (the window needs the step
     counter, which --steps turns off)."""
     steps = args.trace_steps
@@ -108,10 +138,10 @@ def trace_steps_from(args: argparse.Namespace) -> int | None:
     if steps < 1:
         raise InputError(f"--trace-steps must be at least 1 (got {steps})")
     end_step = first_traced_step() + steps
-    if args.steps is not None and args.steps < end_step:
+    if observed_steps is not None and observed_steps < end_step:
         raise InputError(
             f"--trace records steps {first_traced_step()}-{end_step - 1}, after the probes' own window: "
-            f"use --steps {end_step} or more (got --steps {args.steps})"
+            f"use --steps {end_step} or more (got --steps {observed_steps})"
         )
     return steps
 
@@ -119,8 +149,9 @@ def trace_steps_from(args: argparse.Namespace) -> int | None:
 def execute(config: RunConfig) -> int:
     """Run the job under the observers, write the report, and return the job's own exit code."""
     check_target(config.target)
-    run = new_run("run", config.argv, config.expect_device)
+    run = new_run("run", config.argv, config.expect_device, preflight=config.preflight is not None)
     observe = ObserveConfig(config.expect_device, config.steps, config.trace_steps, config.out_dir)
+    observe.preflight = config.preflight
     observers = JobObservers(run, observe)
     observers.start()
     outcome = run_target(config.target)

@@ -236,7 +236,7 @@ CATALOGUE: tuple[Entry, ...] = (
     Entry(
         "model-partly-on-cpu",
         3,
-        ("critical",),
+        ("critical", "info"),
         "some submodules, parameters or buffers stay on the CPU",
         (
             "crash_module",
@@ -245,6 +245,7 @@ CATALOGUE: tuple[Entry, ...] = (
             "expected_device",
             "model",
             "moved_where",
+            "steps_completed",
             "stray_elements",
             "stray_parts",
             "stray_pct",
@@ -297,7 +298,7 @@ CATALOGUE: tuple[Entry, ...] = (
     Entry(
         "host-sync-in-loop",
         4,
-        ("warning",),
+        ("warning", "info"),
         (
             "the step blocks on the device every iteration: `.item()`, `.cpu()`, `print(tensor)`, "
             "`cudaStreamSynchronize`; where and how long"
@@ -344,6 +345,14 @@ CATALOGUE: tuple[Entry, ...] = (
             "pageable_h2d_us",
             "pinned_h2d_count",
         ),
+    ),
+    Entry(
+        "placeholder-values",
+        4,
+        ("info",),
+        "on the meta stand-in, host reads (`.item()`, `bool()`, `.tolist()`) got placeholder values: control flow "
+        "that depends on them may differ from a real run",
+        ("placeholder", "reads", "sites"),
     ),
     Entry(
         "input-pipeline-bound",

@@ -16,10 +16,39 @@ class Verdict:
     status: str  # idle | underused | healthy | inconclusive | unknown
     root_cause: str | None
     summary: str
+    # "preflight on a stand-in device" when the job ran on a simulated GPU (run --preflight); None on a real device
+    label: str | None = None
+    # with a label: what that kind of run can and cannot judge, in one or two sentences
+    scope: str | None = None
 
 
 def build_verdict(run: Run, findings: list[Finding]) -> Verdict:
-    """`root_cause` is findings[0].code when it is critical or a warning (docs/contract.md)."""
+    """`root_cause` is findings[0].code when it is critical or a warning (docs/contract.md); a preflight's verdict
+    carries its label and scope."""
+    verdict = _verdict(run, findings)
+    stand_in = run.stand_in
+    if stand_in is not None and stand_in.preflight:
+        verdict.label = stand_in.label
+        verdict.scope = preflight_scope(run)
+    return verdict
+
+
+def preflight_scope(run: Run) -> str:
+    """What a preflight judged, what it cannot, and how the job ended on the stand-in."""
+    stand_in = run.stand_in
+    assert stand_in is not None
+    sentences = [f"{stand_in.judges}; {stand_in.cannot_judge}."]
+    backing = "computed on the CPU" if stand_in.backing == "cpu" else "shapes only (meta), reads were placeholders"
+    ran = f"CUDA was simulated ({backing})"
+    if stand_in.compiled_eagerly:
+        ran += "; torch.compile ran eagerly"
+    if stand_in.stopped_after_steps is not None:
+        ran += f"; the preflight ended the job after {stand_in.stopped_after_steps} steps"
+    sentences.append(ran + ".")
+    return " ".join(s[0].upper() + s[1:] for s in sentences)
+
+
+def _verdict(run: Run, findings: list[Finding]) -> Verdict:
     top = findings[0] if findings else None
     if top is not None and top.severity in (Severity.CRITICAL, Severity.WARNING):
         # A critical finding below rung 5 means the GPU is not doing the work at all; rung-5 criticals

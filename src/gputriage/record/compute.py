@@ -26,6 +26,9 @@ class HostSync:
     count: int = 0  # inside the probe window
     time_s: float = 0.0  # inside the probe window
     device: str | None = None
+    # file:line in a library (not torch) that issued the read, when the user's line only called into it (transformers'
+    # BERT reads `padding_mask.all()` inside forward); None when the user's own line reads the value
+    library_where: str | None = None
 
 
 @dataclass
@@ -38,12 +41,18 @@ class ComputeSection:
     scalar_cpu_ops: int = 0
     window_steps: int = 0  # steps the census covered
     window_wall_s: float = 0.0  # wall time of those steps
+    # On a stand-in device: the part of window_wall_s spent computing its ops (see Step.stand_in_s); None otherwise
+    window_stand_in_s: float | None = None
     top_cpu_ops: list[OpStat] = field(default_factory=list)
     syncs: list[HostSync] = field(default_factory=list)
     sync_debug_mode: bool = False  # torch.cuda.set_sync_debug_mode("warn") was on during the window
 
     def measured_rungs(self) -> set[int]:
         return {4}
+
+    def window_host_s(self) -> float:
+        """The window's host time: its wall time without the stand-in's compute (all of it on a real device)."""
+        return self.window_wall_s - (self.window_stand_in_s or 0.0)
 
     def self_check(self) -> list[str]:
         problems = []

@@ -18,6 +18,7 @@ from gputriage.record.environment import Environment
 from gputriage.record.gpu import GpuSection
 from gputriage.record.placement import PlacementSection
 from gputriage.record.process import ProcessSection
+from gputriage.record.stand_in import StandInSection
 from gputriage.record.steps import StepsSection
 from gputriage.record.trace import TraceSection
 
@@ -39,6 +40,8 @@ class Sections:
     steps: StepsSection | None = None
     gpu: GpuSection | None = None
     trace: TraceSection | None = None
+    # The job ran on a stand-in device (run --preflight, or the meta stand-in): what the verdict may judge.
+    stand_in: StandInSection | None = None
 
     def present_sections(self) -> Iterator[tuple[str, Section]]:
         for name in SECTION_NAMES:

@@ -26,6 +26,13 @@ class Step:
     optimizer_s: float = 0.0
     other_s: float = 0.0
     rank: int | None = None
+    # On a stand-in device (run --preflight): host time inside its ops, which the host computes for real but a GPU
+    # would run asynchronously. Part of forward/backward/optimizer, not a phase of its own. None on a real device.
+    stand_in_s: float | None = None
+
+    def host_s(self) -> float:
+        """The step's time on the host as a GPU run would spend it: the wall time without the stand-in's compute."""
+        return self.wall_s - (self.stand_in_s or 0.0)
 
     def phase_sum_s(self) -> float:
         return (

@@ -30,6 +30,8 @@ def build_document(diag: Diagnosis) -> dict[str, Any]:
             "status": diag.verdict.status,
             "root_cause": diag.verdict.root_cause,
             "summary": diag.verdict.summary,
+            "label": diag.verdict.label,
+            "scope": diag.verdict.scope,
         },
         "ladder": [
             {

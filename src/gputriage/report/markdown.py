@@ -53,9 +53,12 @@ def render_markdown(diag: Diagnosis) -> str:
 
 def _header(diag: Diagnosis) -> str:
     v = diag.verdict
-    lines = [f"# gputriage: {v.status.upper()}", "", f"> {md(v.summary)}"]
+    label = f" ({md(v.label)})" if v.label else ""
+    lines = [f"# gputriage: {v.status.upper()}{label}", "", f"> {md(v.summary)}"]
     if v.root_cause:
         lines += ["", f"**Root cause:** {md(v.root_cause)}"]
+    if v.scope:
+        lines += ["", f"_{md(v.scope)}_"]
     run = diag.run
     facts = [f"command: {md(run.command)}", f"recorded: {fmt.timestamp(run.created_at_s)}"]
     if run.argv:

@@ -51,9 +51,13 @@ def render(diag: Diagnosis, console: Console) -> None:
 def verdict_panel(diag: Diagnosis) -> Panel:
     v = diag.verdict
     title = Text(f"gputriage verdict: {v.status.upper()}", style=_VERDICT_STYLE.get(v.status, "bold"))
+    if v.label:
+        title.append(f" · {v.label}", style="bold magenta")
     body = _plain(v.summary)
     if v.root_cause:
         body.append(f"\nroot cause: {v.root_cause}", style="bold")
+    if v.scope:
+        body.append(f"\n{v.scope}", style="italic")
     return Panel(body, title=title, title_align="left", expand=True)
 
 

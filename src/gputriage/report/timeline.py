@@ -241,6 +241,7 @@ def build_timeline(diag: Diagnosis) -> dict[str, Any]:
         "generator": "gputriage",
         "verdict": diag.verdict.status,
         "root_cause": diag.verdict.root_cause,
+        "label": diag.verdict.label,
         "time_origin": "the run's start (Run record clock), in microseconds",
         "time_shift_s": shift_s,  # added to every time when some came before the run's start
         "phase_order": PHASE_ORDER_NOTE,

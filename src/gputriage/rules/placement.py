@@ -27,6 +27,7 @@ MISMATCH_PATTERNS = (
     re.compile(r"to have the same device as tensor for argument"),
     re.compile(r"indices should be either on cpu or on the same device as the indexed tensor"),
     re.compile(r"Expected (?:a|all) \w+ tensors? to be on the same device"),
+    re.compile(r"expected self and \w+ to be on the same device"),  # cuda masked_fill_, index ops
 )
 # "Input type (torch.FloatTensor) and weight type (torch.cuda.FloatTensor)" is a device mismatch only when the device
 # part differs; the same sentence with Half vs Float is a dtype mismatch.
@@ -147,15 +148,40 @@ def _model_partly_on_cpu(run: Run, model: ModelInfo, expected: str, off: int, to
     evidence.update(crash_evidence(run))
     first = model.stray[0] if model.stray else None
     label = ", ".join(p.path for p in model.stray[:4]) or "some parameters"
+    severity, title = Severity.CRITICAL, f"Part of the model {model.name} stays off {expected}: {label}"
+    if _unused_attributes(run, model):
+        severity = Severity.INFO
+        title = (
+            f"Plain tensor attributes of {model.name} stay off {expected}, and the device computation never mixed "
+            f"them in: {label}"
+        )
+        evidence["steps_completed"] = run.steps.steps_total if run.steps is not None else None
     return Finding(
         code="model-partly-on-cpu",
         rung=3,
-        severity=Severity.CRITICAL,
-        title=f"Part of the model {model.name} stays off {expected}: {label}",
+        severity=severity,
+        title=title,
         evidence=evidence,
         fix=_partly_fix(model, first),
         where=(first.where if first and first.where else None) or model.where,
     )
+
+
+def _unused_attributes(run: Run, model: ModelInfo) -> bool:
+    """Only plain tensor attributes stay behind, and nothing shows the device computation uses them un-moved.
+
+    Such an attribute is often host-side by design (a Lightning module's `example_input_array`, a fixed validation
+    noise that is `.type_as()`-ed before use). Mixed into a device op as it is, it raises a device mismatch on the
+    first step. So when training steps completed without such a crash, or the crash is the batch's (data-on-cpu),
+    the attributes are reported as a note, not as the cause.
+    """
+    if not model.stray or any(p.kind != "attribute" for p in model.stray):
+        return False
+    proc = run.process
+    crashed = proc is not None and is_device_mismatch(proc.exception_message)
+    if crashed:
+        return any(True for _ in data_findings(run))
+    return run.steps is not None and bool(run.steps.steps_total)
 
 
 def _kind_text(part: StrayPart) -> str:

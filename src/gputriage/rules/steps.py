@@ -2,7 +2,11 @@
 
 Fired only from measured wait, never from the loader's settings alone. Thresholds:
 - the share of step time spent in DataLoader.__next__ is at least WAIT_SHARE_WARN_PCT (20%, what small trace tools
-  flag; the TensorBoard plugin flags 5%, which on a fast GPU step is often noise), critical from WAIT_SHARE_CRIT_PCT;
+  flag; the TensorBoard plugin flags 5%, which on a fast GPU step is often noise), critical from WAIT_SHARE_CRIT_PCT.
+  On a preflight's stand-in device the step time is the host's (Step.host_s): the stand-in computes on the CPU what
+  a GPU runs asynchronously, so the wall time would bury the wait under compute that the GPU machine will not pay.
+  A preflight judges only a loader without workers: workers share this machine's cores with the stand-in's compute,
+  which the GPU machine does not do, so their wait here says nothing about theirs there;
 - AND the median wait per step is at least MIN_WAIT_PER_STEP_S. On `meta` (and on very fast steps) the compute costs
   next to nothing, so any collation looks like a large share; 2 ms per batch is real time on any device.
 The first step is left out: it pays for worker start-up and lazy initialisation.
@@ -28,19 +32,21 @@ MAX_SUGGESTED_WORKERS = 8
 def input_pipeline_bound(run: Run) -> list[Finding]:
     if run.steps is None or not run.steps.steps:
         return []
+    loader = run.steps.loader or LoaderInfo()
+    if run.stand_in is not None and run.stand_in.preflight and (loader.num_workers or 0) > 0:
+        return []
     steps = steady_steps(run.steps.steps)
-    wall_s = sum(s.wall_s for s in steps)
+    wall_s = sum(s.host_s() for s in steps)
     if wall_s <= 0:
         return []
     share_pct = 100.0 * sum(s.data_wait_s for s in steps) / wall_s
     median_wait_s = statistics.median(s.data_wait_s for s in steps)
     if share_pct < WAIT_SHARE_WARN_PCT or median_wait_s < MIN_WAIT_PER_STEP_S:
         return []
-    loader = run.steps.loader or LoaderInfo()
     evidence: dict[str, object] = {
         "data_wait_pct_of_step": round(share_pct, 2),
         "median_data_wait_s": round(median_wait_s, 6),
-        "median_step_s": round(statistics.median(s.wall_s for s in steps), 6),
+        "median_step_s": round(statistics.median(s.host_s() for s in steps), 6),
         "steps_measured": len(steps),
         "num_workers": loader.num_workers,
         "pin_memory": loader.pin_memory,

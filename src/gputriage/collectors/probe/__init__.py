@@ -33,7 +33,7 @@ from gputriage.collectors.usercode import traceback_user_where
 from gputriage.record import Run
 from gputriage.record.compute import ComputeSection
 from gputriage.record.placement import PlacementSection
-from gputriage.record.steps import StepsSection
+from gputriage.record.steps import Step, StepsSection
 
 __all__ = ["RunProbe", "usable_cpu_count"]
 
@@ -91,6 +91,11 @@ class RunProbe:
         # no completed step (a crash in the first one): rung 5's step timing has nothing to say
         run.steps = self.steps_section if self.steps_section.steps else None
         run.compute = self._compute_section()
+
+    def record_host_sync(self, kind: str, device: str) -> None:
+        """A host sync that only a stand-in device sees (`torch.cuda.synchronize()` under a preflight)."""
+        if self._syncs.recording and not self.state.in_child and not self.state.in_sync_call:
+            self._syncs.record(kind, device, 0.0)
 
     def explain_crash(self, exc: BaseException) -> tuple[str | None, str | None]:
         """(file:line in the user's code, the nn.Module whose forward was running) for a crash."""
@@ -154,6 +159,7 @@ class RunProbe:
         section = ComputeSection(
             window_steps=len(covered),
             window_wall_s=sum(s.wall_s for s in covered),
+            window_stand_in_s=_stand_in_sum(covered),
             syncs=list(self._syncs.by_site.values()),
             sync_debug_mode=self._cuda_debug_used,
         )
@@ -200,6 +206,11 @@ class RunProbe:
                 state.clock.pop()
 
         return backward
+
+
+def _stand_in_sum(steps: list[Step]) -> float | None:
+    spent = [s.stand_in_s for s in steps if s.stand_in_s is not None]
+    return sum(spent) if spent else None
 
 
 def usable_cpu_count() -> int | None:

@@ -57,7 +57,8 @@ class OpCensus(TorchDispatchMode):  # type: ignore[no-untyped-call]
         device = _op_device(tensors, kwargs)
         if not self._state.in_sync_call:
             kind = _sync_kind(func, tensors, kwargs)
-            if kind is not None:
+            host_read = self._state.stand_in_host_read
+            if kind is not None and (host_read is None or host_read(func, tensors)):
                 self._syncs.record(kind, kind_device(tensors), elapsed_s, skip_frames=0)
         if device == "cpu" and all(t.dim() == 0 for t in tensors):
             self.scalar_cpu_ops += 1

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from gputriage.collectors.probe.clock import PhaseClock
 
@@ -18,6 +20,11 @@ class ProbeState:
     in_loader: int = 0  # > 0 while DataLoader.__next__ runs (its modules are transforms, not the model)
     in_sync_call: int = 0  # > 0 inside a Python-level sync wrapper, so the dispatch census does not count it twice
     step: int = 0  # index of the step that is running now
+    # On a stand-in device: reads the host seconds spent computing its ops so far (Step.stand_in_s); None otherwise
+    stand_in_clock: Callable[[], float] | None = None
+    # On a stand-in device: whether an op the census would count as a host sync really reads the device's values on
+    # the host (the stand-in's C++ side calls itself "cpu", so torch's own casts look like copies to the host)
+    stand_in_host_read: Callable[[Any, list[Any]], bool] | None = None
 
     @property
     def in_child(self) -> bool:

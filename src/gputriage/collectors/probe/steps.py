@@ -31,6 +31,7 @@ class StepTracker:
         self._t0_s = state.clock.now()
         self._driver: weakref.ref[Any] | None = None
         self._hooks: list[RemovableHandle] = []
+        self._stand_in_at_cut_s = 0.0
         self.recording = True  # False after --steps N: only the count goes on
 
     def start(self) -> None:
@@ -48,6 +49,7 @@ class StepTracker:
         """Something of a step happened (a batch, a forward, a backward): open the first step if none is open."""
         if self.recording and not self._state.clock.running and not self._state.in_child:
             self._state.clock.begin()
+            self._stand_in_since_cut()  # the stand-in's work before this step is not the step's
 
     def batch_start(self) -> None:
         if self.section.step_source != OPTIMIZER and self._state.clock.running:
@@ -104,9 +106,17 @@ class StepTracker:
             return
         first = earlier[0]
         self._state.clock.absorb(first.start_s + self._t0_s, [_phases_of(s) for s in earlier])
+        self._stand_in_at_cut_s -= sum(s.stand_in_s or 0.0 for s in earlier)
         self.section.steps = []
         self.section.steps_total = 0
         self._state.step = 0
+
+    def _stand_in_since_cut(self) -> float | None:
+        if self._state.stand_in_clock is None:
+            return None
+        now_s = self._state.stand_in_clock()
+        spent_s, self._stand_in_at_cut_s = now_s - self._stand_in_at_cut_s, now_s
+        return spent_s
 
     def _step_from(self, times: StepTimes) -> Step:
         p = times.phases_s
@@ -121,6 +131,7 @@ class StepTracker:
             backward_s=p["backward"],
             optimizer_s=p["optimizer"],
             other_s=p["other"],
+            stand_in_s=self._stand_in_since_cut(),
         )
 
 

@@ -13,13 +13,14 @@ import linecache
 import sys
 import warnings
 from collections.abc import Callable
+from types import FrameType
 from typing import Any
 
 import torch
 
 from gputriage.collectors.patching import Patches
 from gputriage.collectors.probe.state import ProbeState
-from gputriage.collectors.usercode import frame_where, user_frame
+from gputriage.collectors.usercode import frame_where, is_framework_file, is_user_file, user_frame
 from gputriage.record.compute import HostSync
 
 # Tensor methods that copy a device tensor to the host, and the kind each is reported as.
@@ -36,7 +37,8 @@ class SyncRecorder:
         self.by_site: dict[tuple[str, str | None], HostSync] = {}
 
     def record(self, kind: str, device: str, time_s: float, skip_frames: int = 0) -> None:
-        frame = user_frame(sys._getframe(skip_frames + 1))
+        start = sys._getframe(skip_frames + 1)
+        frame = user_frame(start)
         where = frame_where(frame)
         key = (kind, where)
         entry = self.by_site.get(key)
@@ -45,8 +47,20 @@ class SyncRecorder:
             if frame is not None:
                 code = linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip() or None
             entry = self.by_site[key] = HostSync(kind=kind, where=where, code=code, device=device)
+            entry.library_where = library_issuer(start, frame)
         entry.count += 1
         entry.time_s += time_s
+
+
+def library_issuer(start: FrameType, user: FrameType | None) -> str | None:
+    """file:line of the innermost library frame (not torch, not gputriage) below the user's frame, if any."""
+    frame: FrameType | None = start
+    while frame is not None and frame is not user:
+        filename = frame.f_code.co_filename
+        if not is_framework_file(filename) and not is_user_file(filename):
+            return frame_where(frame)
+        frame = frame.f_back
+    return None
 
 
 class TensorTimers:

@@ -1,0 +1,141 @@
+"""CUDA's device checks, applied to the stand-in's operands before an op runs.
+
+A CUDA kernel refuses a CPU tensor next to a device tensor, except a 0-d CPU scalar (TensorIterator ops take it as a
+number) and the ops built to cross devices: copies and indexing with CPU indices. The messages are CUDA's own
+wordings, so the traceback and gputriage's rules read the same as on a GPU.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from gputriage.collectors.preflight.marks import backing_of, index_of, is_stand_in
+from gputriage.collectors.preflight.state import STATE
+
+aten = torch.ops.aten
+
+# Ops that CUDA runs with host tensors among the operands.
+_CROSSING = {
+    aten.copy_.default,
+    aten._to_copy.default,
+    aten.index.Tensor,
+    aten.index_put_.default,
+    aten.index_put.default,
+    aten._index_put_impl_.default,
+    aten._local_scalar_dense.default,
+    aten.is_same_size.default,
+    aten.lift_fresh.default,
+    aten.lift_fresh_copy.default,
+    aten.set_.source_Tensor,
+}
+_CONVOLUTIONS = {"convolution", "_convolution", "cudnn_convolution", "conv_depthwise2d", "convolution_overrideable"}
+_MASKED_FILL = {"masked_fill", "masked_fill_"}
+# Ops whose CUDA check names another op (embedding runs index_select on the device).
+_REPORTED_AS = {"embedding": ("index", "_index_select")}
+_SEEDED: dict[Any, bool] = {}
+_POINTWISE: dict[Any, bool] = {}
+
+
+def check_devices(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], flat: list[Any]) -> int:
+    """The stand-in index the op runs on; raises CUDA's error for an operand on another device."""
+    index: int | None = None
+    foreign: torch.Tensor | None = None
+    for value in flat:
+        if is_stand_in(value):
+            if index is None:
+                index = index_of(value)
+            elif index_of(value) != index and func not in _CROSSING:
+                raise _mismatch(func, args, kwargs, value, (f"cuda:{index}", f"cuda:{index_of(value)}"))
+        elif isinstance(value, torch.Tensor) and foreign is None:
+            if value.dim() == 0 and value.device.type == "cpu":
+                continue  # a CPU scalar rides along with device tensors
+            foreign = value
+    if index is None:
+        index = STATE.current_index
+    if foreign is not None and func not in _CROSSING and not in_backward():
+        raise _mismatch(func, args, kwargs, foreign, (f"cuda:{index}", str(foreign.device)))
+    return index
+
+
+def in_backward() -> bool:
+    """Inside autograd's backward pass. torch's C++ derivative formulas make some tensors from an operand's options,
+    whose C++ device is the stand-in's "cpu"; they are the stand-in's own values, not the user's CPU tensors, and a
+    real placement mistake has already shown in the forward pass."""
+    return bool(torch._C._current_graph_task_id() != -1)
+
+
+def is_host_read(func: Any, tensors: list[Any]) -> bool:
+    """Whether an op that looks like a device-to-host copy reads the stand-in's values on the host.
+
+    `_to_copy` of a stand-in tensor never does: torch's C++ side issues it for casts with the wrapper's own ("cpu")
+    options, and a move to the host in Python (`.cpu()`, `.to("cpu")`) is handled, and counted, before C++ sees it.
+    A `copy_` into a host tensor does, except inside backward, where it is the adoption described in in_backward.
+    """
+    if not any(is_stand_in(t) for t in tensors):
+        return True
+    if func is aten._to_copy.default:
+        return False
+    if func is aten.copy_.default:
+        return not in_backward()
+    return True
+
+
+def is_seeded(func: Any) -> bool:
+    seeded = _SEEDED.get(func)
+    if seeded is None:
+        seeded = _SEEDED[func] = torch.Tag.nondeterministic_seeded in func.tags
+    return seeded
+
+
+def _is_pointwise(func: Any) -> bool:
+    pointwise = _POINTWISE.get(func)
+    if pointwise is None:
+        pointwise = _POINTWISE[func] = torch.Tag.pointwise in func.tags
+    return pointwise
+
+
+def _mismatch(
+    func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], odd: torch.Tensor, devices: tuple[str, str]
+) -> RuntimeError:
+    """CUDA's error for `odd` (on `devices[1]`) among operands on `devices[0]`, in the wording of that op's check."""
+    device, odd_device = devices
+    base = func._schema.name.split("::")[-1]
+    if base in _CONVOLUTIONS and len(args) >= 2:
+        return RuntimeError(_conv_message(args[0], args[1]))
+    name = _argument_name(func, args, kwargs, odd)
+    if base in _MASKED_FILL:
+        return RuntimeError(
+            f"expected self and {name} to be on the same device, but got {name} on {odd_device} and self on {device}"
+        )
+    if _is_pointwise(func):
+        return RuntimeError(
+            f"Expected all tensors to be on the same device, but found at least two devices, {device} and {odd_device}!"
+        )
+    name, method = _REPORTED_AS.get(base, (name, f"_{base}" if func._overloadname == "default" else base))
+    return RuntimeError(
+        f"Expected all tensors to be on the same device, but got {name} is on {odd_device}, different from other "
+        f"tensors on {device} (when checking argument in method wrapper_CUDA_{method})"
+    )
+
+
+def _argument_name(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], odd: torch.Tensor) -> str:
+    for i, arg in enumerate(func._schema.arguments):
+        value = kwargs.get(arg.name) if arg.kwarg_only or i >= len(args) else args[i]
+        if value is odd or (isinstance(value, (list, tuple)) and any(v is odd for v in value)):
+            return str(arg.name)
+    return "tensor"
+
+
+def _conv_message(data: Any, weight: Any) -> str:
+    first, second = tensor_type_name(data), tensor_type_name(weight)
+    tail = " or input should be a MKLDNN tensor and weight is a dense tensor" if ".cuda." not in first else ""
+    return f"Input type ({first}) and weight type ({second}) should be the same{tail}"
+
+
+def tensor_type_name(t: Any) -> str:
+    """'torch.cuda.FloatTensor' for a stand-in, 'torch.FloatTensor' for a CPU tensor (legacy type names)."""
+    if is_stand_in(t):
+        return backing_of(t).type().replace("torch.", "torch.cuda.", 1)
+    return str(t.type()) if isinstance(t, torch.Tensor) else type(t).__name__

@@ -1,0 +1,61 @@
+"""The job ran on a stand-in device instead of a real accelerator, and what that allows the verdict to say.
+
+Two kinds: a preflight (`run --preflight`), where a script written for CUDA runs unchanged with CUDA simulated and
+its tensors computed on the CPU (or only shaped, on meta); and the meta stand-in of `--expect-device meta`, for
+scripts written for `meta`. Either way host reads of tensors without values (meta) returned placeholders, listed here
+with their lines, because control flow that depends on them may differ from a real run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+PREFLIGHT_LABEL = "preflight on a stand-in device"
+# What a preflight judges and what it cannot, in the words every renderer shows.
+PREFLIGHT_JUDGES = (
+    "judged: placement of data and model, the op census, host syncs with their lines, and CPU work in the step "
+    "(rungs 2-4), and the host side of rung 5 (DataLoader wait, host time per step)"
+)
+PREFLIGHT_CANNOT = (
+    "not judged: GPU timing and utilisation (rung 5) and the GPU machine's set-up (rung 1): run `gputriage run` "
+    "and `gputriage env` on the GPU machine for those"
+)
+
+
+@dataclass
+class PlaceholderSite:
+    """A line of the user's code that read a tensor holding no values, and got a placeholder."""
+
+    kind: str  # scalar (.item(), bool(), float(), int()) | cpu (.cpu(), .tolist(), .to("cpu"))
+    where: str | None = None
+    code: str | None = None
+    count: int = 0
+
+
+@dataclass
+class StandInSection:
+    preflight: bool  # True: run --preflight; False: the meta stand-in of --expect-device meta
+    label: str | None = None  # "preflight on a stand-in device" for a preflight
+    simulated: str | None = None  # the device type the script sees ("cuda")
+    backing: str = "meta"  # where the stand-in's values live: cpu (computed for real) | meta (shapes only)
+    device_name: str | None = None
+    device_count: int | None = None
+    judged_rungs: list[int] = field(default_factory=list)
+    judges: str | None = None
+    cannot_judge: str | None = None
+    # the preflight ended the job on purpose after this many steps (exit code 0); None: the job ended by itself
+    stopped_after_steps: int | None = None
+    compiled_eagerly: bool = False  # the script called torch.compile, which the preflight ran eagerly
+    stand_in_s: float = 0.0  # host time spent computing the stand-in's ops (a GPU would run them asynchronously)
+    placeholder_reads: list[PlaceholderSite] = field(default_factory=list)
+
+    def measured_rungs(self) -> set[int]:
+        return set()  # it bounds what the other sections may judge; it answers no rung itself
+
+    def self_check(self) -> list[str]:
+        problems = []
+        if self.stand_in_s < 0:
+            problems.append("stand_in: negative stand-in time")
+        if self.preflight and self.label != PREFLIGHT_LABEL:
+            problems.append("stand_in: a preflight must carry its label")
+        return problems

@@ -1,0 +1,134 @@
+"""A preflight's record, as the rules and every renderer read it: the label and scope, the host-side step time,
+library-issued syncs, unused plain attributes, placeholder reads. Pure: no torch, no run."""
+
+from __future__ import annotations
+
+import io
+import json
+
+from rich.console import Console
+
+from gputriage.diagnosis import diagnose
+from gputriage.record import Run, run_from_dict, run_to_dict
+from gputriage.record.compute import ComputeSection, HostSync
+from gputriage.record.placement import ModelInfo, PlacementSection, StrayPart
+from gputriage.record.process import ProcessSection
+from gputriage.record.stand_in import PREFLIGHT_CANNOT, PREFLIGHT_JUDGES, PREFLIGHT_LABEL, PlaceholderSite
+from gputriage.record.stand_in import StandInSection as Section
+from gputriage.record.steps import LoaderInfo, Step, StepsSection
+from gputriage.report.document import build_document
+from gputriage.report.html import render_html
+from gputriage.report.markdown import render_markdown
+from gputriage.report.terminal import render
+from gputriage.report.timeline import build_timeline
+
+
+def _stand_in(**kwargs: object) -> Section:
+    base: dict[str, object] = {
+        "preflight": True,
+        "label": PREFLIGHT_LABEL,
+        "simulated": "cuda",
+        "backing": "cpu",
+        "judged_rungs": [2, 3, 4, 5],
+        "judges": PREFLIGHT_JUDGES,
+        "cannot_judge": PREFLIGHT_CANNOT,
+        "stopped_after_steps": 10,
+    }
+    base.update(kwargs)
+    return Section(**base)  # type: ignore[arg-type]
+
+
+def _step(index: int, *, wait_s: float, compute_s: float, stand_in_s: float | None) -> Step:
+    """A step of `wait_s` in the DataLoader and `compute_s` of forward, of which `stand_in_s` on the stand-in."""
+    return Step(index, index * 1.0, wall_s=wait_s + compute_s + 0.001, data_wait_s=wait_s, forward_s=compute_s,
+                other_s=0.001, stand_in_s=stand_in_s)  # fmt: skip
+
+
+def _run(**sections: object) -> Run:
+    run = Run(command="run", expect_device="cuda", process=ProcessSection(exit_code=0, target="train.py"))
+    run.placement = PlacementSection()
+    for name, value in sections.items():
+        setattr(run, name, value)
+    return run
+
+
+def test_every_renderer_shows_the_label_and_what_a_preflight_cannot_judge() -> None:
+    diag = diagnose(_run(stand_in=_stand_in()))
+    assert diag.verdict.label == PREFLIGHT_LABEL
+    assert diag.verdict.scope is not None and "GPU timing" in diag.verdict.scope and "10 steps" in diag.verdict.scope
+    console = Console(file=io.StringIO(), width=200, color_system=None)
+    render(diag, console)
+    texts = {
+        "terminal": console.file.getvalue(),  # type: ignore[attr-defined]
+        "markdown": render_markdown(diag),
+        "html": render_html(diag),
+        "json": json.dumps(build_document(diag)),
+        "timeline": json.dumps(build_timeline(diag)),
+    }
+    for name, text in texts.items():
+        assert PREFLIGHT_LABEL in text, name
+    assert build_document(diag)["verdict"]["label"] == PREFLIGHT_LABEL
+
+
+def test_a_real_device_run_has_no_label() -> None:
+    verdict = diagnose(_run()).verdict
+    assert verdict.label is None and verdict.scope is None
+
+
+def test_the_record_round_trips_with_its_stand_in_section() -> None:
+    run = _run(stand_in=_stand_in(placeholder_reads=[PlaceholderSite("scalar", "train.py:9", "x.item()", 3)]))
+    again = run_from_dict(json.loads(json.dumps(run_to_dict(run))))
+    assert again.stand_in == run.stand_in
+    assert again.self_check() == []
+
+
+def test_data_wait_is_judged_against_the_hosts_time_not_the_stand_ins_compute() -> None:
+    # 5 ms of tokenising per step; 200 ms of forward, of which 195 ms the stand-in computed for the GPU
+    steps = [_step(i, wait_s=0.005, compute_s=0.2, stand_in_s=0.195) for i in range(8)]
+    run = _run(stand_in=_stand_in(), steps=StepsSection(steps=steps, loader=LoaderInfo(num_workers=0)))
+    finding = next(f for f in diagnose(run).findings if f.code == "input-pipeline-bound")
+    assert finding.evidence["data_wait_pct_of_step"] > 40
+    # the same steps measured on a real device: the forward is the GPU's own time, and the wait is small
+    real = _run(steps=StepsSection(steps=[_step(i, wait_s=0.005, compute_s=0.2, stand_in_s=None) for i in range(8)]))
+    assert "input-pipeline-bound" not in [f.code for f in diagnose(real).findings]
+
+
+def test_a_preflight_does_not_judge_loader_workers_that_share_cores_with_the_stand_in() -> None:
+    steps = [_step(i, wait_s=0.005, compute_s=0.2, stand_in_s=0.195) for i in range(8)]
+    run = _run(stand_in=_stand_in(), steps=StepsSection(steps=steps, loader=LoaderInfo(num_workers=2)))
+    assert "input-pipeline-bound" not in [f.code for f in diagnose(run).findings]
+
+
+def test_a_sync_inside_library_code_is_a_note_at_the_librarys_line() -> None:
+    compute = ComputeSection(ops_per_device={"cuda": 900}, window_steps=3, window_wall_s=0.3)
+    library = "site-packages/transformers/masking_utils.py:354"
+    compute.syncs = [HostSync("scalar", "train.py:94", "outputs = model(**batch)", 3, 0.0001, "cuda", library)]
+    finding = next(f for f in diagnose(_run(compute=compute)).findings if f.code == "host-sync-in-loop")
+    assert finding.severity.value == "info" and finding.where == library
+    compute.syncs[0].library_where = None  # the user's own `.item()`: a warning at the user's line
+    finding = next(f for f in diagnose(_run(compute=compute)).findings if f.code == "host-sync-in-loop")
+    assert finding.severity.value == "warning" and finding.where == "train.py:94"
+
+
+def test_plain_attributes_the_completed_steps_never_mixed_in_are_a_note() -> None:
+    model = ModelInfo(name="GAN", parameter_count=100, devices={"cuda:0": 100, "cpu": 8})
+    model.stray = [StrayPart("validation_z", "attribute", "cpu", 8, "gan.py:40")]
+    steps = StepsSection(steps=[_step(0, wait_s=0.0, compute_s=0.01, stand_in_s=0.0)], steps_total=10)
+    run = _run(steps=steps)
+    assert run.placement is not None
+    run.placement.models = [model]
+    finding = next(f for f in diagnose(run).findings if f.code == "model-partly-on-cpu")
+    assert finding.severity.value == "info"
+    run.process = ProcessSection(exit_code=1, exception_type="RuntimeError",
+                                 exception_message="Expected all tensors to be on the same device")  # fmt: skip
+    finding = next(f for f in diagnose(run).findings if f.code == "model-partly-on-cpu")
+    assert finding.severity.value == "critical"  # it crashed, and no batch finding explains it: the attribute does
+
+
+def test_placeholder_reads_are_a_note_with_their_lines() -> None:
+    sites = [PlaceholderSite("scalar", "train.py:88", "if loss.item() < best:", 5)]
+    run = _run(stand_in=Section(preflight=False, backing="meta", placeholder_reads=sites))
+    finding = next(f for f in diagnose(run).findings if f.code == "placeholder-values")
+    assert finding.severity.value == "info" and finding.where == "train.py:88"
+    assert "if loss.item() < best:" in finding.evidence["sites"][0]  # type: ignore[index]
+    assert diagnose(run).verdict.label is None  # the meta stand-in is not a preflight

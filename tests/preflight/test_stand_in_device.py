@@ -1,0 +1,277 @@
+"""The stand-in device as a script written for CUDA sees it: placement, CUDA's mismatches, host reads, the torch.cuda
+API, autocast and GradScaler, checkpoints and copies."""
+
+from __future__ import annotations
+
+import copy
+import io
+import pickle
+from typing import Any
+
+import pytest
+import torch
+from preflight_session import FakeProbe, Session
+from torch import nn
+
+MISMATCH = "Expected all tensors to be on the same device"
+
+
+def test_cuda_is_available_with_one_named_device(stand_in: Session) -> None:
+    assert torch.cuda.is_available()
+    assert torch.cuda.device_count() == 1
+    assert "stand-in" in torch.cuda.get_device_name(0)
+    assert torch.cuda.get_device_capability() == (8, 0)
+    props = torch.cuda.get_device_properties(0)
+    assert props.total_memory > 0 and props.multi_processor_count > 0
+    assert torch.cuda.is_bf16_supported()
+    assert torch.backends.cudnn.is_available()
+    assert torch.accelerator.current_accelerator() == torch.device("cuda")
+
+
+@pytest.mark.parametrize(
+    "place",
+    [
+        lambda t: t.to("cuda"),
+        lambda t: t.to(torch.device("cuda:0")),
+        lambda t: t.cuda(),
+        lambda t: t.to("cuda", non_blocking=True),
+        lambda t: t.to(0),
+        lambda t: torch.tensor(t.tolist(), device="cuda"),
+        lambda t: torch.zeros_like(t, device="cuda") + t.cuda(),
+    ],
+)
+def test_every_spelling_of_cuda_lands_on_the_stand_in(stand_in: Session, place: Any) -> None:
+    host = torch.arange(6.0).reshape(2, 3)
+    on_device = place(host)
+    assert on_device.device == torch.device("cuda", 0)
+    assert on_device.is_cuda
+    assert torch.equal(on_device.cpu(), host)
+    assert on_device.cpu().device.type == "cpu"
+
+
+def test_module_to_cuda_keeps_the_parameter_objects_the_optimizer_holds(stand_in: Session) -> None:
+    torch.manual_seed(0)
+    model = nn.Linear(4, 2)
+    opt = torch.optim.SGD(model.parameters(), lr=0.5)
+    weight = model.weight
+    before = weight.detach().clone()
+    model.cuda()
+    assert model.weight is weight
+    assert isinstance(model.weight, nn.Parameter) and model.weight.device.type == "cuda"
+    loss = model(torch.randn(3, 4, device="cuda")).pow(2).sum()
+    loss.backward()
+    assert model.weight.grad is not None and model.weight.grad.device.type == "cuda"
+    opt.step()
+    assert not torch.equal(model.weight.detach().cpu(), before)
+
+
+def test_values_are_computed_like_on_the_cpu(stand_in: Session) -> None:
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 3))
+    x = torch.randn(5, 8)
+    expected = model(x)
+    on_device = copy.deepcopy(model).to("cuda")(x.to("cuda"))
+    assert torch.allclose(on_device.cpu(), expected, atol=1e-6)
+
+
+def test_embedding_fed_cpu_indices_raises_cudas_error(stand_in: Session) -> None:
+    embedding = nn.Embedding(10, 4).to("cuda")
+    pos = torch.arange(0, 3, dtype=torch.long)  # the classic: made without device=
+    with pytest.raises(RuntimeError, match=MISMATCH):
+        embedding(pos)
+
+
+def test_cpu_input_into_a_device_layer_raises(stand_in: Session) -> None:
+    with pytest.raises(RuntimeError, match=MISMATCH):
+        nn.Linear(4, 2).cuda()(torch.randn(3, 4))
+    with pytest.raises(RuntimeError, match=r"Input type \(torch.FloatTensor\) and weight type \(torch.cuda"):
+        nn.Conv2d(3, 4, 3).cuda()(torch.randn(1, 3, 8, 8))
+    with pytest.raises(RuntimeError, match="expected self and mask to be on the same device"):
+        torch.zeros(3, device="cuda").masked_fill(torch.tensor([True, False, True]), 1.0)
+
+
+def test_what_cuda_allows_across_devices_works(stand_in: Session) -> None:
+    x = torch.arange(6.0, device="cuda")
+    assert (x * torch.tensor(2.0)).device.type == "cuda"  # a 0-d CPU scalar
+    assert x[torch.tensor([0, 2])].tolist() == [0.0, 2.0]  # CPU indices
+    host = torch.empty(6)
+    host.copy_(x)  # a copy to the host
+    assert host.tolist() == x.tolist()
+
+
+def test_host_reads_give_values_and_count_nothing_extra(stand_in: Session) -> None:
+    loss = (torch.ones(4, device="cuda") * 2.5).sum()
+    assert loss.item() == 10.0
+    assert float(loss) == 10.0 and int(loss) == 10 and bool(loss)
+    assert f"{loss:.1f}" == "10.0"
+    assert torch.ones(2, device="cuda").tolist() == [1.0, 1.0]
+    assert "device='cuda:0'" in repr(loss)
+    with pytest.raises(TypeError, match="can't convert cuda:0 device type tensor to numpy"):
+        loss.numpy()
+    assert loss.cpu().numpy() == 10.0
+
+
+def test_a_loss_computed_on_the_host_still_trains_the_device_model(stand_in: Session) -> None:
+    model = nn.Linear(3, 1).cuda()
+    out = model(torch.randn(4, 3, device="cuda")).cpu()
+    nn.functional.mse_loss(out, torch.zeros(4, 1)).backward()
+    assert model.weight.grad is not None and model.weight.grad.device.type == "cuda"
+
+
+def test_synchronize_and_event_waits_are_host_syncs(stand_in: Session) -> None:
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    torch.ones(8, device="cuda").sum()
+    end.record()
+    end.synchronize()
+    assert start.elapsed_time(end) >= 0.0
+    assert [kind for kind, _ in stand_in.probe.syncs].count("cuda-sync") >= 2
+    stream = torch.cuda.Stream()
+    with torch.cuda.stream(stream):
+        torch.ones(2, device="cuda")
+    torch.cuda.current_stream().wait_stream(stream)
+
+
+def test_device_selection_and_memory(stand_in: Session) -> None:
+    torch.cuda.set_device(0)
+    assert torch.cuda.current_device() == 0
+    with torch.cuda.device(0):
+        big = torch.zeros(1024, 1024, device="cuda")
+    assert torch.cuda.memory_allocated() >= big.numel() * 4
+    assert torch.cuda.max_memory_allocated() >= torch.cuda.memory_allocated()
+    torch.cuda.empty_cache()
+    with pytest.raises(RuntimeError, match="invalid device ordinal"):
+        torch.zeros(1, device="cuda:1")
+
+
+def test_cuda_random_stream_is_seeded_and_leaves_the_cpu_stream_alone(stand_in: Session) -> None:
+    torch.manual_seed(7)
+    first = torch.randn(4, device="cuda").cpu()
+    cpu_after = torch.rand(3)
+    torch.manual_seed(7)
+    cpu_alone = torch.rand(3)  # no cuda draw in between: the CPU stream must be the same
+    torch.manual_seed(7)
+    assert torch.equal(torch.randn(4, device="cuda").cpu(), first)
+    assert torch.equal(cpu_after, cpu_alone)
+    state = torch.cuda.get_rng_state()
+    again = torch.randn(2, device="cuda").cpu()
+    torch.cuda.set_rng_state(state)
+    assert torch.equal(torch.randn(2, device="cuda").cpu(), again)
+
+
+def test_pin_memory_non_blocking_and_cudnn_flags(stand_in: Session) -> None:
+    host = torch.randn(4)
+    pinned = host.pin_memory()
+    assert pinned.is_pinned() and not host.is_pinned()
+    assert pinned.to("cuda", non_blocking=True).device.type == "cuda"
+    torch.backends.cudnn.benchmark = True
+    torch.backends.cuda.matmul.allow_tf32 = True
+    loader = torch.utils.data.DataLoader(
+        torch.utils.data.TensorDataset(torch.randn(8, 2)), batch_size=4, pin_memory=True
+    )
+    assert all(batch.is_pinned() for (batch,) in loader)
+
+
+def test_autocast_cuda_casts_and_grad_scaler_steps(stand_in: Session) -> None:
+    model = nn.Linear(8, 8).cuda()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for scaler in (torch.amp.GradScaler("cuda"), torch.cuda.amp.GradScaler()):
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            out = model(torch.randn(2, 8, device="cuda"))
+            assert out.dtype == torch.bfloat16
+            assert torch.is_autocast_enabled("cuda")
+        scaler.scale(out.float().sum()).backward()
+        scaler.step(opt)
+        scaler.update()
+        assert scaler.is_enabled()
+    with torch.autocast(device_type="cuda"):
+        assert model(torch.randn(2, 8, device="cuda")).dtype == torch.float16  # CUDA's default
+
+
+def test_dataparallel_on_the_one_device(stand_in: Session) -> None:
+    model = nn.DataParallel(nn.Linear(4, 2))
+    out = model(torch.randn(6, 4))
+    assert out.device.type == "cuda"
+    out.sum().backward()
+
+
+def test_save_copy_and_pickle_the_model(stand_in: Session) -> None:
+    model = nn.Sequential(nn.Linear(3, 2)).cuda()
+    buffer = io.BytesIO()
+    torch.save(model, buffer)
+    state = io.BytesIO()
+    torch.save(model.state_dict(), state)
+    clone = copy.deepcopy(model)
+    assert clone[0].weight.device.type == "cuda" and clone[0].weight is not model[0].weight
+    assert torch.equal(clone[0].weight.cpu(), model[0].weight.cpu())
+    assert type(pickle.loads(pickle.dumps(model[0].weight.detach()))) is torch.Tensor
+    state.seek(0)
+    loaded = torch.load(state, map_location="cuda")
+    assert loaded["0.weight"].device.type == "cuda"
+
+
+def test_checkpoint_written_under_the_preflight_is_plain_cpu_torch(stand_in: Session) -> None:
+    model = nn.Linear(3, 2).cuda()
+    buffer = io.BytesIO()
+    torch.save({"model": model.state_dict(), "whole": model}, buffer)
+    stand_in.preflight.finish(stand_in.run)  # the preflight is over: plain torch reads the checkpoint
+    buffer.seek(0)
+    loaded = torch.load(buffer, weights_only=False)
+    assert type(loaded["model"]["weight"]) is torch.Tensor
+    assert type(loaded["whole"].weight) is nn.Parameter and loaded["whole"].weight.device.type == "cpu"
+    stand_in.preflight.start(stand_in.run)  # the fixture finishes it again
+
+
+def test_the_preflight_ends_the_job_at_its_step_budget() -> None:
+    from gputriage.collectors.preflight import Preflight
+    from gputriage.collectors.runner import StopRun
+
+    probe = FakeProbe()
+    preflight = Preflight(probe, stop_after_steps=3)
+    preflight._on_step(2)
+    with pytest.raises(StopRun):
+        preflight._on_step(3)
+
+
+def test_meta_backing_reads_are_placeholders_with_their_line(meta_stand_in: Session) -> None:
+    loss = nn.Linear(4, 1).cuda()(torch.randn(2, 4, device="cuda")).sum()
+    assert loss.device.type == "cuda"
+    assert loss.item() == 1.0
+    assert bool(torch.isnan(loss)) is False
+    assert loss.cpu().tolist() == 1.0
+    meta_stand_in.preflight.finish(meta_stand_in.run)
+    reads = meta_stand_in.run.stand_in.placeholder_reads if meta_stand_in.run.stand_in else []
+    assert reads and all(r.where and r.where.endswith(".py:" + r.where.rsplit(":", 1)[1]) for r in reads)
+    assert any("test_stand_in_device.py" in (r.where or "") for r in reads)
+    meta_stand_in.preflight.start(meta_stand_in.run)
+
+
+def test_torch_compile_runs_eagerly_and_is_said(stand_in: Session) -> None:
+    model = nn.Linear(2, 2).cuda()
+    assert torch.compile(model) is model
+    assert torch.compile(mode="reduce-overhead")(model) is model
+    stand_in.preflight.finish(stand_in.run)
+    assert stand_in.run.stand_in is not None and stand_in.run.stand_in.compiled_eagerly
+    stand_in.preflight.start(stand_in.run)
+
+
+def test_a_cast_on_the_device_keeps_the_graph(stand_in: Session) -> None:
+    w = torch.ones(3, device="cuda", requires_grad=True)
+    w.to(device=w.device, dtype=torch.float64).sum().backward()
+    assert w.grad is not None and w.grad.tolist() == [1.0, 1.0, 1.0]
+
+
+def test_default_device_and_to_another_tensor(stand_in: Session) -> None:
+    torch.set_default_device("cuda")
+    try:
+        made = torch.zeros(2)
+    finally:
+        torch.set_default_device(None)
+    assert made.device.type == "cuda"
+    host = torch.ones(2)
+    assert host.to(made).device.type == "cuda"
+    assert made.to(host).device.type == "cpu"
+    assert host.type_as(made).device.type == "cuda"
+    assert made.type() == "torch.cuda.FloatTensor"
+    assert host.type("torch.cuda.DoubleTensor").device.type == "cuda"

@@ -1,0 +1,112 @@
+"""`gputriage run --preflight`: the scenario scripts, written for CUDA, run unchanged with CUDA simulated on the
+stand-in, through the real CLI. The same roots and lines as on meta (test_run_cli.py) and on a GPU (gpu_check)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from run_cases import SCRIPTS, Case, Result, mark_line, run_many
+from scenarios import SCENARIOS
+
+LABEL = "preflight on a stand-in device"
+CASES = {s.name: Case(s.argv) for s in SCENARIOS}
+
+
+@pytest.fixture(scope="module")
+def preflights(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Result]:
+    return run_many(CASES, tmp_path_factory.mktemp("preflight"), preflight=True)
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda s: s.name)
+def test_every_scenario_gets_its_root_cause_and_exit_code(preflights: dict[str, Result], scenario: Any) -> None:
+    r = preflights[scenario.name]
+    assert r.returncode == scenario.exit_code, r.stderr[-2000:]
+    assert r.report["verdict"]["root_cause"] == scenario.root_cause
+
+
+def _root(r: Result) -> str | None:
+    return r.report["verdict"]["root_cause"]  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize(
+    ("name", "code", "script"),
+    [
+        ("model_not_moved", "model-on-cpu", "model_not_moved.py"),
+        ("inputs_not_moved", "data-on-cpu", "inputs_not_moved.py"),
+        ("labels_not_moved", "data-on-cpu", "labels_not_moved.py"),
+        ("submodule_after_to", "model-partly-on-cpu", "submodule_after_to.py"),
+        ("plain_tensor_attribute", "model-partly-on-cpu", "plain_tensor_attribute.py"),
+    ],
+)
+def test_placement_mistakes_crash_as_on_cuda_and_are_named(
+    preflights: dict[str, Result], name: str, code: str, script: str
+) -> None:
+    r = preflights[name]
+    assert r.returncode == 1
+    assert "Expected all tensors to be on the same device" in r.stderr
+    assert "gputriage/collectors" not in r.stderr.split("gputriage verdict")[0]  # CUDA's traceback, not ours
+    assert _root(r) == code
+    assert r.finding(code)["where"] == mark_line(script, code)
+    assert r.report["verdict"]["label"] == LABEL
+
+
+def test_nothing_moved_keeps_the_scripts_exit_code_and_finds_no_device_compute(preflights: dict[str, Result]) -> None:
+    r = preflights["nothing_moved"]
+    assert r.returncode == 3
+    assert {"data-on-cpu", "model-on-cpu", "no-gpu-compute"} <= set(r.codes())
+
+
+def test_healthy_script_is_stopped_after_the_probe_window_with_exit_0(preflights: dict[str, Result]) -> None:
+    r = preflights["healthy"]
+    assert r.returncode == 0, r.stderr
+    assert "done" not in r.stdout  # ended by the preflight, after its steps, not by the script
+    assert not [f for f in r.report["findings"] if f["severity"] != "info"]
+    stand_in = r.report["stand_in"]
+    assert stand_in["preflight"] and stand_in["backing"] == "cpu" and stand_in["stopped_after_steps"] == 10
+    assert r.report["steps"]["steps_observed"] == 10
+    assert all(s["stand_in_s"] is not None for s in r.report["steps"]["steps"])
+    assert r.report["compute"]["ops_per_device"]["cuda"] > 0
+    assert "environment" not in r.report or r.report["environment"] is None  # rung 1 is the GPU machine's
+    verdict = r.report["verdict"]
+    assert verdict["label"] == LABEL and "not judged" in verdict["scope"] and "GPU timing" in verdict["scope"]
+    assert LABEL in r.stderr
+
+
+def test_item_every_step_is_a_host_sync_at_its_line(preflights: dict[str, Result]) -> None:
+    r = preflights["item_each_step"]
+    assert _root(r) == "host-sync-in-loop"
+    finding = r.finding("host-sync-in-loop")
+    assert finding["where"] == mark_line("item_each_step.py", "host-sync-in-loop")
+    assert finding["evidence"]["syncs_per_step"] >= 1
+
+
+def test_slow_main_process_pipeline_is_judged_on_the_hosts_time(preflights: dict[str, Result]) -> None:
+    r = preflights["slow_pipeline"]
+    assert _root(r) == "input-pipeline-bound"
+    assert r.finding("input-pipeline-bound")["where"] == mark_line("slow_pipeline.py", "input-pipeline-bound")
+
+
+def test_unrelated_crash_is_not_blamed_on_placement(preflights: dict[str, Result]) -> None:
+    r = preflights["unrelated_crash"]
+    assert r.returncode == 1
+    assert _root(r) is None
+    assert "ValueError: learning-rate schedule ended early" in r.stderr
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (["--preflight", "--trace"], "--trace records GPU kernels"),
+        (["--preflight", "--expect-device", "meta"], "--preflight simulates a CUDA device"),
+    ],
+)
+def test_preflight_refuses_what_it_cannot_do(tmp_path: Path, options: list[str], message: str) -> None:
+    cmd = [sys.executable, "-m", "gputriage", "run", *options, "--out", str(tmp_path), str(SCRIPTS / "healthy.py")]
+    proc = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    assert message in proc.stderr
+    assert not (tmp_path / "report.json").exists()
