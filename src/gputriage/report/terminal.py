@@ -16,6 +16,7 @@ from gputriage.record.environment import Environment
 from gputriage.record.trace import RankTrace
 from gputriage.report import fmt
 from gputriage.report.diagrams import RelationshipDiagram, SequenceDiagram, build_relationship, build_sequence
+from gputriage.report.sanitize import clean_tree
 
 _VERDICT_STYLE = {"idle": "bold red", "underused": "bold yellow", "healthy": "bold green", "unknown": "bold"}
 _RUNG_MARK = {
@@ -28,6 +29,7 @@ _SEVERITY_STYLE = {Severity.CRITICAL: "bold red", Severity.WARNING: "yellow", Se
 
 
 def render(diag: Diagnosis, console: Console) -> None:
+    diag = clean_tree(diag)  # every string from the job or a file, with its control characters made visible
     console.print(verdict_panel(diag))
     console.print(ladder_table(diag))
     if diag.run.environment is not None:
@@ -161,6 +163,7 @@ def trace_table(ranks: list[RankTrace]) -> Table:
 
 
 def finding_panel(finding: Finding) -> Panel:
+    finding = clean_tree(finding)  # also drawn on its own, by the live view
     parts: list[RenderableType] = [Text(finding.title, style="bold")]
     if finding.where:
         parts.append(Text(f"where: {finding.where}", style="magenta"))
