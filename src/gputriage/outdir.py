@@ -106,7 +106,9 @@ def atomic_write_all(folder: Path, files: dict[str, bytes]) -> list[Path]:
         _check_folder(folder)
         for path in targets:
             if path.is_symlink():
-                raise InputError(f"refusing to write {path}: it is a symlink")
+                if len(targets) == 1:
+                    raise InputError(f"refusing to write {path}: it is a symlink")
+                raise InputError(f"refusing to write {_names(targets)}: {path.name} is a symlink; nothing was written")
     except OSError as exc:
         raise InputError(f"cannot write {_names(targets)}: {exc.strerror or exc}") from exc
     temps: list[Path] = []

@@ -9,17 +9,23 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NamedTuple
 
+_MAX_VERSION_DIGITS = 9
+
 
 def version_tuple(text: str) -> tuple[int, ...]:
-    """ "535.104.05" -> (535, 104, 5); stops at the first part that is not a number ("2.1.0+cu121" -> (2, 1, 0))."""
+    """ "535.104.05" -> (535, 104, 5); stops at the first part that is not a number ("2.1.0+cu121" -> (2, 1, 0)).
+
+    Only ASCII digits count ("2.²" -> (2,)), and a part longer than 9 digits ends the version: text from other people's
+    machines must never turn into a huge int or a ValueError.
+    """
     parts: list[int] = []
-    for part in text.split("+", 1)[0].split("."):
+    for part in text.split("+", 1)[0].split(".")[:8]:
         digits = ""
         for ch in part:
-            if not ch.isdigit():
+            if not ("0" <= ch <= "9"):
                 break
             digits += ch
-        if not digits:
+        if not digits or len(digits) > _MAX_VERSION_DIGITS:
             break
         parts.append(int(digits))
         if len(digits) != len(part):
