@@ -359,7 +359,7 @@ def cases(kind: str, seed: int, n: int) -> Iterator[Case]:
 # --- running one case -------------------------------------------------------------------------------------------------
 @dataclass
 class Outcome:
-    status: str  # ok | refused | traceback | unclean (exit code, stderr or text output not as promised)
+    status: str  # ok | refused | traceback | memory | unclean (exit code, error line or text output not as promised)
     detail: str = ""  # the traceback's last frame, or what was unclean
 
 
@@ -371,6 +371,8 @@ def run_case(kind: str, case: Case, workdir: Path) -> Outcome:
     try:
         with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
             code = main(["report", str(target), "--md", str(md)])
+    except MemoryError:
+        return Outcome("memory", "MemoryError")
     except Exception as exc:  # what the CLI let through: a traceback the user would see
         frame = traceback.extract_tb(exc.__traceback__)[-1]
         return Outcome("traceback", f"{type(exc).__name__} at {Path(frame.filename).name}:{frame.lineno}: {exc!s:.200}")

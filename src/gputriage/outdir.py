@@ -144,14 +144,16 @@ def _write_temp(path: Path, content: bytes) -> Path:
         except FileExistsError:
             continue
         try:
-            with os.fdopen(fd, "wb") as out:
-                out.write(content)
-                out.flush()
-                os.fsync(out.fileno())
+            view = memoryview(content)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
         except BaseException:
             with contextlib.suppress(OSError):
                 tmp.unlink()
             raise
+        finally:
+            os.close(fd)
         return tmp
     raise FileExistsError(errno.EEXIST, "no free temporary name", str(path))
 

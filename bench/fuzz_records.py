@@ -1,0 +1,159 @@
+"""Fuzz `gputriage report` on hostile rank records and report.json documents: tracebacks / hangs / peak memory.
+
+For each input kind, N seeded cases (tests/fuzz_records.py: real records of the test suite, mutated) run in worker
+processes, in-process through the CLI's `main`. A case counts as
+- a traceback when anything but gputriage's one-line InputError escapes (listed by code site);
+- a hang when it takes longer than --hang-s (SIGALRM stops it, and it is listed);
+- unclean when the exit code, the error line or a text output (terminal, report.md) breaks the promise (one line,
+  exit 2, no control character);
+- a memory blow-up when it hits the worker's address-space limit (--limit-mb).
+Peak memory is each worker's peak RSS, next to its RSS after the first case (the baseline), so growth shows.
+
+    .venv/bin/python bench/fuzz_records.py --cases 10000 [--kinds rank report] [--jobs 2] [--seed 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import dataclasses
+import multiprocessing
+import resource
+import signal
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+
+import fuzz_records
+
+
+class Hang(Exception):
+    pass
+
+
+@dataclass
+class Tally:
+    statuses: collections.Counter[str] = field(default_factory=collections.Counter)
+    failures: dict[str, list[str]] = field(default_factory=dict)  # "traceback: site" -> the first case labels
+    baseline_rss_mb: float = 0.0
+    peak_rss_mb: float = 0.0
+    seconds: float = 0.0
+
+
+def _alarm(signum: int, frame: FrameType | None) -> None:
+    raise Hang
+
+
+def _rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+@dataclass(frozen=True)
+class Share:
+    """One worker's part of a kind's cases: every `jobs`-th case from `index`."""
+
+    kind: str
+    seed: int
+    count: int
+    index: int
+    jobs: int
+    hang_s: int
+    limit_mb: int
+
+
+def worker(share: Share) -> Tally:
+    kind, seed, count, worker_index, jobs, hang_s = (
+        share.kind,
+        share.seed,
+        share.count,
+        share.index,
+        share.jobs,
+        share.hang_s,
+    )
+    limit = share.limit_mb << 20
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    signal.signal(signal.SIGALRM, _alarm)
+    tally = Tally()
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory() as tmp:
+        for index, case in enumerate(fuzz_records.cases(kind, seed, count)):
+            if index % jobs != worker_index:
+                continue
+            status, detail = _one(kind, case, Path(tmp), hang_s)
+            tally.statuses[status] += 1
+            if status not in ("ok", "refused"):
+                key = f"{status}: {detail[:160]}"
+                tally.failures.setdefault(key, []).append(f"#{index} {case[0][:120]}")
+            if not tally.baseline_rss_mb:
+                tally.baseline_rss_mb = _rss_mb()
+    tally.peak_rss_mb = _rss_mb()
+    tally.seconds = time.perf_counter() - started
+    return tally
+
+
+def _one(kind: str, case: fuzz_records.Case, tmp: Path, hang_s: int) -> tuple[str, str]:
+    signal.alarm(hang_s)
+    try:
+        outcome = fuzz_records.run_case(kind, case, tmp)
+        return outcome.status, outcome.detail
+    except Hang:
+        return "hang", f"over {hang_s} s"
+    except MemoryError:
+        return "memory", "hit the address-space limit"
+    finally:
+        signal.alarm(0)
+
+
+def run_kind(kind: str, args: argparse.Namespace) -> Tally:
+    fuzz_records.rank_record_seeds()  # built once here, inherited by the forked workers
+    fuzz_records.report_json_seeds()
+    context = multiprocessing.get_context("fork")
+    with context.Pool(args.jobs) as pool:
+        share = Share(kind, args.seed, args.cases, 0, args.jobs, args.hang_s, args.limit_mb)
+        parts = pool.map(worker, [dataclasses.replace(share, index=i) for i in range(args.jobs)])
+    total = Tally()
+    for part in parts:
+        total.statuses.update(part.statuses)
+        for key, labels in part.failures.items():
+            total.failures.setdefault(key, []).extend(labels)
+        total.baseline_rss_mb = max(total.baseline_rss_mb, part.baseline_rss_mb)
+        total.peak_rss_mb = max(total.peak_rss_mb, part.peak_rss_mb)
+        total.seconds = max(total.seconds, part.seconds)
+    return total
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
+    parser.add_argument("--cases", type=int, default=10_000, help="cases per input kind")
+    parser.add_argument("--kinds", nargs="+", default=list(fuzz_records.KINDS), choices=fuzz_records.KINDS)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--jobs", type=int, default=2, help="worker processes")
+    parser.add_argument("--hang-s", type=int, default=20, help="a case running longer than this is a hang")
+    parser.add_argument("--limit-mb", type=int, default=4096, help="each worker's address-space limit")
+    args = parser.parse_args()
+
+    print(
+        f"{'kind':<8}{'cases':>8}{'ok':>8}{'refused':>9}{'tracebacks':>12}{'hangs':>7}{'unclean':>9}"
+        f"{'memory':>8}{'baseline RSS':>14}{'peak RSS':>10}{'time':>8}"
+    )
+    bad = 0
+    for kind in args.kinds:
+        t = run_kind(kind, args)
+        s = t.statuses
+        print(
+            f"{kind:<8}{sum(s.values()):>8}{s['ok']:>8}{s['refused']:>9}{s['traceback']:>12}{s['hang']:>7}"
+            f"{s['unclean']:>9}{s['memory']:>8}{t.baseline_rss_mb:>11.0f} MB{t.peak_rss_mb:>7.0f} MB{t.seconds:>7.0f}s"
+        )
+        for key, labels in sorted(t.failures.items()):
+            bad += len(labels)
+            print(f"    {len(labels)} x {key}\n        e.g. {labels[0]}")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
