@@ -260,3 +260,25 @@ def set_path(doc: Doc, path: tuple[str, ...], value: object) -> None:
             node[key] = {}
         node = node[key]
     node[path[-1]] = value
+
+
+@pytest.mark.parametrize(("field", "value"), [("index", 2**63), ("rank", -(2**63) - 1), ("wall_s", "MARK")])
+def test_a_bad_value_deep_in_a_long_list_is_found(field: str, value: object) -> None:
+    doc = report_doc(1)  # 60 steps
+    doc["steps"]["steps"][41][field] = value
+    raw = json.dumps(doc).replace('"MARK"', "1e999").encode()
+    with pytest.raises(InputError, match=rf"field steps\.steps\[41\]\.{field} is out of range"):
+        decode_record(raw, "report.json")
+
+
+def test_a_bad_value_inside_a_list_of_a_sample_is_found() -> None:
+    doc = report_doc(0)
+    doc["gpu"]["devices"][0]["samples"][7]["throttle_reasons"] = ["power_cap", "x" * (MAX_TEXT_CHARS + 1)]
+    raw = json.dumps(doc).encode()
+    with pytest.raises(InputError, match=r"field gpu\.devices\[0\]\.samples\[7\]\.throttle_reasons\[1\] is too long"):
+        decode_record(raw, "report.json")
+    doc["gpu"]["devices"][0]["samples"][7]["throttle_reasons"] = None
+    doc["gpu"]["job_pids"] = [1, "MARK"]
+    raw = json.dumps(doc).replace('"MARK"', str(2**64)).encode()
+    with pytest.raises(InputError, match=r"field gpu\.job_pids\[1\] is out of range"):
+        decode_record(raw, "report.json")
