@@ -54,6 +54,7 @@ from gputriage.cli import main  # noqa: E402
 from gputriage.commands.rank_report import write_rank_record  # noqa: E402
 from gputriage.diagnosis import diagnose  # noqa: E402
 from gputriage.record import Run  # noqa: E402
+from gputriage.record.environment import Environment  # noqa: E402
 from gputriage.record.merge import rank_run  # noqa: E402
 from gputriage.record.ranks import RankInfo  # noqa: E402
 from gputriage.record.steps import StepsSection  # noqa: E402
@@ -85,8 +86,7 @@ def report_json_seeds() -> tuple[bytes, ...]:
         injected_run(),
     ]
     for run in runs[:3]:
-        run.environment = environment()
-        run.environment.driver.cuda_driver_version = "12.4"
+        run.environment = full_environment()
         run.expect_device = "cuda:0"
     return tuple(encode_document(build_document(diagnose(run))) for run in runs)
 
@@ -98,9 +98,27 @@ def _report_records_job() -> list[Run]:
     for run in runs:  # the rank's own record keeps its sections at the top level, not in rank_info
         assert run.rank_info is not None
         run.rank_info = _bare(run.rank_info)
-        run.environment = environment()
-        run.environment.driver.cuda_driver_version = "12.4"
+        run.environment = full_environment()
     return runs
+
+
+def full_environment() -> Environment:
+    """The report tests' environment with every fact a probe fills, so that each is a field a mutation can hit."""
+    env = environment()
+    env.torch.device_count = 1
+    env.torch.arch_list = ["sm_70", "sm_80", "sm_90"]
+    env.torch.min_capability = "3.7"
+    env.torch.install_method = "pip"
+    env.driver.cuda_driver_version = "12.4"
+    env.driver.devices[0].compute_capability = "8.0"
+    env.driver.devices[0].uuid = "GPU-2c3e4f5a-0000-1111-2222-333344445555"
+    env.driver.devices[0].pci_bus_id = "00000000:07:00.0"
+    env.host.os_name = "linux"
+    env.host.dev_nodes = ["/dev/nvidia0", "/dev/nvidiactl"]
+    env.host.pci_nvidia_devices = 1
+    env.host.proc_driver_version = "550.54.15"
+    env.env_vars = {"CUDA_VISIBLE_DEVICES": "0", "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+    return env
 
 
 def _dist_records_job() -> list[Run]:
@@ -204,7 +222,33 @@ HOSTILE_VALUES: tuple[object, ...] = (
 )
 
 
-def hostile_value(rng: random.Random) -> object:
+HOSTILE_TEXT: tuple[str, ...] = (
+    *(v for v in HOSTILE_VALUES if isinstance(v, str) and not v.startswith(_RAW)),
+    "-1",
+    "-0",
+    "1e999",
+    "NaN",
+    "GPU-",
+    "MIG-GPU-x/1/2",
+    "0,0,-1",
+    ",,,",
+    " ",
+    "\n",
+    "١٢",  # Arabic-Indic digits: str.isdigit() says yes, int() says yes, CUDA says no
+)
+HOSTILE_NUMBERS: tuple[object, ...] = tuple(
+    v for v in HOSTILE_VALUES if type(v) in (int, float) or (isinstance(v, str) and v.startswith(_RAW) and "[" not in v)
+)
+
+
+def hostile_value(rng: random.Random, like: object = None) -> object:
+    """A hostile value; most often one of the same JSON type as `like`, so that it passes the type check and reaches
+    the code behind it."""
+    if rng.random() < 0.7:
+        if isinstance(like, str):
+            return rng.choice(HOSTILE_TEXT)
+        if type(like) in (int, float):
+            return rng.choice(HOSTILE_NUMBERS)
     return rng.choice(HOSTILE_VALUES)
 
 
@@ -235,7 +279,7 @@ def _replace_value(doc: Json, rng: random.Random) -> str:
     if not slots:
         return "none"
     node, key = rng.choice(slots)
-    value = hostile_value(rng)
+    value = hostile_value(rng, node[key])
     node[key] = value
     return f"set {_label(key)} = {_label(value)}"
 
