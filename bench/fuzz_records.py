@@ -6,7 +6,8 @@ processes, in-process through the CLI's `main`. A case counts as
 - a hang when it takes longer than --hang-s (SIGALRM stops it, and it is listed);
 - unclean when the exit code, the error line or a text output (terminal, report.md) breaks the promise (one line,
   exit 2, no control character);
-- a memory blow-up when it hits the worker's address-space limit (--limit-mb).
+- a memory blow-up when it hits the worker's address-space limit (--limit-mb);
+- a contract breach (listed with the tracebacks) when a finding does not match the catalogue of docs/contract.md.
 Peak memory is each worker's peak RSS, next to its RSS after the first case (the baseline), so growth shows.
 
     .venv/bin/python bench/fuzz_records.py --cases 10000 [--kinds rank report] [--jobs 2] [--seed 1]
@@ -26,6 +27,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
@@ -66,6 +68,27 @@ class Share:
     limit_mb: int
 
 
+class ContractBreach(Exception):
+    """A finding whose code, rung, severity or evidence fields the catalogue (docs/contract.md) does not know."""
+
+
+def check_findings_against_the_catalogue() -> None:
+    """As the test suite does (tests/conftest.py): every finding the rules make is checked against the catalogue."""
+    from contract import catalogue_problems
+    from gputriage import diagnosis
+
+    real = diagnosis.evaluate_job
+
+    def checked(run: Any) -> list[Any]:
+        found = real(run)
+        problems = catalogue_problems(f.to_json() for f in found)
+        if problems:
+            raise ContractBreach("; ".join(problems))
+        return found
+
+    diagnosis.evaluate_job = checked
+
+
 def worker(share: Share) -> Tally:
     kind, seed, count, worker_index, jobs, hang_s = (
         share.kind,
@@ -78,6 +101,7 @@ def worker(share: Share) -> Tally:
     limit = share.limit_mb << 20
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     signal.signal(signal.SIGALRM, _alarm)
+    check_findings_against_the_catalogue()
     tally = Tally()
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:

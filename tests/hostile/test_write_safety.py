@@ -78,12 +78,18 @@ def test_an_html_or_md_target_that_is_a_symlink_is_refused(tmp_path: Path, capsy
     assert victim.read_text() == "precious" and link.is_symlink()
 
 
-def test_a_ranks_folder_that_is_a_symlink_is_never_written_through(tmp_path: Path) -> None:
+def ranks_linked_elsewhere(tmp_path: Path) -> tuple[Path, Path]:
+    """An --out folder whose ranks/ is a symlink to a folder outside it; returns both."""
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     out = tmp_path / "out"
     out.mkdir()
     (out / "ranks").symlink_to(elsewhere, target_is_directory=True)
+    return out, elsewhere
+
+
+def test_a_ranks_folder_that_is_a_symlink_is_never_written_through(tmp_path: Path) -> None:
+    out, elsewhere = ranks_linked_elsewhere(tmp_path)
     rank = decode_record(rank_record_seeds()[0][1], "rank 1")
 
     with pytest.raises(InputError, match=r"refusing to write into .*ranks: it is a symlink"):
@@ -95,11 +101,7 @@ def test_a_rank_whose_ranks_folder_is_a_symlink_keeps_the_jobs_exit_code(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Under torchrun the failure is one line on the rank's stderr; report_rank never raises into the job's exit."""
-    elsewhere = tmp_path / "elsewhere"
-    elsewhere.mkdir()
-    out = tmp_path / "out"
-    out.mkdir()
-    (out / "ranks").symlink_to(elsewhere, target_is_directory=True)
+    out, elsewhere = ranks_linked_elsewhere(tmp_path)
     rank = decode_record(rank_record_seeds()[0][1], "rank 1")
 
     report_rank(rank, out, sys.stderr)

@@ -134,6 +134,7 @@ CATALOGUE: tuple[Entry, ...] = (
             "lost_gpus",
             "message",
             "nvml_error",
+            "torch_cuda",
             "torch_version",
         ),
     ),
