@@ -105,21 +105,28 @@ def atomic_write_all(folder: Path, files: dict[str, bytes]) -> list[Path]:
     try:
         _check_folder(folder)
         for path in targets:
-            if path.is_symlink():
-                if len(targets) == 1:
-                    raise InputError(f"refusing to write {path}: it is a symlink")
-                raise InputError(f"refusing to write {_names(targets)}: {path.name} is a symlink; nothing was written")
+            problem = "a symlink" if path.is_symlink() else ("a folder" if path.is_dir() else None)
+            if problem is not None and len(targets) == 1:
+                raise InputError(f"refusing to write {path}: it is {problem}")
+            if problem is not None:
+                raise InputError(f"refusing to write {_names(targets)}: {path.name} is {problem}; nothing was written")
     except OSError as exc:
         raise InputError(f"cannot write {_names(targets)}: {exc.strerror or exc}") from exc
     temps: list[Path] = []
+    renamed = 0
     try:
         for path, content in zip(targets, files.values(), strict=True):
             temps.append(_write_temp(path, content))
         for tmp, path in zip(temps, targets, strict=True):
             tmp.replace(path)
+            renamed += 1
         _sync_folder(folder)
     except OSError as exc:
-        raise InputError(f"cannot write {_names(targets)}: {exc.strerror or exc}; {_left_as_is(targets)}") from exc
+        reason = exc.strerror or str(exc)
+        if renamed:  # a rename failed half-way (an I/O error, a folder made meanwhile): say which files are new
+            done = ", ".join(p.name for p in targets[:renamed])
+            raise InputError(f"cannot write {_names(targets[renamed:])}: {reason}; {done} were written") from exc
+        raise InputError(f"cannot write {_names(targets)}: {reason}; {_left_as_is(targets)}") from exc
     finally:
         for tmp in temps:
             with contextlib.suppress(OSError):

@@ -301,3 +301,33 @@ def test_a_real_full_disk_and_a_real_read_only_mount(small_tmpfs: Path, capsys: 
     assert main(["report", str(out / "report.json"), "--out", str(out)]) == 2
     assert "Read-only file system; the earlier files there are unchanged" in capsys.readouterr().err
     assert snapshot(out) == before
+
+
+def test_a_rename_that_fails_half_way_says_which_files_are_new(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    out = tmp_path / "out"
+    saved_report(out)
+    real_replace = Path.replace
+    calls: list[Path] = []
+
+    def third_fails(self: Path, target: Path) -> Path:
+        calls.append(self)
+        if len(calls) == 3:
+            raise OSError(errno.EIO, os.strerror(errno.EIO))
+        return real_replace(self, target)
+
+    monkeypatch.setattr(Path, "replace", third_fails)
+    with pytest.raises(InputError) as caught:
+        write_files(diagnose(crashed_run()), out)
+    assert str(caught.value).endswith("Input/output error; report.json, report.html were written")
+    assert "cannot write report.md, timeline.json in" in str(caught.value)
+    assert sorted(p.name for p in out.iterdir()) == REPORT_FILES  # no temporary file left
+
+
+def test_a_folder_where_a_report_file_goes_is_refused_before_anything_is_written(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    before = saved_report(out)
+    (out / "report.md").unlink()
+    (out / "report.md").mkdir()
+    with pytest.raises(InputError, match=r"report\.md is a folder; nothing was written"):
+        write_files(diagnose(crashed_run()), out)
+    assert snapshot(out) == {k: v for k, v in before.items() if k != "report.md"}
