@@ -44,6 +44,8 @@ class Tally:
     failures: dict[str, list[str]] = field(default_factory=dict)  # "traceback: site" -> the first case labels
     baseline_rss_mb: float = 0.0
     peak_rss_mb: float = 0.0
+    worst_growth_mb: float = 0.0  # the most one case raised the peak
+    worst_case: str = ""
     seconds: float = 0.0
 
 
@@ -108,7 +110,11 @@ def worker(share: Share) -> Tally:
         for index, case in enumerate(fuzz_records.cases(kind, seed, count)):
             if index % jobs != worker_index:
                 continue
+            before_mb = _rss_mb()
             status, detail = _one(kind, case, Path(tmp), hang_s)
+            growth_mb = _rss_mb() - before_mb  # the peak only moves when this case went above every earlier one
+            if tally.baseline_rss_mb and growth_mb > tally.worst_growth_mb:  # the first case warms up
+                tally.worst_growth_mb, tally.worst_case = growth_mb, f"#{index} {case[0][:100]} ({len(case[1]):,} B)"
             tally.statuses[status] += 1
             if status not in ("ok", "refused"):
                 key = f"{status}: {detail[:160]}"
@@ -147,6 +153,8 @@ def run_kind(kind: str, args: argparse.Namespace) -> Tally:
             total.failures.setdefault(key, []).extend(labels)
         total.baseline_rss_mb = max(total.baseline_rss_mb, part.baseline_rss_mb)
         total.peak_rss_mb = max(total.peak_rss_mb, part.peak_rss_mb)
+        if part.worst_growth_mb >= total.worst_growth_mb:
+            total.worst_growth_mb, total.worst_case = part.worst_growth_mb, part.worst_case
         total.seconds = max(total.seconds, part.seconds)
     return total
 
@@ -173,6 +181,7 @@ def main() -> int:
             f"{kind:<8}{sum(s.values()):>8}{s['ok']:>8}{s['refused']:>9}{s['traceback']:>12}{s['hang']:>7}"
             f"{s['unclean']:>9}{s['memory']:>8}{t.baseline_rss_mb:>11.0f} MB{t.peak_rss_mb:>7.0f} MB{t.seconds:>7.0f}s"
         )
+        print(f"    largest rise of the peak by one case: {t.worst_growth_mb:.0f} MB, {t.worst_case}")
         for key, labels in sorted(t.failures.items()):
             bad += len(labels)
             print(f"    {len(labels)} x {key}\n        e.g. {labels[0]}")

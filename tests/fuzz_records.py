@@ -254,6 +254,7 @@ def hostile_value(rng: random.Random, like: object = None) -> object:
 
 # --- mutations --------------------------------------------------------------------------------------------------------
 Json = Any
+REPEAT_MAX_BYTES = 2 << 20
 Slot = tuple[Any, Any]  # (container, key or index)
 
 
@@ -302,7 +303,11 @@ def _repeat_list(doc: Json, rng: random.Random) -> str:
     if not lists:
         return "none"
     node = rng.choice(lists)
-    node.extend(node[: max(1, len(node))] * rng.choice((1, 3, 50)))
+    # At most REPEAT_MAX_BYTES more JSON per mutation: the memory a huge record costs is measured on its own
+    # (docs/report.md); here a case must stay small enough that generating it is not what takes the memory.
+    item_bytes = max(1, len(json.dumps(node[0])))
+    times = min(rng.choice((1, 3, 50)), max(1, REPEAT_MAX_BYTES // (item_bytes * len(node))))
+    node.extend(node * times)
     return f"repeat a list of {len(node)}"
 
 

@@ -36,7 +36,7 @@ CATALOGUE: tuple[Entry, ...] = (
         1,
         ("critical",),
         "PyTorch cannot be imported",
-        ("import_error",),
+        ("import_error", "python", "torch_version"),
     ),
     Entry(
         "no-gpu-visible",
