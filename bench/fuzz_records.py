@@ -32,6 +32,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 import fuzz_records
+from gputriage.report.sanitize import inline_text
 
 
 class Hang(Exception):
@@ -181,10 +182,11 @@ def main() -> int:
             f"{kind:<8}{sum(s.values()):>8}{s['ok']:>8}{s['refused']:>9}{s['traceback']:>12}{s['hang']:>7}"
             f"{s['unclean']:>9}{s['memory']:>8}{t.baseline_rss_mb:>11.0f} MB{t.peak_rss_mb:>7.0f} MB{t.seconds:>7.0f}s"
         )
-        print(f"    largest rise of the peak by one case: {t.worst_growth_mb:.0f} MB, {t.worst_case}")
+        rise = f"{t.worst_growth_mb:.0f} MB, {t.worst_case}" if t.worst_case else "none (making the cases took more)"
+        print(f"    largest rise of the peak during one case: {inline_text(rise)}")
         for key, labels in sorted(t.failures.items()):
-            bad += len(labels)
-            print(f"    {len(labels)} x {key}\n        e.g. {labels[0]}")
+            bad += len(labels)  # the labels quote hostile strings: shown, not sent to this terminal either
+            print(f"    {len(labels)} x {inline_text(key)}\n        e.g. {inline_text(labels[0])}")
     return 1 if bad else 0
 
 
