@@ -117,7 +117,7 @@ def worker(share: Share) -> Tally:
             if tally.baseline_rss_mb and growth_mb > tally.worst_growth_mb:  # the first case warms up
                 tally.worst_growth_mb, tally.worst_case = growth_mb, f"#{index} {case[0][:100]} ({len(case[1]):,} B)"
             tally.statuses[status] += 1
-            if status not in ("ok", "refused"):
+            if status not in ("ok", "left out", "refused"):
                 key = f"{status}: {detail[:160]}"
                 tally.failures.setdefault(key, []).append(f"#{index} {case[0][:120]}")
             if not tally.baseline_rss_mb:
@@ -171,7 +171,7 @@ def main() -> int:
     args = parser.parse_args()
 
     print(
-        f"{'kind':<8}{'cases':>8}{'ok':>8}{'refused':>9}{'tracebacks':>12}{'hangs':>7}{'unclean':>9}"
+        f"{'kind':<8}{'cases':>8}{'ok':>8}{'left out':>9}{'refused':>9}{'tracebacks':>12}{'hangs':>7}{'unclean':>9}"
         f"{'memory':>8}{'baseline RSS':>14}{'peak RSS':>10}{'time':>8}"
     )
     bad = 0
@@ -179,8 +179,9 @@ def main() -> int:
         t = run_kind(kind, args)
         s = t.statuses
         print(
-            f"{kind:<8}{sum(s.values()):>8}{s['ok']:>8}{s['refused']:>9}{s['traceback']:>12}{s['hang']:>7}"
-            f"{s['unclean']:>9}{s['memory']:>8}{t.baseline_rss_mb:>11.0f} MB{t.peak_rss_mb:>7.0f} MB{t.seconds:>7.0f}s"
+            f"{kind:<8}{sum(s.values()):>8}{s['ok']:>8}{s['left out']:>9}{s['refused']:>9}{s['traceback']:>12}"
+            f"{s['hang']:>7}{s['unclean']:>9}{s['memory']:>8}"
+            f"{t.baseline_rss_mb:>11.0f} MB{t.peak_rss_mb:>7.0f} MB{t.seconds:>7.0f}s"
         )
         rise = f"{t.worst_growth_mb:.0f} MB, {t.worst_case}" if t.worst_case else "none (making the cases took more)"
         print(f"    largest rise of the peak during one case: {inline_text(rise)}")

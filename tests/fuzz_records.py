@@ -12,8 +12,9 @@ three seeded mutations: a field replaced by a hostile value (int64 overflow, a 5
 a terminal escape, a malformed device, 100,000-deep nesting, a wrong type), a key deleted or renamed, a list
 repeated, or the bytes themselves flipped, cut, spliced or repeated. The same seed gives the same cases.
 
-`run_case` says what happened: "ok" (exit 0) or "refused" (exit 2, one line) are the only good outcomes; anything
-else, an escape character in the terminal text or the Markdown included, is a failure with its reason.
+`run_case` says what happened: "ok" (exit 0), "left out" (exit 0, the bad rank file named in one line, the others
+merged) or "refused" (exit 2, one line) are the only good outcomes; anything else, an escape character in the terminal
+text or the Markdown included, is a failure with its reason.
 `bench/fuzz_records.py` runs 10,000 cases per kind; the tests run a few hundred.
 """
 
@@ -403,7 +404,7 @@ def cases(kind: str, seed: int, n: int) -> Iterator[Case]:
 # --- running one case -------------------------------------------------------------------------------------------------
 @dataclass
 class Outcome:
-    status: str  # ok | refused | traceback | memory | unclean (exit code, error line or text output not as promised)
+    status: str  # ok | left out | refused | traceback | memory | unclean (exit code, stderr or a text not as promised)
     detail: str = ""  # the traceback's last frame, or what was unclean
 
 
@@ -442,18 +443,27 @@ def _write_case(kind: str, case: Case, workdir: Path) -> Path:
 
 def _judge(code: int, out: str, err: str, md: Path) -> Outcome:
     if code == 2:
-        lines = err.splitlines()
-        if len(lines) != 1 or not lines[0].startswith("gputriage: error: "):
-            return Outcome("unclean", f"exit 2 with stderr {err[:300]!r}")
-        if _unsafe(err):
-            return Outcome("unclean", f"control character in the error line {err[:300]!r}")
-        return Outcome("refused", lines[0])
+        return _judge_refusal(err)
     if code != 0:
         return Outcome("unclean", f"exit {code}")
     for name, text in (("terminal", out), ("stderr", err), ("report.md", md.read_text("utf-8", "replace"))):
         if _unsafe(text):
             return Outcome("unclean", f"control character in {name}")
-    return Outcome("ok")
+    notes = err.splitlines()
+    if not notes:
+        return Outcome("ok")
+    if len(notes) == 1 and notes[0].startswith("gputriage: left out of the merged report: "):
+        return Outcome("left out", notes[0])  # the bad rank file is named; the others make the report
+    return Outcome("unclean", f"exit 0 with stderr {err[:300]!r}")
+
+
+def _judge_refusal(err: str) -> Outcome:
+    lines = err.splitlines()
+    if len(lines) != 1 or not lines[0].startswith("gputriage: error: "):
+        return Outcome("unclean", f"exit 2 with stderr {err[:300]!r}")
+    if _unsafe(err):
+        return Outcome("unclean", f"control character in the error line {err[:300]!r}")
+    return Outcome("refused", lines[0])
 
 
 def _unsafe(text: str) -> bool:
