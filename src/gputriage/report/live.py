@@ -18,6 +18,7 @@ from rich.text import Text
 from gputriage.findings import Finding
 from gputriage.record.gpu import GpuSample, GpuSection, GpuTrack
 from gputriage.report.fmt import size
+from gputriage.report.sanitize import clean_tree
 from gputriage.report.terminal import finding_panel
 
 SPARK = "▁▂▃▄▅▆▇█"
@@ -44,6 +45,7 @@ def watch_view(
 ) -> RenderableType:
     """The whole frame: one panel per GPU, or one table row per GPU on a multi-GPU node. `verdicts` holds each
     GPU's one-line state by index (diagnosis.gpu_device_verdicts)."""
+    section, verdicts = clean_tree(section), clean_tree(dict(verdicts))  # GPU names, process command lines
     if not section.devices:
         return Text(f"{title}: no GPU to show ({section.unavailable_reason or 'none visible'})")
     source = "" if section.source == "nvml" else f" · {section.source}"

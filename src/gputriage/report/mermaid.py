@@ -6,6 +6,7 @@ import re
 
 from gputriage.report import fmt
 from gputriage.report.diagrams import RelationshipDiagram, SequenceDiagram
+from gputriage.report.sanitize import inline_text
 
 # Characters that are safe inside a quoted Mermaid label; anything else becomes an entity code (#60;), so a user's
 # module name can neither close the label nor inject markup into the rendered diagram.
@@ -13,7 +14,8 @@ _SAFE = re.compile(r"[A-Za-z0-9 .,:_/+%=×·µ-]")
 
 
 def label(value: str) -> str:
-    return "".join(ch if _SAFE.fullmatch(ch) else f"#{ord(ch)};" for ch in value.replace("\n", " "))
+    visible = inline_text(value.replace("\n", " "))  # a control character shows as its escape, not as #27;
+    return "".join(ch if _SAFE.fullmatch(ch) else f"#{ord(ch)};" for ch in visible)
 
 
 def relationship_mermaid(diagram: RelationshipDiagram) -> str:

@@ -16,7 +16,7 @@ from gputriage.record.environment import Environment
 from gputriage.record.trace import RankTrace
 from gputriage.report import fmt
 from gputriage.report.diagrams import RelationshipDiagram, SequenceDiagram, build_relationship, build_sequence
-from gputriage.report.sanitize import terminal_text
+from gputriage.report.sanitize import clean_tree, terminal_text
 
 _VERDICT_STYLE = {
     "idle": "bold red",
@@ -35,6 +35,7 @@ _SEVERITY_STYLE = {Severity.CRITICAL: "bold red", Severity.WARNING: "yellow", Se
 
 
 def render(diag: Diagnosis, console: Console) -> None:
+    diag = clean_tree(diag)  # every string from the job or a file, with its control characters made visible
     console.print(verdict_panel(diag))
     console.print(ladder_table(diag))
     if diag.run.environment is not None:
@@ -175,6 +176,7 @@ def trace_table(ranks: list[RankTrace]) -> Table:
 
 
 def finding_panel(finding: Finding) -> Panel:
+    finding = clean_tree(finding)  # also drawn on its own, by the live view
     parts: list[RenderableType] = [_plain(finding.title, style="bold")]
     if finding.where:
         parts.append(_plain(f"where: {finding.where}", style="magenta"))
