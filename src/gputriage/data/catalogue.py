@@ -305,26 +305,29 @@ CATALOGUE: tuple[Entry, ...] = (
         5,
         ("critical", "warning", "info"),
         (
-            "the step waits for the DataLoader: the share of the step spent waiting for data, with the loader's "
-            "`num_workers`/`pin_memory` and the fix"
+            "the step waits for the DataLoader: the share of the step spent waiting for data over the steps after "
+            "warm-up, with its 90% interval, the loader's `num_workers`/`pin_memory` and the fix. Info when "
+            "borderline: too few steps, or an interval that reaches below the threshold"
         ),
         (
             "batch_size",
             "busy_pct_of_steps",
             "cpu_count",
+            "data_wait_pct_interval_90",
             "data_wait_pct_of_step",
+            "data_wait_s_per_step",
             "dataloader_pct_of_step",
             "dataloader_us_per_step",
             "dataset",
             "iterable_dataset",
-            "median_data_wait_s",
-            "median_step_s",
             "num_workers",
             "persistent_workers",
             "pin_memory",
+            "step_s",
             "step_time_us",
             "steps",
             "steps_measured",
+            "steps_window",
         ),
     ),
     Entry(

@@ -12,7 +12,7 @@ from gputriage.collectors.session import DEFAULT_STEPS
 from gputriage.diagnosis import Diagnosis
 from gputriage.errors import InputError
 from gputriage.findings import Finding, Severity
-from gputriage.record.steps import steady_steps
+from gputriage.record.numbers import step_numbers
 from gputriage.report.output import OutputOptions, emit, write_files
 
 METRIC_PREFIX = "gputriage/"
@@ -99,13 +99,12 @@ def key_numbers(diag: Diagnosis) -> dict[str, float]:
         "findings_critical": sum(f.severity is Severity.CRITICAL for f in diag.findings),
         "findings_warning": sum(f.severity is Severity.WARNING for f in diag.findings),
     }
+    step = step_numbers(run.steps.steps) if run.steps is not None else None
     if run.steps is not None and run.steps.steps:
-        steps = steady_steps(run.steps.steps)
-        wall_s = sum(s.wall_s for s in steps)
         numbers["steps_observed"] = len(run.steps.steps)
-        numbers["median_step_s"] = statistics.median(s.wall_s for s in steps)
-        if wall_s > 0:
-            numbers["data_wait_pct"] = 100.0 * sum(s.data_wait_s for s in steps) / wall_s
+    if step is not None:
+        numbers["step_s"] = step.step_time_s
+        numbers["data_wait_pct"] = step.part("data_wait").share_pct
     if run.gpu is not None:
         utils = [d.summary.util_mean_pct for d in run.gpu.devices if d.cuda_index is not None]
         known = [u for u in utils if u is not None]

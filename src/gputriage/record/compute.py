@@ -43,7 +43,10 @@ class ComputeSection:
     sync_debug_mode: bool = False  # torch.cuda.set_sync_debug_mode("warn") was on during the window
 
     def measured_rungs(self) -> set[int]:
-        return {4}
+        return {4} if self.window_steps > 0 else set()
+
+    def unmeasured_rungs(self) -> dict[int, str]:
+        return {} if self.window_steps > 0 else {4: "the op census covered no complete step"}
 
     def self_check(self) -> list[str]:
         problems = []

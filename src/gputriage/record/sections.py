@@ -2,8 +2,9 @@
 
 `Run` (one command's record) and `RankInfo` (one rank of a merged torchrun job) both carry these sections, so a new
 collector adds its section here once: the record's JSON, `Run.self_check`, the rank merge and the ladder's "which rungs
-were measured" all follow from this class. Each section type answers `self_check()` (its invariants, as sentences)
-and `measured_rungs()` (the rungs its presence gives evidence for).
+were measured" all follow from this class. Each section type answers `self_check()` (its invariants, as sentences),
+`measured_rungs()` (the rungs it holds evidence for) and `unmeasured_rungs()` (the rungs it is about but could not
+measure, each with its reason); `record/coverage.py` turns them into the ladder's "measured" or "not measured, because".
 """
 
 from __future__ import annotations
@@ -25,7 +26,13 @@ from gputriage.record.trace import TraceSection
 class Section(Protocol):
     def self_check(self) -> list[str]: ...
 
-    def measured_rungs(self) -> set[int]: ...
+    def measured_rungs(self) -> set[int]:
+        """The rungs this section holds evidence for (not merely the rungs it is about)."""
+        ...
+
+    def unmeasured_rungs(self) -> dict[int, str]:
+        """The rungs this section is about but could not measure, with the reason (e.g. "no model ran a forward")."""
+        ...
 
 
 @dataclass(kw_only=True)

@@ -32,7 +32,13 @@ def build_document(diag: Diagnosis) -> dict[str, Any]:
             "summary": diag.verdict.summary,
         },
         "ladder": [
-            {"rung": r.rung, "question": r.question, "status": r.status, "finding_codes": r.finding_codes}
+            {
+                "rung": r.rung,
+                "question": r.question,
+                "status": r.status,
+                "finding_codes": r.finding_codes,
+                "reason": r.reason,
+            }
             for r in diag.ladder
         ],
         "findings": [f.to_json() for f in diag.findings],
