@@ -54,13 +54,17 @@ def build_observers(config: ObserveConfig, judged_device: str) -> list[Observer]
     from gputriage.collectors.probe import RunProbe
     from gputriage.collectors.probe.environment import EnvironmentObserver
     from gputriage.collectors.profiler_window import profiler_observers
+    from gputriage.collectors.source_capture import SourceCapture
+    from gputriage.collectors.stack_sampler import stack_sampler_observers
 
     probe = RunProbe(judged_device, steps_limit=config.steps)
     return [
         *([DistributedObserver()] if config.distributed else []),  # first: finished last, reads the placement
+        SourceCapture(),  # finished after every collector whose `where` lines it copies
         EnvironmentObserver(config.expect_device or judged_device),
         GpuSamplerObserver(),
         probe,
+        *stack_sampler_observers(config, probe),
         *profiler_observers(config.trace_steps, config.out_dir, probe),  # --trace: after the probe, finished first
     ]
 

@@ -211,9 +211,21 @@ CATALOGUE: tuple[Entry, ...] = (
         ("critical",),
         (
             'the script died with "Expected all tensors to be on the same device"; names which tensor and which '
-            "module, when no more specific code applies"
+            "module, when no more specific code applies. Also before any crash, when the op census saw a CPU tensor "
+            "(a tensor made inside forward without `device=`) meet the device's tensors in one op: CUDA fails there, "
+            "the meta stand-in may not"
         ),
-        ("devices", "error", "module"),
+        (
+            "cpu_shape",
+            "cpu_tensor_where",
+            "devices",
+            "error",
+            "mixed_ops",
+            "module",
+            "op",
+            "op_where",
+            "window_steps",
+        ),
     ),
     Entry(
         "no-gpu-compute",
@@ -235,16 +247,29 @@ CATALOGUE: tuple[Entry, ...] = (
     Entry(
         "cpu-compute-in-step",
         4,
-        ("warning",),
-        "a large share of the step's time runs on the CPU: a loss, metrics or augmentation on CPU tensors",
+        ("warning", "info"),
+        (
+            "a large share of the step's time runs on the CPU: a loss, metrics or augmentation on CPU tensors (the op "
+            "census), or NumPy, PIL and Python loops at one line of the user's code (the stack sampler), with the "
+            "line's share of the step and its 90% interval. Info when borderline"
+        ),
         (
             "cpu_compute_pct_of_steps",
             "cpu_compute_us",
             "cpu_op_pct_of_step",
             "cpu_op_time_per_step_s",
             "cpu_ops",
+            "cpu_time_per_step_s",
+            "function",
             "gpu_idle_during_pct",
             "gpu_idle_during_us",
+            "hottest_line_inside",
+            "library",
+            "line_pct_interval_90",
+            "line_pct_of_step",
+            "samples",
+            "samples_at_line",
+            "steps_sampled",
             "top_ops",
             "window_steps",
         ),

@@ -29,6 +29,18 @@ class HostSync:
 
 
 @dataclass
+class MixedDeviceOp:
+    """An op that met a CPU tensor (not a 0-d scalar) next to tensors on the expected device: on CUDA, a crash."""
+
+    name: str  # aten op, e.g. "aten.embedding"
+    device: str  # the device of the other operands
+    cpu_shape: list[int] = field(default_factory=list)
+    count: int = 0  # inside the probe window
+    where: str | None = None  # the user's line that called the op
+    cpu_tensor_where: str | None = None  # the user's line that made the CPU tensor inside a forward, when seen
+
+
+@dataclass
 class ComputeSection:
     # device type -> ops counted in the probe window
     ops_per_device: dict[str, int] = field(default_factory=dict)
@@ -40,6 +52,7 @@ class ComputeSection:
     window_wall_s: float = 0.0  # wall time of those steps
     top_cpu_ops: list[OpStat] = field(default_factory=list)
     syncs: list[HostSync] = field(default_factory=list)
+    mixed_device_ops: list[MixedDeviceOp] = field(default_factory=list)
     sync_debug_mode: bool = False  # torch.cuda.set_sync_debug_mode("warn") was on during the window
 
     def measured_rungs(self) -> set[int]:

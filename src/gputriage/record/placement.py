@@ -19,6 +19,8 @@ class StrayPart:
     device: str  # "cpu", "cuda:0", "meta"
     numel: int = 0
     where: str | None = None  # file:line where it was created or attached to the model
+    # Set inside a forward (a mask or cache made on the fly), seen after the first forward or at the crash.
+    created_in_forward: bool = False
 
 
 @dataclass

@@ -19,6 +19,8 @@ from gputriage.record.environment import Environment
 from gputriage.record.gpu import GpuSection
 from gputriage.record.placement import PlacementSection
 from gputriage.record.process import ProcessSection
+from gputriage.record.sampler import SamplerSection
+from gputriage.record.source import SourceSection
 from gputriage.record.steps import StepsSection
 from gputriage.record.trace import TraceSection
 
@@ -46,6 +48,8 @@ class Sections:
     steps: StepsSection | None = None
     gpu: GpuSection | None = None
     trace: TraceSection | None = None
+    sampler: SamplerSection | None = None
+    source: SourceSection | None = None
 
     def present_sections(self) -> Iterator[tuple[str, Section]]:
         for name in SECTION_NAMES:

@@ -6,6 +6,13 @@ Thresholds (documented here, calibrated so that they hold on `meta`, where devic
   CPU_SHARE_MIN_PCT of the window's wall time AND at least CPU_TIME_MIN_PER_STEP_S per step. The absolute floor keeps
   a few cheap CPU ops from looking large next to a device whose ops cost nothing to the host.
 - host-sync-in-loop: a line syncs at least once per step on average, or syncs cost SYNC_SHARE_MIN_PCT of the step.
+- cpu-compute-in-step, found by time (the stack sampler, record/sampler.py), for the CPU work the census cannot see
+  (NumPy, PIL, Python loops): one line of the user's code is busy on the CPU in the step's "other" part (outside
+  forward, backward, the optimizer, the copies, the syncs and the DataLoader) for at least CPU_WORK_MIN_PCT of the
+  sampled step time, and in that part for nearly all of its own samples (CPU_WORK_PURITY, which leaves out the lines
+  that merely enclose the loop). A warning needs MIN_SAMPLED_STEPS steps and a 90% interval of the share wholly above
+  the threshold plus RUN_TO_RUN_NOISE_PCT (as input-pipeline-bound: runs differ more than one run's samples say);
+  otherwise it is borderline (info).
 """
 
 from __future__ import annotations
@@ -14,12 +21,19 @@ from gputriage.findings import Finding, Severity
 from gputriage.record import Run
 from gputriage.record.compute import ComputeSection
 from gputriage.record.device import judged_device
+from gputriage.record.numbers import pct_text, step_numbers, wilson_interval_pct
+from gputriage.record.sampler import SampledLine, SamplerSection
+from gputriage.rules import codefix
 from gputriage.rules.registry import rule
 
 CPU_SHARE_MIN_PCT = 20.0
 CPU_TIME_MIN_PER_STEP_S = 0.001
 SYNCS_PER_STEP_MIN = 1.0
 SYNC_SHARE_MIN_PCT = 5.0
+CPU_WORK_MIN_PCT = 15.0
+CPU_WORK_PURITY = 0.9
+MIN_SAMPLED_STEPS = 5
+RUN_TO_RUN_NOISE_PCT = 3.0
 
 
 def _judged(run: Run) -> tuple[ComputeSection, str] | None:
@@ -59,6 +73,10 @@ def no_gpu_compute(run: Run) -> list[Finding]:
 
 @rule
 def cpu_compute_in_step(run: Run) -> list[Finding]:
+    return census_cpu_compute(run) or sampled_cpu_work(run)
+
+
+def census_cpu_compute(run: Run) -> list[Finding]:
     judged = _judged(run)
     if judged is None:
         return []
@@ -87,6 +105,83 @@ def cpu_compute_in_step(run: Run) -> list[Finding]:
             where=top[0].where if top else None,
         )
     ]
+
+
+def sampled_cpu_work(run: Run) -> list[Finding]:
+    """The line of the user's code that keeps the CPU busy in the step, from the stack sampler."""
+    sampler = run.sampler
+    expected = judged_device(run)
+    if sampler is None or sampler.samples == 0 or expected in (None, "cpu"):
+        return []
+    line = _busiest_cpu_line(sampler)
+    if line is None:
+        return []
+    share_pct = round(100.0 * line.other_on_cpu_samples / sampler.samples, 1)
+    numbers = step_numbers(run.steps.steps) if run.steps is not None else None
+    per_step_s = numbers.step_time_s * share_pct / 100 if numbers is not None else None
+    if per_step_s is not None and per_step_s < CPU_TIME_MIN_PER_STEP_S:
+        return []
+    interval = wilson_interval_pct(line.other_on_cpu_samples, sampler.samples)
+    sure = sampler.steps >= MIN_SAMPLED_STEPS and interval.low >= CPU_WORK_MIN_PCT + RUN_TO_RUN_NOISE_PCT
+    inner = _hottest_inside(sampler, line)
+    callee = inner.function if inner is not None else line.function
+    what = ", ".join(x for x in (callee, line.library) if x and x != "<module>")
+    window = f"steps {sampler.first_step}-{sampler.last_step}, {sampler.samples} samples"
+    title = f"{pct_text(share_pct)} of the step is CPU work at {line.where}" + (f" ({what})" if what else "")
+    title += f", outside the model ({window})"
+    if not sure:
+        title = f"Borderline: {title}; 90% interval {interval.text()}"
+    evidence: dict[str, object] = {
+        "line_pct_of_step": share_pct,
+        "line_pct_interval_90": [interval.low, interval.high],
+        "samples_at_line": line.other_on_cpu_samples,
+        "samples": sampler.samples,
+        "steps_sampled": sampler.steps,
+        "function": line.function,
+        "library": line.library,
+    }
+    if per_step_s is not None:
+        evidence["cpu_time_per_step_s"] = round(per_step_s, 6)
+    if inner is not None:
+        evidence["hottest_line_inside"] = f"{inner.where} ({inner.function}, {inner.library})"
+    return [
+        Finding(
+            code="cpu-compute-in-step",
+            rung=4,
+            severity=Severity.WARNING if sure else Severity.INFO,
+            title=title,
+            evidence=evidence,
+            fix=_cpu_work_fix(run, line, expected),
+            where=line.where,
+        )
+    ]
+
+
+def _busiest_cpu_line(sampler: SamplerSection) -> SampledLine | None:
+    """The outermost line whose samples are (nearly) all CPU work in the step's "other" part, above the threshold."""
+    candidates = [
+        line
+        for line in sampler.lines
+        if line.samples > 0
+        and line.other_on_cpu_samples >= CPU_WORK_PURITY * line.samples
+        and 100.0 * line.other_on_cpu_samples / sampler.samples >= CPU_WORK_MIN_PCT
+    ]
+    return max(candidates, key=lambda line: (line.other_on_cpu_samples, -line.depth), default=None)
+
+
+def _hottest_inside(sampler: SamplerSection, outer: SampledLine) -> SampledLine | None:
+    inside = [line for line in sampler.lines if line.depth > outer.depth and line.phase_samples.keys() == {"other"}]
+    return max(inside, key=lambda line: line.self_samples, default=None)
+
+
+def _cpu_work_fix(run: Run, line: SampledLine, expected: str) -> str:
+    stmt = codefix.statement_at(run.source, line.where)
+    code = stmt.text if stmt is not None else f"# the code at {line.where}"
+    return (
+        f"# this runs on the CPU in every step, while the {expected} device waits:\n{code}\n"
+        "# move it into the Dataset's __getitem__, so that DataLoader(num_workers=...) workers run it in parallel,\n"
+        "# or do it on the batch after .to(device) with torch ops (torch.flip, torch.roll, ...), on the device"
+    )
 
 
 @rule

@@ -8,8 +8,10 @@ Fired only from measured wait, never from the loader's settings alone, and only 
 - AND the mean wait per step is at least MIN_WAIT_PER_STEP_S. On `meta` (and on very fast steps) the compute costs
   next to nothing, so any collation looks like a large share; 2 ms per batch is real time on any device;
 - a warning or critical needs MIN_STEADY_STEPS steps after warm-up AND a 90% bootstrap interval of the share lying
-  wholly above the threshold. A healthy job with one worker on two cores sits at 20% +- 2, and its single runs cross
-  20% by chance; without that margin the finding is "borderline" (info) and says its interval and step count.
+  wholly above the threshold plus RUN_TO_RUN_NOISE_PCT. The bootstrap sees the noise between the steps of one run;
+  runs of the same job differ more than that (the machine's load): a job with one worker on two cores at 20% +- 2
+  lands between 19% and 23% run after run, each with an interval about +-2 wide, and one run in four would cross a
+  bare 20%. Without that margin the finding is "borderline" (info) and says its interval and step count.
 """
 
 from __future__ import annotations
@@ -24,13 +26,14 @@ from gputriage.rules.registry import rule
 WAIT_SHARE_WARN_PCT = 20.0
 WAIT_SHARE_CRIT_PCT = 50.0
 MIN_WAIT_PER_STEP_S = 0.002
+RUN_TO_RUN_NOISE_PCT = 3.0
 # Fewer steps than this after warm-up say too little about a pipeline that prefetches a few batches ahead.
 MIN_STEADY_STEPS = 5
 MAX_SUGGESTED_WORKERS = 8
 
 
-def _severity(share_pct: float, interval: Interval, steps: int) -> Severity:
-    if steps < MIN_STEADY_STEPS or interval.low < WAIT_SHARE_WARN_PCT:
+def _severity(interval: Interval, steps: int) -> Severity:
+    if steps < MIN_STEADY_STEPS or interval.low < WAIT_SHARE_WARN_PCT + RUN_TO_RUN_NOISE_PCT:
         return Severity.INFO
     return Severity.CRITICAL if interval.low >= WAIT_SHARE_CRIT_PCT else Severity.WARNING
 
@@ -46,7 +49,7 @@ def input_pipeline_bound(run: Run) -> list[Finding]:
     if wait.share_pct < WAIT_SHARE_WARN_PCT or wait.time_s < MIN_WAIT_PER_STEP_S:
         return []
     interval = bootstrap_share_pct(steady_steps(run.steps.steps), ("data_wait_s",))
-    severity = _severity(wait.share_pct, interval, numbers.window.count)
+    severity = _severity(interval, numbers.window.count)
     loader = run.steps.loader or LoaderInfo()
     evidence: dict[str, object] = {
         "data_wait_pct_of_step": wait.share_pct,
@@ -67,8 +70,8 @@ def input_pipeline_bound(run: Run) -> list[Finding]:
     if severity is Severity.INFO:
         title = (
             f"Borderline: the step may wait for the DataLoader {share} of the time "
-            f"(90% interval {interval.text()}, {numbers.window.count} steps; not enough to be sure it is over "
-            f"{WAIT_SHARE_WARN_PCT:.0f}%)"
+            f"(90% interval {interval.text()}, {numbers.window.count} steps; not clearly over "
+            f"{WAIT_SHARE_WARN_PCT:.0f}% once run-to-run noise is allowed for)"
         )
     else:
         title = f"The step waits for the DataLoader {share} of the time ({numbers.window.count} steps)"

@@ -94,6 +94,7 @@ class RunProbe:
 
     def explain_crash(self, exc: BaseException) -> tuple[str | None, str | None]:
         """(file:line in the user's code, the nn.Module whose forward was running) for a crash."""
+        self._placement.rescan_models()  # a mask cached inside the forward that crashed exists only now
         where = traceback_user_where(exc.__traceback__)
         module = None
         tb = exc.__traceback__
