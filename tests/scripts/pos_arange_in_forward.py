@@ -20,7 +20,7 @@ class TinyGPT(nn.Module):
         self.lm_head = nn.Linear(dim, vocab)
 
     def forward(self, idx: torch.Tensor) -> torch.Tensor:
-        b, t = idx.size()
+        t = idx.size(1)
         pos = torch.arange(0, t, dtype=torch.long)  # MARK device-mismatch-error
         x = self.wte(idx) + self.wpe(pos)
         return self.lm_head(x + self.mlp(x))

@@ -64,7 +64,7 @@ def build_observers(config: ObserveConfig, judged_device: str) -> list[Observer]
         EnvironmentObserver(config.expect_device or judged_device),
         GpuSamplerObserver(),
         probe,
-        *stack_sampler_observers(config, probe),
+        *stack_sampler_observers(config.steps, config.trace_steps, probe),
         *profiler_observers(config.trace_steps, config.out_dir, probe),  # --trace: after the probe, finished first
     ]
 

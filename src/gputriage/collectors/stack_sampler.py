@@ -30,7 +30,6 @@ from gputriage.record.sampler import MAX_LINES, SampledLine, SamplerSection
 
 if TYPE_CHECKING:
     from gputriage.collectors.probe import RunProbe
-    from gputriage.collectors.session import ObserveConfig
 
 # 250 samples per second: a 25 ms step gets 6, and 100 steps 600. One sample (the frame walk, one small /proc read)
 # takes the GIL for a few tens of microseconds, about 1% of the window's time.
@@ -43,15 +42,16 @@ BUSY_RATIO = 0.5
 MAX_TRACKED_LINES = 2000  # lines counted while sampling; memory stays bounded on any program
 
 
-def stack_sampler_observers(config: ObserveConfig, probe: RunProbe) -> list[StackSampler]:
-    """The sampler, following the probe's step counter; none when no step after warm-up is left to sample."""
+def stack_sampler_observers(steps: int | None, trace_steps: int | None, probe: RunProbe) -> list[StackSampler]:
+    """The sampler, following the probe's step counter, up to the probes' `steps` limit and before a `--trace` window;
+    none when no step after warm-up is left to sample."""
     end_step = DEFAULT_END_STEP
-    if config.trace_steps is not None:
+    if trace_steps is not None:
         from gputriage.collectors.profiler_window import first_traced_step
 
         end_step = min(end_step, first_traced_step())  # the profiler's window must not see the sampler
-    if config.steps is not None:
-        end_step = min(end_step, config.steps)
+    if steps is not None:
+        end_step = min(end_step, steps)
     if end_step <= FIRST_SAMPLED_STEP:
         return []
     sampler = StackSampler(probe.state, FIRST_SAMPLED_STEP, end_step)
@@ -63,12 +63,13 @@ def stack_sampler_observers(config: ObserveConfig, probe: RunProbe) -> list[Stac
 class _LineCount:
     function: str | None
     samples: int = 0
-    on_cpu: int = 0
-    other_on_cpu: int = 0
-    self_samples: int = 0
+    time_s: float = 0.0
+    busy_s: float = 0.0
+    other_busy_s: float = 0.0
+    self_s: float = 0.0
     depth: int = 1 << 30
-    phases: dict[str, int] = field(default_factory=dict)
-    libraries: dict[str, int] = field(default_factory=dict)
+    phases: dict[str, float] = field(default_factory=dict)
+    libraries: dict[str, float] = field(default_factory=dict)
 
 
 class StackSampler:
@@ -84,9 +85,10 @@ class StackSampler:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._lines: dict[tuple[str, int], _LineCount] = {}
-        self._phases: dict[str, int] = {}
+        self._phases: dict[str, float] = {}
         self._samples = 0
-        self._on_cpu = 0
+        self._time_s = 0.0
+        self._busy_s = 0.0
         self._steps_seen: set[int] = set()
         self._busy_clock: Callable[[], float] | None = None  # seconds the thread ran or waited to run
         self._last: tuple[float, float] | None = None  # (wall, busy clock) at the last sample
@@ -115,7 +117,7 @@ class StackSampler:
     def _begin(self) -> None:
         """On the training thread, as step `first_step` begins."""
         self._busy_clock = busy_clock()
-        self._last = (time.perf_counter(), self._busy_s())
+        self._last = (time.perf_counter(), self._read_busy_clock())
         self._thread = threading.Thread(target=self._run, name="gputriage-stack-sampler", daemon=True)
         self._thread.start()
 
@@ -130,7 +132,7 @@ class StackSampler:
             with contextlib.suppress(Exception):  # a sample that fails is a sample not taken
                 self._sample()
 
-    def _busy_s(self) -> float:
+    def _read_busy_clock(self) -> float:
         clock = self._busy_clock
         if clock is None:
             return 0.0
@@ -141,25 +143,27 @@ class StackSampler:
             return 0.0
 
     def _sample(self) -> None:
-        now = (time.perf_counter(), self._busy_s())
+        now = (time.perf_counter(), self._read_busy_clock())
         last, self._last = self._last, now
         phase = self._state.clock.phase
         step = self._state.step
         if phase is None or not self.first_step <= step < self.end_step:
             return
         frame = sys._current_frames().get(self._state.owner_thread)
-        if frame is None:
+        if frame is None or last is None:
             return
-        on_cpu = self._busy_clock is None or (
-            last is not None and now[1] - last[1] >= BUSY_RATIO * max(now[0] - last[0], 1e-9)
-        )
-        self._count(frame, phase, on_cpu)
+        # This sample stands for the time since the last one (at most a few intervals: a pause between steps or a
+        # sampler starved of the GIL for long is not all this line's).
+        weight_s = min(now[0] - last[0], 4 * self.interval_s + 0.02)
+        busy = self._busy_clock is None or now[1] - last[1] >= BUSY_RATIO * max(now[0] - last[0], 1e-9)
+        self._count(frame, phase, busy, weight_s)
         self._steps_seen.add(step)
 
-    def _count(self, top: FrameType, phase: str, on_cpu: bool) -> None:
+    def _count(self, top: FrameType, phase: str, busy: bool, weight_s: float) -> None:
         self._samples += 1
-        self._on_cpu += on_cpu
-        self._phases[phase] = self._phases.get(phase, 0) + 1
+        self._time_s += weight_s
+        self._busy_s += weight_s if busy else 0.0
+        self._phases[phase] = self._phases.get(phase, 0.0) + weight_s
         user = _user_frames(top)
         library = _library_of(top.f_code.co_filename)
         seen: set[tuple[str, int]] = set()
@@ -174,22 +178,24 @@ class StackSampler:
                     continue
                 count = self._lines[key] = _LineCount(getattr(frame.f_code, "co_qualname", frame.f_code.co_name))
             count.samples += 1
-            count.on_cpu += on_cpu
+            count.time_s += weight_s
+            count.busy_s += weight_s if busy else 0.0
             # torch's own Python (a functional loss, zero_grad) dispatches work to the device: the op census
             # judges it; this counts the CPU work it cannot see.
-            count.other_on_cpu += on_cpu and phase == "other" and library != "torch"
+            if busy and phase == "other" and library != "torch":
+                count.other_busy_s += weight_s
             count.depth = min(count.depth, depth)
-            count.phases[phase] = count.phases.get(phase, 0) + 1
-            count.libraries[library] = count.libraries.get(library, 0) + 1
+            count.phases[phase] = count.phases.get(phase, 0.0) + weight_s
+            count.libraries[library] = count.libraries.get(library, 0.0) + weight_s
         if user:
             innermost = self._lines.get((user[0].f_code.co_filename, user[0].f_lineno))
             if innermost is not None:
-                innermost.self_samples += 1
+                innermost.self_s += weight_s
 
     # -- the record ----------------------------------------------------------------------------------------------------
 
     def section(self) -> SamplerSection:
-        ordered = sorted(self._lines.items(), key=lambda kv: (-kv[1].samples, kv[1].depth, kv[0]))[:MAX_LINES]
+        ordered = sorted(self._lines.items(), key=lambda kv: (-kv[1].time_s, kv[1].depth, kv[0]))[:MAX_LINES]
         steps = sorted(self._steps_seen)
         return SamplerSection(
             interval_s=self.interval_s,
@@ -197,18 +203,20 @@ class StackSampler:
             last_step=steps[-1] if steps else None,
             steps=len(steps),
             samples=self._samples,
-            on_cpu_samples=self._on_cpu,
-            phase_samples=dict(self._phases),
-            cpu_clock=self._busy_clock is not None,
+            time_s=round(self._time_s, 6),
+            busy_s=round(self._busy_s, 6),
+            phase_s={k: round(v, 6) for k, v in self._phases.items()},
+            busy_clock=self._busy_clock is not None,
             lines=[
                 SampledLine(
                     where=f"{short_path(filename)}:{line}",
                     function=c.function,
                     samples=c.samples,
-                    on_cpu_samples=c.on_cpu,
-                    phase_samples=dict(c.phases),
-                    other_on_cpu_samples=c.other_on_cpu,
-                    self_samples=c.self_samples,
+                    time_s=round(c.time_s, 6),
+                    busy_s=round(c.busy_s, 6),
+                    phase_s={k: round(v, 6) for k, v in c.phases.items()},
+                    other_busy_s=round(c.other_busy_s, 6),
+                    self_s=round(c.self_s, 6),
                     depth=c.depth,
                     library=max(c.libraries, key=lambda k: c.libraries[k]) if c.libraries else None,
                 )

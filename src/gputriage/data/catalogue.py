@@ -358,7 +358,7 @@ CATALOGUE: tuple[Entry, ...] = (
     Entry(
         "low-gpu-utilization",
         5,
-        ("warning",),
+        ("warning", "info"),
         "measured GPU busy time is low and no lower finding explains it",
         (
             "busy_pct",

@@ -3,7 +3,8 @@
 A rung is measured when a section holds evidence for it (`measured_rungs()`), not merely when the section exists: a
 placement section that saw no model did not measure rung 3. A rung is also left unjudged when its question does not
 apply to the device the run is judged for: rungs 2-4 ask about an accelerator, which a run judged for the CPU does not
-use; rung 1 asks whether torch reaches the GPU, which a run judged for cpu or meta does not need.
+use; rung 1 asks whether torch reaches the GPU, which a job the user ran on cpu or meta (`run --expect-device`) does
+not need.
 
 Each rung that was not measured carries one reason, as a sentence a user can act on: what was missing, and how the
 script ended when that is why ("no model ran a forward before the script crashed at step 0 (RuntimeError at
@@ -15,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from gputriage.record.device import NOT_ACCELERATORS, judged_device
+from gputriage.record.device import NOT_ACCELERATORS, device_type, judged_device
 
 if TYPE_CHECKING:
     from gputriage.record.run import Run
@@ -78,9 +79,11 @@ def _not_judged(run: Run, rung: int) -> str | None:
     judged = judged_device(run)
     if judged == "cpu" and rung in (2, 3, 4):
         return "not judged: no accelerator is expected (the run is judged for cpu), so nothing has to move to one"
-    if rung == 1 and judged in NOT_ACCELERATORS and not _torch_reaches_an_accelerator(run):
+    chosen = device_type(run.expect_device)  # the user said so: not a machine that merely lacks a GPU (rung 1's news)
+    job = run.command in ("run", "demo")  # for `env`, the environment is the subject: rung 1 is always judged
+    if rung == 1 and job and chosen in NOT_ACCELERATORS and not _torch_reaches_an_accelerator(run):
         return (
-            f"not judged: the run is judged for {judged}, and this torch reaches no GPU "
+            f"not judged: the run is meant for {chosen} (--expect-device), and this torch reaches no GPU "
             "(rung 1's findings are notes here)"
         )
     return None

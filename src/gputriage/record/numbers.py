@@ -21,6 +21,7 @@ import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from gputriage.record.gpu import GpuTrack
 from gputriage.record.steps import WARMUP_STEPS, Step, steady_steps
 
 
@@ -136,6 +137,30 @@ def largest_remainder(values: Sequence[float], total: float, step: float) -> lis
 def pct_text(share_pct: float) -> str:
     """A step share as every view and finding writes it: one decimal, e.g. '30.8%'."""
     return f"{share_pct:.1f}%"
+
+
+# -- the GPU's busy share (NVML) ---------------------------------------------------------------------------------------
+
+
+def gpu_util_mean_pct(track: GpuTrack) -> float | None:
+    """A GPU's mean NVML utilisation: the sampler's mean over every tick when it kept one (samples are decimated on
+    long runs), else the mean of the kept samples."""
+    if track.summary.util_mean_pct is not None:
+        return track.summary.util_mean_pct
+    present = [s.gpu_util_pct for s in track.samples if s.gpu_util_pct is not None and math.isfinite(s.gpu_util_pct)]
+    return sum(present) / len(present) if present else None
+
+
+def gpu_util_readings(track: GpuTrack) -> int:
+    """How many utilisation readings `gpu_util_mean_pct` rests on."""
+    if track.summary.util_mean_pct is not None and track.summary.util_sample_count:
+        return track.summary.util_sample_count
+    return sum(1 for s in track.samples if s.gpu_util_pct is not None)
+
+
+def util_text(util_pct: float) -> str:
+    """GPU utilisation as every view and finding writes it: a whole percent, e.g. '31%'."""
+    return f"{util_pct:.0f}%"
 
 
 # -- how sure a share is ----------------------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass, field
 
 from gputriage.record import Run
-from gputriage.record.numbers import PARTS, StepNumbers, step_numbers, window_of
+from gputriage.record.numbers import PARTS, StepNumbers, step_numbers, util_text, window_of
 from gputriage.record.placement import ModelInfo
 from gputriage.record.trace import RankTrace
 from gputriage.report import fmt
@@ -125,7 +125,7 @@ def build_relationship(run: Run) -> RelationshipDiagram:
     gpu = gpu_summary(run, model_device(model))
     usage = None
     if gpu.util_mean_pct is not None:
-        usage = f"{fmt.percent(gpu.util_mean_pct)} mean ({gpu.util_source})"
+        usage = f"{util_text(gpu.util_mean_pct)} mean ({gpu.util_source})"
     memory = None
     if gpu.memory_peak_bytes is not None:
         memory = f"{fmt.size(gpu.memory_peak_bytes)} peak"

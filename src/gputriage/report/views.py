@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from gputriage.record import Run
 from gputriage.record.gpu import GpuSample, GpuSection, GpuTrack
-from gputriage.record.numbers import step_numbers, window_of
+from gputriage.record.numbers import gpu_util_mean_pct, gpu_util_readings, step_numbers, window_of
 from gputriage.record.placement import ModelInfo
 from gputriage.record.steps import Step
 
@@ -251,25 +251,7 @@ def _track_for_device(tracks: Sequence[LabelledTrack], device: str | None) -> La
         if by_cuda or by_nvml:
             return (by_cuda or by_nvml)[0]
     # No device named: the busiest GPU is the one the job ran on.
-    return max(tracks, key=lambda t: track_util_mean_pct(t.track) or 0.0)
-
-
-def _mean(values: Sequence[float | None]) -> float | None:
-    present = [v for v in values if v is not None and math.isfinite(v)]
-    return sum(present) / len(present) if present else None
-
-
-def track_util_mean_pct(track: GpuTrack) -> float | None:
-    """The sampler's mean over every tick when it kept one, else the mean of the kept samples."""
-    if track.summary.util_mean_pct is not None:
-        return track.summary.util_mean_pct
-    return _mean([s.gpu_util_pct for s in track.samples])
-
-
-def _util_readings(track: GpuTrack) -> int:
-    if track.summary.util_mean_pct is not None and track.summary.util_sample_count:
-        return track.summary.util_sample_count
-    return sum(1 for s in track.samples if s.gpu_util_pct is not None)
+    return max(tracks, key=lambda t: gpu_util_mean_pct(t.track) or 0.0)
 
 
 def track_memory_peak_bytes(track: GpuTrack) -> int | None:
@@ -284,12 +266,12 @@ def gpu_summary(run: Run, device: str | None) -> GpuSummary:
     if tracks:
         chosen = _track_for_device(tracks, device)
         track = chosen.track
-        util = track_util_mean_pct(track)
+        util = gpu_util_mean_pct(track)
         state = " (lost)" if track.lost else f" ({track.error})" if track.error else ""
         return GpuSummary(
             label=chosen.label + (f": {track.name}" if track.name else "") + state,
             util_mean_pct=util,
-            util_source=f"NVML, {_util_readings(track)} readings" if util is not None else None,
+            util_source=f"NVML, {gpu_util_readings(track)} readings" if util is not None else None,
             memory_peak_bytes=track_memory_peak_bytes(track),
             memory_total_bytes=track.memory_total_bytes,
             other_devices=len(tracks) - 1,

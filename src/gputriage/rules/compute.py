@@ -116,12 +116,13 @@ def sampled_cpu_work(run: Run) -> list[Finding]:
     line = _busiest_cpu_line(sampler)
     if line is None:
         return []
-    share_pct = round(100.0 * line.other_on_cpu_samples / sampler.samples, 1)
+    share_pct = round(sampler.share_pct(line), 1)
     numbers = step_numbers(run.steps.steps) if run.steps is not None else None
     per_step_s = numbers.step_time_s * share_pct / 100 if numbers is not None else None
     if per_step_s is not None and per_step_s < CPU_TIME_MIN_PER_STEP_S:
         return []
-    interval = wilson_interval_pct(line.other_on_cpu_samples, sampler.samples)
+    # the samples are time-weighted; their count sets how sure the share is
+    interval = wilson_interval_pct(round(share_pct / 100 * sampler.samples), sampler.samples)
     sure = sampler.steps >= MIN_SAMPLED_STEPS and interval.low >= CPU_WORK_MIN_PCT + RUN_TO_RUN_NOISE_PCT
     inner = _hottest_inside(sampler, line)
     callee = inner.function if inner is not None else line.function
@@ -134,7 +135,7 @@ def sampled_cpu_work(run: Run) -> list[Finding]:
     evidence: dict[str, object] = {
         "line_pct_of_step": share_pct,
         "line_pct_interval_90": [interval.low, interval.high],
-        "samples_at_line": line.other_on_cpu_samples,
+        "samples_at_line": line.samples,
         "samples": sampler.samples,
         "steps_sampled": sampler.steps,
         "function": line.function,
@@ -158,20 +159,20 @@ def sampled_cpu_work(run: Run) -> list[Finding]:
 
 
 def _busiest_cpu_line(sampler: SamplerSection) -> SampledLine | None:
-    """The outermost line whose samples are (nearly) all CPU work in the step's "other" part, above the threshold."""
+    """The outermost line that runs (nearly) only in the step's "other" part, busy there above the threshold."""
     candidates = [
         line
         for line in sampler.lines
-        if line.samples > 0
-        and line.other_on_cpu_samples >= CPU_WORK_PURITY * line.samples
-        and 100.0 * line.other_on_cpu_samples / sampler.samples >= CPU_WORK_MIN_PCT
+        if line.time_s > 0
+        and line.phase_s.get("other", 0.0) >= CPU_WORK_PURITY * line.time_s
+        and sampler.share_pct(line) >= CPU_WORK_MIN_PCT
     ]
-    return max(candidates, key=lambda line: (line.other_on_cpu_samples, -line.depth), default=None)
+    return max(candidates, key=lambda line: (round(line.other_busy_s, 4), -line.depth), default=None)
 
 
 def _hottest_inside(sampler: SamplerSection, outer: SampledLine) -> SampledLine | None:
-    inside = [line for line in sampler.lines if line.depth > outer.depth and line.phase_samples.keys() == {"other"}]
-    return max(inside, key=lambda line: line.self_samples, default=None)
+    inside = [line for line in sampler.lines if line.depth > outer.depth and line.phase_s.keys() == {"other"}]
+    return max(inside, key=lambda line: line.self_s, default=None)
 
 
 def _cpu_work_fix(run: Run, line: SampledLine, expected: str) -> str:
