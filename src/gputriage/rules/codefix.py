@@ -15,7 +15,9 @@ then falls back to a generic fix.
 from __future__ import annotations
 
 import ast
+import io
 import textwrap
+import tokenize
 from dataclasses import dataclass
 
 from gputriage.record.source import SourceSection, SourceSnippet, split_where
@@ -82,7 +84,21 @@ def statement_at(source: SourceSection | None, where: str | None) -> Statement |
         return None
     first, last = found.lineno + offset, (found.end_lineno or found.lineno) + offset
     text = "\n".join(filter(None, (snippet.line(n) for n in range(first, last + 1))))
-    return Statement(found, line, first, textwrap.dedent(text).strip(), snippet, function)
+    return Statement(found, line, first, without_comments(textwrap.dedent(text)), snippet, function)
+
+
+def without_comments(code: str) -> str:
+    """The code with its comments removed (a fix shows the user's statement, not the notes around it)."""
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(code).readline))
+    except (tokenize.TokenError, SyntaxError, IndentationError):
+        return code
+    lines = code.split("\n")
+    for tok in reversed(tokens):
+        if tok.type == tokenize.COMMENT:
+            row, col = tok.start
+            lines[row - 1] = lines[row - 1][:col]
+    return "\n".join(line.rstrip() for line in lines).strip()
 
 
 def _parse(text: str) -> ast.Module | None:
@@ -255,7 +271,7 @@ def with_suffix(stmt: Statement, node: ast.expr, suffix: str) -> str | None:
         return None
     fixed = f"{line[:col]}{suffix}{line[col:]}"
     lines = [stmt.snippet.line(n) or "" for n in range(stmt.first_line, line_no)] + [fixed]
-    return textwrap.dedent("\n".join(lines)).strip()
+    return without_comments(textwrap.dedent("\n".join(lines)))
 
 
 def assigned_call(stmt: Statement) -> tuple[str, ast.Call] | None:

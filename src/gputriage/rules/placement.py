@@ -232,15 +232,32 @@ def data_findings(run: Run) -> Iterator[Finding]:
         return
     tensors = run.placement.tensors
     off = [t for t in tensors if t.shape and device_type(t.device) != expected]
-    inputs = [t for t in off if t.role == "input" and not _host_side_argument(t, tensors, expected)]
-    labels = [t for t in off if t.role == "label"]
+    into_model = [t for t in off if t.role == "input" and not _host_side_argument(t, tensors, expected)]
+    # `model(**batch, labels=labels)`: labels that enter the model (which computes the loss) are still the labels
+    labels = [t for t in off if t.role == "label" or (t in into_model and _label_keyword(t))]
+    inputs = [t for t in into_model if t not in labels]
     if inputs or labels:
         yield _data_on_cpu(run, inputs, labels, expected)
 
 
+# Keyword names of a model's arguments that carry the labels (Hugging Face models compute the loss inside forward).
+_LABEL_KEYWORDS = ("label", "target")
+
+
+def _label_keyword(t: TensorSeen) -> bool:
+    return (
+        t.argument is not None
+        and not t.argument.startswith("args[")
+        and any(word in t.argument.lower() for word in _LABEL_KEYWORDS)
+    )
+
+
 def _host_side_argument(t: TensorSeen, seen: list[TensorSeen], expected: str) -> bool:
-    """A 1-D integer tensor next to device inputs is host-side by design: `lengths` for pack_padded_sequence."""
+    """A 1-D integer tensor next to device inputs is host-side by design: `lengths` for pack_padded_sequence. Not
+    when the keyword says it is the labels (`model(**batch, labels=labels)`)."""
     if len(t.shape) != 1 or t.dtype not in ("int64", "int32"):
+        return False
+    if _label_keyword(t):
         return False
     return any(o.target == t.target and o.role == "input" and device_type(o.device) == expected for o in seen)
 

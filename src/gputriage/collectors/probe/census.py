@@ -34,13 +34,13 @@ TOP_CPU_OPS = 12
 
 
 class OpCensus(TorchDispatchMode):  # type: ignore[no-untyped-call]
-    def __init__(self, state: ProbeState, syncs: SyncRecorder) -> None:
+    def __init__(self, state: ProbeState, syncs: SyncRecorder, mixed: MixedDevices | None = None) -> None:
         super().__init__()  # type: ignore[no-untyped-call]
         self._state = state
         self._syncs = syncs
         self.ops: dict[tuple[str, str], OpStat] = {}
         self.scalar_cpu_ops = 0
-        self.mixed = MixedDevices(state)
+        self.mixed = mixed if mixed is not None else MixedDevices(state)
 
     def __torch_dispatch__(
         self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None
@@ -118,8 +118,16 @@ class MixedDevices:
         self._state = state
         self._made: IdentityMap[torch.Tensor, str] = IdentityMap()  # CPU tensor made inside a forward -> its line
         self._ops: dict[tuple[str, str | None], MixedDeviceOp] = {}
+        self._frames_up = 3
 
-    def see(self, func: Any, tensors: list[torch.Tensor], out: Any) -> None:
+    def ignored(self) -> bool:
+        """In a DataLoader worker or inside DataLoader.__next__ (collation is not the model's work)."""
+        return self._state.in_child or self._state.in_loader > 0
+
+    def see(self, func: Any, tensors: list[torch.Tensor], out: Any, frames_up: int = 3) -> None:
+        """`frames_up`: frames from here to the dispatch mode's `__torch_dispatch__` (where the user's frame search
+        starts)."""
+        self._frames_up = frames_up
         expected = self._state.expected_device
         if expected == "cpu":
             return
@@ -150,10 +158,10 @@ class MixedDevices:
         results = [o for o in (out if isinstance(out, (tuple, list)) else (out,)) if isinstance(o, torch.Tensor)]
         for t in results:
             if t.device.type == "cpu" and t.dim() > 0:
-                self._made[t] = origin or frame_where(user_frame(sys._getframe(3))) or "?"
+                self._made[t] = origin or frame_where(user_frame(sys._getframe(self._frames_up))) or "?"
 
     def _mixed(self, name: str, device: str, cpu: list[torch.Tensor]) -> None:
-        where = frame_where(user_frame(sys._getframe(3)))
+        where = frame_where(user_frame(sys._getframe(self._frames_up)))
         key = (name, where)
         op = self._ops.get(key)
         if op is None:
@@ -165,6 +173,26 @@ class MixedDevices:
 
     def found(self) -> list[MixedDeviceOp]:
         return list(self._ops.values())
+
+
+class MixedDeviceMode(TorchDispatchMode):  # type: ignore[no-untyped-call]
+    """Only the tensors' look (MixedDevices), for the warm-up step, where the op census is off."""
+
+    def __init__(self, mixed: MixedDevices) -> None:
+        super().__init__()  # type: ignore[no-untyped-call]
+        self._mixed = mixed
+
+    def __torch_dispatch__(
+        self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None
+    ) -> Any:
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        with contextlib.suppress(Exception):  # never break the user's op
+            if not self._mixed.ignored():
+                tensors = [a for a in _flat(args) if isinstance(a, torch.Tensor)]
+                tensors += [v for v in kwargs.values() if isinstance(v, torch.Tensor)]
+                self._mixed.see(func, tensors, out, frames_up=2)
+        return out
 
 
 def _flat(args: tuple[Any, ...]) -> list[Any]:
