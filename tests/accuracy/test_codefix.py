@@ -117,7 +117,7 @@ def test_the_data_fix_of_a_run_names_images_and_labels() -> None:
 def test_the_model_fix_moves_the_users_variable_on_its_line() -> None:
     run = meta_run(placement=placement(model_on("cpu", where="main.py:30")), source=source())
     (finding,) = [f for f in diagnose(run).findings if f.code == "model-on-cpu"]
-    assert finding.fix.startswith("net = Net().to(device)  # the model")
+    assert finding.fix.startswith("net = Net().to(device)  # line 30")
 
 
 def test_a_plain_attribute_finding_points_at_its_assignment_and_registers_a_buffer() -> None:
