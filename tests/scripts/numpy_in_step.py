@@ -12,25 +12,26 @@ from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 
-def random_shift_flip(images: np.ndarray, max_shift: int = 2) -> np.ndarray:
+def random_crop_flip(images: np.ndarray, pad: int = 4) -> np.ndarray:
+    """The standard augmentation, one image at a time: pad 4, random 64x64 crop, random horizontal flip."""
     out = np.empty_like(images)
     for i, image in enumerate(images):
-        dx, dy = np.random.randint(-max_shift, max_shift + 1, size=2)
-        padded = np.pad(image, ((0, 0), (max_shift, max_shift), (max_shift, max_shift)), mode="edge")
-        shifted = padded[:, max_shift + dy : max_shift + dy + 28, max_shift + dx : max_shift + dx + 28]
-        out[i] = shifted[:, :, ::-1] if np.random.rand() < 0.5 else shifted
+        dx, dy = np.random.randint(0, 2 * pad + 1, size=2)
+        padded = np.pad(image, ((0, 0), (pad, pad), (pad, pad)), mode="reflect")
+        cropped = padded[:, dy : dy + 64, dx : dx + 64]
+        out[i] = cropped[:, :, ::-1] if np.random.rand() < 0.5 else cropped
     return out
 
 
 def main() -> None:
     device = os.environ.get("DEVICE", "meta")
-    data = TensorDataset(torch.randn(64 * 60, 1, 28, 28), torch.randint(0, 10, (64 * 60,)))
+    data = TensorDataset(torch.randn(64 * 60, 3, 64, 64), torch.randint(0, 200, (64 * 60,)))  # Tiny ImageNet's shape
     loader = DataLoader(data, batch_size=64, shuffle=True)
-    model = nn.Sequential(nn.Flatten(), nn.Linear(28 * 28, 128), nn.ReLU(), nn.Linear(128, 10)).to(device)
+    model = nn.Sequential(nn.Flatten(), nn.Linear(3 * 64 * 64, 128), nn.ReLU(), nn.Linear(128, 200)).to(device)
     loss_fn = nn.CrossEntropyLoss()
     optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
     for images, labels in loader:
-        augmented = torch.from_numpy(random_shift_flip(images.numpy()))  # MARK cpu-compute-in-step
+        augmented = torch.from_numpy(random_crop_flip(images.numpy()))  # MARK cpu-compute-in-step
         x, y = augmented.to(device), labels.to(device)
         loss = loss_fn(model(x), y)
         optimizer.zero_grad()
