@@ -125,3 +125,19 @@ def test_the_demo_like_record_no_longer_shows_medians_that_exceed_100() -> None:
     shown = [p.share_pct for p in numbers.parts if pct_text(p.share_pct) in sequence_text]
     assert len(shown) == len(numbers.parts)
     assert round(sum(shown), 6) == 100.0
+
+
+def test_with_a_trace_the_step_wait_is_one_finding_citing_the_traces_own_measure() -> None:
+    from gputriage.diagnosis.passes import one_input_pipeline_finding
+    from gputriage.findings import Finding, Severity
+
+    probe = Finding(
+        "input-pipeline-bound", 5, Severity.WARNING, "The step waits ... 62.0%", {"data_wait_pct_of_step": 62.0}
+    )
+    trace = Finding(
+        "input-pipeline-bound", 5, Severity.CRITICAL, "The GPU waits ... 65.0%", {"dataloader_pct_of_step": 65.0}
+    )
+    other = Finding("pageable-memcpy", 5, Severity.INFO, "...", {})
+    kept = one_input_pipeline_finding([trace, probe, other])
+    assert kept == [probe, other]
+    assert probe.evidence == {"data_wait_pct_of_step": 62.0, "dataloader_pct_of_step": 65.0}
