@@ -84,7 +84,7 @@ def census_cpu_compute(run: Run) -> list[Finding]:
     if compute.ops_per_device.get(expected, 0) == 0 or compute.window_wall_s <= 0:
         return []  # nothing on the device at all is no-gpu-compute's case
     cpu_s = compute.op_time_s_per_device.get("cpu", 0.0)
-    share_pct = 100.0 * cpu_s / compute.window_wall_s
+    share_pct = round(100.0 * cpu_s / compute.window_wall_s, 1)
     per_step_s = cpu_s / compute.window_steps
     if share_pct < CPU_SHARE_MIN_PCT or per_step_s < CPU_TIME_MIN_PER_STEP_S:
         return []
@@ -94,9 +94,9 @@ def census_cpu_compute(run: Run) -> list[Finding]:
             code="cpu-compute-in-step",
             rung=4,
             severity=Severity.WARNING,
-            title=f"{share_pct:.0f}% of the step's time is spent in ops on the CPU",
+            title=f"{pct_text(share_pct)} of the step's time is spent in ops on the CPU ({_census_window(compute)})",
             evidence={
-                "cpu_op_pct_of_step": round(share_pct, 2),
+                "cpu_op_pct_of_step": round(share_pct, 1),
                 "cpu_op_time_per_step_s": round(per_step_s, 6),
                 "cpu_ops": [f"{s.name} ×{s.count} {s.time_s * 1e3:.2f} ms at {s.where}" for s in top],
                 "window_steps": compute.window_steps,
@@ -105,6 +105,10 @@ def census_cpu_compute(run: Run) -> list[Finding]:
             where=top[0].where if top else None,
         )
     ]
+
+
+def _census_window(compute: ComputeSection) -> str:
+    return f"{compute.window_steps} census step{'s' if compute.window_steps != 1 else ''}"
 
 
 def sampled_cpu_work(run: Run) -> list[Finding]:
@@ -204,11 +208,14 @@ def host_sync_in_loop(run: Run) -> list[Finding]:
             code="host-sync-in-loop",
             rung=4,
             severity=Severity.WARNING,
-            title=f"The step waits for the device {sum(s.count for s in sites) / steps:.1f} times per step",
+            title=(
+                f"The step waits for the device {sum(s.count for s in sites) / steps:.1f} times per step "
+                f"({_census_window(compute)})"
+            ),
             evidence={
                 "syncs_per_step": round(sum(s.count for s in sites) / steps, 2),
                 "sync_time_per_step_s": round(sync_s / steps, 6),
-                "sync_pct_of_step": round(share_pct, 2),
+                "sync_pct_of_step": round(share_pct, 1),
                 "sites": [f"{s.kind} ×{s.count / steps:.1f}/step at {s.where}: {s.code}" for s in sites[:6]],
             },
             fix="# keep running values on the device and read them rarely:\n"
