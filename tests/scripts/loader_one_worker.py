@@ -14,7 +14,7 @@ from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
 BATCH = 5
-LOAD_S_PER_SAMPLE = 0.021
+LOAD_S_PER_SAMPLE = 0.0215
 COMPUTE_S = 0.080
 
 
