@@ -20,6 +20,7 @@ import textwrap
 import tokenize
 from dataclasses import dataclass
 
+from gputriage.record.placement import TensorSeen
 from gputriage.record.source import SourceSection, SourceSnippet, split_where
 
 # torch functions that make a new tensor and take `device=`.
@@ -285,6 +286,67 @@ def assigned_call(stmt: Statement) -> tuple[str, ast.Call] | None:
 def moved_spread(name: str, device: str) -> str:
     """A batch passed as `model(**batch)`: move every tensor of the dict."""
     return f"{name} = {{k: v.to({device}, non_blocking=True) for k, v in {name}.items()}}"
+
+
+def device_for(source: SourceSection | None, where: str | None, expected: str) -> tuple[str, list[str]]:
+    """The script's own device expression near `where`; failing that, `device` and the line that defines it."""
+    found = device_expression(source, where)
+    if found is not None:
+        return found, []
+    return "device", [f'device = torch.device("{expected}")']
+
+
+def moved_model_line(source: SourceSection | None, model_where: str | None, device: str) -> str | None:
+    """`net = Net().to(device)` on the line that builds the model."""
+    stmt = statement_at(source, model_where)
+    found = assigned_call(stmt) if stmt is not None else None
+    if stmt is None or found is None:
+        return None
+    fixed = with_suffix(stmt, found[1], f".to({device})")
+    return f"{fixed}  # line {stmt.first_line}: move the model once, before the loop" if fixed is not None else None
+
+
+def moved_tensor_lines(source: SourceSection | None, tensors: list[TensorSeen], device: str) -> list[str]:
+    """For each tensor seen off the device: `# before line N: <the call>` and the line that moves it, once each."""
+    lines: list[str] = []
+    done: set[str] = set()
+    for t in tensors:
+        moved = _moved_line(source, t, device)
+        if moved is None:
+            name = "x" if t.role == "input" else "y"
+            moved = (f"{t.where}", f"{name} = {name}.to({device}, non_blocking=True)  # before {t.target}(...)")
+        before, line = moved
+        if line in done:
+            continue
+        done.add(line)
+        if before not in done:
+            lines.append(f"# before {before}")
+            done.add(before)
+        lines.append(line)
+    return lines
+
+
+def _moved_line(source: SourceSection | None, t: TensorSeen, device: str) -> tuple[str, str] | None:
+    """(the statement it goes before, the line that moves the tensor) from the call's source."""
+    stmt = statement_at(source, t.where)
+    if stmt is None:
+        return None
+    expr = call_argument(stmt, t.argument, t.target)
+    if expr is None:
+        return None
+    before = f"line {stmt.first_line}: {stmt.text}"
+    is_spread = t.argument is not None and not t.argument.startswith("args[") and _is_spread(stmt, expr)
+    if is_spread and isinstance(expr, ast.Name):
+        return before, moved_spread(expr.id, device)
+    return before, moved_argument(stmt, expr, device)
+
+
+def _is_spread(stmt: Statement, expr: ast.expr) -> bool:
+    """`expr` is passed as `**expr` in the statement."""
+    return any(
+        isinstance(n, ast.Call) and any(kw.arg is None and kw.value is expr for kw in n.keywords)
+        for n in ast.walk(stmt.node)
+    )
 
 
 # -- plain tensor attributes -------------------------------------------------------------------------------------------

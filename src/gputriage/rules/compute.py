@@ -65,10 +65,23 @@ def no_gpu_compute(run: Run) -> list[Finding]:
                 "window_steps": compute.window_steps,
                 "expected_device": expected,
             },
-            fix=f'device = torch.device("{expected}")\nmodel = model.to(device)\nx, y = x.to(device), y.to(device)',
+            fix=_no_compute_fix(run, expected, top.where if top else None),
             where=top.where if top else None,
         )
     ]
+
+
+def _no_compute_fix(run: Run, expected: str, where: str | None) -> str:
+    """Move the model and the batches, with the script's own names where its source is known."""
+    placement = run.placement
+    models = [m for m in placement.models if m.where] if placement is not None else []
+    device, lines = codefix.device_for(run.source, models[0].where if models else where, expected)
+    moved_models = [line for m in models if (line := codefix.moved_model_line(run.source, m.where, device))]
+    off = [t for t in placement.tensors if t.shape and t.device.split(":")[0] != expected] if placement else []
+    moved = codefix.moved_tensor_lines(run.source, off, device) if off else []
+    if not moved_models and not moved:
+        return "\n".join([*lines, f"model = model.to({device})", f"x, y = x.to({device}), y.to({device})"])
+    return "\n".join([*lines, *moved_models, *moved])
 
 
 @rule

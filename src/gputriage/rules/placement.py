@@ -7,7 +7,6 @@ the placement rules have nothing to judge and say so once.
 
 from __future__ import annotations
 
-import ast
 import re
 from collections.abc import Iterator
 
@@ -132,25 +131,14 @@ def _model_on_cpu(run: Run, model: ModelInfo, expected: str) -> Finding:
 
 def _model_fix(run: Run, model: ModelInfo, expected: str) -> str:
     """`net = Net().to(device)` on the line that builds the model, in the script's names."""
-    device, define = _device_for(run, model.where or model.called_where, expected)
-    stmt = codefix.statement_at(run.source, model.where)
-    found = codefix.assigned_call(stmt) if stmt is not None else None
-    if stmt is not None and found is not None:
-        fixed = codefix.with_suffix(stmt, found[1], f".to({device})")
-        if fixed is not None:
-            return "\n".join([*define, f"{fixed}  # line {stmt.first_line}: move the model once, before the loop"])
+    device, define = codefix.device_for(run.source, model.where or model.called_where, expected)
+    moved = codefix.moved_model_line(run.source, model.where, device)
+    if moved is not None:
+        return "\n".join([*define, moved])
     built = f"  # {model.where}" if model.where else ""
     return "\n".join(
         [*define, f"model = {model.name}(...).to({device}){built}", "# and move every batch too, before the model"]
     )
-
-
-def _device_for(run: Run, where: str | None, expected: str) -> tuple[str, list[str]]:
-    """The script's own device expression near `where`; failing that, `device` and the line that defines it."""
-    found = codefix.device_expression(run.source, where)
-    if found is not None:
-        return found, []
-    return "device", [f'device = torch.device("{expected}")']
 
 
 def _model_partly_on_cpu(run: Run, model: ModelInfo, expected: str, off: int, total: int) -> Finding:
@@ -292,45 +280,8 @@ def _data_on_cpu(run: Run, inputs: list[TensorSeen], labels: list[TensorSeen], e
 
 def _data_fix(run: Run, inputs: list[TensorSeen], labels: list[TensorSeen], expected: str) -> str:
     """`images = images.to(device, non_blocking=True)` before `output = model(images)`, in the script's names."""
-    device, lines = _device_for(run, (inputs or labels)[0].where, expected)
-    done: set[str] = set()
-    for t in [*inputs, *labels]:
-        moved = _moved_line(run, t, device)
-        if moved is None:
-            name = "x" if t.role == "input" else "y"
-            moved = (f"{t.where}", f"{name} = {name}.to({device}, non_blocking=True)  # before {t.target}(...)")
-        before, line = moved
-        if line in done:
-            continue
-        done.add(line)
-        if before not in done:
-            lines.append(f"# before {before}")
-            done.add(before)
-        lines.append(line)
-    return "\n".join(lines)
-
-
-def _moved_line(run: Run, t: TensorSeen, device: str) -> tuple[str, str] | None:
-    """(the statement it goes before, the line that moves the tensor) from the call's source."""
-    stmt = codefix.statement_at(run.source, t.where)
-    if stmt is None:
-        return None
-    expr = codefix.call_argument(stmt, t.argument, t.target)
-    if expr is None:
-        return None
-    before = f"line {stmt.first_line}: {stmt.text}"
-    is_spread = t.argument is not None and not t.argument.startswith("args[") and _is_spread(stmt, expr)
-    if is_spread and isinstance(expr, ast.Name):
-        return before, codefix.moved_spread(expr.id, device)
-    return before, codefix.moved_argument(stmt, expr, device)
-
-
-def _is_spread(stmt: codefix.Statement, expr: ast.expr) -> bool:
-    """`expr` is passed as `**expr` in the statement."""
-    return any(
-        isinstance(n, ast.Call) and any(kw.arg is None and kw.value is expr for kw in n.keywords)
-        for n in ast.walk(stmt.node)
-    )
+    device, lines = codefix.device_for(run.source, (inputs or labels)[0].where, expected)
+    return "\n".join([*lines, *codefix.moved_tensor_lines(run.source, [*inputs, *labels], device)])
 
 
 # -- rules -------------------------------------------------------------------------------------------------------------
