@@ -77,7 +77,11 @@ def _no_compute_fix(run: Run, expected: str, where: str | None) -> str:
     models = [m for m in placement.models if m.where] if placement is not None else []
     device, lines = codefix.device_for(run.source, models[0].where if models else where, expected)
     moved_models = [line for m in models if (line := codefix.moved_model_line(run.source, m.where, device))]
-    off = [t for t in placement.tensors if t.shape and t.device.split(":")[0] != expected] if placement else []
+    off = [
+        t
+        for t in (placement.tensors if placement is not None else [])
+        if t.role in ("input", "label") and t.shape and t.device.split(":")[0] != expected
+    ]
     moved = codefix.moved_tensor_lines(run.source, off, device) if off else []
     if not moved_models and not moved:
         return "\n".join([*lines, f"model = model.to({device})", f"x, y = x.to({device}), y.to({device})"])
