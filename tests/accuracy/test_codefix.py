@@ -139,3 +139,12 @@ def test_without_source_the_fix_stays_generic() -> None:
     run = meta_run(placement=placement(model_on("meta"), seen))
     (finding,) = [f for f in diagnose(run).findings if f.code == "data-on-cpu"]
     assert 'device = torch.device("meta")' in finding.fix and "x = x.to(device" in finding.fix
+
+
+def test_an_indexed_argument_is_moved_in_place() -> None:
+    snippet = SourceSnippet("loop.py", 1, "for batch in loader:\n    out = model(batch[0])", "window", None)
+    stmt = codefix.statement_at(SourceSection([snippet]), "loop.py:2")
+    assert stmt is not None
+    expr = codefix.call_argument(stmt, "args[0]", "Net")
+    assert expr is not None
+    assert codefix.moved_argument(stmt, expr, "device") == "out = model(batch[0].to(device, non_blocking=True))"

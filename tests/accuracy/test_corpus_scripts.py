@@ -9,22 +9,22 @@ from __future__ import annotations
 
 import bench_accuracy as accuracy
 import pytest
-from cli_cases import run_and_score
+from cli_cases import Outcome, run_and_score
 
 pytestmark = [pytest.mark.timeout(2400), pytest.mark.slow]
 CASES = accuracy.read_expected(accuracy.CORPUS_SCRIPTS)
 
 
 @pytest.fixture(scope="module")
-def scores(tmp_path_factory: pytest.TempPathFactory) -> dict[str, accuracy.Score]:
+def outcomes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Outcome]:
     if not CASES:
         pytest.skip(f"corpus not found at {accuracy.CORPUS_SCRIPTS}")
     return run_and_score(CASES, tmp_path_factory.mktemp("corpus"))
 
 
 @pytest.mark.parametrize("case", [c.case for c in CASES] or ["absent"])
-def test_never_a_wrong_cause_and_the_right_line_when_named(scores: dict[str, accuracy.Score], case: str) -> None:
-    score = scores[case]
+def test_never_a_wrong_cause_and_the_right_line_when_named(outcomes: dict[str, Outcome], case: str) -> None:
+    score = outcomes[case].score
     assert not score.false_alarms, score
     assert not score.healthy_control_alarmed, score
     if score.expected != accuracy.HEALTHY and score.got not in ("unknown", accuracy.HEALTHY):

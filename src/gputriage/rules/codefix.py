@@ -51,7 +51,6 @@ FACTORIES = frozenset(
     }
 )
 _NOT_A_DEVICE = ("dtype", "float", "half", "bfloat16", "long", "int", "bool", "double", "memory_format")
-_SIMPLE = (ast.Name, ast.Attribute, ast.Subscript)
 
 
 @dataclass(frozen=True)
@@ -62,6 +61,8 @@ class Statement:
     text: str  # the statement's source, stripped
     snippet: SourceSnippet
     function: ast.FunctionDef | ast.AsyncFunctionDef | None  # the enclosing def, when the snippet is a function
+    offset: int  # file line = the parsed tree's line + offset
+    indent: int  # columns that dedenting removed before parsing (tree column + indent = file column)
 
 
 def statement_at(source: SourceSection | None, where: str | None) -> Statement | None:
@@ -72,11 +73,11 @@ def statement_at(source: SourceSection | None, where: str | None) -> Statement |
         return None
     line = parsed[1]
     tree = _parse(snippet.text)
-    offset = snippet.first_line - 1
-    if tree is None:
+    offset, indent = snippet.first_line - 1, _indent(snippet.text)
+    if tree is None:  # a window cut through a block: the line alone
         one = snippet.line(line)
         tree = _parse(one.strip()) if one is not None else None
-        offset = line - 1
+        offset, indent = line - 1, _indent(one or "")
     if tree is None:
         return None
     function = next((n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
@@ -85,7 +86,7 @@ def statement_at(source: SourceSection | None, where: str | None) -> Statement |
         return None
     first, last = found.lineno + offset, (found.end_lineno or found.lineno) + offset
     text = "\n".join(filter(None, (snippet.line(n) for n in range(first, last + 1))))
-    return Statement(found, line, first, without_comments(textwrap.dedent(text)), snippet, function)
+    return Statement(found, line, first, without_comments(textwrap.dedent(text)), snippet, function, offset, indent)
 
 
 def without_comments(code: str) -> str:
@@ -248,13 +249,13 @@ def _rank_calls(calls: list[ast.Call], callee: str | None) -> list[ast.Call]:
 
 
 def moved_argument(stmt: Statement, expr: ast.expr, device: str) -> str:
-    """The line that moves `expr` to the device, in the script's names."""
+    """The line that moves `expr` to the device, in the script's names: `images = images.to(device, ...)` for a name,
+    else the statement itself with `.to(device, ...)` on the argument (`model(batch[0].to(device, ...))`)."""
     text = ast.unparse(expr)
     if isinstance(expr, ast.Name):
         return f"{text} = {text}.to({device}, non_blocking=True)"
-    if isinstance(expr, _SIMPLE):
-        return f"{text} = {text}.to({device}, non_blocking=True)"
-    return f"# pass {text}.to({device}, non_blocking=True) instead of {text}"
+    inline = with_suffix(stmt, expr, f".to({device}, non_blocking=True)")
+    return inline if inline is not None else f"# pass {text}.to({device}, non_blocking=True) instead of {text}"
 
 
 def with_suffix(stmt: Statement, node: ast.expr, suffix: str) -> str | None:
@@ -262,12 +263,11 @@ def with_suffix(stmt: Statement, node: ast.expr, suffix: str) -> str | None:
     formatting; None when the node spans several lines."""
     if node.lineno != node.end_lineno or node.end_col_offset is None:
         return None
-    offset = stmt.snippet.first_line - 1 if stmt.function is not None else stmt.line - 1
-    line_no = node.lineno + offset
+    line_no = node.lineno + stmt.offset
     line = stmt.snippet.line(line_no)
     if line is None:
         return None
-    col = node.end_col_offset + (_indent(stmt.snippet.text) if stmt.function is not None else _indent(line))
+    col = node.end_col_offset + stmt.indent
     if not 0 < col <= len(line):
         return None
     fixed = f"{line[:col]}{suffix}{line[col:]}"
@@ -389,19 +389,18 @@ def factory_statement(source: SourceSection | None, where: str | None) -> Statem
     stored = _stored_name(stmt.node)
     if stored is None or stmt.function is None:
         return None
-    offset = stmt.snippet.first_line - 1
     earlier = [
         n
         for n in ast.walk(stmt.function)
         if isinstance(n, ast.Assign)
-        and n.lineno + offset < stmt.first_line
+        and n.lineno + stmt.offset < stmt.first_line
         and any(isinstance(t, ast.Name) and t.id == stored for t in n.targets)
         and _factory_call(n) is not None
     ]
     if not earlier:
         return None
     last = max(earlier, key=lambda n: n.lineno)
-    return statement_at(source, f"{stmt.snippet.path}:{last.lineno + offset}")
+    return statement_at(source, f"{stmt.snippet.path}:{last.lineno + stmt.offset}")
 
 
 def _stored_name(node: ast.stmt) -> str | None:
