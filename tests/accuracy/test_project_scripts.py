@@ -7,6 +7,7 @@ import bench_accuracy as accuracy
 import pytest
 from cli_cases import Outcome, run_and_score
 
+from contract import ladder_problems
 from gputriage.diagnosis import diagnose
 from gputriage.report.document import build_document, run_from_document
 
@@ -34,3 +35,4 @@ def test_the_saved_report_re_renders_the_same_findings(outcomes: dict[str, Outco
     again = build_document(diagnose(run_from_document(report)))
     assert again["findings"] == report["findings"]
     assert again["ladder"] == report["ladder"] and again["verdict"] == report["verdict"]
+    assert ladder_problems(report["ladder"]) == []
