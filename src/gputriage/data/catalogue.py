@@ -345,6 +345,7 @@ CATALOGUE: tuple[Entry, ...] = (
             "dataloader_us_per_step",
             "dataset",
             "iterable_dataset",
+            "loader_hot_line",
             "num_workers",
             "persistent_workers",
             "pin_memory",

@@ -66,6 +66,9 @@ def input_pipeline_bound(run: Run) -> list[Finding]:
         "iterable_dataset": loader.is_iterable_dataset,
         "cpu_count": run.steps.cpu_count,
     }
+    hot = loader_hot_line(run)
+    if hot is not None:
+        evidence["loader_hot_line"] = hot
     share = pct_text(wait.share_pct)
     if severity is Severity.INFO:
         title = (
@@ -86,6 +89,20 @@ def input_pipeline_bound(run: Run) -> list[Finding]:
             where=loader.where,
         )
     ]
+
+
+def loader_hot_line(run: Run) -> str | None:
+    """With num_workers=0 the dataset runs in the training thread: the stack sampler names the line of the user's
+    code where the wait goes ("train.py:65 (YelpReviews.__getitem__), 81% of the wait")."""
+    sampler = run.sampler
+    wait_s = sampler.phase_s.get("data_wait", 0.0) if sampler is not None else 0.0
+    if sampler is None or wait_s <= 0:
+        return None
+    inside = [line for line in sampler.lines if line.phase_s.get("data_wait", 0.0) >= 0.9 * line.time_s]
+    hottest = max(inside, key=lambda line: (round(line.self_s, 4), line.depth), default=None)
+    if hottest is None or hottest.self_s < 0.2 * wait_s:
+        return None
+    return f"{hottest.where} ({hottest.function}), {pct_text(100.0 * hottest.self_s / wait_s)} of the wait"
 
 
 def suggested_workers(cpu_count: int | None) -> int:
