@@ -33,7 +33,7 @@ SYNC_SHARE_MIN_PCT = 5.0
 CPU_WORK_MIN_PCT = 15.0
 CPU_WORK_PURITY = 0.9
 MIN_SAMPLED_STEPS = 5
-RUN_TO_RUN_NOISE_PCT = 3.0
+RUN_TO_RUN_NOISE_PCT = 5.0
 
 
 def _judged(run: Run) -> tuple[ComputeSection, str] | None:

@@ -9,9 +9,11 @@ Fired only from measured wait, never from the loader's settings alone, and only 
   next to nothing, so any collation looks like a large share; 2 ms per batch is real time on any device;
 - a warning or critical needs MIN_STEADY_STEPS steps after warm-up AND a 90% bootstrap interval of the share lying
   wholly above the threshold plus RUN_TO_RUN_NOISE_PCT. The bootstrap sees the noise between the steps of one run;
-  runs of the same job differ more than that (the machine's load): a job with one worker on two cores at 20% +- 2
-  lands between 19% and 23% run after run, each with an interval about +-2 wide, and one run in four would cross a
-  bare 20%. Without that margin the finding is "borderline" (info) and says its interval and step count.
+  runs of the same job differ more than that (the machine's load): a job with one worker on two cores sits at
+  20% +- 2 from run to run (tests/scripts/loader_one_worker.py: 18% to 25% over ten runs, each with an interval about
+  +-2 wide), and one run in four would cross a bare 20%. The margin is 2.5 times that spread, so a job at the
+  threshold stays below it in about 99 runs of 100. Without it the finding is "borderline" (info) and says its
+  interval and step count.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from gputriage.rules.registry import rule
 WAIT_SHARE_WARN_PCT = 20.0
 WAIT_SHARE_CRIT_PCT = 50.0
 MIN_WAIT_PER_STEP_S = 0.002
-RUN_TO_RUN_NOISE_PCT = 3.0
+RUN_TO_RUN_NOISE_PCT = 5.0
 # Fewer steps than this after warm-up say too little about a pipeline that prefetches a few batches ahead.
 MIN_STEADY_STEPS = 5
 MAX_SUGGESTED_WORKERS = 8
