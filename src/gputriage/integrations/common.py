@@ -125,7 +125,12 @@ def _device_verdict(diag: Diagnosis) -> str:
     if blocking:
         first = blocking[0]
         return f"device: expected {expected}, measured: {first.title} ({first.code})"
-    skipped = [view.rung for view in diag.ladder if view.rung in (2, 3, 4) and view.status == "skipped"]
+    # a rung "not judged" (a CPU run has no accelerator to move to) is not one that lacked a training step
+    skipped = [
+        view.rung
+        for view in diag.ladder
+        if view.rung in (2, 3, 4) and view.status == "skipped" and not (view.reason or "").startswith("not judged")
+    ]
     if skipped:
         rungs = ", ".join(str(rung) for rung in skipped)
         return f"device: expected {expected}, not measured (no training step reached rungs {rungs})"
