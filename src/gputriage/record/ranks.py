@@ -117,6 +117,9 @@ class RanksSection:
     def measured_rungs(self) -> set[int]:
         return set()  # the merged view; its top level carries the first rank's sections
 
+    def unmeasured_rungs(self) -> dict[int, str]:
+        return {}
+
     def self_check(self) -> list[str]:
         seen = [r.rank for r in self.ranks]
         if len(set(seen)) != len(seen):

@@ -38,8 +38,8 @@ def build_document(diag: Diagnosis) -> dict[str, Any]:
                 "rung": r.rung,
                 "question": r.question,
                 "status": r.status,
-                "reason": r.reason,
                 "finding_codes": r.finding_codes,
+                "reason": r.reason,
             }
             for r in diag.ladder
         ],

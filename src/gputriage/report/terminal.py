@@ -10,7 +10,7 @@ from rich.syntax import Syntax
 from rich.table import Table
 from rich.text import Text
 
-from gputriage.diagnosis import Diagnosis
+from gputriage.diagnosis import Diagnosis, RungView
 from gputriage.findings import Finding, Severity
 from gputriage.record.environment import Environment
 from gputriage.record.trace import RankTrace
@@ -29,7 +29,7 @@ _RUNG_MARK = {
     "fail": ("✗ fail", "red"),
     "warn": ("! warn", "yellow"),
     "pass": ("✓ pass", "green"),
-    "skipped": ("· skipped", "dim"),
+    "skipped": ("· not measured", "dim"),
 }
 _SEVERITY_STYLE = {Severity.CRITICAL: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
 
@@ -70,9 +70,18 @@ def ladder_table(diag: Diagnosis) -> Table:
     table.add_column("findings")
     for view in diag.ladder:
         label, style = _RUNG_MARK[view.status]
-        codes = Text(", ".join(view.finding_codes)) if view.finding_codes else _plain(view.reason or "", style="dim")
-        table.add_row(str(view.rung), view.question, Text(label, style=style), codes)
+        table.add_row(str(view.rung), view.question, Text(label, style=style), _rung_detail(view))
     return table
+
+
+def _rung_detail(view: RungView) -> Text:
+    """The decisive findings; the info ones as notes; for a rung not measured, why."""
+    text = Text(", ".join(view.decisive_codes))
+    if view.note_codes:
+        text.append(("; " if view.decisive_codes else "") + "notes: " + ", ".join(view.note_codes), style="dim")
+    if view.reason:
+        text.append(("; " if len(text) else "") + view.reason, style="dim italic")
+    return text
 
 
 def environment_table(env: Environment) -> Table:
@@ -151,8 +160,18 @@ def sequence_table(diagram: SequenceDiagram) -> Table:
     for m in diagram.messages:
         style = "bold red" if m.highlighted else ""
         mark = "← where the time goes" if m.highlighted else m.detail
-        cells = (f"{m.number}.", m.action, fmt.duration(m.time_s), fmt.percent(m.share_pct), mark or "")
+        cells = (f"{m.number}.", m.action, fmt.duration(m.time_s), fmt.share(m.share_pct), mark or "")
         table.add_row(*(_plain(c) for c in cells), style=style)
+    if diagram.unattributed_s is not None:
+        hot = diagram.unattributed_highlighted
+        table.add_row(
+            "",
+            "other",
+            fmt.duration(diagram.unattributed_s),
+            fmt.share(diagram.unattributed_pct),
+            "← where the time goes (not attributed to an arrow)" if hot else "not attributed to an arrow",
+            style="bold red" if hot else "dim",
+        )
     return table
 
 
