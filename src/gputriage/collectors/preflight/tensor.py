@@ -66,7 +66,7 @@ class StandIn(torch.Tensor):
         return False
 
     @property
-    def data(self) -> torch.Tensor:  # type: ignore[override]  # torch types it as a plain attribute
+    def data(self) -> torch.Tensor:
         return torch._C.TensorBase.data.__get__(self)  # type: ignore[attr-defined,no-any-return]
 
     @data.setter
@@ -158,7 +158,7 @@ def set_data(t: StandIn, value: torch.Tensor) -> None:
     grad = t.grad
     if grad is not None:  # `.data =` keeps the gradient (nn.Module._apply moves it next, through `.grad.data =`)
         plain.grad = (host_copy(grad) if isinstance(grad, StandIn) else grad).to(value.device)
-    torch.utils.swap_tensors(t, plain)
+    torch.utils.swap_tensors(t, plain)  # type: ignore[no-untyped-call]  # torch leaves it untyped
 
 
 def _plain_prefix(text: str) -> str:
