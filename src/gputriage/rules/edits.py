@@ -13,9 +13,8 @@ from __future__ import annotations
 
 import ast
 import textwrap
-from dataclasses import dataclass
-from typing import Any
 
+from gputriage.record.edit import Edit
 from gputriage.record.placement import StrayPart, TensorSeen
 from gputriage.record.source import SourceSection
 from gputriage.rules import codefix
@@ -25,30 +24,6 @@ from gputriage.rules.codefix import Statement
 READ_EVERY_STEPS = 100
 # Calls that only show a value: wrapping them in `if step % N == 0:` changes how often they show it, nothing else.
 _DISPLAY_CALLS = frozenset({"print", "info", "debug", "log", "write", "set_postfix", "add_scalar", "set_description"})
-
-
-@dataclass(frozen=True)
-class Edit:
-    path: str  # as `where` writes it
-    line: int  # first line of the file that `old` covers
-    old: tuple[str, ...]  # the file's lines as the run recorded them
-    new: tuple[str, ...]  # what replaces them
-    kind: str  # move-data | move-model | register-buffer | device-in-forward | loader-args | read-rarely
-
-    def to_json(self) -> dict[str, Any]:
-        return {"path": self.path, "line": self.line, "old": list(self.old), "new": list(self.new), "kind": self.kind}
-
-    @classmethod
-    def from_json(cls, doc: Any) -> Edit | None:
-        """An edit from a finding's evidence; None when the shape is not one (a hand-edited report.json)."""
-        if not isinstance(doc, dict):
-            return None
-        path, line, old, new, kind = (doc.get(k) for k in ("path", "line", "old", "new", "kind"))
-        lines_ok = all(isinstance(x, list) and all(isinstance(s, str) for s in x) for x in (old, new))
-        if not (isinstance(path, str) and isinstance(line, int) and line >= 1 and lines_ok and old):
-            return None
-        assert isinstance(old, list) and isinstance(new, list)
-        return cls(path, line, tuple(old), tuple(new), str(kind))
 
 
 def evidence_of(edits: list[Edit]) -> dict[str, object]:
