@@ -12,6 +12,7 @@ from pathlib import Path
 
 from gputriage import outdir
 from gputriage.commands.common import add_output_options, exit_code_for, output_options
+from gputriage.commands.loop import add_patch_option, write_patch
 from gputriage.diagnosis import diagnose
 from gputriage.errors import InputError
 from gputriage.record import Run
@@ -28,6 +29,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument("paths", nargs="+", type=Path, metavar="RUN", help="report.json, or a folder that holds one")
     p.add_argument("--html", type=Path, metavar="FILE", help="write the self-contained HTML report here")
     p.add_argument("--md", type=Path, metavar="FILE", help="write the Markdown report (for an issue or PR) here")
+    add_patch_option(p)
     add_output_options(p)
     p.set_defaults(func=main)
 
@@ -48,6 +50,7 @@ def main(args: argparse.Namespace) -> int:
     if args.md is not None:
         write_file(args.md, render_markdown(diag).encode("utf-8"))
     emit(diag, output_options(args))
+    write_patch(diag, args.patch, Path.cwd())
     return exit_code_for(diag, args.fail_on)
 
 

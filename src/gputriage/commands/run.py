@@ -10,7 +10,14 @@ from pathlib import Path
 from gputriage.collectors.distributed import is_multi_rank
 from gputriage.collectors.runner import Target, check_target, die_by_signal, run_target
 from gputriage.collectors.session import DEFAULT_STEPS, JobObservers, ObserveConfig, new_run
-from gputriage.commands.common import add_fail_on, exit_code_for
+from gputriage.commands.common import exit_code_for
+from gputriage.commands.loop import (
+    add_loop_options,
+    check_loop_options,
+    compare_with_baseline,
+    patch_after_job,
+    severity_fail_on,
+)
 from gputriage.commands.rank_report import report_rank
 from gputriage.diagnosis import Diagnosis, diagnose
 from gputriage.errors import InputError
@@ -35,6 +42,8 @@ class RunConfig:
     fail_on: str | None = None  # critical | warning: exit 1 when the job succeeded but such a finding exists (CI)
     trace_steps: int | None = None  # --trace: profile this many steps after warm-up; None: no profiler window
     preflight: str | None = None  # --preflight: the stand-in's backing (cpu | meta); None: a normal run
+    patch: Path | None = None  # --patch FILE: the fixes as a diff
+    baseline: Path | None = None  # --baseline DIR: compare with an earlier report after the run
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -46,7 +55,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "the triage report to stderr and --out.",
     )
     add_run_options(p)
-    add_fail_on(p)
+    add_loop_options(p)
     p.add_argument("-m", dest="module", nargs=argparse.REMAINDER, metavar="MODULE", help="run a module, like python -m")
     p.add_argument("target", nargs=argparse.REMAINDER, metavar="script.py [ARGS...]", help="the script and its args")
     p.set_defaults(func=main)
@@ -114,6 +123,8 @@ def config_from(args: argparse.Namespace) -> RunConfig:
     config.trace_steps = trace_steps_from(args, steps)
     if preflight:
         config.preflight = preflight_backing(args)
+    check_loop_options(args)
+    config.patch, config.baseline = getattr(args, "patch", None), getattr(args, "baseline", None)
     return config
 
 
@@ -157,15 +168,18 @@ def execute(config: RunConfig) -> int:
     outcome = run_target(config.target)
     observers.finish(outcome, config.target.describe())
     diag: Diagnosis | None = None
+    regressed = 0
     if is_multi_rank():  # under torchrun: this rank's record, merged into the job's report through files
         report_rank(run, config.out_dir, sys.stderr)
     else:
         diag = diagnose(run)
         report(diag, config.out_dir)
+        patch_after_job(diag, config.patch, Path.cwd())
+        regressed = compare_with_baseline(diag, config.baseline, config.fail_on, str(config.out_dir))
     if outcome.signal is not None:
         die_by_signal(outcome.signal)
     if outcome.exit_code == 0 and diag is not None:  # the script's own failure code always wins
-        return fail_on_code(diag, config.fail_on)
+        return regressed or fail_on_code(diag, severity_fail_on(config.fail_on))
     return outcome.exit_code
 
 

@@ -34,7 +34,7 @@ class Change:
     @property
     def ratio(self) -> float | None:
         """before / after: the speed-up of a time (1.59x), None when either side is missing or zero."""
-        if self.before is None or self.after is None or self.after <= 0:
+        if self.before is None or self.after is None or self.after <= 0 or self.before <= 0:
             return None
         return self.before / self.after
 
@@ -311,7 +311,9 @@ def times_text(before: float | None, after: float | None) -> str:
     scale, unit = (1.0, "s") if max(known) >= 10 else (1e3, "ms") if max(known) >= 0.01 else (1e6, "µs")
 
     def one(v: float | None) -> str:
-        return "not measured" if v is None else f"{v * scale:.3g}"
+        if v is None:
+            return "not measured"
+        return f"{v * scale:.0f}" if v * scale >= 100 else f"{v * scale:.3g}"
 
     return f"{one(before)} -> {one(after)} {unit}"
 
@@ -327,7 +329,7 @@ def _timing_note(step: Change, sides: tuple[Side, Side]) -> str:
         return f"step time {times_text(step.before, step.after)} ({step.judgement.reason})"
     note = f"step {times_text(step.before, step.after)}, within the noise"
     if any(s.stand_in for s in sides):
-        note += " (a stand-in run times the host, not a GPU: the speed-up shows on the GPU)"
+        note += " (a stand-in run times the host, not a GPU)"
     return note
 
 
