@@ -18,7 +18,7 @@ from gputriage.record.source import SourceSection, SourceSnippet
 from gputriage.report.patch import build_patch
 from gputriage.rules import edits
 
-TRAIN = '''\
+TRAIN = """\
 import torch
 from torch import nn
 from torch.utils.data import DataLoader
@@ -45,7 +45,7 @@ def main():
         out = model(x)
         loss = nn.functional.cross_entropy(out, y)
         print(f"step {step} loss {loss}")
-'''
+"""
 
 
 def _source(path: str = "train.py", text: str = TRAIN) -> SourceSection:
@@ -59,7 +59,9 @@ def _source(path: str = "train.py", text: str = TRAIN) -> SourceSection:
                 if isinstance(fn, ast.FunctionDef):
                     body = "\n".join(lines[fn.lineno - 1 : fn.end_lineno])
                     snippets.append(SourceSnippet(path, fn.lineno, body, "function", fn.name))
-    snippets += [SourceSnippet(path, n, line, "device") for n, line in enumerate(lines, 1) if line.startswith("device =")]
+    snippets += [
+        SourceSnippet(path, n, line, "device") for n, line in enumerate(lines, 1) if line.startswith("device =")
+    ]
     return SourceSection(snippets)
 
 
@@ -131,7 +133,7 @@ def test_loader_arguments_and_reading_rarely(tmp_path: Path) -> None:
         tmp_path, _patch(tmp_path, [_finding("input-pipeline-bound", loader), _finding("host-sync-in-loop", rarely)])
     )
     assert "DataLoader(list(range(8)), batch_size=4, num_workers=3, persistent_workers=True, pin_memory=True)" in fixed
-    assert f'        if step % {edits.READ_EVERY_STEPS} == 0:' in fixed
+    assert f"        if step % {edits.READ_EVERY_STEPS} == 0:" in fixed
     assert '            print(f"step {step} loss {loss}")' in fixed
 
 
