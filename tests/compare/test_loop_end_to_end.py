@@ -1,12 +1,12 @@
 """The loop end to end on the project's scenario scripts: run, write the patch, `git apply` it to a copy of the
 script, check that it parses, run again, compare, and check that the finding is resolved.
 
-The runs use the meta stand-in (`--expect-device meta`, TRIAGE_DEVICE=meta), as tests/accuracy does. What the verdict
-can say then: a script that crashed before the fix (a tensor left on the CPU meets the model on meta) completes after
-it, so its step time is "not measured" before; a script that ran both times usually runs as fast on meta before and
-after (meta computes nothing), so its step time is within the noise. In both cases the verdict is "fixed" because the
-cause is resolved, and the summary says what the timing showed, never a speed-up it did not measure. Where the fix
-does change the host's time on meta (nothing_moved: the model computed on the CPU before), the verdict names it.
+The runs use the meta stand-in (`--expect-device meta`, TRIAGE_DEVICE=meta), as tests/accuracy does. On a stand-in
+the times are the host's, and across a fix that resolves a finding they are not comparable (a model left on the CPU
+computed for real before the fix; the stand-in computes nothing after it): the verdict is then "fixed" because the
+cause is resolved, and the summary shows the step times as "not judged", never a speed-up or slow-down a GPU would not
+show (compare/model.py:timing_comparable). A change that leaves the findings as they were is judged on the host's
+time: the no-op edit is "no change", the planted sleep "regressed".
 """
 
 from __future__ import annotations
@@ -94,8 +94,8 @@ def test_the_patch_resolves_the_finding(case: str, tmp_path: Path) -> None:
     assert result["findings"]["new"] == []
     assert result["verdict"]["status"] == "fixed", result["verdict"]
     assert result["verdict"]["summary"].startswith("fixed: ")
-    if result["step_time"]["direction"] != "better":  # no speed-up claimed that was not measured
-        assert "x)" not in result["verdict"]["summary"].split(";")[0]
+    assert result["timing_judged"] is False
+    assert "not judged" in result["verdict"]["summary"]
 
 
 def test_run_with_baseline_prints_the_compare_after_the_report(tmp_path: Path) -> None:

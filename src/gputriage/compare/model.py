@@ -74,10 +74,12 @@ class Comparison:
     findings: FindingsDelta
     status: str  # fixed | no change | regressed
     summary: str
+    timing_judged: bool = True  # False: stand-in runs across a change of the findings (see `timing_comparable`)
 
     def regressed_timing(self) -> bool:
         """Step time or GPU busy got worse beyond the noise: what `--fail-on regression` guards."""
-        return any(c.judgement.direction == WORSE for c in [self.step_time, *self.gpu_busy])
+        worse = any(c.judgement.direction == WORSE for c in [self.step_time, *self.gpu_busy])
+        return worse and self.timing_judged
 
 
 # -- the numbers of one run -------------------------------------------------------------------------------------------
@@ -265,10 +267,37 @@ def compare(before: Diagnosis, after: Diagnosis, before_label: str, after_label:
     busy = _busy_changes(before.run, after.run)
     delta = findings_delta(before, after)
     sides = (_side(before_label, before), _side(after_label, after))
-    status, summary = verdict(step, busy, delta, sides)
-    return Comparison(
-        sides[0], sides[1], step, parts, busy, _throughput(before.run, after.run, step), delta, status, summary
+    judged = timing_comparable(sides, delta)
+    status, summary = verdict(step, busy, delta, sides) if judged else findings_verdict(step, delta, sides)
+    throughput = _throughput(before.run, after.run, step)
+    return Comparison(sides[0], sides[1], step, parts, busy, throughput, delta, status, summary, judged)
+
+
+def timing_comparable(sides: tuple[Side, Side], delta: FindingsDelta) -> bool:
+    """Can the two runs' times be judged against each other?
+
+    On a stand-in device (the meta stand-in, a preflight) the times are the host's. Across a change that resolved or
+    introduced a finding, they are not comparable: a model left on the CPU computed for real before the fix and the
+    stand-in computes nothing after it, so a placement fix can look like a slow-down or a large speed-up that a GPU
+    would not show. Across a change that left the findings as they were (a planted sleep, a no-op edit), the host's
+    time is what changed, and it is judged.
+    """
+    stand_in = sides[0].stand_in or sides[1].stand_in
+    return not (stand_in and (delta.resolved or delta.new))
+
+
+def findings_verdict(step: Change, delta: FindingsDelta, sides: tuple[Side, Side]) -> tuple[str, str]:
+    """The verdict from the findings alone, the timing shown but not judged (stand-in runs, `timing_comparable`)."""
+    timing = (
+        f"step {times_text(step.before, step.after)} on a stand-in device, not judged (the host's time, not a GPU's)"
     )
+    if delta.new and not delta.resolved:
+        return "regressed", f"regressed: new {', '.join(r.code for r in delta.new)}; {timing}"
+    notes = [*_exit_note(sides), timing]
+    if delta.new:
+        notes.insert(0, f"new: {', '.join(r.code for r in delta.new)}")
+    resolved = ", ".join(r.code for r in delta.resolved)
+    return "fixed", f"fixed: {resolved} resolved" + "".join(f"; {n}" for n in notes)
 
 
 def verdict(step: Change, busy: list[Change], delta: FindingsDelta, sides: tuple[Side, Side]) -> tuple[str, str]:

@@ -50,6 +50,7 @@ def compare_document(c: Comparison) -> dict[str, Any]:
         "schema": COMPARE_SCHEMA,
         "verdict": {"status": c.status, "summary": c.summary},
         "regressed_timing": c.regressed_timing(),
+        "timing_judged": c.timing_judged,
         "before": _side_doc(c.before),
         "after": _side_doc(c.after),
         "step_time": _change_doc(c.step_time),
@@ -79,13 +80,18 @@ def _value_text(c: Change) -> str:
     return f"{b} -> {a}"
 
 
-def _row(c: Change) -> str:
+def _direction(c: Change, judged: bool) -> str:
+    timing = c.key in ("step_time", "samples_per_s") or c.unit in ("s", "pct")
+    return c.judgement.direction if judged or not timing else f"not judged ({c.judgement.direction} on a stand-in)"
+
+
+def _row(c: Change, judged: bool = True) -> str:
     ratio = (
         f" ({c.ratio:.2f}x)"
         if c.ratio is not None and c.unit == "s" and c.judgement.direction != "not measured"
         else ""
     )
-    return f"  {c.label:<22} {_value_text(c) + ratio:<34} {c.judgement.direction}"
+    return f"  {c.label:<22} {_value_text(c) + ratio:<34} {_direction(c, judged)}"
 
 
 def render_terminal(c: Comparison, stream: TextIO) -> None:
@@ -95,12 +101,12 @@ def render_terminal(c: Comparison, stream: TextIO) -> None:
         f"  before: {c.before.label} ({c.before.status}, {c.before.steps} steps)",
         f"  after:  {c.after.label} ({c.after.status}, {c.after.steps} steps)",
         "",
-        _row(c.step_time),
+        _row(c.step_time, c.timing_judged),
     ]
-    lines += [_row(p) for p in c.parts if p.before or p.after]
-    lines += [_row(g) for g in c.gpu_busy]
+    lines += [_row(p, c.timing_judged) for p in c.parts if p.before or p.after]
+    lines += [_row(g, c.timing_judged) for g in c.gpu_busy]
     if c.throughput is not None:
-        lines.append(_row(c.throughput))
+        lines.append(_row(c.throughput, c.timing_judged))
     lines.append(f"  noise: {c.step_time.judgement.reason}")
     lines.append("")
     for title, refs in (("resolved", c.findings.resolved), ("still there", c.findings.still), ("new", c.findings.new)):
@@ -161,6 +167,7 @@ def render_html(c: Comparison, before: Diagnosis, after: Diagnosis) -> str:
         rows=[c.step_time, *[p for p in c.parts if p.before or p.after], *c.gpu_busy]
         + ([c.throughput] if c.throughput is not None else []),
         value_text=_value_text,
+        direction=lambda change: _direction(change, c.timing_judged),
         before_svg=Markup(sequence_svg(build_sequence(before.run))),
         after_svg=Markup(sequence_svg(build_sequence(after.run))),
         timeline_svg=Markup(timeline_svg(before, after)),
