@@ -42,6 +42,7 @@ class Change:
 @dataclass(frozen=True)
 class FindingRef:
     code: str
+    rung: int
     severity: str
     where: str | None
     title: str
@@ -232,7 +233,7 @@ def _key(f: Finding) -> tuple[str, str | None]:
 
 
 def _ref(f: Finding) -> FindingRef:
-    return FindingRef(f.code, f.severity.value, f.where, f.title)
+    return FindingRef(f.code, f.rung, f.severity.value, f.where, f.title)
 
 
 def findings_delta(before: Diagnosis, after: Diagnosis) -> FindingsDelta:
@@ -277,13 +278,15 @@ def timing_comparable(sides: tuple[Side, Side], delta: FindingsDelta) -> bool:
     """Can the two runs' times be judged against each other?
 
     On a stand-in device (the meta stand-in, a preflight) the times are the host's. Across a change that resolved or
-    introduced a finding, they are not comparable: a model left on the CPU computed for real before the fix and the
-    stand-in computes nothing after it, so a placement fix can look like a slow-down or a large speed-up that a GPU
-    would not show. Across a change that left the findings as they were (a planted sleep, a no-op edit), the host's
-    time is what changed, and it is judged.
+    introduced a finding of rungs 2-4 (where the data, the model and the ops are), they are not comparable: a model
+    left on the CPU computed for real before the fix and the stand-in computes nothing after it, so a placement fix
+    can look like a slow-down or a large speed-up that a GPU would not show. Across any other change (a DataLoader
+    fix, a planted sleep, a no-op edit) the host's time is what changed, as it would on the GPU machine, and it is
+    judged.
     """
     stand_in = sides[0].stand_in or sides[1].stand_in
-    return not (stand_in and (delta.resolved or delta.new))
+    placement = any(2 <= r.rung <= 4 for r in [*delta.resolved, *delta.new])
+    return not (stand_in and placement)
 
 
 def findings_verdict(step: Change, delta: FindingsDelta, sides: tuple[Side, Side]) -> tuple[str, str]:

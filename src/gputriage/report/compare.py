@@ -41,7 +41,7 @@ def _side_doc(s: Side) -> dict[str, Any]:
 
 
 def _refs(refs: list[FindingRef]) -> list[dict[str, Any]]:
-    return [{"code": r.code, "severity": r.severity, "where": r.where, "title": r.title} for r in refs]
+    return [{"code": r.code, "rung": r.rung, "severity": r.severity, "where": r.where, "title": r.title} for r in refs]
 
 
 def compare_document(c: Comparison) -> dict[str, Any]:
