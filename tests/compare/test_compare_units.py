@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import CORPUS
 from gputriage.cli import main
 from gputriage.compare import compare
 from gputriage.compare.stats import BETTER, NOISE, UNMEASURED, WORSE, judge
@@ -146,3 +147,21 @@ def test_hostile_input_is_one_line_and_exit_2(
     err = capsys.readouterr().err
     assert err.startswith("gputriage: error: ") and err.count("\n") == 1, err
     assert "Traceback" not in err
+
+
+TB_PLUGIN = CORPUS / "traces" / "kineto_tb_plugin" / "2021-02"
+
+
+@pytest.mark.skipif(not TB_PLUGIN.is_dir(), reason="needs ../shared/corpus")
+def test_two_real_traces_before_and_after_a_loader_fix(capsys: pytest.CaptureFixture[str]) -> None:
+    """The TensorBoard plugin's own example: ResNet-50 with num_workers=0, then 4."""
+    before = TB_PLUGIN / "resnet50_num_workers_0" / "worker0.pt.trace.json.gz"
+    after = TB_PLUGIN / "resnet50_num_workers_4" / "worker0.pt.trace.json.gz"
+    assert main(["compare", str(before), str(after), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["verdict"]["status"] == "fixed"
+    assert doc["step_time"]["direction"] == "better"
+    assert [g["key"] for g in doc["gpu_busy"]] == ["gpu_busy_trace"]
+    assert doc["gpu_busy"][0]["direction"] == "better"
+    assert "input-pipeline-bound" in {f["code"] for f in doc["findings"]["resolved"]}
+    assert doc["before"]["steps"] > 0

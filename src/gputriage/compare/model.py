@@ -253,11 +253,13 @@ def findings_delta(before: Diagnosis, after: Diagnosis) -> FindingsDelta:
 def _side(label: str, diag: Diagnosis) -> Side:
     run = diag.run
     proc = run.process
+    steps = len(steady_steps(steps_of(run)))
+    traced = _trace_value(run, "steps")
     return Side(
         label,
         diag.verdict.status,
         proc.exit_code if proc is not None else None,
-        len(steady_steps(steps_of(run))),
+        steps if steps or traced is None else int(traced),
         is_stand_in(run),
     )
 
