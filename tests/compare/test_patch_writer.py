@@ -80,6 +80,15 @@ def _patch(tmp_path: Path, findings: list[Finding], text: str = TRAIN) -> str:
     return build_patch(diag, tmp_path).text
 
 
+def _at(needle: str) -> str:
+    return f"train.py:{_line(TRAIN, needle)}"
+
+
+def _fixed(tmp_path: Path, by_code: dict[str, list[Edit]]) -> str:
+    """The file after `git apply` of the patch of one finding per code, each with its edits."""
+    return _apply(tmp_path, _patch(tmp_path, [_finding(code, found) for code, found in by_code.items()]))
+
+
 def _apply(tmp_path: Path, patch: str) -> str:
     (tmp_path / "fix.patch").write_text(patch)
     if shutil.which("git") is None:
@@ -100,38 +109,26 @@ def test_moving_inputs_uses_the_scripts_names_and_device(tmp_path: Path) -> None
 
 
 def test_model_to_device_and_after_the_last_submodule(tmp_path: Path) -> None:
-    model_at = f"train.py:{_line(TRAIN, 'model = Net()')}"
-    attach_at = f"train.py:{_line(TRAIN, 'model.head =')}"
-    moved = edits.model_edits(_source(), model_at, None)
-    attached = edits.stray_edits(_source(), StrayPart("head", "module", "cpu", 6, attach_at), None)
-    fixed = _apply(
-        tmp_path, _patch(tmp_path, [_finding("model-on-cpu", moved), _finding("model-partly-on-cpu", attached)])
-    )
+    moved = edits.model_edits(_source(), _at("model = Net()"), None)
+    attached = edits.stray_edits(_source(), StrayPart("head", "module", "cpu", 6, _at("model.head =")), None)
+    fixed = _fixed(tmp_path, {"model-on-cpu": moved, "model-partly-on-cpu": attached})
     assert "    model = Net().to(device)\n" in fixed
     assert "    model.head = nn.Linear(2, 2)\n    model.to(device)\n" in fixed
 
 
 def test_register_buffer_and_device_in_forward(tmp_path: Path) -> None:
-    attr_at = f"train.py:{_line(TRAIN, 'self.scale =')}"
-    pos_at = f"train.py:{_line(TRAIN, 'torch.arange')}"
-    buffer = edits.stray_edits(_source(), StrayPart("scale", "attribute", "cpu", 2, attr_at), None)
-    made = edits.forward_factory_edits(_source(), pos_at)
-    fixed = _apply(
-        tmp_path, _patch(tmp_path, [_finding("model-partly-on-cpu", buffer), _finding("device-mismatch-error", made)])
-    )
+    buffer = edits.stray_edits(_source(), StrayPart("scale", "attribute", "cpu", 2, _at("self.scale =")), None)
+    made = edits.forward_factory_edits(_source(), _at("torch.arange"))
+    fixed = _fixed(tmp_path, {"model-partly-on-cpu": buffer, "device-mismatch-error": made})
     assert '        self.register_buffer("scale", torch.ones(2))  # a plain attribute\n' in fixed
     assert "pos = torch.arange(0, x.shape[0], device=x.device)" in fixed
 
 
 def test_loader_arguments_and_reading_rarely(tmp_path: Path) -> None:
-    loader_at = f"train.py:{_line(TRAIN, 'DataLoader(list')}"
-    print_at = f"train.py:{_line(TRAIN, 'print(')}"
     wanted = {"num_workers": "3", "persistent_workers": "True", "pin_memory": "True"}
-    loader = edits.loader_edits(_source(), loader_at, wanted)
-    rarely = edits.read_rarely_edits(_source(), print_at)
-    fixed = _apply(
-        tmp_path, _patch(tmp_path, [_finding("input-pipeline-bound", loader), _finding("host-sync-in-loop", rarely)])
-    )
+    loader = edits.loader_edits(_source(), _at("DataLoader(list"), wanted)
+    rarely = edits.read_rarely_edits(_source(), _at("print("))
+    fixed = _fixed(tmp_path, {"input-pipeline-bound": loader, "host-sync-in-loop": rarely})
     assert "DataLoader(list(range(8)), batch_size=4, num_workers=3, persistent_workers=True, pin_memory=True)" in fixed
     assert f"        if step % {edits.READ_EVERY_STEPS} == 0:" in fixed
     assert '            print(f"step {step} loss {loss}")' in fixed
