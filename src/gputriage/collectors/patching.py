@@ -1,11 +1,25 @@
 """Replace attributes of torch (never of the user's objects) for a while, and put the originals back.
 
 One helper for every collector that patches: the probes and the distributed observer.
+
+Two rules keep a patch invisible to the user's job:
+- A wrapper is named after the attribute it occupies (`__module__`, `__qualname__`), so pickle, which saves a function
+  by looking up `module.qualname` and checking it finds the same object, saves it by reference and loads the real
+  attribute back. (`functools.wraps` alone copies the *original's* name, and then neither the original nor the wrapper
+  resolves to itself while the patch is on: that is the `Can't pickle <function DataLoader.__init__>: it's not the same
+  object` error.) The originals are held only here, and nothing of the user's refers to this object.
+- A wrapper that outlives its patch (the user's code took a reference to it while the patch was on: `from
+  torch.distributed import all_reduce`) calls the original and nothing else.
 """
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import functools
+import threading
+import types
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -20,15 +34,18 @@ class Patches:
         self.active = False
 
     def set(self, owner: Any, name: str, value: Any) -> None:
+        """Install `value` as `owner.name` as it is (a wrapper that checks `self.active` itself, or a plain value)."""
         # Look in the owner's own __dict__: an inherited method is restored by deleting the override.
         self._saved.append((owner, name, owner.__dict__.get(name, _MISSING), value))
+        if callable(value) and isinstance(value, types.FunctionType):
+            _name_after(value, owner, name)
         setattr(owner, name, value)
         self.active = True
 
     def wrap(self, owner: Any, name: str, make: Callable[..., Any]) -> None:
         """Replace `owner.name` by a wrapper calling `make(original, *args, **kwargs)` while these patches are active,
-        and the original once they are restored: if another library wrapped ours meanwhile, ours stays in its chain
-        but does nothing."""
+        and the original once they are restored: if another library wrapped ours meanwhile, or the user's code kept a
+        reference to it, ours stays in that chain but does nothing."""
         original = getattr(owner, name, None)
         if original is None:
             return
@@ -54,3 +71,42 @@ class Patches:
 
     def __bool__(self) -> bool:
         return bool(self._saved)
+
+
+def _name_after(function: types.FunctionType, owner: Any, name: str) -> None:
+    """Give `function` the import path of the attribute it is about to occupy (see the module docstring)."""
+    if isinstance(owner, types.ModuleType):
+        function.__module__, function.__qualname__ = owner.__name__, name
+        return
+    module = getattr(owner, "__module__", None)
+    owner_qualname = getattr(owner, "__qualname__", None)
+    if isinstance(module, str) and isinstance(owner_qualname, str):
+        function.__module__, function.__qualname__ = module, f"{owner_qualname}.{name}"
+
+
+# Removers of probes that may still be installed when the interpreter shuts down (a `gputriage.session()` never
+# stopped, a notebook kernel exiting mid-window). Weak: a finished probe is not kept alive for this.
+_AT_EXIT: list[weakref.WeakMethod[Callable[[], None]]] = []
+_REGISTERED: list[bool] = []
+
+
+def remove_at_exit(remover: Callable[[], None]) -> None:
+    """Call the bound method `remover` when the main thread ends, before the user's own atexit handlers run (they may
+    save or copy a model: nothing of ours may be installed by then). Idempotent removers only."""
+    if not _REGISTERED:
+        register = getattr(threading, "_register_atexit", None)  # runs before atexit's handlers and thread joins
+        try:
+            (register or atexit.register)(_remove_all)
+        except RuntimeError:  # the interpreter is already shutting down
+            return
+        _REGISTERED.append(True)
+    _AT_EXIT[:] = [ref for ref in _AT_EXIT if ref() is not None]
+    _AT_EXIT.append(weakref.WeakMethod(remover))
+
+
+def _remove_all() -> None:
+    while _AT_EXIT:
+        remover = _AT_EXIT.pop()()
+        if remover is not None:
+            with contextlib.suppress(Exception):
+                remover()

@@ -28,6 +28,14 @@ TOP_CPU_OPS = 12
 
 
 class OpCensus(TorchDispatchMode):  # type: ignore[no-untyped-call]
+    """The dispatch mode of the census window. It tells torch.compile to switch it off while compiling and for the
+    compiled code (`ignore_compile_internals`): without that, torch.compile refuses to compile under a user's dispatch
+    mode (and `fullgraph=True` fails), which would change the job. The census then counts the ops that run eagerly."""
+
+    @classmethod
+    def ignore_compile_internals(cls) -> bool:
+        return True
+
     def __init__(self, state: ProbeState, syncs: SyncRecorder) -> None:
         super().__init__()  # type: ignore[no-untyped-call]
         self._state = state

@@ -1,32 +1,38 @@
 """Rungs 2-3: where the model's tensors and the data entering the model and the loss really are.
 
-Global module forward pre-hooks run for the first steps only (they take every module call off PyTorch's fast path).
-Before that, light patches remember where modules, parameters and plain tensor attributes were created or attached,
-so a finding can point at the line to change.
+For the first steps, placement watches the outermost module calls (through `calls.ModuleCalls`, with their keyword
+arguments: a Hugging Face model is called with `input_ids=...`), the loss modules at any depth, and the functional
+losses through a torch function mode. Before that, light patches of torch's `nn.Module` remember where modules,
+parameters and plain tensor attributes were created or attached, so a finding can point at the line to change.
+Nothing is registered on the user's modules, and `torch.nn.functional` is left alone: a script that keeps a reference
+to `F.cross_entropy` must keep the real one.
 """
 
 from __future__ import annotations
 
 import contextlib
-import functools
 import sys
+import threading
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from types import FrameType
 from typing import Any
 
 import torch
 from torch import nn
+from torch.compiler import is_compiling
 from torch.nn.modules import module as module_mod
+from torch.overrides import TorchFunctionMode
 from torch.utils.hooks import RemovableHandle
 
 from gputriage.collectors.identity import IdentityMap
 from gputriage.collectors.patching import Patches
+from gputriage.collectors.probe.modes import leave_function_mode
 from gputriage.collectors.probe.state import ProbeState
-from gputriage.collectors.usercode import frame_where, user_frame, where_now
+from gputriage.collectors.usercode import frame_where, is_own_file, user_frame, where_now
 from gputriage.record.placement import ModelInfo, PlacementSection, StrayPart, TensorSeen
 
-# Losses people call as functions; the module losses (nn.CrossEntropyLoss, ...) are seen by the forward pre-hook.
+# Losses people call as functions; the module losses (nn.CrossEntropyLoss, ...) are seen as module calls.
 FUNCTIONAL_LOSSES = (
     "cross_entropy",
     "nll_loss",
@@ -47,6 +53,10 @@ FUNCTIONAL_LOSSES = (
     "cosine_embedding_loss",
     "triplet_margin_loss",
 )
+# The real functions, looked up once: the torch function mode is handed the function object that was called.
+_LOSS_NAMES: dict[Any, str] = {
+    fn: name for name in FUNCTIONAL_LOSSES if (fn := getattr(torch.nn.functional, name, None)) is not None
+}
 MAX_STRAY_PARTS = 24
 MAX_TENSORS_PER_CALL = 8
 CALLS_RECORDED_PER_TARGET = 2
@@ -70,6 +80,27 @@ def iter_tensors(value: Any, depth: int = 0) -> Iterator[tuple[str, torch.Tensor
                 yield f"[{key!r}]{path}", t
 
 
+class LossCalls(TorchFunctionMode):
+    """Shows placement the functional losses (`F.cross_entropy(logits, labels)`) while it watches."""
+
+    def __init__(self, probe: PlacementProbe) -> None:
+        super().__init__()
+        self._probe = probe
+
+    def __torch_function__(
+        self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None
+    ) -> Any:
+        kwargs = kwargs or {}
+        if not is_compiling():  # a constant while dynamo traces: the branch leaves no trace in a compiled graph
+            try:
+                name = _LOSS_NAMES.get(func)
+            except TypeError:  # an unhashable callable
+                name = None
+            if name is not None:
+                self._probe.see_functional_loss(name, args, kwargs)
+        return func(*args, **kwargs)
+
+
 class PlacementProbe:
     """Records ModelInfo and TensorSeen into a PlacementSection."""
 
@@ -78,10 +109,8 @@ class PlacementProbe:
         self.section = section
         self._site_patches = Patches()
         self._hook_handles: list[RemovableHandle] = []
-        self._fn_patches = Patches()
-        self._depth = 0
-        self._in_loss = 0
-        self._hooks_on = False
+        self._loss_mode: LossCalls | None = None
+        self.watching = False  # the first steps: module calls and losses are recorded
         # Keyed by identity, never by the module's own __hash__/__eq__: a subclass may override them and read
         # attributes its __init__ has not set yet (torchmetrics' Metric, which Lightning's self.log creates).
         self._created: IdentityMap[nn.Module, str] = IdentityMap()  # module -> file:line
@@ -91,57 +120,43 @@ class PlacementProbe:
         self._moved: IdentityMap[nn.Module, tuple[str, str | None]] = IdentityMap()  # module -> (device, file:line)
         self._models: dict[int, tuple[weakref.ref[nn.Module], ModelInfo]] = {}
         self._calls_recorded: dict[str, int] = {}
-        self._timed_losses: set[int] = set()
-        self.on_new_model: Callable[[nn.Module], None] | None = None
 
     # -- sites: always on until the placement window ends ---------------------------------------------------------
 
     def start_sites(self) -> None:
-        self._site_patches.set(nn.Module, "__init__", self._wrap_init(nn.Module.__init__))
-        self._site_patches.set(nn.Module, "__setattr__", self._wrap_setattr(nn.Module.__setattr__))
-        self._site_patches.set(nn.Module, "to", self._wrap_move(nn.Module.to))
-        self._site_patches.set(nn.Module, "cuda", self._wrap_move(nn.Module.cuda, "cuda"))
+        self._site_patches.wrap(nn.Module, "__init__", self._init)
+        self._site_patches.wrap(nn.Module, "__setattr__", self._setattr)
+        self._site_patches.wrap(nn.Module, "to", self._move)
+        self._site_patches.wrap(nn.Module, "cuda", self._move_cuda)
         self._hook_handles.append(module_mod.register_module_module_registration_hook(self._on_register_module))
         self._hook_handles.append(module_mod.register_module_parameter_registration_hook(self._on_register_member))
         self._hook_handles.append(module_mod.register_module_buffer_registration_hook(self._on_register_member))
 
-    def _wrap_init(self, orig: Callable[..., None]) -> Callable[..., None]:
-        probe = self
+    def _init(self, original: Any, module: nn.Module, *args: Any, **kwargs: Any) -> None:
+        original(module, *args, **kwargs)
+        if not self._state.in_child:
+            self._created[module] = creation_site(module) or "?"
 
-        @functools.wraps(orig)
-        def __init__(module: nn.Module, *args: Any, **kwargs: Any) -> None:
-            orig(module, *args, **kwargs)
-            if not probe._state.in_child:
-                probe._created[module] = creation_site(module) or "?"
+    def _setattr(self, original: Any, module: nn.Module, name: str, value: Any) -> None:
+        original(module, name, value)
+        # Parameters and buffers have registration hooks; a plain tensor attribute has only this.
+        plain = isinstance(value, torch.Tensor) and not isinstance(value, nn.Parameter)
+        if plain and name not in module.__dict__.get("_buffers", {}):
+            self._remember_member(module, name)
 
-        return __init__
+    def _move(self, original: Any, module: nn.Module, *args: Any, **kwargs: Any) -> Any:
+        out = original(module, *args, **kwargs)
+        self._remember_move(module, _move_target(args, kwargs))
+        return out
 
-    def _wrap_setattr(self, orig: Callable[..., None]) -> Callable[..., None]:
-        probe = self
+    def _move_cuda(self, original: Any, module: nn.Module, *args: Any, **kwargs: Any) -> Any:
+        out = original(module, *args, **kwargs)
+        self._remember_move(module, "cuda")
+        return out
 
-        @functools.wraps(orig)
-        def __setattr__(module: nn.Module, name: str, value: Any) -> None:
-            orig(module, name, value)
-            # Parameters and buffers have registration hooks; a plain tensor attribute has only this.
-            plain = isinstance(value, torch.Tensor) and not isinstance(value, nn.Parameter)
-            if plain and name not in module.__dict__.get("_buffers", {}):
-                probe._remember_member(module, name)
-
-        return __setattr__
-
-    def _wrap_move(self, orig: Callable[..., Any], fixed_device: str | None = None) -> Callable[..., Any]:
-        probe = self
-
-        @functools.wraps(orig)
-        def move(module: nn.Module, *args: Any, **kwargs: Any) -> Any:
-            out = orig(module, *args, **kwargs)
-            if not probe._state.in_child:
-                target = fixed_device or _move_target(args, kwargs)
-                if target is not None:
-                    probe._moved[module] = (target, where_now())
-            return out
-
-        return move
+    def _remember_move(self, module: nn.Module, target: str | None) -> None:
+        if target is not None and not self._state.in_child:
+            self._moved[module] = (target, where_now())
 
     def _on_register_module(self, parent: nn.Module, name: str, sub: nn.Module | None) -> None:
         if sub is not None and not self._state.in_child:
@@ -158,79 +173,58 @@ class PlacementProbe:
         if site is not None:
             self._member_sites.setdefault(module, {})[name] = site
 
-    # -- hooks: the first steps -------------------------------------------------------------------------------------
+    # -- watching: the first steps -------------------------------------------------------------------------------------
 
-    def start_hooks(self) -> None:
-        if self._hooks_on:
+    def start_watching(self) -> None:
+        if self.watching:
             return
-        self._hooks_on = True
-        self._hook_handles.append(module_mod.register_module_forward_pre_hook(self._pre_hook))
-        self._hook_handles.append(module_mod.register_module_forward_hook(self._post_hook, always_call=True))
-        functional = torch.nn.functional
-        for name in FUNCTIONAL_LOSSES:
-            orig = getattr(functional, name, None)
-            if orig is not None:
-                self._fn_patches.set(functional, name, self._wrap_loss_fn(name, orig))
+        self.watching = True
+        mode = LossCalls(self)
+        try:
+            mode.__enter__()  # type: ignore[no-untyped-call]
+        except Exception:
+            return
+        self._loss_mode = mode
 
     def stop(self) -> None:
-        self._hooks_on = False
+        self.watching = False
+        if self._loss_mode is not None:
+            with contextlib.suppress(Exception):
+                leave_function_mode(self._loss_mode)
+            self._loss_mode = None
         for handle in self._hook_handles:
             handle.remove()
         self._hook_handles.clear()
-        self._fn_patches.restore()
         self._site_patches.restore()
         self.section.steps_watched = max(self.section.steps_watched, self._state.step)
 
-    def _pre_hook(self, module: nn.Module, args: tuple[Any, ...]) -> None:
-        depth = self._depth
-        self._depth += 1
-        if self._state.in_loader or self._state.in_child or not self._hooks_on:
-            return
+    def see_call(self, module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], outer: bool) -> None:
+        """A module call while placement watches: every outermost call, and the loss modules inside others."""
         try:
             if isinstance(module, nn.modules.loss._Loss):
-                self._in_loss += 1
-                self._record_loss_args(type(module).__name__, args, {})
-                if depth == 0 and id(module) not in self._timed_losses and self.on_new_model is not None:
-                    # not a model, but its forward is part of "perform computation" in the step phases
-                    self._timed_losses.add(id(module))
-                    self.on_new_model(module)
-            elif depth == 0:
-                self._see_top_level(module, args, _caller_kwargs(sys._getframe(1)))
+                self._record_call(type(module).__name__, "loss", args, kwargs)
+            elif outer:
+                self._see_top_level(module, args, kwargs)
         except Exception:
             return
 
-    def _post_hook(self, module: nn.Module, args: tuple[Any, ...], output: Any) -> None:
-        self._depth = max(0, self._depth - 1)
-        if isinstance(module, nn.modules.loss._Loss) and self._in_loss > 0:
-            self._in_loss -= 1
-
-    def _wrap_loss_fn(self, name: str, orig: Callable[..., Any]) -> Callable[..., Any]:
-        probe = self
-
-        @functools.wraps(orig)
-        def loss_fn(*args: Any, **kwargs: Any) -> Any:
-            if probe._hooks_on and not probe._in_loss and not probe._state.in_child:
-                with contextlib.suppress(Exception):  # never break the user's loss
-                    probe._record_loss_args(name, args, kwargs)
-            return orig(*args, **kwargs)
-
-        return loss_fn
+    def see_functional_loss(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        state = self._state
+        if state.in_loss or state.in_child or threading.get_ident() != state.owner_thread:
+            return  # inside a loss module (seen as such), or not the training loop
+        with contextlib.suppress(Exception):  # never break the user's loss
+            self._record_call(name, "loss", args, kwargs)
 
     def _see_top_level(self, module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         key = id(module)
-        if key not in self._models:
-            if not _has_tensors(module):
+        known = self._models.get(key)
+        if known is None or known[0]() is not module:
+            if not has_tensors(module):
                 return  # a parameter-free module (Flatten, a metric) is not "the model"
             info = self._describe_model(module)
             self._models[key] = (weakref.ref(module), info)
             self.section.models.append(info)
-            if self.on_new_model is not None:
-                self.on_new_model(module)
-        name = type(module).__name__
-        self._record_call(name, "input", args, kwargs)
-
-    def _record_loss_args(self, target: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-        self._record_call(target, "loss", args, kwargs)
+        self._record_call(type(module).__name__, "input", args, kwargs)
 
     def _record_call(self, target: str, kind: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         done = self._calls_recorded.get(target, 0)
@@ -349,22 +343,7 @@ def named_members(model: nn.Module) -> Iterator[tuple[str, str, torch.Tensor]]:
                 yield (f"{mod_path}.{name}" if mod_path else name), "attribute", value
 
 
-def _caller_kwargs(frame: FrameType | None) -> dict[str, Any]:
-    """The keyword arguments of the module call that runs this global pre-hook.
-
-    Global forward pre-hooks receive only the positional arguments; a Hugging Face model is called with keywords
-    (`model(input_ids=..., labels=...)`), and they sit in the calling `_call_impl` frame.
-    """
-    # torch runs the hooks in `_call_impl`, or in its `inner` closure when some hook needs the slow path
-    if frame is None or frame.f_code.co_name not in ("_call_impl", "inner"):
-        return {}
-    if frame.f_code.co_filename != module_mod.__file__:
-        return {}
-    kwargs = frame.f_locals.get("kwargs")
-    return kwargs if isinstance(kwargs, dict) else {}
-
-
-def _has_tensors(module: nn.Module) -> bool:
+def has_tensors(module: nn.Module) -> bool:
     return next(iter(named_members(module)), None) is not None
 
 
@@ -387,8 +366,11 @@ def _move_target(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | None:
 
 
 def creation_site(module: nn.Module) -> str | None:
-    """file:line of the code that built this module, past its own (and its base classes') __init__ lines."""
-    frame = sys._getframe(2)
+    """file:line of the code that built this module, past gputriage's frames and the module's own (and its base
+    classes') __init__ lines."""
+    frame: FrameType | None = sys._getframe(1)
+    while frame is not None and is_own_file(frame.f_code.co_filename):
+        frame = frame.f_back
     while frame is not None and frame.f_code.co_name == "__init__" and frame.f_locals.get("self") is module:
-        frame = frame.f_back  # type: ignore[assignment]
+        frame = frame.f_back
     return frame_where(user_frame(frame)) if frame is not None else None

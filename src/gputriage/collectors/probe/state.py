@@ -16,6 +16,7 @@ class ProbeState:
     owner_pid: int = field(default_factory=os.getpid)
     owner_thread: int = field(default_factory=threading.get_ident)  # the thread that runs the training loop
     in_loader: int = 0  # > 0 while DataLoader.__next__ runs (its modules are transforms, not the model)
+    in_loss: int = 0  # > 0 inside a loss module's call while placement watches (its F.* call is the same loss)
     in_sync_call: int = 0  # > 0 inside a Python-level sync wrapper, so the dispatch census does not count it twice
     step: int = 0  # index of the step that is running now
 
