@@ -39,7 +39,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except InputError as exc:
         print(f"gputriage: error: {exc}", file=sys.stderr)
         return InputError.exit_code
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
+        if getattr(exc, "exit_as_python", False):
+            raise  # `run`: the job's Ctrl-C ends this process the way Python ends it (see collectors/runner.py)
         return 130
     return code
 

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Generic, TypeVar, cast
-
-from torch.utils.weak import WeakIdKeyDictionary
+from typing import Any, Generic, TypeVar, cast
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -18,13 +16,15 @@ class IdentityMap(Generic[K, V]):
     """
 
     def __init__(self) -> None:
-        self._map = WeakIdKeyDictionary()
+        from torch.utils.weak import WeakIdKeyDictionary  # torch is imported by whoever has objects to key
+
+        self._map: Any = WeakIdKeyDictionary()
 
     def __setitem__(self, key: K, value: V) -> None:
         self._map[key] = value
 
     def get(self, key: K) -> V | None:
-        return cast("V | None", self._map.get(key))  # type: ignore[no-untyped-call]  # torch leaves it untyped
+        return cast("V | None", self._map.get(key))
 
     def setdefault(self, key: K, default: V) -> V:
-        return cast("V", self._map.setdefault(key, default))  # type: ignore[no-untyped-call]  # as above
+        return cast("V", self._map.setdefault(key, default))

@@ -68,9 +68,20 @@ class LaunchError(Exception):
 def check_target(target: Target) -> None:
     """Raise LaunchError, before anything starts, where Python would refuse to start the script.
 
-    A missing module (`-m`) is left to runpy at run time, as Python does: its message and exit code 1 come out there.
+    For `-m`, only the top-level package is looked for here (finding a submodule would run its packages' __init__
+    before the observers start); a missing submodule is reported by runpy at run time, as Python does.
     """
     if target.is_module:
+        top = target.name.partition(".")[0]
+        sys.path.insert(0, str(Path.cwd()))  # where `python -m` looks first
+        try:
+            found = importlib.util.find_spec(top) is not None
+        except (ImportError, ValueError):
+            found = False
+        finally:
+            sys.path.pop(0)
+        if not found:
+            raise LaunchError(f"No module named {top}", 1)
         return
     path = Path(target.name)
     if not path.exists():
@@ -292,9 +303,9 @@ class JobSignals:
                 signal.signal(signum, self._hold)
 
     def deliver_held(self) -> None:
-        """The report is written: die of a signal that landed meanwhile, as the job would have."""
+        """The report is written: end as the job would have for a signal that landed meanwhile."""
         if self._held:
-            die_by_signal(signal.Signals(self._held[0]).name)
+            end_by_signal(signal.Signals(self._held[0]).name)
 
     def _hold(self, signum: int, frame: FrameType | None) -> None:
         if os.getpid() != self._owner_pid:  # a forked worker inherited this handler: die as it would have
@@ -318,20 +329,29 @@ def _default_death(signum: int) -> None:
     os.kill(os.getpid(), signum)
 
 
-def die_by_signal(name: str) -> None:
-    """Re-deliver a signal with its default action, so the parent sees the same death as without gputriage.
+def end_by_signal(name: str) -> None:
+    """End the process as the job would have for this signal; the report is written.
 
-    SIGINT, like Python after an uncaught KeyboardInterrupt, first finishes the interpreter's exit work (the
-    non-daemon threads, the atexit handlers, the std streams); SIGTERM kills where it stands, as its default does.
+    SIGINT: Python ends a script that a KeyboardInterrupt ended with its normal shutdown (the non-daemon threads, the
+    atexit handlers, every file flushed and closed), then dies of SIGINT. It does that only for a KeyboardInterrupt
+    that reaches the top of the program, of that exact type: so one is raised, marked for `cli.main` to let through,
+    with the excepthook silenced (the traceback was printed already). SIGTERM: its default, at once, no clean-up.
     """
-    signum = getattr(signal, name)
-    if signum == signal.SIGINT:
-        with contextlib.suppress(BaseException):
-            threading._shutdown()  # type: ignore[attr-defined]
-        with contextlib.suppress(BaseException):
-            import atexit
+    if name == "SIGINT":
+        sys.excepthook = _quiet_excepthook
+        interrupt = KeyboardInterrupt()
+        interrupt.exit_as_python = True  # type: ignore[attr-defined]
+        raise interrupt
+    die_by_signal(name)
 
-            atexit._run_exitfuncs()
+
+def _quiet_excepthook(*args: object) -> None:
+    return None
+
+
+def die_by_signal(name: str) -> None:
+    """Re-deliver a signal with its default action now, so the parent sees the same death as without gputriage."""
+    signum = getattr(signal, name)
     flush_std_streams()
     signal.signal(signum, signal.SIG_DFL)
     with contextlib.suppress(Exception):

@@ -19,7 +19,7 @@ from gputriage.collectors.runner import (
     Outcome,
     Target,
     check_target,
-    die_by_signal,
+    end_by_signal,
     flush_std_streams,
     run_target,
 )
@@ -178,7 +178,7 @@ class RunJob:
         code = self._end(outcome)
         self.signals.deliver_held()
         if outcome.signal is not None:
-            die_by_signal(outcome.signal)
+            end_by_signal(outcome.signal)
         return code
 
     def _terminated(self) -> None:

@@ -23,7 +23,6 @@ from typing import Any
 
 import torch
 from torch import nn
-from torch.compiler import is_compiling
 
 from gputriage.collectors.identity import IdentityMap
 from gputriage.collectors.patching import Patches, remove_at_exit
@@ -33,11 +32,12 @@ from gputriage.collectors.probe.clock import PhaseClock
 from gputriage.collectors.probe.loader import LoaderProbe
 from gputriage.collectors.probe.modes import leave_dispatch_mode
 from gputriage.collectors.probe.placement import PlacementProbe, has_tensors
-from gputriage.collectors.probe.state import ProbeState
+from gputriage.collectors.probe.state import ProbeState, capturing
 from gputriage.collectors.probe.steps import StepTracker
 from gputriage.collectors.probe.syncs import CudaSyncDebug, SyncRecorder, TensorTimers
 from gputriage.collectors.probe.window import CENSUS, PLACEMENT, TIMING, Switch, WindowDriver
 from gputriage.collectors.usercode import traceback_user_where
+from gputriage.collectors.warnplace import WarningPlaces
 from gputriage.record import Run
 from gputriage.record.compute import ComputeSection
 from gputriage.record.placement import PlacementSection
@@ -64,6 +64,7 @@ class RunProbe:
         self._tracker = StepTracker(self.state, self.steps_section, self._on_step)
         self._calls = ModuleCalls(self.state, self._on_module_call)
         self._autograd = Patches()
+        self._warnings = WarningPlaces()
         self._timed_modules: IdentityMap[nn.Module, bool] = IdentityMap()
         self._finished = False
         self.window_ended = False
@@ -86,6 +87,7 @@ class RunProbe:
     # -- Observer ------------------------------------------------------------------------------------------------------
 
     def start(self, run: Run) -> None:
+        self._warnings.start()
         self._placement.start_sites()
         self._tracker.start()
         self._driver.enter_step(0)
@@ -125,6 +127,7 @@ class RunProbe:
         self._driver.stop_all()
         self._placement.stop()
         self._tracker.stop()
+        self._warnings.stop()
 
     # -- window switches ---------------------------------------------------------------------------------------------
 
@@ -216,7 +219,7 @@ class RunProbe:
 
     def _backward(self, original: Any, *args: Any, **kwargs: Any) -> Any:
         state = self.state
-        if state.in_child or is_compiling():
+        if state.in_child or capturing():
             return original(*args, **kwargs)
         self._tracker.activity()
         state.clock.push("backward")

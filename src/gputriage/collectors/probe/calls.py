@@ -3,8 +3,8 @@
 Nothing is registered on the user's modules: a hook there is part of the module (pickle, `copy.deepcopy` and
 `torch.save` carry it, `model._forward_hooks` lists it). torch's global forward hooks would do, but they take every
 module call off torch's fast path, and `torch.compile(model)` warns about them on stderr. A wrapper of the class
-attribute does neither; while dynamo traces, `torch.compiler.is_compiling()` is a constant and the wrapper steps aside
-without leaving a trace in the graph.
+attribute does neither. While a graph is captured (torch.compile, torch.jit.trace) the wrapper steps aside without
+leaving a trace in the graph (see `state.capturing`).
 
 The outermost call on the training loop's thread is the step's forward (a model, or a loss module). Calls inside it
 pass straight through, except that while placement watches, loss modules at any depth are shown to it too.
@@ -18,10 +18,9 @@ from collections.abc import Callable
 from typing import Any
 
 from torch import nn
-from torch.compiler import is_compiling
 
-from gputriage.collectors.patching import Patches
-from gputriage.collectors.probe.state import ProbeState
+from gputriage.collectors.patching import Patches, hide_own_frames
+from gputriage.collectors.probe.state import ProbeState, capturing
 
 _Loss = nn.modules.loss._Loss
 # (module, args, kwargs, outermost) -> whether to time this call as the step's forward (outermost calls only)
@@ -51,7 +50,11 @@ class ModuleCalls:
         def __call__(self: nn.Module, *args: Any, **kwargs: Any) -> Any:
             if not patches.active:
                 return original(self, *args, **kwargs)
-            return call(original, self, *args, **kwargs)
+            try:
+                return call(original, self, *args, **kwargs)
+            except BaseException as exc:
+                hide_own_frames(exc)
+                raise  # a bare raise adds no frame of ours back
 
         functools.update_wrapper(__call__, original)
         patches.set(nn.Module, "__call__", __call__)
@@ -65,7 +68,7 @@ class ModuleCalls:
         if (
             self._outer_running
             or state.in_loader
-            or is_compiling()
+            or capturing()
             or threading.get_ident() != state.owner_thread
             or state.in_child
         ):
@@ -88,7 +91,7 @@ class ModuleCalls:
 
     def _loss_inside(self, original: Any, module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         state = self._state
-        if threading.get_ident() == state.owner_thread and not state.in_child and not is_compiling():
+        if threading.get_ident() == state.owner_thread and not state.in_child and not capturing():
             self._listener(module, args, kwargs, False)
         state.in_loss += 1
         try:

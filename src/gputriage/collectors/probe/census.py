@@ -15,7 +15,8 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from gputriage.collectors.probe.state import ProbeState
+from gputriage.collectors.patching import hide_own_frames
+from gputriage.collectors.probe.state import ProbeState, capturing
 from gputriage.collectors.probe.syncs import SyncRecorder
 from gputriage.collectors.usercode import frame_where, user_frame
 from gputriage.record.compute import ComputeSection, OpStat
@@ -47,12 +48,19 @@ class OpCensus(TorchDispatchMode):  # type: ignore[no-untyped-call]
         self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None
     ) -> Any:
         kwargs = kwargs or {}
-        if self._state.in_child or self._state.in_loader:
+        if self._state.in_child or self._state.in_loader or capturing():
             # collation inside DataLoader.__next__ is the input pipeline's time (rung 5), not the step's compute
-            return func(*args, **kwargs)
+            try:
+                return func(*args, **kwargs)
+            except BaseException as exc:
+                hide_own_frames(exc)
+                raise
         start_s = time.perf_counter()
         try:
             out = func(*args, **kwargs)
+        except BaseException as exc:
+            hide_own_frames(exc)
+            raise  # a bare raise adds no frame of ours back
         finally:
             elapsed_s = time.perf_counter() - start_s
             with contextlib.suppress(Exception):  # the census must never break the user's op

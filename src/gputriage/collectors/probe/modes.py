@@ -1,8 +1,7 @@
-"""Take a torch mode of ours off its stack, wherever it is in it.
+"""Take a dispatch mode of ours off torch's mode stack, wherever it is in it.
 
-The probes push a torch function mode (placement) and a dispatch mode (the op census) for a few steps. The user's
-code may push its own on top meanwhile and keep it (`torch.set_default_device`, a long `with` block): taking ours
-out must leave theirs in place and in order, or our mode would stay in the job for good.
+The op census pushes a dispatch mode for a few steps. The user's code may push its own on top meanwhile and keep it:
+taking ours out must leave theirs in place and in order, or our mode would stay in the job for good.
 """
 
 from __future__ import annotations
@@ -10,43 +9,23 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from torch.utils import _python_dispatch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 
-def leave_function_mode(mode: Any) -> None:
-    """Take `mode` off the torch function mode stack; the modes above it stay, in their order."""
-    _remove(mode, torch._C._len_torch_function_stack, torch._C._pop_torch_function_stack, _push_function)
-
-
-def leave_dispatch_mode(mode: _python_dispatch.TorchDispatchMode) -> None:
-    """Take `mode` off the dispatch mode stack, restoring torch's "is a mode on" flags through its own `__exit__`."""
-    _remove(mode, torch._C._len_torch_dispatch_stack, torch._C._pop_torch_dispatch_stack, _push_dispatch)
-
-
-def _push_function(mode: Any) -> None:
-    torch._C._push_on_torch_function_stack(mode)
-
-
-def _push_dispatch(mode: Any) -> None:
-    torch._C._push_on_torch_dispatch_stack(mode)
-
-
-def _remove(target: Any, length: Any, pop: Any, push: Any) -> None:
+def leave_dispatch_mode(mode: TorchDispatchMode) -> None:
+    """Take `mode` off the dispatch mode stack; the modes above it stay, in their order. Its own `__exit__` does the
+    popping, so torch's module-level "a mode is on" flags are restored as usual."""
     above: list[Any] = []
     try:
-        for _ in range(length()):
-            top = pop()
-            if top is target:
+        for _ in range(torch._C._len_torch_dispatch_stack()):
+            top = torch._C._pop_torch_dispatch_stack()
+            if top is mode:
                 break
             above.append(top)
         else:
-            return  # not on the stack (taken off by the user's code): nothing to do
-        exit_flags = getattr(target, "old_dispatch_mode_flags", None)
-        if exit_flags:
-            # A dispatch mode keeps torch's module-level "in a mode" flags; its __exit__ restores them and pops the
-            # top of the stack, so put it back on top for that one call.
-            push(target)
-            target.__exit__(None, None, None)
+            return  # not on the stack (the user's code took it off): nothing to do
+        torch._C._push_on_torch_dispatch_stack(mode)  # back on top for its own __exit__, which pops the top
+        mode.__exit__(None, None, None)
     finally:
         for other in reversed(above):
-            push(other)
+            torch._C._push_on_torch_dispatch_stack(other)

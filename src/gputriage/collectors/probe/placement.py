@@ -2,15 +2,19 @@
 
 For the first steps, placement watches the outermost module calls (through `calls.ModuleCalls`, with their keyword
 arguments: a Hugging Face model is called with `input_ids=...`), the loss modules at any depth, and the functional
-losses through a torch function mode. Before that, light patches of torch's `nn.Module` remember where modules,
-parameters and plain tensor attributes were created or attached, so a finding can point at the line to change.
+losses. Before that, light patches of torch's `nn.Module` remember where modules, parameters and plain tensor
+attributes were created or attached, so a finding can point at the line to change.
+
 Nothing is registered on the user's modules, and `torch.nn.functional` is left alone: a script that keeps a reference
-to `F.cross_entropy` must keep the real one.
+to `F.cross_entropy` (`from torch.nn.functional import cross_entropy`, `self.loss = F.mse_loss`) must hold the real
+function, during the window and after it. A functional loss is seen through the builtin it calls
+(`torch._C._nn.cross_entropy_loss`), which nobody imports by name; TorchScript knows our wrapper as that builtin.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import sys
 import threading
 import weakref
@@ -20,43 +24,35 @@ from typing import Any
 
 import torch
 from torch import nn
-from torch.compiler import is_compiling
 from torch.nn.modules import module as module_mod
-from torch.overrides import TorchFunctionMode
 from torch.utils.hooks import RemovableHandle
 
 from gputriage.collectors.identity import IdentityMap
-from gputriage.collectors.patching import Patches
-from gputriage.collectors.probe.modes import leave_function_mode
-from gputriage.collectors.probe.state import ProbeState
+from gputriage.collectors.patching import Patches, quiet_hook
+from gputriage.collectors.probe.state import ProbeState, capturing
 from gputriage.collectors.usercode import frame_where, is_own_file, user_frame, where_now
 from gputriage.record.placement import ModelInfo, PlacementSection, StrayPart, TensorSeen
 
-# Losses people call as functions; the module losses (nn.CrossEntropyLoss, ...) are seen as module calls.
+# Losses people call as functions (the module losses, nn.CrossEntropyLoss..., are seen as module calls): the name
+# people know, and the builtin `torch.nn.functional` calls for it with (prediction, target, ...) first.
 FUNCTIONAL_LOSSES = (
-    "cross_entropy",
-    "nll_loss",
-    "mse_loss",
-    "l1_loss",
-    "smooth_l1_loss",
-    "huber_loss",
-    "binary_cross_entropy",
-    "binary_cross_entropy_with_logits",
-    "kl_div",
-    "poisson_nll_loss",
-    "gaussian_nll_loss",
-    "ctc_loss",
-    "margin_ranking_loss",
-    "hinge_embedding_loss",
-    "soft_margin_loss",
-    "multilabel_soft_margin_loss",
-    "cosine_embedding_loss",
-    "triplet_margin_loss",
+    ("cross_entropy", "torch._C._nn", "cross_entropy_loss"),
+    ("nll_loss", "torch._C._nn", "nll_loss_nd"),
+    ("mse_loss", "torch._C._nn", "mse_loss"),
+    ("l1_loss", "torch._C._nn", "l1_loss"),
+    ("smooth_l1_loss", "torch._C._nn", "smooth_l1_loss"),
+    ("huber_loss", "torch._C._nn", "huber_loss"),
+    ("binary_cross_entropy", "torch._C._nn", "binary_cross_entropy"),
+    ("soft_margin_loss", "torch._C._nn", "soft_margin_loss"),
+    ("binary_cross_entropy_with_logits", "torch", "binary_cross_entropy_with_logits"),
+    ("kl_div", "torch", "kl_div"),
+    ("poisson_nll_loss", "torch", "poisson_nll_loss"),
+    ("ctc_loss", "torch", "ctc_loss"),
+    ("margin_ranking_loss", "torch", "margin_ranking_loss"),
+    ("hinge_embedding_loss", "torch", "hinge_embedding_loss"),
+    ("cosine_embedding_loss", "torch", "cosine_embedding_loss"),
+    ("triplet_margin_loss", "torch", "triplet_margin_loss"),
 )
-# The real functions, looked up once: the torch function mode is handed the function object that was called.
-_LOSS_NAMES: dict[Any, str] = {
-    fn: name for name in FUNCTIONAL_LOSSES if (fn := getattr(torch.nn.functional, name, None)) is not None
-}
 MAX_STRAY_PARTS = 24
 MAX_TENSORS_PER_CALL = 8
 CALLS_RECORDED_PER_TARGET = 2
@@ -80,27 +76,6 @@ def iter_tensors(value: Any, depth: int = 0) -> Iterator[tuple[str, torch.Tensor
                 yield f"[{key!r}]{path}", t
 
 
-class LossCalls(TorchFunctionMode):
-    """Shows placement the functional losses (`F.cross_entropy(logits, labels)`) while it watches."""
-
-    def __init__(self, probe: PlacementProbe) -> None:
-        super().__init__()
-        self._probe = probe
-
-    def __torch_function__(
-        self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None
-    ) -> Any:
-        kwargs = kwargs or {}
-        if not is_compiling():  # a constant while dynamo traces: the branch leaves no trace in a compiled graph
-            try:
-                name = _LOSS_NAMES.get(func)
-            except TypeError:  # an unhashable callable
-                name = None
-            if name is not None:
-                self._probe.see_functional_loss(name, args, kwargs)
-        return func(*args, **kwargs)
-
-
 class PlacementProbe:
     """Records ModelInfo and TensorSeen into a PlacementSection."""
 
@@ -109,7 +84,7 @@ class PlacementProbe:
         self.section = section
         self._site_patches = Patches()
         self._hook_handles: list[RemovableHandle] = []
-        self._loss_mode: LossCalls | None = None
+        self._loss_patches = Patches()
         self.watching = False  # the first steps: module calls and losses are recorded
         # Keyed by identity, never by the module's own __hash__/__eq__: a subclass may override them and read
         # attributes its __init__ has not set yet (torchmetrics' Metric, which Lightning's self.log creates).
@@ -128,9 +103,12 @@ class PlacementProbe:
         self._site_patches.wrap(nn.Module, "__setattr__", self._setattr)
         self._site_patches.wrap(nn.Module, "to", self._move)
         self._site_patches.wrap(nn.Module, "cuda", self._move_cuda)
-        self._hook_handles.append(module_mod.register_module_module_registration_hook(self._on_register_module))
-        self._hook_handles.append(module_mod.register_module_parameter_registration_hook(self._on_register_member))
-        self._hook_handles.append(module_mod.register_module_buffer_registration_hook(self._on_register_member))
+        for register, hook in (
+            (module_mod.register_module_module_registration_hook, self._on_register_module),
+            (module_mod.register_module_parameter_registration_hook, self._on_register_member),
+            (module_mod.register_module_buffer_registration_hook, self._on_register_member),
+        ):
+            self._hook_handles.append(quiet_hook(register, hook))
 
     def _init(self, original: Any, module: nn.Module, *args: Any, **kwargs: Any) -> None:
         original(module, *args, **kwargs)
@@ -179,19 +157,15 @@ class PlacementProbe:
         if self.watching:
             return
         self.watching = True
-        mode = LossCalls(self)
-        try:
-            mode.__enter__()  # type: ignore[no-untyped-call]
-        except Exception:
-            return
-        self._loss_mode = mode
+        for name, owner_name, attr in FUNCTIONAL_LOSSES:
+            owner = sys.modules.get(owner_name)
+            if owner is not None:
+                make = functools.partial(self._functional_loss, name)
+                self._loss_patches.wrap(owner, attr, make, same_builtin=True)
 
     def stop(self) -> None:
         self.watching = False
-        if self._loss_mode is not None:
-            with contextlib.suppress(Exception):
-                leave_function_mode(self._loss_mode)
-            self._loss_mode = None
+        self._loss_patches.restore()
         for handle in self._hook_handles:
             handle.remove()
         self._hook_handles.clear()
@@ -208,12 +182,13 @@ class PlacementProbe:
         except Exception:
             return
 
-    def see_functional_loss(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    def _functional_loss(self, name: str, original: Any, *args: Any, **kwargs: Any) -> Any:
         state = self._state
-        if state.in_loss or state.in_child or threading.get_ident() != state.owner_thread:
-            return  # inside a loss module (seen as such), or not the training loop
-        with contextlib.suppress(Exception):  # never break the user's loss
-            self._record_call(name, "loss", args, kwargs)
+        # inside a loss module (seen as such), not the training loop, or a graph being captured: just the loss
+        if not (state.in_loss or state.in_child or threading.get_ident() != state.owner_thread or capturing()):
+            with contextlib.suppress(Exception):  # never break the user's loss
+                self._record_call(name, "loss", args[:2], {})  # (prediction, target); the rest is not data
+        return original(*args, **kwargs)
 
     def _see_top_level(self, module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         key = id(module)
@@ -248,7 +223,7 @@ class PlacementProbe:
         entry = TensorSeen(
             role=role,
             device=device_name(t),
-            shape=list(t.shape),
+            shape=[int(d) for d in t.shape],
             dtype=str(t.dtype).removeprefix("torch."),
             target=target,
             argument=argument,

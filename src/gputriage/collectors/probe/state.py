@@ -6,7 +6,18 @@ import os
 import threading
 from dataclasses import dataclass, field
 
+import torch
+from torch.compiler import is_compiling
+
 from gputriage.collectors.probe.clock import PhaseClock
+
+_tracing_state = torch._C._get_tracing_state
+
+
+def capturing() -> bool:
+    """A graph is being captured (torch.compile / torch.export, torch.jit.trace): the probes step aside, and leave no
+    trace in it. `is_compiling()` first: it is a constant while dynamo traces, so the rest is never traced."""
+    return is_compiling() or _tracing_state() is not None
 
 
 @dataclass

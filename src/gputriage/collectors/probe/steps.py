@@ -10,12 +10,12 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-from torch.compiler import is_compiling
 from torch.optim import optimizer as optimizer_mod
 from torch.utils.hooks import RemovableHandle
 
+from gputriage.collectors.patching import quiet_hook
 from gputriage.collectors.probe.clock import StepTimes
-from gputriage.collectors.probe.state import ProbeState
+from gputriage.collectors.probe.state import ProbeState, capturing
 from gputriage.record.steps import Step, StepsSection
 
 OPTIMIZER = "optimizer"
@@ -34,8 +34,8 @@ class StepTracker:
         self._hooks: list[RemovableHandle] = []
 
     def start(self) -> None:
-        self._hooks.append(optimizer_mod.register_optimizer_step_pre_hook(self._opt_pre))
-        self._hooks.append(optimizer_mod.register_optimizer_step_post_hook(self._opt_post))
+        self._hooks.append(quiet_hook(optimizer_mod.register_optimizer_step_pre_hook, self._opt_pre))
+        self._hooks.append(quiet_hook(optimizer_mod.register_optimizer_step_post_hook, self._opt_post))
 
     def stop(self) -> None:
         """The end of the window (or of the job): the hooks come off, nothing of the tracker stays on the steps."""
@@ -61,12 +61,12 @@ class StepTracker:
             self._state.clock.cut(keep_running=False)
 
     def _opt_pre(self, opt: Any, args: Any, kwargs: Any) -> None:
-        if not is_compiling() and self._is_driver(opt) and not self._state.in_child:
+        if not capturing() and self._is_driver(opt) and not self._state.in_child:
             self.activity()
             self._state.clock.push("optimizer")
 
     def _opt_post(self, opt: Any, args: Any, kwargs: Any) -> None:
-        if is_compiling() or not self._is_driver(opt) or self._state.in_child:
+        if capturing() or not self._is_driver(opt) or self._state.in_child:
             return
         self._state.clock.pop()
         if self.section.step_source != OPTIMIZER:

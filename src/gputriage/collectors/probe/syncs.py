@@ -16,10 +16,9 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
-from torch.compiler import is_compiling
 
 from gputriage.collectors.patching import Patches
-from gputriage.collectors.probe.state import ProbeState
+from gputriage.collectors.probe.state import ProbeState, capturing
 from gputriage.collectors.usercode import frame_where, user_frame
 from gputriage.record.compute import HostSync
 
@@ -70,7 +69,7 @@ class TensorTimers:
 
     def _to(self, original: Any, t: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
         state = self._state
-        if not state.clock.running or is_compiling():
+        if not state.clock.running or capturing():
             return original(t, *args, **kwargs)
         source = t.device.type
         target = _target_device_type(args, kwargs)
@@ -86,7 +85,7 @@ class TensorTimers:
 
     def _cuda(self, original: Any, t: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
         state = self._state
-        if not state.clock.running or is_compiling() or t.device.type != "cpu":
+        if not state.clock.running or capturing() or t.device.type != "cpu":
             return original(t, *args, **kwargs)
         state.clock.push("h2d")
         try:
@@ -96,7 +95,7 @@ class TensorTimers:
 
     def _sync_method(self, kind: str, original: Any, t: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
         state = self._state
-        if state.in_sync_call or not state.clock.running or state.in_child or is_compiling():
+        if state.in_sync_call or not state.clock.running or state.in_child or capturing():
             return original(t, *args, **kwargs)
         device = t.device.type
         if device == "cpu":
