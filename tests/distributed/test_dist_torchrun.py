@@ -153,6 +153,51 @@ def test_ranks_stopped_by_sigterm_leave_what_they_saw(tmp_path: Path) -> None:
         assert len(info["steps"]["steps"]) >= 3  # the steps before the stop
 
 
+def kill_one_rank(out: Path, victim: int, ranks: int = 3) -> dict[str, Any] | None:
+    """Start a job of `ranks` ranks that hang at step 3, SIGKILL rank `victim` (torchrun then SIGTERMs the others,
+    the merging one included), and return the merged report the survivors leave (None when there is none)."""
+    ready = out.parent / f"{out.name}-ready"
+    cmd = torchrun_cmd(out, ranks, "--hang-at", "3")
+    job = subprocess.Popen(
+        cmd, cwd=REPO, env={**ENV, "JOB_READY_FILE": str(ready)}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    try:
+        files = [Path(f"{ready}.{r}") for r in range(ranks)]
+        deadline = time.monotonic() + 120
+        while not all(f.exists() and f.read_text() for f in files) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        os.kill(int(files[victim].read_text()), signal.SIGKILL)
+        job.wait(timeout=120)
+    finally:
+        job.kill()
+    report = out / "report.json"
+    return json.loads(report.read_text()) if report.exists() else None
+
+
+@pytest.mark.parametrize("victim", [0, 2])
+def test_a_rank_killed_hard_leaves_the_merged_report_with_it_missing(tmp_path: Path, victim: int) -> None:
+    doc = kill_one_rank(tmp_path / "out", victim)
+    assert doc is not None, "the merged report was lost"
+    assert doc["ranks"]["missing"] == [victim]
+    assert sorted(r["rank"] for r in doc["ranks"]["ranks"]) == sorted({0, 1, 2} - {victim})
+    for info in doc["ranks"]["ranks"]:
+        assert info["process"]["signal"] == "SIGTERM"
+
+
+def test_report_dir_completes_a_merge_nobody_finished(tmp_path: Path) -> None:
+    """Every rank wrote its record, but the merging one was killed with the lock held: `gputriage report DIR`."""
+    job = torchrun(tmp_path, 2)
+    assert job.returncode == 0, job.stderr[-3000:]
+    (tmp_path / "report.json").unlink()
+    (tmp_path / ".merge.lock").write_text("999999999")  # a pid no process has
+    done = subprocess.run(
+        [str(BIN / "gputriage"), "report", str(tmp_path)], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert merged(tmp_path)["ranks"]["missing"] == []
+    assert not (tmp_path / ".merge.lock").exists()
+
+
 def test_the_allreduce_timing_hook_trains_exactly_like_ddps_default(tmp_path: Path) -> None:
     timed = torchrun(tmp_path / "timed", 2)
     untimed = torchrun(tmp_path / "untimed", 2, GPUTRIAGE_DDP_COMM_TIMING="0")
@@ -161,3 +206,19 @@ def test_the_allreduce_timing_hook_trains_exactly_like_ddps_default(tmp_path: Pa
     assert len(weights[0]) == 2 and weights[0] == weights[1]
     assert [r["collectives"]["ddp_timed"] for r in merged(tmp_path / "timed")["ranks"]["ranks"]] == [True, True]
     assert [r["collectives"]["ddp_timed"] for r in merged(tmp_path / "untimed")["ranks"]["ranks"]] == [False, False]
+
+
+if __name__ == "__main__":  # the torchrun kill test, repeated: python tests/distributed/test_dist_torchrun.py [N]
+    import tempfile
+
+    tries = int(sys.argv[1]) if len(sys.argv) > 1 else 10
+    lost = 0
+    for attempt in range(tries):
+        with tempfile.TemporaryDirectory() as tmp:
+            victim = attempt % 3
+            doc = kill_one_rank(Path(tmp) / "out", victim)
+            ok = doc is not None and doc["ranks"]["missing"] == [victim]
+            lost += not ok
+            seen = f"merged, missing {doc['ranks']['missing']}" if doc is not None else "LOST"
+            print(f"try {attempt + 1}: killed rank {victim}: {seen}")
+    print(f"merged reports lost: {lost} of {tries}")

@@ -4,13 +4,9 @@ import torch), and shares the results with the tests."""
 from __future__ import annotations
 
 import signal
-import sys
-from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from harness import CASES, Compared, run_cases  # noqa: E402
+from harness import CASES, Compared, run_cases
 
 
 @pytest.fixture(scope="session")

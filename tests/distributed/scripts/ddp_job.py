@@ -1,5 +1,5 @@
 """A tiny DDP training job on CPU (gloo). Flags pick the mistake: --no-sampler, --slow-rank R, --crash-rank R,
---hang-at STEP (touch $JOB_READY_FILE, then wait to be stopped)."""
+--hang-at STEP (write its pid into $JOB_READY_FILE.RANK, then wait to be stopped)."""
 
 import argparse
 import os
@@ -52,7 +52,7 @@ def main() -> None:
         if rank == args.crash_rank and step == 2:
             raise RuntimeError(f"rank {rank} hit a corrupt batch at step {step}")
         if step == args.hang_at:
-            Path(f"{os.environ['JOB_READY_FILE']}.{rank}").touch()
+            Path(f"{os.environ['JOB_READY_FILE']}.{rank}").write_text(str(os.getpid()))
             time.sleep(600)  # a job that never ends, until torchrun stops it
         opt.zero_grad()
         loss = nn.functional.mse_loss(model(x), y)
