@@ -18,7 +18,7 @@ def leave_dispatch_mode(mode: TorchDispatchMode) -> None:
     above: list[Any] = []
     try:
         for _ in range(torch._C._len_torch_dispatch_stack()):
-            top = torch._C._pop_torch_dispatch_stack()
+            top = torch._C._pop_torch_dispatch_stack(None)
             if top is mode:
                 break
             above.append(top)
