@@ -27,7 +27,9 @@ TENSOR_METHODS = ("to", "cuda", "item", "tolist", "cpu", "numpy", "__repr__")
 def torch_state() -> dict[str, Any]:
     """Everything the probes may replace or register, as the job would see it."""
     return {
-        "module": {name: nn.Module.__dict__.get(name) for name in ("__call__", "__init__", "__setattr__", "to", "cuda")},
+        "module": {
+            name: nn.Module.__dict__.get(name) for name in ("__call__", "__init__", "__setattr__", "to", "cuda")
+        },
         "tensor": {name: torch.Tensor.__dict__.get(name) for name in TENSOR_METHODS},
         "backward": torch.autograd.backward,
         "loader": (DataLoader.__dict__.get("__init__"), dataloader_mod._BaseDataLoaderIter.__dict__.get("__next__")),

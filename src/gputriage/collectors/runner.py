@@ -262,6 +262,7 @@ class JobSignals:
         self._on_terminate = on_terminate
         self._owner_pid = os.getpid()
         self._initial: dict[int, Any] = {}
+        self._replaced: dict[int, Any] = {}  # signal -> the handler `leave_script` replaced by ours
         self._held: list[int] = []
         self._installed = False
 
@@ -300,7 +301,18 @@ class JobSignals:
         for signum in SIGNALS:
             current = signal.getsignal(signum)
             if current in (signal.default_int_handler, signal.SIG_DFL, self._terminate):
+                self._replaced[signum] = self._initial[signum] if current == self._terminate else current
                 signal.signal(signum, self._hold)
+
+    def restore(self) -> None:
+        """gputriage is done: the signals mean again what they meant when the script ended (Python then joins the
+        script's threads and runs its atexit handlers, where a SIGTERM must kill and a SIGINT interrupt)."""
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for signum, handler in self._replaced.items():
+            with contextlib.suppress(Exception):
+                signal.signal(signum, handler)
+        self._replaced.clear()
 
     def deliver_held(self) -> None:
         """The report is written: end as the job would have for a signal that landed meanwhile."""

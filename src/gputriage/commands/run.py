@@ -179,6 +179,7 @@ class RunJob:
         self.signals.deliver_held()
         if outcome.signal is not None:
             end_by_signal(outcome.signal)
+        self.signals.restore()
         return code
 
     def _terminated(self) -> None:

@@ -247,17 +247,21 @@ def serve() -> None:
     # Unbuffered: whether another message is waiting must be what the pipe says, not what a buffer read ahead.
     stdin = open(sys.stdin.fileno(), "rb", buffering=0, closefd=False)  # noqa: SIM115
     stdout = sys.stdout.buffer
-    while (message := read_message(stdin)) is not None:
+    message = read_message(stdin)
+    while message is not None:
         header = json.loads(message[0])
         reply = bool(header.pop("reply", False))
         request = ReportRequest(**{k: v for k, v in header.items() if k in ReportRequest.__dataclass_fields__})
         request.expect_device = request.expect_device or options.get("expect_device")
-        if request.partial and _more_input(stdin):
-            continue  # the job has already sent its final record: the partial one is out of date
+        following = read_message(stdin) if request.partial and _more_input(stdin) else None
+        if following is not None:
+            message = following  # the job has already sent its final record: the partial one is out of date
+            continue
         prober.join()
         code = _serve_one(request, message[1], copy.deepcopy(machine.get("env")))
         if reply:
             write_message(stdout, json.dumps({"code": code}).encode(), b"")
+        message = read_message(stdin)
     # Nothing is left to do: skip the interpreter's teardown of every module, which only delays the job's end.
     with contextlib.suppress(Exception):
         sys.stderr.flush()
@@ -303,6 +307,7 @@ def _warm_up() -> None:
 
 
 def _more_input(stream: IO[bytes]) -> bool:
+    """Something (a message, or the end of the input) is waiting to be read."""
     with contextlib.suppress(Exception):
         ready, _, _ = select.select([stream], [], [], 0)
         return bool(ready)
