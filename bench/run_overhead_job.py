@@ -3,9 +3,10 @@
     run_overhead_job.py STEPS WIDTH [SUMMARY.json]
 
 WIDTH sets the step's cost (bench/run_overhead.py picks it for a target step time). With SUMMARY.json, the job
-writes what only it can time: the wall clock when its first line ran and when its last line ran, and the wall time
-of each step (from one optimizer step to the next), and when its imports were done, so that the benchmark can tell
-start-up, the steps and the end apart. BENCH_PROFILE=1 wraps the loop in `torch.profiler.profile()` with default settings, the anchor users know.
+writes what only it can time: the wall clock when its first line ran, when its imports were done and when its last
+line ran, and the wall time of each step (from one optimizer step to the next), so that the benchmark can tell
+start-up, the steps and the end apart. BENCH_PROFILE=1 wraps the loop in `torch.profiler.profile()` with default
+settings, the anchor users know.
 """
 
 from __future__ import annotations

@@ -184,6 +184,28 @@ def test_a_rank_killed_hard_leaves_the_merged_report_with_it_missing(tmp_path: P
         assert info["process"]["signal"] == "SIGTERM"
 
 
+def test_a_rank_stuck_inside_a_collective_still_reports_when_stopped(tmp_path: Path) -> None:
+    """Rank 0 waits in a gloo barrier (C++: its Python SIGTERM handler cannot run) for rank 1, which ignores SIGTERM
+    until torchrun SIGKILLs it: the signal watch thread writes rank 0's record and the job's report."""
+    ready = tmp_path / "ready"
+    cmd = torchrun_cmd(tmp_path / "out", 2, "--block-at", "3")
+    job = subprocess.Popen(cmd, cwd=REPO, env={**ENV, "JOB_READY_FILE": str(ready)}, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 90
+        while not all(Path(f"{ready}.{r}").exists() for r in (0, 1)) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        time.sleep(1.0)  # rank 0 is inside its barrier by now
+        job.send_signal(signal.SIGTERM)
+        job.wait(timeout=120)
+    finally:
+        job.kill()
+    doc = merged(tmp_path / "out")
+    assert doc["ranks"]["missing"] == [1]
+    [info] = doc["ranks"]["ranks"]
+    assert info["rank"] == 0 and info["process"]["signal"] == "SIGTERM"
+    assert len(info["steps"]["steps"]) >= 3
+
+
 def test_report_dir_completes_a_merge_nobody_finished(tmp_path: Path) -> None:
     """Every rank wrote its record, but the merging one was killed with the lock held: `gputriage report DIR`."""
     job = torchrun(tmp_path, 2)

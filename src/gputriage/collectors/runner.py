@@ -265,6 +265,8 @@ class JobSignals:
         self._replaced: dict[int, Any] = {}  # signal -> the handler `leave_script` replaced by ours
         self._held: list[int] = []
         self._installed = False
+        self._terminating = threading.Event()
+        self._watch = StuckMainWatch(self._terminate_from_watch, self._terminating, self._sigterm_is_ours)
 
     def install(self) -> None:
         """Hold the signals from now on (before anything of the job starts). Main thread only."""
@@ -275,6 +277,8 @@ class JobSignals:
             if self._initial[signum] is not signal.SIG_IGN:
                 signal.signal(signum, self._hold)
         self._installed = True
+        if self._initial[signal.SIGTERM] is signal.SIG_DFL:
+            self._watch.start()
 
     @property
     def held(self) -> str | None:
@@ -288,6 +292,7 @@ class JobSignals:
             signal.signal(signal.SIGINT, self._initial[signal.SIGINT])
         if self._initial.get(signal.SIGTERM) is signal.SIG_DFL:
             signal.signal(signal.SIGTERM, self._terminate)
+            self._watch.armed = True
         if self._held:  # landed while gputriage was starting: deliver it now, as if at the script's first line
             held, self._held = self._held, []
             for signum in held:
@@ -296,6 +301,7 @@ class JobSignals:
     def leave_script(self) -> None:
         """The script has ended: hold the signals again while the report is written (unless the script installed its
         own handler, which keeps its meaning)."""
+        self._watch.armed = False
         if not self._installed:
             return
         for signum in SIGNALS:
@@ -309,6 +315,7 @@ class JobSignals:
         script's threads and runs its atexit handlers, where a SIGTERM must kill and a SIGINT interrupt)."""
         if threading.current_thread() is not threading.main_thread():
             return
+        self._watch.stop()
         for signum, handler in self._replaced.items():
             with contextlib.suppress(Exception):
                 signal.signal(signum, handler)
@@ -329,11 +336,111 @@ class JobSignals:
     def _terminate(self, signum: int, frame: FrameType | None) -> None:
         if os.getpid() != self._owner_pid:
             _default_death(signum)
+        if self._terminating.is_set():
+            return  # the watch thread is writing the report; it ends the process
+        self._terminating.set()
         for held in SIGNALS:  # from here on gputriage's code runs: hold everything
             signal.signal(held, self._hold)
         with contextlib.suppress(BaseException):
             self._on_terminate()
         die_by_signal("SIGTERM")
+
+    def _sigterm_is_ours(self) -> bool:
+        return bool(signal.getsignal(signal.SIGTERM) == self._terminate)
+
+    def _terminate_from_watch(self) -> None:
+        """SIGTERM while the main thread is stuck in C code (its handler cannot run): the report from this thread."""
+        with contextlib.suppress(BaseException):
+            self._on_terminate()
+        flush_std_streams()
+        _die_from_any_thread(signal.SIGTERM)
+
+
+class StuckMainWatch:
+    """Sees a SIGTERM even while the main thread cannot run Python code: stuck in a collective that never returns
+    (a dead peer, an NCCL hang), which is exactly when a scheduler or torchrun stops a job and a report is wanted.
+
+    Python's signal handlers run in the main thread, between bytecodes; a C call that waits, and retries on EINTR,
+    keeps them from running. The C-level handler still writes the signal's number to the wakeup fd, so a thread that
+    reads it knows. If the main thread's handler has not started within GRACE_S, the thread writes the report and
+    ends the process. Not started when the job's code (asyncio) or anyone else already set a wakeup fd; a forked
+    child (a DataLoader worker) forgets the fd, so its signals are its own.
+    """
+
+    GRACE_S = 2.0
+
+    def __init__(
+        self, on_sigterm: Callable[[], None], handled: threading.Event, ours: Callable[[], bool] = lambda: True
+    ) -> None:
+        self._on_sigterm = on_sigterm
+        self._handled = handled
+        self._ours = ours  # SIGTERM still means "report and die": the script has not installed its own handler
+        self._fds: tuple[int, int] | None = None
+        self.armed = False  # while the script runs
+
+    def start(self) -> None:
+        read_fd, write_fd = os.pipe()
+        os.set_blocking(write_fd, False)
+        try:
+            previous = signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
+        except (ValueError, OSError):
+            previous = None
+        if previous != -1:  # not ours to take (or not possible here)
+            if previous is not None:
+                signal.set_wakeup_fd(previous)
+            os.close(read_fd)
+            os.close(write_fd)
+            return
+        self._fds = (read_fd, write_fd)
+        os.register_at_fork(after_in_child=self._forget)
+        threading.Thread(target=self._watch, name="gputriage-signal-watch", daemon=True).start()
+
+    def stop(self) -> None:
+        self.armed = False
+        if self._fds is None:
+            return
+        with contextlib.suppress(ValueError, OSError):
+            current = signal.set_wakeup_fd(-1)
+            if current != self._fds[1]:
+                signal.set_wakeup_fd(current)  # someone else's since: leave it
+
+    def _forget(self) -> None:
+        if self._fds is not None:
+            with contextlib.suppress(ValueError, OSError):
+                current = signal.set_wakeup_fd(-1)
+                if current != self._fds[1]:
+                    signal.set_wakeup_fd(current)
+            self._fds = None
+
+    def _watch(self) -> None:
+        assert self._fds is not None
+        read_fd = self._fds[0]
+        while True:
+            try:
+                data = os.read(read_fd, 64)
+            except OSError:
+                return
+            if not data:
+                return
+            if signal.SIGTERM in data and self.armed and self._ours() and not self._handled.wait(self.GRACE_S):
+                if self._handled.is_set() or not self.armed or not self._ours():
+                    continue
+                self._handled.set()
+                self._on_sigterm()
+
+
+def _die_from_any_thread(signum: int) -> None:
+    """Die of `signum` from a thread other than the main one, where `signal.signal` is refused: reset its
+    disposition in the C library, then send it."""
+    with contextlib.suppress(Exception):
+        import ctypes
+
+        ctypes.CDLL(None).signal(signum, 0)  # 0 is SIG_DFL
+    with contextlib.suppress(Exception):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, [signum])
+    os.kill(os.getpid(), signum)
+    time.sleep(1.0)
+    os._exit(128 + signum)
 
 
 def _default_death(signum: int) -> None:

@@ -7,6 +7,7 @@ import dataclasses
 import os
 import signal
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -157,6 +158,7 @@ class RunJob:
         self.observers: JobObservers | None = None
         self._outcome: Outcome | None = None
         self._code: int | None = None
+        self._ending = threading.Lock()  # the main thread, or the signal watch when the main thread is stuck
         self._start_s = 0.0
 
     def run(self) -> int:
@@ -191,6 +193,10 @@ class RunJob:
 
     def _end(self, outcome: Outcome) -> int:
         """Finish the observers and write the report, once. Returns the process's exit code."""
+        with self._ending:
+            return self._end_once(outcome)
+
+    def _end_once(self, outcome: Outcome) -> int:
         if self._code is not None or self.observers is None:
             return self._code if self._code is not None else outcome.exit_code
         self._outcome = outcome
