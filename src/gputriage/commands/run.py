@@ -154,6 +154,7 @@ class RunJob:
         self.out_dir = out_dir
         self.signals = JobSignals(self._terminated)
         self.report_fd = -1
+        self.start_stderr: TextIO = sys.stderr
         self.worker: ReportWorker | None = None
         self.observers: JobObservers | None = None
         self._outcome: Outcome | None = None
@@ -163,9 +164,13 @@ class RunJob:
 
     def run(self) -> int:
         self.signals.install()
-        # The report goes to the stderr the job started with, whatever the script does to sys.stderr or fd 2.
-        self.report_fd = os.dup(2)
-        self.worker = ReportWorker.spawn(self.config.expect_device, self.report_fd)  # before torch is imported
+        # The report goes to the stderr the job started with, whatever the script does to sys.stderr or fd 2. When
+        # that is not fd 2 (gputriage called in a process whose stderr is captured), it is written here, not by the
+        # worker, which can only write to a file descriptor.
+        self.start_stderr = sys.stderr
+        if _writes_to_fd(sys.stderr, 2):
+            self.report_fd = os.dup(2)
+            self.worker = ReportWorker.spawn(self.config.expect_device, self.report_fd)  # before torch is imported
         run = new_run("run", self.config.argv, self.config.expect_device)
         observe = ObserveConfig(
             self.config.expect_device, self.config.steps, self.config.trace_steps, self.out_dir, environment=False
@@ -237,5 +242,13 @@ class RunJob:
         self.worker.post(request, encode_safely(partial))
 
     def _report_stream(self) -> TextIO:
-        fd = self.report_fd if self.report_fd >= 0 else 2
-        return open(fd, "w", encoding="utf-8", errors="backslashreplace", closefd=False)
+        if self.report_fd < 0:
+            return self.start_stderr
+        return open(self.report_fd, "w", encoding="utf-8", errors="backslashreplace", closefd=False)
+
+
+def _writes_to_fd(stream: TextIO, fd: int) -> bool:
+    try:
+        return stream.fileno() == fd
+    except (AttributeError, OSError, ValueError):
+        return False
