@@ -19,6 +19,14 @@ from run_cases import SCRIPTS
 BIN = Path(sys.executable).parent
 
 
+@pytest.fixture(autouse=True)
+def sigint_as_in_a_terminal() -> None:
+    """A test started from a non-interactive shell's background job would pass "ignore SIGINT" on to its children,
+    unlike a job started in a terminal; a handled signal is reset to the default in a child."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def gputriage(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     cmd = [str(BIN / "gputriage"), *args]
     return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, env={**os.environ, **(env or {})}, check=False)
@@ -69,9 +77,13 @@ def test_a_signal_just_after_the_last_line_still_gets_a_fresh_report_and_the_sam
     done = gputriage(
         "run", "--expect-device", "cpu", "--out", str(out), "late_signal.py", name, str(delay_s), cwd=SCRIPTS
     )
-    assert done.returncode == -getattr(signal, name), done.stderr[-2000:]
     assert "last line" in done.stdout
     assert "stale" not in report_of(out)
+    if done.returncode == 0:
+        # SIGINT after gputriage was done, while Python joined the script's thread: Python's own behaviour there
+        assert name == "SIGINT" and "Exception ignored in: <module 'threading'" in done.stderr
+    else:
+        assert done.returncode == -getattr(signal, name), done.stderr[-2000:]
 
 
 def test_a_signal_during_start_up_ends_the_job_with_a_report(tmp_path: Path) -> None:
