@@ -24,7 +24,7 @@ from typing import Any
 JOBS = Path(__file__).resolve().parent / "jobs"
 BIN = Path(sys.executable).parent
 PARALLEL = 3
-TIMEOUT_S = 300
+TIMEOUT_S = 600
 RELATIVE_OUT = "gt-out"  # the chdir case's relative --out, kept in the job's folder (and left out of its files)
 # The first line of gputriage's terminal report, and the prefix of its one-line messages.
 REPORT_START = "╭─ gputriage verdict".encode()
@@ -129,14 +129,25 @@ def observe(job: Job, command: list[str], folder: Path, out: Path | None) -> Obs
     proc = subprocess.run(command, cwd=folder, env=env(), capture_output=True, timeout=TIMEOUT_S, check=False)
     wall_s = time.perf_counter() - start_s
     written = {path: digest for path, digest in _files(folder).items() if before.get(path) != digest}
-    stderr = without_report(proc.stderr)  # plain stderr goes through it too: the noise lines are not the job's
-    observed = Observed(proc.returncode, proc.stdout, stderr, written, wall_s)
-    if out is not None:
-        report = (folder / RELATIVE_OUT if job.relative_out else out) / "report.json"
-        if report.exists():
-            observed.report = json.loads(report.read_bytes())
-            observed.report_where = str(report)
+    stderr = proc.stderr
+    report_dir = (folder / RELATIVE_OUT if job.relative_out else out) if out is not None else None
+    if report_dir is not None and (report_dir / "report.json").exists():
+        stderr = stderr.replace(terminal_report(report_dir), b"", 1)
+    # plain stderr goes through it too: the noise lines are not the job's
+    observed = Observed(proc.returncode, proc.stdout, without_report(stderr), written, wall_s)
+    if report_dir is not None and (report_dir / "report.json").exists():
+        observed.report = json.loads((report_dir / "report.json").read_bytes())
+        observed.report_where = str(report_dir / "report.json")
     return observed
+
+
+def terminal_report(report_dir: Path) -> bytes:
+    """The terminal report gputriage printed, rendered again from report.json (the same text, at the same width):
+    taken out of stderr exactly, output the job wrote after it (a thread, an atexit handler) stays."""
+    done = subprocess.run(
+        [str(BIN / "gputriage"), "report", str(report_dir)], capture_output=True, timeout=TIMEOUT_S, check=False
+    )
+    return done.stdout if done.returncode == 0 and done.stdout else b"\0"
 
 
 def _files(folder: Path) -> dict[str, str]:
@@ -149,8 +160,8 @@ def _files(folder: Path) -> dict[str, str]:
 
 
 def without_report(stderr: bytes) -> bytes:
-    """stderr with gputriage's own output taken out: its terminal report (which ends the output) and its one-line
-    messages; and the profiler's time-stamped lines."""
+    """stderr with gputriage's own output taken out: its terminal report if it is still there (then it ends the
+    output) and its one-line messages; and the profiler's time-stamped lines."""
     kept = []
     for line in stderr.splitlines(keepends=True):
         if line.startswith(REPORT_START):
@@ -161,6 +172,14 @@ def without_report(stderr: bytes) -> bytes:
 
 
 def run_case(name: str, base: Path) -> Compared:
+    try:
+        return _run_case(name, base)
+    except Exception as exc:  # one broken case must not take the others' results with it
+        empty = Observed(0, b"", b"", {}, 0.0)
+        return Compared(name, empty, empty, [f"the case could not run: {type(exc).__name__}: {exc}"])
+
+
+def _run_case(name: str, base: Path) -> Compared:
     job = CASES[name]
     folder, out = base / name / "job", base / name / "out"
     plain_cmd, traced_cmd = commands(job, out)
