@@ -147,7 +147,7 @@ def main() -> None:
         f"cpu {ms(ours.median('cpu_s') - plain.median('cpu_s'))}"
     )
     print(
-        f"  before the script's first line {ms(ours.median('head_s') - plain.median('head_s'))}   "
+        f"  until the script's imports are done {ms(ours.median('head_s') - plain.median('head_s'))}   "
         f"after its last line {ms(ours.median('tail_s') - plain.median('tail_s'))}"
     )
     verdicts = []
