@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -133,18 +134,28 @@ def test_a_crashed_rank_still_leaves_its_record_and_the_job_report(tmp_path: Pat
     assert ranks[0]["process"]["exit_code"] != 0  # its peer lost the all-reduce (or was stopped by torchrun)
 
 
-def test_ranks_stopped_by_sigterm_leave_what_they_saw(tmp_path: Path) -> None:
-    ready = tmp_path / "ready"
-    cmd = torchrun_cmd(tmp_path / "out", 2, "--hang-at", "3")
-    job = subprocess.Popen(cmd, cwd=REPO, env={**ENV, "JOB_READY_FILE": str(ready)}, stderr=subprocess.DEVNULL)
+def stopped_job(out: Path, ranks: int, where: str, stop: Callable[[subprocess.Popen[bytes], list[int]], None]) -> None:
+    """Start a job of `ranks` ranks that wait at step 3 (`where`: --hang-at or --block-at), call `stop(job, pids)`
+    once every rank is there, and wait for torchrun to end."""
+    ready = out.parent / f"{out.name}-ready"
+    cmd = torchrun_cmd(out, ranks, where, "3")
+    job = subprocess.Popen(
+        cmd, cwd=REPO, env={**ENV, "JOB_READY_FILE": str(ready)}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     try:
-        deadline = time.monotonic() + 90
-        while not all(Path(f"{ready}.{r}").exists() for r in (0, 1)) and time.monotonic() < deadline:
+        files = [Path(f"{ready}.{r}") for r in range(ranks)]
+        deadline = time.monotonic() + 120
+        while not all(f.exists() and f.read_text() for f in files) and time.monotonic() < deadline:
             time.sleep(0.2)
-        job.send_signal(signal.SIGTERM)  # what Slurm's scancel or a preemption does to the launcher
-        job.wait(timeout=60)
+        stop(job, [int(f.read_text()) for f in files])
+        job.wait(timeout=120)
     finally:
         job.kill()
+
+
+def test_ranks_stopped_by_sigterm_leave_what_they_saw(tmp_path: Path) -> None:
+    # what Slurm's scancel or a preemption does to the launcher
+    stopped_job(tmp_path / "out", 2, "--hang-at", lambda job, pids: job.send_signal(signal.SIGTERM))
     doc = merged(tmp_path / "out")
     ranks = doc["ranks"]["ranks"]
     assert [r["rank"] for r in ranks] == [0, 1]
@@ -154,22 +165,9 @@ def test_ranks_stopped_by_sigterm_leave_what_they_saw(tmp_path: Path) -> None:
 
 
 def kill_one_rank(out: Path, victim: int, ranks: int = 3) -> dict[str, Any] | None:
-    """Start a job of `ranks` ranks that hang at step 3, SIGKILL rank `victim` (torchrun then SIGTERMs the others,
-    the merging one included), and return the merged report the survivors leave (None when there is none)."""
-    ready = out.parent / f"{out.name}-ready"
-    cmd = torchrun_cmd(out, ranks, "--hang-at", "3")
-    job = subprocess.Popen(
-        cmd, cwd=REPO, env={**ENV, "JOB_READY_FILE": str(ready)}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
-    try:
-        files = [Path(f"{ready}.{r}") for r in range(ranks)]
-        deadline = time.monotonic() + 120
-        while not all(f.exists() and f.read_text() for f in files) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        os.kill(int(files[victim].read_text()), signal.SIGKILL)
-        job.wait(timeout=120)
-    finally:
-        job.kill()
+    """SIGKILL rank `victim` of a job (torchrun then SIGTERMs the others, the merging one included), and return the
+    merged report the survivors leave (None when there is none)."""
+    stopped_job(out, ranks, "--hang-at", lambda job, pids: os.kill(pids[victim], signal.SIGKILL))
     report = out / "report.json"
     return json.loads(report.read_text()) if report.exists() else None
 
@@ -187,18 +185,12 @@ def test_a_rank_killed_hard_leaves_the_merged_report_with_it_missing(tmp_path: P
 def test_a_rank_stuck_inside_a_collective_still_reports_when_stopped(tmp_path: Path) -> None:
     """Rank 0 waits in a gloo barrier (C++: its Python SIGTERM handler cannot run) for rank 1, which ignores SIGTERM
     until torchrun SIGKILLs it: the signal watch thread writes rank 0's record and the job's report."""
-    ready = tmp_path / "ready"
-    cmd = torchrun_cmd(tmp_path / "out", 2, "--block-at", "3")
-    job = subprocess.Popen(cmd, cwd=REPO, env={**ENV, "JOB_READY_FILE": str(ready)}, stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 90
-        while not all(Path(f"{ready}.{r}").exists() for r in (0, 1)) and time.monotonic() < deadline:
-            time.sleep(0.2)
+
+    def stop(job: subprocess.Popen[bytes], pids: list[int]) -> None:
         time.sleep(1.0)  # rank 0 is inside its barrier by now
         job.send_signal(signal.SIGTERM)
-        job.wait(timeout=120)
-    finally:
-        job.kill()
+
+    stopped_job(tmp_path / "out", 2, "--block-at", stop)
     doc = merged(tmp_path / "out")
     assert doc["ranks"]["missing"] == [1]
     [info] = doc["ranks"]["ranks"]
