@@ -40,6 +40,7 @@ DISABLE_ENV = "GPUTRIAGE_REPORT_WORKER"  # "0": do the report's work in the job'
 _FRAME = struct.Struct(">II")
 # The worker answers within seconds; under torchrun rank 0 first waits for the other ranks' records (MERGE_WAIT_ENV).
 REPLY_TIMEOUT_S = 120.0
+NICE = 10
 
 
 @dataclass
@@ -239,6 +240,9 @@ def serve() -> None:
     """The worker process: warm up while the job runs, then do each request the job sends, until its input ends."""
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, signal.SIG_IGN)
+    with contextlib.suppress(OSError):
+        # Its warm-up and the partial record run while the job trains: on a busy machine they yield to the job.
+        os.nice(NICE)
     options = json.loads(sys.argv[1]) if len(sys.argv) > 1 else {}
     machine: dict[str, Environment] = {}
     prober = threading.Thread(target=_probe_machine, args=(machine,), daemon=True)

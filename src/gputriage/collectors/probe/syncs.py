@@ -95,11 +95,10 @@ class TensorTimers:
 
     def _sync_method(self, kind: str, original: Any, t: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
         state = self._state
-        if state.in_sync_call or not state.clock.running or state.in_child or capturing():
+        # a CPU tensor first: the common case (an optimizer's step counters), and no sync whatever the state
+        if t.is_cpu or state.in_sync_call or not state.clock.running or state.in_child or capturing():
             return original(t, *args, **kwargs)
         device = t.device.type
-        if device == "cpu":
-            return original(t, *args, **kwargs)
         return _timed_sync(state, self._syncs, lambda: original(t, *args, **kwargs), kind=kind, device=device)
 
 
