@@ -41,7 +41,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         # The message may quote a path or a value from a file: its control characters are shown, not sent.
         print(f"gputriage: error: {inline_text(str(exc))}", file=sys.stderr)
         return InputError.exit_code
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
+        if getattr(exc, "exit_as_python", False):
+            raise  # `run`: the job's Ctrl-C ends this process the way Python ends it (see collectors/runner.py)
         return 130
     return code
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -65,11 +66,21 @@ def test_a_merge_in_progress_elsewhere_is_left_alone_and_a_stale_lock_is_taken_o
 ) -> None:
     finish_rank(unsharded(make_rank, 1, 2), tmp_path, wait_s=0)
     lock = tmp_path / LOCK_NAME
-    lock.write_text("4242")
+    lock.write_text(str(os.getppid()))  # a live process is merging
     assert finish_rank(unsharded(make_rank, 0, 2), tmp_path, wait_s=0).report_path is None
 
     old_s = time.time() - 3600
     os.utime(lock, (old_s, old_s))  # its merger was killed an hour ago
+    assert finish_rank(unsharded(make_rank, 0, 2), tmp_path, wait_s=0).report_path is not None
+    assert not lock.exists()
+
+
+def test_a_lock_whose_merger_is_dead_is_taken_over_at_once(make_rank: RankFactory, tmp_path: Path) -> None:
+    finish_rank(unsharded(make_rank, 1, 2), tmp_path, wait_s=0)
+    dead = subprocess.Popen(["true"])
+    dead.wait()  # reaped: its pid names no process now
+    lock = tmp_path / LOCK_NAME
+    lock.write_text(str(dead.pid))
     assert finish_rank(unsharded(make_rank, 0, 2), tmp_path, wait_s=0).report_path is not None
     assert not lock.exists()
 

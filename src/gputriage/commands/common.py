@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from gputriage.diagnosis import Diagnosis
 from gputriage.findings import Severity
-from gputriage.report.output import OutputOptions
+
+if TYPE_CHECKING:  # `run` imports this module before the user's job starts: the report's modules come later
+    from gputriage.diagnosis import Diagnosis
+    from gputriage.report.output import OutputOptions
 
 
 def add_output_options(parser: argparse.ArgumentParser, *, json_flag: bool = True) -> None:
@@ -26,6 +29,8 @@ def add_fail_on(parser: argparse.ArgumentParser) -> None:
 
 
 def output_options(args: argparse.Namespace) -> OutputOptions:
+    from gputriage.report.output import OutputOptions
+
     return OutputOptions(json=getattr(args, "json", False), out_dir=args.out)
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from gputriage import outdir
 from gputriage.commands.common import add_output_options, exit_code_for, output_options
+from gputriage.commands.rank_report import complete_job_report
 from gputriage.diagnosis import diagnose
 from gputriage.errors import InputError
 from gputriage.record import Run
@@ -33,6 +34,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def main(args: argparse.Namespace) -> int:
+    if len(args.paths) == 1 and args.paths[0].is_dir():
+        complete_job_report(args.paths[0])  # a torchrun job whose merge nobody finished (a rank killed mid-merge)
     run = load_job(args.paths)  # per-rank records of a torchrun job (one --out folder, or one per node): merge
     if run is None:
         if len(args.paths) != 1:

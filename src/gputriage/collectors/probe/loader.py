@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import threading
 import weakref
 from collections.abc import Callable
@@ -11,6 +10,7 @@ from typing import Any
 from torch.utils.data import DataLoader, IterableDataset
 from torch.utils.data import dataloader as dataloader_mod
 
+from gputriage.collectors.identity import IdentityMap
 from gputriage.collectors.patching import Patches
 from gputriage.collectors.probe.state import ProbeState
 from gputriage.collectors.usercode import where_now
@@ -18,7 +18,8 @@ from gputriage.record.steps import LoaderInfo
 
 
 class LoaderProbe:
-    """Patches DataLoader creation, iteration and `__next__`.
+    """Patches DataLoader creation, iteration and `__next__` (torch's classes; what it learns about a loader or an
+    iterator is kept here, keyed by identity, never set on them).
 
     `on_batch_start` / `on_batch_end` / `on_exhausted` let the step tracker time the wait and, for loops without an
     optimizer, cut steps at each batch.
@@ -27,17 +28,18 @@ class LoaderProbe:
     def __init__(self, state: ProbeState) -> None:
         self._state = state
         self._patches = Patches()
-        self._sites: weakref.WeakKeyDictionary[DataLoader[Any], str] = weakref.WeakKeyDictionary()
+        self._sites: IdentityMap[DataLoader[Any], str] = IdentityMap()
+        self._iterators: IdentityMap[Any, LoaderInfo] = IdentityMap()
         self._loaders: dict[int, tuple[weakref.ref[DataLoader[Any]], LoaderInfo]] = {}
         self.on_batch_start: Callable[[], None] = lambda: None
         self.on_batch_end: Callable[[], None] = lambda: None
         self.on_exhausted: Callable[[], None] = lambda: None
 
     def start(self) -> None:
-        self._patches.set(DataLoader, "__init__", self._wrap_loader_init(DataLoader.__init__))
+        self._patches.wrap(DataLoader, "__init__", self._loader_init)
         base = dataloader_mod._BaseDataLoaderIter
-        self._patches.set(base, "__init__", self._wrap_iter_init(base.__init__))
-        self._patches.set(base, "__next__", self._wrap_next(base.__next__))
+        self._patches.wrap(base, "__init__", self._iter_init)
+        self._patches.wrap(base, "__next__", self._next)
 
     def stop(self) -> None:
         self._patches.restore()
@@ -47,61 +49,44 @@ class LoaderProbe:
         infos = [info for _, info in self._loaders.values() if info.batches > 0]
         return max(infos, key=lambda i: (i.wait_s, i.batches), default=None)
 
-    def _wrap_loader_init(self, orig: Callable[..., None]) -> Callable[..., None]:
-        probe = self
+    def _loader_init(self, original: Any, loader: DataLoader[Any], *args: Any, **kwargs: Any) -> None:
+        original(loader, *args, **kwargs)
+        if not self._state.in_child:
+            self._sites[loader] = where_now() or "?"
 
-        @functools.wraps(orig)
-        def __init__(loader: DataLoader[Any], *args: Any, **kwargs: Any) -> None:
-            orig(loader, *args, **kwargs)
-            if not probe._state.in_child:
-                probe._sites[loader] = where_now() or "?"
+    def _iter_init(self, original: Any, it: Any, loader: DataLoader[Any], *args: Any, **kwargs: Any) -> None:
+        original(it, loader, *args, **kwargs)
+        if not self._state.in_child:
+            self._iterators[it] = self._info_for(loader)
 
-        return __init__
-
-    def _wrap_iter_init(self, orig: Callable[..., None]) -> Callable[..., None]:
-        probe = self
-
-        @functools.wraps(orig)
-        def __init__(it: Any, loader: DataLoader[Any]) -> None:
-            orig(it, loader)
-            it._gputriage_info = probe._info_for(loader)
-
-        return __init__
-
-    def _wrap_next(self, orig: Callable[[Any], Any]) -> Callable[[Any], Any]:
-        probe = self
+    def _next(self, original: Any, it: Any) -> Any:
         state = self._state
+        info = self._iterators.get(it) if not state.in_child else None
+        if info is None or threading.get_ident() != state.owner_thread:
+            return original(it)  # a worker process, or a prefetch thread: not the loop's wait
         clock = state.clock
-
-        @functools.wraps(orig)
-        def __next__(it: Any) -> Any:
-            info: LoaderInfo | None = getattr(it, "_gputriage_info", None)
-            if info is None or state.in_child or threading.get_ident() != state.owner_thread:
-                return orig(it)  # a worker process, or a prefetch thread: not the loop's wait
-            probe.on_batch_start()
-            state.in_loader += 1
-            start_s = clock.now()
-            clock.push("data_wait")
-            try:
-                batch = orig(it)
-            except StopIteration:
-                clock.pop()
-                state.in_loader -= 1
-                probe.on_exhausted()
-                raise
-            except BaseException:
-                clock.pop()
-                state.in_loader -= 1
-                raise
+        self.on_batch_start()
+        state.in_loader += 1
+        start_s = clock.now()
+        clock.push("data_wait")
+        try:
+            batch = original(it)
+        except StopIteration:
             clock.pop()
             state.in_loader -= 1
-            if clock.running:
-                info.batches += 1
-                info.wait_s += clock.now() - start_s
-            probe.on_batch_end()
-            return batch
-
-        return __next__
+            self.on_exhausted()
+            raise
+        except BaseException:
+            clock.pop()
+            state.in_loader -= 1
+            raise
+        clock.pop()
+        state.in_loader -= 1
+        if clock.running:
+            info.batches += 1
+            info.wait_s += clock.now() - start_s
+        self.on_batch_end()
+        return batch
 
     def _info_for(self, loader: DataLoader[Any]) -> LoaderInfo:
         known = self._loaders.get(id(loader))
