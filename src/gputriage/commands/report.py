@@ -10,7 +10,7 @@ import argparse
 from pathlib import Path
 
 from gputriage import outdir
-from gputriage.commands.common import add_output_options, exit_code_for, output_options
+from gputriage.commands.common import add_output_options, existing_path, exit_code_for, out_file, output_options
 from gputriage.diagnosis import diagnose
 from gputriage.errors import InputError
 from gputriage.record.merge import load_job
@@ -22,9 +22,11 @@ from gputriage.report.output import emit, write_file
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("report", help="re-render a saved run (report.json or an --out folder)")
-    p.add_argument("paths", nargs="+", type=Path, metavar="RUN", help="report.json, or a folder that holds one")
-    p.add_argument("--html", type=Path, metavar="FILE", help="write the self-contained HTML report here")
-    p.add_argument("--md", type=Path, metavar="FILE", help="write the Markdown report (for an issue or PR) here")
+    p.add_argument(
+        "paths", nargs="+", type=existing_path, metavar="RUN", help="report.json, or a folder that holds one"
+    )
+    p.add_argument("--html", type=out_file, metavar="FILE", help="write the self-contained HTML report here")
+    p.add_argument("--md", type=out_file, metavar="FILE", help="write the Markdown report (for an issue or PR) here")
     add_output_options(p)
     p.set_defaults(func=main)
 

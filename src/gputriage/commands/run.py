@@ -10,7 +10,7 @@ from pathlib import Path
 from gputriage.collectors.distributed import is_multi_rank
 from gputriage.collectors.runner import Target, check_target, die_by_signal, run_target
 from gputriage.collectors.session import DEFAULT_STEPS, JobObservers, ObserveConfig, new_run
-from gputriage.commands.common import add_fail_on, exit_code_for
+from gputriage.commands.common import add_fail_on, add_verbose, exit_code_for, out_folder, whole_number
 from gputriage.commands.rank_report import report_rank
 from gputriage.diagnosis import Diagnosis, diagnose
 from gputriage.errors import InputError
@@ -35,6 +35,7 @@ class RunConfig:
     fail_on: str | None = None  # critical | warning: exit 1 when the job succeeded but such a finding exists (CI)
     trace_steps: int | None = None  # --trace: profile this many steps after warm-up; None: no profiler window
     preflight: str | None = None  # --preflight: the stand-in's backing (cpu | meta); None: a normal run
+    verbose: bool = False  # -v: the whole report on stderr (the files in out_dir always hold it all)
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -47,6 +48,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     )
     add_run_options(p)
     add_fail_on(p)
+    add_verbose(p)
     p.add_argument("-m", dest="module", nargs=argparse.REMAINDER, metavar="MODULE", help="run a module, like python -m")
     p.add_argument("target", nargs=argparse.REMAINDER, metavar="script.py [ARGS...]", help="the script and its args")
     p.set_defaults(func=main)
@@ -60,13 +62,13 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--steps",
-        type=int,
+        type=whole_number(1),
         metavar="N",
         help=f"observe the first N training steps, then let the job run untouched (default {DEFAULT_STEPS}); "
         f"with --preflight, end the job after N steps (default {PREFLIGHT_STEPS})",
     )
     p.add_argument(
-        "--out", type=Path, default=DEFAULT_OUT, metavar="DIR", help="report folder (default ./gputriage-out)"
+        "--out", type=out_folder, default=DEFAULT_OUT, metavar="DIR", help="report folder (default ./gputriage-out)"
     )
     p.add_argument(
         "--preflight",
@@ -88,7 +90,7 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--trace-steps",
-        type=int,
+        type=whole_number(1),
         metavar="N",
         help=f"steps in the --trace window (default {DEFAULT_TRACE_STEPS}; implies --trace)",
     )
@@ -112,6 +114,7 @@ def config_from(args: argparse.Namespace) -> RunConfig:
     argv = ["-m", *args.module] if args.module else list(args.target)
     config = RunConfig(target, args.expect_device, steps, args.out, argv, getattr(args, "fail_on", None))
     config.trace_steps = trace_steps_from(args, steps)
+    config.verbose = getattr(args, "verbose", False)
     if preflight:
         config.preflight = preflight_backing(args)
     return config
@@ -158,10 +161,10 @@ def execute(config: RunConfig) -> int:
     observers.finish(outcome, config.target.describe())
     diag: Diagnosis | None = None
     if is_multi_rank():  # under torchrun: this rank's record, merged into the job's report through files
-        report_rank(run, config.out_dir, sys.stderr)
+        report_rank(run, config.out_dir, sys.stderr, verbose=config.verbose)
     else:
         diag = diagnose(run)
-        report(diag, config.out_dir)
+        report(diag, config.out_dir, verbose=config.verbose)
     if outcome.signal is not None:
         die_by_signal(outcome.signal)
     if outcome.exit_code == 0 and diag is not None:  # the script's own failure code always wins
@@ -178,9 +181,9 @@ def fail_on_code(diag: Diagnosis, fail_on: str | None) -> int:
     return code
 
 
-def report(diag: Diagnosis, out_dir: Path) -> None:
+def report(diag: Diagnosis, out_dir: Path, verbose: bool = False) -> None:
     """The terminal report goes to stderr (stdout is the script's); report.json and friends into out_dir."""
     try:
-        emit(diag, OutputOptions(out_dir=out_dir, terminal_stream=sys.stderr))
+        emit(diag, OutputOptions(out_dir=out_dir, terminal_stream=sys.stderr, verbose=verbose))
     except InputError as exc:  # an unwritable --out must not replace the script's exit code
         print(f"gputriage: error: {exc}", file=sys.stderr)

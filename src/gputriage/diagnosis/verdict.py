@@ -9,6 +9,7 @@ from gputriage.diagnosis.ladder import RUNG_QUESTIONS, rung_one_unjudged
 from gputriage.findings import Finding, Severity
 from gputriage.record import Run
 from gputriage.rules.env_facts import not_rung_one_errors
+from gputriage.wording import counted, numbered, was_were
 
 
 @dataclass
@@ -43,7 +44,7 @@ def preflight_scope(run: Run) -> str:
     if stand_in.compiled_eagerly:
         ran += "; torch.compile ran eagerly"
     if stand_in.stopped_after_steps is not None:
-        ran += f"; the preflight ended the job after {stand_in.stopped_after_steps} steps"
+        ran += f"; the preflight ended the job after {counted(stand_in.stopped_after_steps, 'step')}"
     sentences.append(ran + ".")
     return " ".join(s[0].upper() + s[1:] for s in sentences)
 
@@ -65,7 +66,7 @@ def _verdict(run: Run, findings: list[Finding]) -> Verdict:
         summary = f"Rung 1 could not be judged: {gap.reason().removeprefix('not measured: ')}. {gap.next_step()}"
         return Verdict("inconclusive", None, summary + notes + _ending(run))
     skipped = sorted(set(RUNG_QUESTIONS) - measured)
-    tail = f" (rungs {', '.join(map(str, skipped))} were not measured)" if skipped else ""
+    tail = f" ({numbered('rung', skipped)} {was_were(skipped)} not measured)" if skipped else ""
     rung_one = next((f"{f.title}." for f in findings if f.rung == 1), "")  # info: why rung 1 is fine as it is
     summary = f"No problem found on the measured rungs{tail}. {rung_one}".rstrip()
     return Verdict("healthy", None, summary + notes + _ending(run))

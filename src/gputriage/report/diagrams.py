@@ -15,10 +15,11 @@ from dataclasses import dataclass, field
 
 from gputriage.record import Run
 from gputriage.record.placement import ModelInfo
-from gputriage.record.steps import Step
+from gputriage.record.steps import LoaderInfo, Step
 from gputriage.record.trace import RankTrace
 from gputriage.report import fmt
 from gputriage.report.views import gpu_summary, median_field_s, model_device, primary_steps
+from gputriage.wording import counted
 
 
 @dataclass
@@ -133,6 +134,7 @@ def build_relationship(run: Run) -> RelationshipDiagram:
                     _attr(
                         "num_workers", str(loader.num_workers) if loader and loader.num_workers is not None else None
                     ),
+                    _attr("load per batch", _load_text(loader)),
                 ],
             ),
             Entity(
@@ -148,6 +150,14 @@ def build_relationship(run: Run) -> RelationshipDiagram:
         ],
         edge_labels=["runs", "feeds batches", "runs on"],
     )
+
+
+def _load_text(loader: LoaderInfo | None) -> str | None:
+    """LoaderInfo.batch_load_s, the number the worker advice weighs; derived ones say so."""
+    if loader is None or loader.batch_load_s is None:
+        return None
+    derived = " (from the workers' pace)" if loader.batch_load_source == "workers-derived" else ""
+    return fmt.duration(loader.batch_load_s) + derived
 
 
 PARTICIPANTS = [("loader", "DataLoader"), ("host", "Training loop (CPU)"), ("gpu", "GPU")]
@@ -183,7 +193,7 @@ def _sequence_from_steps(rank: int | None, steps: list[Step]) -> SequenceDiagram
         messages.append(Message(number, action, detail, source, target, time_s, share))
     _highlight(messages)
     where = f", rank {rank}" if rank is not None else ""
-    basis = f"median per step over {len(steps)} steps{where}"
+    basis = f"median per step over {counted(len(steps), 'step')}{where}"
     return SequenceDiagram(PARTICIPANTS, messages, step_time_s, median_field_s(steps, "other_s"), basis)
 
 

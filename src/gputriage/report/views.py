@@ -14,6 +14,7 @@ from gputriage.record import Run
 from gputriage.record.gpu import GpuSample, GpuSection, GpuTrack
 from gputriage.record.placement import ModelInfo
 from gputriage.record.steps import Step
+from gputriage.wording import counted
 
 
 @dataclass(frozen=True)
@@ -293,7 +294,7 @@ def gpu_summary(run: Run, device: str | None) -> GpuSummary:
         return GpuSummary(
             label=chosen.label + (f": {track.name}" if track.name else "") + state,
             util_mean_pct=util,
-            util_source=f"NVML, {_util_readings(track)} readings" if util is not None else None,
+            util_source=f"NVML, {counted(_util_readings(track), 'reading')}" if util is not None else None,
             memory_peak_bytes=track_memory_peak_bytes(track),
             memory_total_bytes=track.memory_total_bytes,
             other_devices=len(tracks) - 1,
