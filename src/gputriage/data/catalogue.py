@@ -360,9 +360,12 @@ CATALOGUE: tuple[Entry, ...] = (
         ("critical", "warning", "info"),
         (
             "the step waits for the DataLoader: the share of the step spent waiting for data, with the loader's "
-            "`num_workers`/`pin_memory` and the fix"
+            "`num_workers`/`pin_memory`, its measured load time per batch against the step's own work, and the fix"
         ),
         (
+            "batch_load_cpu_s",
+            "batch_load_s",
+            "batch_load_source",
             "batch_size",
             "busy_pct_of_steps",
             "cpu_count",
@@ -377,8 +380,10 @@ CATALOGUE: tuple[Entry, ...] = (
             "persistent_workers",
             "pin_memory",
             "step_time_us",
+            "step_work_s",
             "steps",
             "steps_measured",
+            "workers_needed",
         ),
     ),
     Entry(

@@ -237,7 +237,7 @@ class Framed:
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         if is_plain(console):
             yield self.title
-            yield self.body
+            yield Padding(self.body, (0, 0, 0, INDENT), expand=False)
         else:
             yield Panel(self.body, title=self.title, title_align="left", expand=True)
 

@@ -208,11 +208,14 @@ def print_frame(
     the info ones in one line each (all in full with `verbose`)."""
     console = make_console(stream, width)
     console.print(Trimmed(watch_view(section, verdicts)))
+    infos = [f for f in findings or [] if f.severity is Severity.INFO and not verbose]
     for finding in findings or []:
-        if verbose or finding.severity is not Severity.INFO:
+        if finding not in infos:
             print_blocks(console, finding_blocks(finding))
-        else:
-            console.print(info_line(finding))
+    if infos:
+        console.print()
+    for finding in infos:
+        console.print(info_line(finding))
 
 
 Frame = tuple[GpuSection, Mapping[int, str]]  # the gpu section, and each GPU's verdict by index
@@ -312,7 +315,7 @@ def print_summary(
 ) -> None:
     console = make_console(stream)
     for line in summary_lines(section, verdicts, elapsed_s, stopped_by):
-        console.print(line, soft_wrap=True)
+        console.print(line, soft_wrap=is_plain(console))  # a log keeps one line per GPU; a terminal wraps words
     stream.flush()
 
 

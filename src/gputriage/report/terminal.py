@@ -41,7 +41,7 @@ _RUNG_MARK = {
     "fail": ("✗ fail", "red"),
     "warn": ("! warn", "yellow"),
     "pass": ("✓ pass", "green"),
-    "skipped": ("· skipped", "dim"),
+    "skipped": ("- skipped", "dim"),
 }
 _SEVERITY_STYLE = {Severity.CRITICAL: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
 _HIGHLIGHT_LEXER = {fmt.SHELL: "bash", fmt.PYTHON: "python", fmt.TEXT: "text"}
@@ -134,7 +134,7 @@ def ladder_table(diag: Diagnosis) -> Grid:
             Column("rung", justify="right", key=True),
             Column("question", prose=True, label=False, min_width=LADDER_QUESTION_MIN_WIDTH),
             Column("status", key=True, label=False),
-            Column("findings", prose=True),
+            Column("findings", prose=True, label=False),
         ],
         title=Text("The ladder", style="bold"),
         ruled_header=True,

@@ -114,7 +114,7 @@ def size_workers(loader: LoaderInfo, steps: list[Step], cpu_count: int | None) -
     if loader.batch_load_s is None or not steps or loader.batch_load_s <= 0:
         return None
     work_s = statistics.median(max(0.0, s.host_s() - s.data_wait_s) for s in steps)
-    batches_per_step = max(1.0, loader.batches / len(steps)) if loader.batches else 1.0  # gradient accumulation
+    batches_per_step = max(1, round(loader.batches / len(steps))) if loader.batches else 1  # gradient accumulation
     work_s /= batches_per_step
     if work_s <= 0:
         return None
