@@ -139,8 +139,7 @@ def suggested_workers(cpu_count: int | None, sizing: WorkerSizing | None = None)
 def sizing_comments(loader: LoaderInfo, sizing: WorkerSizing, cpu_count: int | None) -> list[str]:
     """The arithmetic behind the suggested num_workers, in the fix's own words."""
     current = loader.num_workers or 0
-    where = " in the training process" if current == 0 else ""
-    numbers = f"each batch takes {_ms(sizing.load_s)} to load{where}, the step's own work {_ms(sizing.work_s)}"
+    numbers = f"each batch takes {_ms(sizing.load_s)} to load, the step's own work {_ms(sizing.work_s)}"
     if current == 0:
         lines = [f"# {numbers}: it takes {counted(sizing.needed, 'worker')} to keep up"]
     elif current < sizing.needed:
@@ -148,27 +147,27 @@ def sizing_comments(loader: LoaderInfo, sizing: WorkerSizing, cpu_count: int | N
     else:
         lines = [f"# {numbers}: {counted(current, 'worker')} should keep up, yet the step waits for them"]
     if sizing.beyond_cores and cpu_count and sizing.usable is not None:
-        lines.append(cores_comment(sizing, cpu_count))
+        lines += cores_comment(sizing, cpu_count)
     return lines
 
 
-def cores_comment(sizing: WorkerSizing, cpu_count: int) -> str:
+def cores_comment(sizing: WorkerSizing, cpu_count: int) -> list[str]:
     """More workers are needed than the cores run beside the loop: whether that limits loading depends on its CPU."""
-    usable = sizing.usable or 1
-    runs = f"{counted(usable, 'worker')} {'is' if usable == 1 else 'are'} all it runs beside the training loop"
     cores = counted(cpu_count, "core")
     if sizing.waits_for_io:
-        return (
+        return [
             f"# the loading mostly waits (its CPU time is {sizing.cpu_share or 0:.0%} of it: files, network), "
             f"so more workers than the {cores} still help"
-        )
+        ]
+    usable = sizing.usable or 1
+    runs = f"# this machine has {cores}, so {counted(usable, 'worker')} {'is' if usable == 1 else 'are'} all it runs "
     cheaper = "cache the decoded samples or simplify the transform"
     if sizing.cpu_share is not None:
-        return (
-            f"# this machine has {cores}, so {runs}, and the loading is CPU work ({sizing.cpu_share:.0%} of its "
-            f"time): it is CPU-bound; {cheaper}"
-        )
-    return f"# this machine has {cores}: if the loading is CPU work, {runs}, and it is CPU-bound; {cheaper}"
+        return [
+            runs + "beside the training loop;",
+            f"# the loading is CPU work ({sizing.cpu_share:.0%} of its time), so it is CPU-bound: {cheaper}",
+        ]
+    return [runs + "beside the training loop;", f"# if the loading is CPU work, it is CPU-bound: {cheaper}"]
 
 
 def _ms(seconds: float) -> str:
