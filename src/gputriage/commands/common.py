@@ -94,9 +94,7 @@ def positive_number(text: str) -> float:
 
 def out_folder(text: str) -> Path:
     """A report folder: it may not exist yet, but it cannot be a file."""
-    path = Path(text)
-    if not text.strip():
-        raise argparse.ArgumentTypeError("expected a folder, not an empty name")
+    path = _named(text, "a folder")
     if path.exists() and not path.is_dir():
         raise argparse.ArgumentTypeError(f"{text} is a file, not a folder")
     return path
@@ -104,9 +102,7 @@ def out_folder(text: str) -> Path:
 
 def out_file(text: str) -> Path:
     """A file to write: it may not exist yet (nor its folder), but it cannot be a folder."""
-    path = Path(text)
-    if not text.strip():
-        raise argparse.ArgumentTypeError("expected a file name, not an empty one")
+    path = _named(text, "a file name")
     if path.is_dir():
         raise argparse.ArgumentTypeError(f"{text} is a folder, not a file")
     return path
@@ -114,9 +110,13 @@ def out_file(text: str) -> Path:
 
 def existing_path(text: str) -> Path:
     """A file or folder to read."""
-    path = Path(text)
-    if not text.strip():
-        raise argparse.ArgumentTypeError("expected a path, not an empty one")
+    path = _named(text, "a path")
     if not path.exists():
         raise argparse.ArgumentTypeError(f"{text} does not exist")
     return path
+
+
+def _named(text: str, what: str) -> Path:
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"expected {what}, not an empty name")
+    return Path(text)

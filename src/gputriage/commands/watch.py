@@ -119,11 +119,9 @@ def _live(sampler: GpuSampler, interval_s: float) -> None:
     try:
         with _signals_stop_the_watch():
             end = run_live(frame, _sleeper(interval_s), sys.stdout)
-            section = sampler.section()
-            # the whole session, not the last seconds
-            print_summary(
-                section, gpu_device_verdicts(section), sys.stdout, time.monotonic() - started_s, end.stopped_by
-            )
+        section = sampler.section()  # the summary judges the whole session, not the last seconds
+        elapsed_s = time.monotonic() - started_s
+        print_summary(section, gpu_device_verdicts(section), sys.stdout, elapsed_s, end.stopped_by)
     except BrokenPipeError:  # `gputriage watch | head -3`: the reader has gone, and nobody is left to tell
         _silence_stdout()
 
