@@ -1,8 +1,11 @@
 """The long fuzz run: tracebacks, hangs and peak memory per input kind, over N mutated cases each.
 
-    .venv/bin/python bench/fuzz.py [--cases 10000] [--seed 1] [--kinds trace] [--timeout 60]
+    .venv/bin/python bench/fuzz.py [--cases 10000] [--seed 1] [--kinds trace env records] [--timeout 60]
 
-Cases come from tests/fuzzing.py (one generator per input kind; a kind added there is fuzzed here). A worker
+Cases come from tests/fuzzing.py (one generator per input kind: traces, and pasted env texts through
+tests/env/env_fuzz.py; a kind added there is fuzzed here). The `records` kinds (rank records of a torchrun folder,
+and saved report.json documents) need a folder per case and their own judge: bench/fuzz_records.py runs them, and
+this script runs it too and prints its table. A worker
 process runs the cases of one kind in turn through the real CLI and reports each; the parent restarts it past a
 case that runs longer than --timeout (a hang). A traceback is any exception other than the one clean error line.
 Peak RSS is the worker's maximum resident set over its cases. Failing cases are listed as kind:seed:index, which
@@ -122,7 +125,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cases", type=int, default=10_000)
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--kinds", nargs="*", default=list(fuzzing.KINDS))
+    parser.add_argument("--kinds", nargs="*", default=[*fuzzing.KINDS, "records"])
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds after which one case is a hang")
     args = parser.parse_args()
     if not fuzzing.have_corpus():
@@ -131,6 +134,8 @@ def main() -> None:
         f"{'kind':8s} {'cases':>6s} {'refused':>8s} {'tracebacks':>10s} {'hangs':>6s} {'peak RSS':>9s} {'slowest':>8s}"
     )
     for kind in args.kinds:
+        if kind == "records":
+            continue
         started = time.monotonic()
         tally = run_kind(kind, args.seed, args.cases, args.timeout)
         print(
@@ -143,6 +148,9 @@ def main() -> None:
             print(f"  traceback: {failure}")
         for hang in tally.hangs[:10]:
             print(f"  hang: {hang}")
+    if "records" in args.kinds:
+        records = [sys.executable, str(ROOT / "bench" / "fuzz_records.py"), "--cases", str(args.cases)]
+        subprocess.run([*records, "--seed", str(args.seed)], check=False)
 
 
 if __name__ == "__main__":

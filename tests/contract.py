@@ -28,11 +28,26 @@ TRACE_RANK_FIELDS = (
 )
 IDLE_BREAKDOWN_FIELDS = ("host_wait_pct", "kernel_wait_pct", "other_pct")
 
-# The verdict and each ladder rung (docs/contract.md).
+# The verdict (docs/contract.md).
 VERDICT_FIELDS = ("status", "root_cause", "summary", "label", "scope")
 VERDICT_STATUSES = ("idle", "underused", "healthy", "inconclusive", "unknown")
-LADDER_FIELDS = ("rung", "question", "status", "reason", "finding_codes")
-RUNG_STATUSES = ("pass", "warn", "fail", "skipped")
+# Each `ladder` entry; `reason` says why a `skipped` rung was not measured, and is null for every other status.
+LADDER_FIELDS = ("rung", "question", "status", "finding_codes", "reason")
+LADDER_STATUSES = ("pass", "warn", "fail", "skipped")
+
+
+def ladder_problems(ladder: list[dict[str, Any]]) -> list[str]:
+    problems = []
+    for entry in ladder:
+        if tuple(entry) != LADDER_FIELDS:
+            problems.append(f"rung {entry.get('rung')}: fields {tuple(entry)}, the contract says {LADDER_FIELDS}")
+        if entry.get("status") not in LADDER_STATUSES:
+            problems.append(f"rung {entry.get('rung')}: status {entry.get('status')!r}")
+        if (entry.get("status") == "skipped") != bool(entry.get("reason")):
+            problems.append(
+                f"rung {entry.get('rung')}: status {entry.get('status')} with reason {entry.get('reason')!r}"
+            )
+    return problems
 
 
 def catalogue_problems(findings: Iterable[dict[str, Any]]) -> list[str]:

@@ -42,6 +42,8 @@ class Kind:
     seeds: Callable[[], list[bytes]]
     argv: Callable[[Path], list[str]]  # the gputriage command line that reads the file
     gzip_ok: bool = False
+    # A kind with its own structure-aware generator: (seed, index) -> (document, what was done to it).
+    make: Callable[[int, int], tuple[bytes, tuple[str, ...]]] | None = None
 
 
 # ---- seeds for traces
@@ -88,8 +90,18 @@ def _synthetic_trace(*, gpu: bool) -> bytes:
     return re.sub(r'"@ns:(\d+)"', lambda m: f"{int(m.group(1)) // 1000}.{int(m.group(1)) % 1000:03d}", text).encode()
 
 
+def _env_case(seed: int, index: int) -> tuple[bytes, tuple[str, ...]]:
+    """One mutated real report from tests/data/envs (tests/env/env_fuzz.py's structure-aware mutations)."""
+    sys.path.insert(0, str(REPO_ROOT / "tests" / "env"))  # env_fuzz and the corpus reader it imports live there
+    from env_fuzz import env_fuzz_cases
+
+    name, text = next(env_fuzz_cases(seed * 1_000_003 + index, 1))
+    return text.encode("utf-8", "surrogateescape"), (name,)
+
+
 KINDS: dict[str, Kind] = {
     "trace": Kind(seeds=trace_seeds, argv=lambda path: ["trace", str(path), "--json"], gzip_ok=True),
+    "env": Kind(seeds=list, argv=lambda path: ["env", "--from", str(path), "--json"], make=_env_case),
 }
 
 
@@ -211,6 +223,9 @@ _WEIGHTS = {
 def case(kind: str, seed: int, index: int) -> Case:
     """The index-th fuzz case of a kind: a seed document with 1-3 mutations, maybe gzipped."""
     spec = KINDS[kind]
+    if spec.make is not None:
+        data, done = spec.make(seed, index)
+        return Case(kind, seed, index, data, ".txt", done)
     rng = random.Random(f"{kind}:{seed}:{index}")
     seeds = spec.seeds()
     doc = seeds[rng.randrange(len(seeds))]

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from importlib import import_module
 
 from gputriage.errors import InputError
+from gputriage.report.sanitize import inline_text
 from gputriage.version import __version__
 
 # Each module under gputriage.commands adds its sub-parser and sets `func`. Listed in the ladder's order of use.
@@ -45,9 +46,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         check_environment()  # every GPUTRIAGE_* variable, before anything reads one
         code: int = args.func(args)
     except InputError as exc:
-        from gputriage.report.sanitize import terminal_text  # small, no rich: file names can hold escapes
-
-        print(f"gputriage: error: {terminal_text(str(exc), limit=2000)}", file=sys.stderr)
+        # The message may quote a path or a value from a file: its control characters are shown, not sent.
+        print(f"gputriage: error: {inline_text(str(exc))}", file=sys.stderr)
         return InputError.exit_code
     except KeyboardInterrupt:
         return 130

@@ -15,8 +15,10 @@ Every writer and reader in gputriage takes its names and paths from here, so the
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import re
+import secrets
 import stat
 import time
 from collections.abc import Iterator
@@ -71,14 +73,6 @@ def is_own_output(path: Path) -> bool:
     return path.parent.name == RANKS_DIR and RANK_FILE_RE.match(path.name) is not None
 
 
-def rank_files(folder: Path) -> list[Path]:
-    """The rank records in an --out folder (its ranks/ subfolder) or in a ranks/ folder itself."""
-    base = folder / RANKS_DIR if (folder / RANKS_DIR).is_dir() else folder
-    if not base.is_dir():
-        return []
-    return sorted(p for p in base.iterdir() if RANK_FILE_RE.match(p.name))
-
-
 def rank_of_record(path: Path) -> int | None:
     match = RANK_FILE_RE.match(path.name)
     return int(match.group(1)) if match else None
@@ -88,31 +82,110 @@ def rank_of_record(path: Path) -> int | None:
 def atomic_write(path: Path, content: bytes) -> Path:
     """Write `content` to `path` so that a reader (or a crash, or a full disk) never leaves half a file.
 
-    The bytes go to a temporary file in the same folder, are fsynced, then renamed over the old file: the previous
-    report survives intact if anything fails. A `path` that is a symlink is refused, so a planted link cannot make
-    gputriage overwrite a file outside the folder.
+    The bytes go to a new temporary file in the same folder, are fsynced, then renamed over the old file: the previous
+    file survives intact if anything fails. A `path` that is a symlink is refused, so a planted link cannot make
+    gputriage overwrite a file outside the folder (and the rename replaces a link raced in meanwhile, never its
+    target); so is a `ranks/` folder that is a symlink.
 
     Raises:
         InputError: the file cannot be written (one line naming the path and the reason).
     """
+    return atomic_write_all(path.parent, {path.name: content})[0]
+
+
+def atomic_write_all(folder: Path, files: dict[str, bytes]) -> list[Path]:
+    """Write several files of one folder as one: every temporary file is written and fsynced before any is renamed
+    into place, so a full disk or a read-only folder leaves the previous set whole (not a new report.json next to an
+    old report.html).
+
+    Raises:
+        InputError: one line naming the files that were not written and why; none of them was changed.
+    """
+    targets = [folder / name for name in files]
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if path.is_symlink():
-            raise InputError(f"refusing to write {path}: it is a symlink")
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o644)
-            with os.fdopen(fd, "wb") as out:
-                out.write(content)
-                out.flush()
-                os.fsync(out.fileno())
+        _check_folder(folder)
+        for path in targets:
+            problem = "a symlink" if path.is_symlink() else ("a folder" if path.is_dir() else None)
+            if problem is not None and len(targets) == 1:
+                raise InputError(f"refusing to write {path}: it is {problem}")
+            if problem is not None:
+                raise InputError(f"refusing to write {_names(targets)}: {path.name} is {problem}; nothing was written")
+    except OSError as exc:
+        raise InputError(f"cannot write {_names(targets)}: {exc.strerror or exc}") from exc
+    temps: list[Path] = []
+    renamed = 0
+    try:
+        for path, content in zip(targets, files.values(), strict=True):
+            temps.append(_write_temp(path, content))
+        for tmp, path in zip(temps, targets, strict=True):
             tmp.replace(path)
-        finally:
+            renamed += 1
+        _sync_folder(folder)
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        if renamed:  # a rename failed half-way (an I/O error, a folder made meanwhile): say which files are new
+            done = ", ".join(p.name for p in targets[:renamed])
+            raise InputError(f"cannot write {_names(targets[renamed:])}: {reason}; {done} were written") from exc
+        raise InputError(f"cannot write {_names(targets)}: {reason}; {_left_as_is(targets)}") from exc
+    finally:
+        for tmp in temps:
             with contextlib.suppress(OSError):
                 tmp.unlink()
-    except OSError as exc:
-        raise InputError(f"cannot write {path}: {exc.strerror or exc}") from exc
-    return path
+    return targets
+
+
+def _check_folder(folder: Path) -> None:
+    """Create the folder; our own `ranks/` subfolder must be a real folder, not a link to somewhere else."""
+    if folder.name == RANKS_DIR and folder.is_symlink():
+        raise InputError(f"refusing to write into {folder}: it is a symlink")
+    folder.mkdir(parents=True, exist_ok=True)
+
+
+def _write_temp(path: Path, content: bytes) -> Path:
+    """A new file next to `path` (O_EXCL: never an existing file or a planted link), written and fsynced."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    for _ in range(100):
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+        try:
+            fd = os.open(tmp, flags, 0o644)
+        except FileExistsError:
+            continue
+        try:
+            view = memoryview(content)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+            raise
+        finally:
+            os.close(fd)
+        return tmp
+    raise FileExistsError(errno.EEXIST, "no free temporary name", str(path))
+
+
+def _sync_folder(folder: Path) -> None:
+    """The renames reach the disk too (best effort: some filesystems cannot fsync a folder)."""
+    with contextlib.suppress(OSError):
+        fd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def _left_as_is(paths: list[Path]) -> str:
+    existing = [p for p in paths if p.exists()]
+    if not existing:
+        return "nothing was written"
+    return "the earlier file is unchanged" if len(paths) == 1 else "the earlier files there are unchanged"
+
+
+def _names(paths: list[Path]) -> str:
+    if len(paths) == 1:
+        return str(paths[0])
+    return f"{', '.join(p.name for p in paths)} in {paths[0].parent}"
 
 
 # --- the merge lock ---------------------------------------------------------------------------------------------------
@@ -151,9 +224,134 @@ def merge_lock(out_dir: Path) -> Iterator[Path | None]:
 
 
 # --- reading ----------------------------------------------------------------------------------------------------------
+# A saved report or a rank record larger than this is refused before it is read: decoding costs several times the
+# file's size in memory. A long run's record is a few MB (samples are decimated, steps are small); raise the limit with
+# GPUTRIAGE_MAX_RECORD_MB for a record that really is larger.
+MAX_RECORD_MB_ENV = "GPUTRIAGE_MAX_RECORD_MB"
+DEFAULT_MAX_RECORD_BYTES = 256 << 20
+_READ_CHUNK = 1 << 20
+
+
+def max_record_bytes() -> int:
+    value = os.environ.get(MAX_RECORD_MB_ENV, "")
+    if value.isascii() and value.isdigit() and 0 < len(value) <= 7:
+        return int(value) << 20
+    return DEFAULT_MAX_RECORD_BYTES
+
+
 def is_regular_file(path: Path) -> bool:
     """True for a regular file (not a FIFO, device or socket, which could block a reader or never end)."""
     try:
         return stat.S_ISREG(path.stat().st_mode)
     except OSError:
         return False
+
+
+def read_regular_file(path: Path, max_bytes: int, *, follow_symlinks: bool = True) -> bytes:
+    """The bytes of a regular file, read without ever blocking.
+
+    A FIFO, a device or a socket is refused before it is opened (opening a FIFO waits for a writer; a device may never
+    end), and the open itself is non-blocking, with the type checked again on the open file, so a file swapped for a
+    FIFO in between cannot block either. With `follow_symlinks=False` a symlink is refused too (O_NOFOLLOW). A file
+    larger than `max_bytes` is refused without reading it all.
+
+    Raises:
+        InputError: one line naming the path and what is wrong with it.
+    """
+    try:
+        info = path.stat() if follow_symlinks else path.lstat()
+        _check_regular(path, info.st_mode)
+        flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
+        if not follow_symlinks:
+            flags |= getattr(os, "O_NOFOLLOW", 0)
+        fd = os.open(path, flags)
+    except OSError as exc:
+        raise InputError(f"cannot read {path}: {_reason(exc)}") from exc
+    try:
+        info = os.fstat(fd)
+        _check_regular(path, info.st_mode)
+        if info.st_size > max_bytes:
+            raise InputError(_too_large(path, info.st_size, max_bytes))
+        chunks: list[bytes] = []
+        size = 0
+        while chunk := os.read(fd, min(_READ_CHUNK, max_bytes + 1 - size)):
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > max_bytes:  # the file grew while we read it
+                raise InputError(_too_large(path, size, max_bytes))
+        return b"".join(chunks)
+    except OSError as exc:
+        raise InputError(f"cannot read {path}: {_reason(exc)}") from exc
+    finally:
+        os.close(fd)
+
+
+def _check_regular(path: Path, mode: int) -> None:
+    if stat.S_ISREG(mode):
+        return
+    if stat.S_ISLNK(mode):
+        raise InputError(f"refusing to read {path}: it is a symlink")
+    if stat.S_ISDIR(mode):
+        raise InputError(f"cannot read {path}: it is a folder")
+    kinds = (
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a device"),
+        (stat.S_ISBLK, "a device"),
+    )
+    kind = next((name for test, name in kinds if test(mode)), "not a regular file")
+    raise InputError(f"refusing to read {path}: it is {kind}, not a regular file")
+
+
+def _reason(exc: OSError) -> str:
+    if exc.errno == errno.ELOOP:
+        return "it is a symlink"
+    return exc.strerror or str(exc)
+
+
+def _too_large(path: Path, size: int, limit: int) -> str:
+    return (
+        f"{path} is larger than {limit >> 20} MiB ({size >> 20} MiB): not a gputriage record, or set "
+        f"{MAX_RECORD_MB_ENV} to read it"
+    )
+
+
+def ranks_folder(folder: Path) -> Path | None:
+    """Where the rank records of an --out folder (its ranks/ subfolder), or of a ranks/ folder itself, are; None when
+    there is no such folder. The user names `folder`; a `ranks/` inside it that is a symlink would read records from
+    outside it, and is refused.
+    """
+    inner = folder / RANKS_DIR
+    try:
+        mode = inner.lstat().st_mode
+    except OSError:
+        return folder if folder.is_dir() else None
+    if stat.S_ISLNK(mode):
+        raise InputError(f"refusing to read {inner}: it is a symlink (rank records are read only inside {folder})")
+    return inner if stat.S_ISDIR(mode) else (folder if folder.is_dir() else None)
+
+
+def rank_files(folder: Path) -> list[Path]:
+    """The rank records in an --out folder (its ranks/ subfolder) or in a ranks/ folder itself, by name.
+
+    Every name that looks like a rank record is listed, whatever its type: `read_rank_record` refuses a symlink or a
+    special file, so the merge can name it as unreadable instead of skipping it silently.
+    """
+    base = ranks_folder(folder)
+    if base is None:
+        return []
+    try:
+        with os.scandir(base) as entries:
+            return sorted(base / entry.name for entry in entries if RANK_FILE_RE.match(entry.name))
+    except OSError:
+        return []
+
+
+def read_rank_record(path: Path) -> bytes:
+    """A rank record's bytes: a regular file, not a symlink (so never a file outside the folder), never blocking."""
+    return read_regular_file(path, max_record_bytes(), follow_symlinks=False)
+
+
+def read_record(path: Path) -> bytes:
+    """A saved report.json (or run record) that the user named: a regular file, never blocking."""
+    return read_regular_file(path, max_record_bytes())

@@ -216,7 +216,7 @@ def test_an_inconclusive_paste_follows_the_contract_in_every_report(
 ) -> None:
     """A paste that does not say what rung 1 needs: `inconclusive`, rung 1 skipped with its reason, the next command
     to paste; the same in JSON, the terminal, Markdown and HTML."""
-    from contract import LADDER_FIELDS, RUNG_STATUSES, VERDICT_FIELDS, VERDICT_STATUSES
+    from contract import LADDER_FIELDS, LADDER_STATUSES, VERDICT_FIELDS, VERDICT_STATUSES
 
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b">>> torch.cuda.is_available()\nFalse\n")))
     code, doc = run_env_json(capsys, "--from", "-", "--out", str(tmp_path))
@@ -226,7 +226,7 @@ def test_an_inconclusive_paste_follows_the_contract_in_every_report(
     assert doc["verdict"]["status"] == "inconclusive" and doc["verdict"]["root_cause"] is None
     assert "Paste the output of `" in doc["verdict"]["summary"]
     for rung in doc["ladder"]:
-        assert tuple(rung) == LADDER_FIELDS and rung["status"] in RUNG_STATUSES
+        assert tuple(rung) == LADDER_FIELDS and rung["status"] in LADDER_STATUSES
         assert (rung["reason"] is None) == (rung["status"] != "skipped")
     assert doc["ladder"][0]["status"] == "skipped" and doc["ladder"][0]["reason"].startswith("not measured: ")
     reason = doc["ladder"][0]["reason"]

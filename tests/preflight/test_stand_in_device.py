@@ -275,3 +275,19 @@ def test_default_device_and_to_another_tensor(stand_in: Session) -> None:
     assert host.type_as(made).device.type == "cuda"
     assert made.type() == "torch.cuda.FloatTensor"
     assert host.type("torch.cuda.DoubleTensor").device.type == "cuda"
+
+
+def test_data_assignment_moves_values_and_device_as_cuda_does(stand_in: Session) -> None:
+    """`w.data = x` (weight init) takes its values; `model.cpu()` (Lightning's teardown) leaves nothing on cuda."""
+    model = nn.Sequential(nn.Linear(2, 3), nn.BatchNorm1d(3)).to("cuda")
+    model[0].weight.data = torch.ones(3, 2, device="cuda")
+    assert model[0].weight.device.type == "cuda" and model[0].weight.sum().item() == 6.0
+    model(torch.randn(4, 2, device="cuda")).sum().backward()
+    grad_sum = model[0].weight.grad.sum().item()
+    weight = model[0].weight
+    model.cpu()
+    assert model[0].weight is weight  # the same object, as nn.Module._apply keeps it on a GPU
+    assert {t.device.type for t in [*model.parameters(), *model.buffers()]} == {"cpu"}
+    assert weight.grad is not None and weight.grad.device.type == "cpu"
+    assert weight.grad.sum().item() == pytest.approx(grad_sum)
+    assert weight.sum().item() == 6.0

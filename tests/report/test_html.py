@@ -71,8 +71,8 @@ def test_starved_run_shows_verdict_ladder_finding_and_measured_diagrams() -> Non
     # The arrow where the time goes is the DataLoader wait, and it carries the measured per-step time.
     hot = re.findall(r"<g class='message hot' data-action='([^']+)'>(.*?)</g>", diagrams)
     assert [action for action, _ in hot] == ["load data"]
-    assert "1. load data: 60.0 ms (60%)" in hot[0][1]
-    assert "5. backpropagate: 24.0 ms (24%)" in diagrams
+    assert "1. load data: 60.0 ms (60.0%)" in hot[0][1]
+    assert "5. backpropagate: 24.0 ms (24.0%)" in diagrams
 
 
 def test_chart_data_holds_the_step_phases_and_nvml_series_on_one_time_axis() -> None:
@@ -152,11 +152,11 @@ def test_distributed_run_has_a_rank_table_and_one_gpu_series_per_device() -> Non
     page = render_html(diagnosis_with(distributed_run(world_size=4), []))
     ranks = section(page, "ranks")
     assert ranks.count("<tr><td") == 4
-    assert "80.0 ms" in ranks  # rank 2's median data wait
+    assert "80.0 ms" in ranks  # rank 2's mean data wait
     assert [g["label"] for g in embedded_data(page)["gpus"]] == ["GPU 0", "GPU 1", "GPU 2", "GPU 3"]
     assert "(rank 0)" in section(page, "timeline")
     diagrams = section(page, "diagrams")
-    assert "median per step over 20 steps, rank 0" in diagrams
+    assert "mean per step over steps 1-19 (19 steps; warm-up step 0 left out), rank 0" in diagrams
     assert "architecture: ResNet in DistributedDataParallel" in diagrams
     assert "world size: 4" in diagrams
     assert "device: GPU 0: NVIDIA H100 80GB HBM3 (+3 more)" in diagrams
@@ -177,7 +177,7 @@ def test_trace_only_run_uses_the_trace_numbers_and_says_how_to_open_the_trace() 
         assert value in trace, value
     diagrams = section(page, "diagrams")
     assert "usage: 38% mean (profiler trace, busy time)" in diagrams
-    assert "1. load data: 63.5 ms (62%)" in diagrams
+    assert "1. load data: 63.5 ms (62.0%)" in diagrams
     assert "2. send data: not measured" in diagrams
     # 62% is known to be the largest share even with the other arrows unknown.
     assert re.findall(r"<g class='message hot' data-action='([^']+)'>", diagrams) == ["load data"]
@@ -188,7 +188,7 @@ def test_trace_only_run_uses_the_trace_numbers_and_says_how_to_open_the_trace() 
 def test_trace_step_partition_fills_every_arrow_it_can() -> None:
     diagrams = section(render_html(diagnosis_with(trace_only_run(partition=True), [])), "diagrams")
     assert "2. send data: 3.1 ms (3.0%)" in diagrams
-    assert "3. perform computation: 30.7 ms (30%)" in diagrams
+    assert "3. perform computation: 30.7 ms (30.0%)" in diagrams
     assert "GPU kernels, forward and backward together" in diagrams
     assert "4. return results: 410 µs (0.4%)" in diagrams
     assert "5. backpropagate: not measured" in diagrams
@@ -199,7 +199,7 @@ def test_a_small_known_share_is_not_called_where_the_time_goes() -> None:
     assert run.trace is not None
     run.trace.ranks[0].dataloader_pct_of_step = 20.0
     page = render_html(diagnosis_with(run, []))
-    assert "1. load data: 20.5 ms (20%)" in page
+    assert "1. load data: 20.5 ms (20.0%)" in page
     assert "message hot" not in page
 
 

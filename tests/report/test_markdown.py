@@ -51,8 +51,8 @@ def test_starved_run_report_for_an_issue() -> None:
     assert sequence.startswith("sequenceDiagram")
     # The highlighted arrow sits in a coloured rect with the note; the others carry their times plainly.
     hot = re.search(r"rect rgb\(255, 210, 210\)\n(.*?)\n    end", sequence, re.S)
-    assert hot is not None and "loader->>host: 1. load data: 60.0 ms #40;60%#41;" in hot.group(1)
-    assert "host->>gpu: 5. backpropagate: 24.0 ms #40;24%#41;" in sequence
+    assert hot is not None and "loader->>host: 1. load data: 60.0 ms #40;60.0%#41;" in hot.group(1)
+    assert "host->>gpu: 5. backpropagate: 24.0 ms #40;24.0%#41;" in sequence
 
 
 def test_runs_without_gpu_data_or_steps_say_not_measured() -> None:
@@ -69,10 +69,10 @@ def test_runs_without_gpu_data_or_steps_say_not_measured() -> None:
 def test_distributed_and_trace_only_runs() -> None:
     dist = render_markdown(diagnosis_with(distributed_run(world_size=3, killed=(1,)), []))
     rank_rows = [line for line in dist.split("## Ranks")[1].splitlines() if re.match(r"\| \d \|", line)]
-    assert rank_rows[1].startswith("| 2 | node-a | cuda:2 | 20 | 120.0 ms | 80.0 ms | 67% |")
+    assert rank_rows[1].startswith("| 2 | node-a | cuda:2 | 19 | 120.0 ms | 80.0 ms | 66.7% |")
     assert "Rank 1 of 3 left no record" in dist
     trace = render_markdown(diagnosis_with(trace_only_run(), []))
-    assert "1. load data: 63.5 ms #40;62%#41;" in mermaid_blocks(trace)[1]
+    assert "1. load data: 63.5 ms #40;62.0%#41;" in mermaid_blocks(trace)[1]
     assert "- traces/rank0.pt.trace.json" in trace
 
 

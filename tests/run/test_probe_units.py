@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gputriage.collectors.probe.clock import PhaseClock
-from gputriage.collectors.probe.window import CENSUS, PLACEMENT, TIMING, Switch, WindowDriver, active_probes
+from gputriage.collectors.probe.window import CENSUS, MIXED, PLACEMENT, TIMING, Switch, WindowDriver, active_probes
 
 
 class FakeClock:
@@ -54,7 +54,7 @@ def test_time_before_the_first_step_is_not_a_step() -> None:
 
 
 def test_window_table() -> None:
-    assert active_probes(0, None) == {TIMING, PLACEMENT}
+    assert active_probes(0, None) == {TIMING, PLACEMENT, MIXED}  # step 0: the tensors' look only, no census
     assert active_probes(1, None) == {TIMING, PLACEMENT, CENSUS}
     assert active_probes(3, None) == {TIMING, CENSUS}
     assert active_probes(4, None) == {TIMING}

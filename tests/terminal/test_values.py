@@ -25,6 +25,7 @@ BAD_VALUES = {
     "GPUTRIAGE_MERGE_WAIT_S": ["soon", "-5", "nan", "inf"],
     "GPUTRIAGE_DDP_COMM_TIMING": ["yes", "2"],
     "GPUTRIAGE_DEMO_DEVICE": ["GPU 0", "cuda:x"],
+    "GPUTRIAGE_MAX_RECORD_MB": ["big", "0", "-3", "99999999"],
 }
 GOOD_VALUES = {
     "GPUTRIAGE_FAKE_NVML": "busy_a100",
@@ -32,6 +33,7 @@ GOOD_VALUES = {
     "GPUTRIAGE_MERGE_WAIT_S": "0.5",
     "GPUTRIAGE_DDP_COMM_TIMING": "0",
     "GPUTRIAGE_DEMO_DEVICE": "cuda:1",
+    "GPUTRIAGE_MAX_RECORD_MB": "512",
 }
 
 

@@ -59,6 +59,8 @@ def build_observers(config: ObserveConfig, judged_device: str) -> list[Observer]
     from gputriage.collectors.probe import RunProbe
     from gputriage.collectors.probe.environment import EnvironmentObserver
     from gputriage.collectors.profiler_window import profiler_observers
+    from gputriage.collectors.source_capture import SourceCapture
+    from gputriage.collectors.stack_sampler import stack_sampler_observers
 
     probe = RunProbe(judged_device, steps_limit=config.steps)
     # A preflight judges neither this machine (rung 1) nor its GPU, if it has one: no environment probe, no NVML.
@@ -67,9 +69,11 @@ def build_observers(config: ObserveConfig, judged_device: str) -> list[Observer]
     )
     return [
         *([DistributedObserver()] if config.distributed else []),  # first: finished last, reads the placement
+        SourceCapture(),  # finished after every collector whose `where` lines it copies
         *machine,
         *stand_in_observers(config, judged_device, probe),  # the device the job sees: around the probe
         probe,
+        *stack_sampler_observers(config.steps, config.trace_steps, probe),
         *profiler_observers(config.trace_steps, config.out_dir, probe),  # --trace: after the probe, finished first
     ]
 

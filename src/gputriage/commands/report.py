@@ -7,17 +7,20 @@ out the same as when the run wrote them.
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from gputriage import outdir
 from gputriage.commands.common import add_output_options, existing_path, exit_code_for, out_file, output_options
 from gputriage.diagnosis import diagnose
 from gputriage.errors import InputError
+from gputriage.record import Run
 from gputriage.record.merge import load_job
 from gputriage.report.document import load_document
 from gputriage.report.html import render_html
 from gputriage.report.markdown import render_markdown
 from gputriage.report.output import emit, write_file
+from gputriage.report.sanitize import inline_text
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -40,6 +43,7 @@ def main(args: argparse.Namespace) -> int:
         if path.is_dir():
             path = outdir.report_json(path)
         run = load_document(path)
+    _say_unreadable(run)
     diag = diagnose(run)
     if args.html is not None:
         write_file(args.html, render_html(diag).encode("utf-8"))
@@ -47,3 +51,16 @@ def main(args: argparse.Namespace) -> int:
         write_file(args.md, render_markdown(diag).encode("utf-8"))
     emit(diag, output_options(args))
     return exit_code_for(diag, args.fail_on)
+
+
+# Rank files named one by one on stderr, at most this many; the report lists them all.
+_MAX_NAMED_UNREADABLE = 5
+
+
+def _say_unreadable(run: Run) -> None:
+    """A rank file left out of the merge is said on stderr (the report covers the others), one line each."""
+    reasons = run.ranks.unreadable_reasons if run.ranks is not None else {}
+    for reason in list(reasons.values())[:_MAX_NAMED_UNREADABLE]:
+        print(f"gputriage: left out of the merged report: {inline_text(reason)}", file=sys.stderr)
+    if len(reasons) > _MAX_NAMED_UNREADABLE:
+        print(f"gputriage: and {len(reasons) - _MAX_NAMED_UNREADABLE} more unreadable rank files", file=sys.stderr)

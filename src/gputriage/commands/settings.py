@@ -16,6 +16,7 @@ from gputriage.collectors.distributed import DDP_TIMING_ENV
 from gputriage.commands.rank_report import MERGE_WAIT_ENV
 from gputriage.errors import InputError
 from gputriage.hardware.nvml import FAKE_ENV_VAR, FAKE_JOB_PID_ENV_VAR, fake_scenario_names
+from gputriage.outdir import MAX_RECORD_MB_ENV
 
 DEMO_DEVICE_ENV = "GPUTRIAGE_DEMO_DEVICE"
 _DEVICE_RE = re.compile(r"^[a-z][a-z_]*(:\d+)?$")
@@ -37,6 +38,15 @@ def _pid(value: str) -> str | None:
     return None if value == "self" or (value.isdigit() and int(value) > 0) else "'self' or a process id"
 
 
+def _megabytes(value: str) -> str | None:
+    # outdir.max_record_bytes reads up to 7 digits
+    return (
+        None
+        if value.isascii() and value.isdigit() and int(value) > 0 and len(value) <= 7
+        else "a size in MiB, 1 to 9999999"
+    )
+
+
 def _device(value: str) -> str | None:
     return None if _DEVICE_RE.match(value) else "a device name (cuda, cuda:1, mps, meta, cpu)"
 
@@ -53,6 +63,7 @@ VARIABLES: dict[str, tuple[str, Callable[[str], str | None]]] = {
     MERGE_WAIT_ENV: ("how long rank 0 waits for the other ranks' records", _seconds),
     DDP_TIMING_ENV: ("time DDP's gradient communication", _switch),
     DEMO_DEVICE_ENV: ("the device the demo's script names", _device),
+    MAX_RECORD_MB_ENV: ("the largest record or report.json gputriage reads", _megabytes),
 }
 
 

@@ -257,9 +257,21 @@ CATALOGUE: tuple[Entry, ...] = (
         ("critical",),
         (
             'the script died with "Expected all tensors to be on the same device"; names which tensor and which '
-            "module, when no more specific code applies"
+            "module, when no more specific code applies. Also before any crash, when the op census saw a CPU tensor "
+            "(a tensor made inside forward without `device=`) meet the device's tensors in one op: CUDA fails there, "
+            "the meta stand-in may not"
         ),
-        ("devices", "error", "module"),
+        (
+            "cpu_shape",
+            "cpu_tensor_where",
+            "devices",
+            "error",
+            "mixed_ops",
+            "module",
+            "op",
+            "op_where",
+            "window_steps",
+        ),
     ),
     Entry(
         "no-gpu-compute",
@@ -281,16 +293,29 @@ CATALOGUE: tuple[Entry, ...] = (
     Entry(
         "cpu-compute-in-step",
         4,
-        ("warning",),
-        "a large share of the step's time runs on the CPU: a loss, metrics or augmentation on CPU tensors",
+        ("warning", "info"),
+        (
+            "a large share of the step's time runs on the CPU: a loss, metrics or augmentation on CPU tensors (the op "
+            "census), or NumPy, PIL and Python loops at one line of the user's code (the stack sampler), with the "
+            "line's share of the step and its 90% interval. Info when borderline"
+        ),
         (
             "cpu_compute_pct_of_steps",
             "cpu_compute_us",
             "cpu_op_pct_of_step",
             "cpu_op_time_per_step_s",
             "cpu_ops",
+            "cpu_time_per_step_s",
+            "function",
             "gpu_idle_during_pct",
             "gpu_idle_during_us",
+            "hottest_line_inside",
+            "library",
+            "line_pct_interval_90",
+            "line_pct_of_step",
+            "samples",
+            "samples_at_line",
+            "steps_sampled",
             "top_ops",
             "window_steps",
         ),
@@ -359,8 +384,10 @@ CATALOGUE: tuple[Entry, ...] = (
         5,
         ("critical", "warning", "info"),
         (
-            "the step waits for the DataLoader: the share of the step spent waiting for data, with the loader's "
-            "`num_workers`/`pin_memory`, its measured load time per batch against the step's own work, and the fix"
+            "the step waits for the DataLoader: the share of the step spent waiting for data over the steps after "
+            "warm-up, with its 90% interval, the loader's `num_workers`/`pin_memory`, its measured load time per batch "
+            "against the step's own work, and the fix. Info when borderline: too few steps, or an interval that "
+            "reaches below the threshold"
         ),
         (
             "batch_load_cpu_s",
@@ -369,27 +396,30 @@ CATALOGUE: tuple[Entry, ...] = (
             "batch_size",
             "busy_pct_of_steps",
             "cpu_count",
+            "data_wait_pct_interval_90",
             "data_wait_pct_of_step",
+            "data_wait_s_per_step",
             "dataloader_pct_of_step",
             "dataloader_us_per_step",
             "dataset",
             "iterable_dataset",
-            "median_data_wait_s",
-            "median_step_s",
+            "loader_hot_line",
             "num_workers",
             "persistent_workers",
             "pin_memory",
+            "step_s",
             "step_time_us",
             "step_work_s",
             "steps",
             "steps_measured",
+            "steps_window",
             "workers_needed",
         ),
     ),
     Entry(
         "low-gpu-utilization",
         5,
-        ("warning",),
+        ("warning", "info"),
         "measured GPU busy time is low and no lower finding explains it",
         (
             "busy_pct",

@@ -6,7 +6,7 @@ import dataclasses
 from collections.abc import Iterable
 
 from gputriage import rules
-from gputriage.diagnosis.passes import explain_idle_gpu_below, link_straggler_causes
+from gputriage.diagnosis.passes import explain_idle_gpu_below, link_straggler_causes, one_input_pipeline_finding
 from gputriage.findings import Finding, root_cause_order
 from gputriage.record import Run
 from gputriage.record.merge import rank_run
@@ -37,7 +37,7 @@ def evaluate_job(run: Run) -> list[Finding]:
 
 
 def _evaluate_record(run: Run) -> list[Finding]:
-    return explain_idle_gpu_below(run, rules.evaluate(run))
+    return one_input_pipeline_finding(explain_idle_gpu_below(run, rules.evaluate(run)))
 
 
 def _collapse(findings: Iterable[Finding]) -> list[Finding]:

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from gputriage.findings import Finding, Severity
 from gputriage.record import Run
+from gputriage.record.coverage import rung_coverage
 from gputriage.rules.env_facts import RungGap, rung_one_gap
 
 RUNG_QUESTIONS = {
@@ -21,32 +22,44 @@ RUNG_QUESTIONS = {
 class RungView:
     rung: int
     question: str
-    status: str  # pass | warn | fail | skipped
+    status: str  # pass | warn | fail | skipped ("not measured")
     finding_codes: list[str] = field(default_factory=list)
-    reason: str | None = None  # why a skipped rung was not measured
+    # skipped: why the rung was not measured ("no model ran a forward before the script crashed at step 0 (...)")
+    reason: str | None = None
+    note_codes: list[str] = field(default_factory=list)  # the info findings among finding_codes: notes, not status
+
+    @property
+    def status_text(self) -> str:
+        """The status in words: pass, warn, fail, or "not measured" (JSON keeps "skipped", docs/contract.md)."""
+        return "not measured" if self.status == "skipped" else self.status
+
+    @property
+    def decisive_codes(self) -> list[str]:
+        return [c for c in self.finding_codes if c not in self.note_codes]
 
 
 def build_ladder(run: Run, findings: list[Finding]) -> list[RungView]:
-    measured = run.measured_rungs()
+    """Each rung's status: fail / warn from its critical / warning findings; otherwise pass only when the rung was
+    measured (record/coverage.py), else skipped with the reason. Info findings are notes: they never decide."""
+    coverage = rung_coverage(run)
     gap = rung_one_unjudged(run, findings)
     views = []
     for rung, question in RUNG_QUESTIONS.items():
         mine = [f for f in findings if f.rung == rung]
         severities = {f.severity for f in mine}
+        reason = None
         if Severity.CRITICAL in severities:
             status = "fail"
         elif Severity.WARNING in severities:
             status = "warn"
-        elif rung in measured or mine:
+        elif coverage[rung].measured:
             status = "pass"
         else:
-            status = "skipped"
-        reason = None
-        if rung == 1 and gap is not None:
-            status, reason = "skipped", gap.reason()
-        elif status == "skipped":
-            reason = "not measured by this command"
-        views.append(RungView(rung, question, status, [f.code for f in mine], reason))
+            status, reason = "skipped", coverage[rung].reason
+        if rung == 1 and gap is not None and status == "pass":
+            status, reason = "skipped", gap.reason()  # a pasted report that lacks the facts rung 1 needs
+        notes = [f.code for f in mine if f.severity is Severity.INFO]
+        views.append(RungView(rung, question, status, [f.code for f in mine], reason, notes))
     return views
 
 

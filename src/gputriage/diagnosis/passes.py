@@ -4,7 +4,10 @@ The rules each judge one thing; these passes say how their findings explain one 
 to evaluate the others:
 - a lower rung explains an idle GPU: NVML's low-gpu-utilization is dropped, and its numbers are cited on the finding
   that explains it;
-- a straggler rank is late because of its own lower finding: the cross-rank `straggler-rank` names it.
+- a straggler rank is late because of its own lower finding: the cross-rank `straggler-rank` names it;
+- one concept, one finding: with `run --trace`, the step probes and the profiler trace can both see the step wait for
+  the DataLoader; the probes' finding (more steps, the number the step table shows) stays, and cites the trace's own
+  measure (the DataLoader time no GPU work hides, over the traced steps) under its own name.
 """
 
 from __future__ import annotations
@@ -37,6 +40,24 @@ def explain_idle_gpu_below(run: Run, findings: list[Finding]) -> list[Finding]:
         for f in explaining:
             f.evidence.update({k: v for k, v in cited.items() if v is not None})
     return [f for f in findings if not is_nvml_low_util(f)]
+
+
+_TRACE_LOADER_EVIDENCE = ("dataloader_pct_of_step", "dataloader_us_per_step", "busy_pct_of_steps")
+
+
+def one_input_pipeline_finding(findings: list[Finding]) -> list[Finding]:
+    """Keep the step probes' input-pipeline-bound; the trace's (same rank) adds its numbers to it."""
+    probes = [f for f in findings if f.code == "input-pipeline-bound" and "data_wait_pct_of_step" in f.evidence]
+    if not probes:
+        return findings
+    kept = []
+    for f in findings:
+        twin = next((p for p in probes if p.rank == f.rank), None)
+        if f.code == "input-pipeline-bound" and f is not twin and twin is not None:
+            twin.evidence.update({k: f.evidence[k] for k in _TRACE_LOADER_EVIDENCE if f.evidence.get(k) is not None})
+            continue
+        kept.append(f)
+    return kept
 
 
 def link_straggler_causes(job_findings: list[Finding], by_rank: dict[int, list[Finding]]) -> list[Finding]:

@@ -1,15 +1,16 @@
-"""The one-line verdict: idle, underused, healthy on what was measured, inconclusive (rung 1 lacks the facts it
-needs, and the next command to paste is named), or unknown."""
+"""The one-line verdict: idle, underused, healthy on what was measured (named), inconclusive (rung 1 lacks the facts
+it needs, and the next command to paste is named), or unknown."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gputriage.diagnosis.ladder import RUNG_QUESTIONS, rung_one_unjudged
+from gputriage.diagnosis.ladder import rung_one_unjudged
 from gputriage.findings import Finding, Severity
 from gputriage.record import Run
+from gputriage.record.coverage import RUNG_TOPICS, RungCoverage, rung_coverage
 from gputriage.rules.env_facts import not_rung_one_errors
-from gputriage.wording import counted, numbered, was_were
+from gputriage.wording import counted, numbered
 
 
 @dataclass
@@ -57,19 +58,34 @@ def _verdict(run: Run, findings: list[Finding]) -> Verdict:
         idle = top.severity is Severity.CRITICAL and top.rung < 5
         status = "idle" if idle else "underused"
         return Verdict(status, top.code, f"{top.title}.")
-    measured = run.measured_rungs()
-    if not measured:
-        return Verdict("unknown", None, "Nothing was measured, so there is no verdict." + _ending(run))
     notes = "".join(f" {note}" for note in not_rung_one_errors(run))
     gap = rung_one_unjudged(run, findings)
     if gap is not None:
         summary = f"Rung 1 could not be judged: {gap.reason().removeprefix('not measured: ')}. {gap.next_step()}"
         return Verdict("inconclusive", None, summary + notes + _ending(run))
-    skipped = sorted(set(RUNG_QUESTIONS) - measured)
-    tail = f" ({numbered('rung', skipped)} {was_were(skipped)} not measured)" if skipped else ""
-    rung_one = next((f"{f.title}." for f in findings if f.rung == 1), "")  # info: why rung 1 is fine as it is
-    summary = f"No problem found on the measured rungs{tail}. {rung_one}".rstrip()
-    return Verdict("healthy", None, summary + notes + _ending(run))
+    coverage = rung_coverage(run)
+    measured = [r for r, c in coverage.items() if c.measured]
+    if not measured or (run.command in JOB_COMMANDS and measured == [1]):
+        return Verdict("unknown", None, _nothing_measured(run, coverage) + notes)
+    topics = ", ".join(RUNG_TOPICS[r] for r in measured)
+    summary = f"No problem found in what was measured: {topics} ({numbered('rung', measured)})."
+    skipped = [c for c in coverage.values() if not c.measured]
+    if skipped:
+        summary += " Not measured: " + "; ".join(f"rung {c.rung}, {c.reason}" for c in skipped) + "."
+    rung_one = next((f" {f.title}." for f in findings if f.rung == 1), "")  # info: why rung 1 is fine as it is
+    return Verdict("healthy", None, summary + rung_one + notes + _ending(run))
+
+
+# Commands that watch the user's job: their verdict is about the job, so rung 1 alone is not a "healthy" job.
+JOB_COMMANDS = ("run", "demo")
+
+
+def _nothing_measured(run: Run, coverage: dict[int, RungCoverage]) -> str:
+    if run.command not in JOB_COMMANDS:
+        return "Nothing was measured, so there is no verdict." + _ending(run)
+    job = [c for c in coverage.values() if c.rung > 1 and c.reason]
+    why = f" ({job[0].reason})" if job else ""
+    return f"Nothing of the job was measured{why}, so there is no verdict." + _ending(run)
 
 
 def _ending(run: Run) -> str:

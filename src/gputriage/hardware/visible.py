@@ -80,8 +80,10 @@ def _apply_list(value: str, gpus: list[NvmlIdentity], vis: Visibility) -> None:
 
 def _resolve(token: str, gpus: list[NvmlIdentity]) -> tuple[tuple[int, str | None] | None, str]:  # noqa: PLR0911  (one return per CUDA entry form)
     """(nvml index, MIG UUID or None) for one entry, or None with the reason CUDA ignores it."""
-    if token.lstrip("-").isdigit():
-        index = int(token)
+    digits = token.lstrip("-")
+    if digits.isascii() and digits.isdigit():  # "²" is a digit to str.isdigit, not to CUDA
+        # An index longer than any GPU count names no GPU; int() of 5,000 digits would raise.
+        index = int(token) if len(digits) <= 9 else (-1 if token.startswith("-") else len(gpus))
         if 0 <= index < len(gpus):
             gpu = gpus[index]
             return (gpu.index, gpu.mig_uuids[0] if gpu.mig_uuids else None), ""

@@ -12,6 +12,7 @@ from gputriage.collectors.session import DEFAULT_STEPS
 from gputriage.diagnosis import Diagnosis
 from gputriage.errors import InputError
 from gputriage.findings import Finding, Severity
+from gputriage.record.numbers import step_numbers
 from gputriage.record.steps import steady_steps
 from gputriage.report.output import OutputOptions, emit, write_files
 
@@ -99,13 +100,14 @@ def key_numbers(diag: Diagnosis) -> dict[str, float]:
         "findings_critical": sum(f.severity is Severity.CRITICAL for f in diag.findings),
         "findings_warning": sum(f.severity is Severity.WARNING for f in diag.findings),
     }
+    step = step_numbers(run.steps.steps) if run.steps is not None else None
     if run.steps is not None and run.steps.steps:
-        steps = steady_steps(run.steps.steps)
-        wall_s = sum(s.wall_s for s in steps)
         numbers["steps_observed"] = len(run.steps.steps)
-        numbers["median_step_s"] = statistics.median(s.wall_s for s in steps)
-        if wall_s > 0:
-            numbers["data_wait_pct"] = 100.0 * sum(s.data_wait_s for s in steps) / wall_s
+    if step is not None and run.steps is not None:
+        numbers["step_s"] = step.step_time_s
+        # Published before step_s existed, so kept (metric names are never renamed): the median of the same window.
+        numbers["median_step_s"] = statistics.median(s.host_s() for s in steady_steps(run.steps.steps))
+        numbers["data_wait_pct"] = step.part("data_wait").share_pct
     if run.gpu is not None:
         utils = [d.summary.util_mean_pct for d in run.gpu.devices if d.cuda_index is not None]
         known = [u for u in utils if u is not None]
@@ -126,7 +128,12 @@ def _device_verdict(diag: Diagnosis) -> str:
     if blocking:
         first = blocking[0]
         return f"device: expected {expected}, measured: {first.title} ({first.code})"
-    skipped = [view.rung for view in diag.ladder if view.rung in (2, 3, 4) and view.status == "skipped"]
+    # a rung "not judged" (a CPU run has no accelerator to move to) is not one that lacked a training step
+    skipped = [
+        view.rung
+        for view in diag.ladder
+        if view.rung in (2, 3, 4) and view.status == "skipped" and not (view.reason or "").startswith("not judged")
+    ]
     if skipped:
         rungs = ", ".join(str(rung) for rung in skipped)
         return f"device: expected {expected}, not measured (no training step reached rungs {rungs})"

@@ -6,6 +6,7 @@ Collectors fill it, rules only read it, renderers only read it and the findings.
 
 from __future__ import annotations
 
-from gputriage.record.run import RUN_SCHEMA, Run, load_run, run_from_dict, run_to_dict, save_run
+from gputriage.record.decode import load_run, run_from_dict
+from gputriage.record.run import RUN_SCHEMA, Run, run_to_dict, save_run
 
 __all__ = ["RUN_SCHEMA", "Run", "load_run", "run_from_dict", "run_to_dict", "save_run"]

@@ -32,6 +32,18 @@ class HostSync:
 
 
 @dataclass
+class MixedDeviceOp:
+    """An op that met a CPU tensor (not a 0-d scalar) next to tensors on the expected device: on CUDA, a crash."""
+
+    name: str  # aten op, e.g. "aten.embedding"
+    device: str  # the device of the other operands
+    cpu_shape: list[int] = field(default_factory=list)
+    count: int = 0  # inside the probe window
+    where: str | None = None  # the user's line that called the op
+    cpu_tensor_where: str | None = None  # the user's line that made the CPU tensor inside a forward, when seen
+
+
+@dataclass
 class ComputeSection:
     # device type -> ops counted in the probe window
     ops_per_device: dict[str, int] = field(default_factory=dict)
@@ -45,10 +57,14 @@ class ComputeSection:
     window_stand_in_s: float | None = None
     top_cpu_ops: list[OpStat] = field(default_factory=list)
     syncs: list[HostSync] = field(default_factory=list)
+    mixed_device_ops: list[MixedDeviceOp] = field(default_factory=list)
     sync_debug_mode: bool = False  # torch.cuda.set_sync_debug_mode("warn") was on during the window
 
     def measured_rungs(self) -> set[int]:
-        return {4}
+        return {4} if self.window_steps > 0 else set()
+
+    def unmeasured_rungs(self) -> dict[int, str]:
+        return {} if self.window_steps > 0 else {4: "the op census covered no complete step"}
 
     def window_host_s(self) -> float:
         """The window's host time: its wall time without the stand-in's compute (all of it on a real device)."""

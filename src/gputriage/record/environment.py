@@ -110,6 +110,9 @@ class Environment:
     def measured_rungs(self) -> set[int]:
         return {1}
 
+    def unmeasured_rungs(self) -> dict[int, str]:
+        return {}
+
     def self_check(self) -> list[str]:
         problems = []
         indices = [d.index for d in self.driver.devices]

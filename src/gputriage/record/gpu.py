@@ -108,7 +108,13 @@ class GpuSection:
     devices: list[GpuTrack] = field(default_factory=list)
 
     def measured_rungs(self) -> set[int]:
-        return {5}
+        """Rung 5 when NVML gave at least one utilisation reading of a GPU."""
+        return {5} if any(d.summary.util_mean_pct is not None for d in self.devices) else set()
+
+    def unmeasured_rungs(self) -> dict[int, str]:
+        if self.measured_rungs():
+            return {}
+        return {5: f"NVML gave no utilisation reading ({self.unavailable_reason or 'no GPU sampled'})"}
 
     def self_check(self) -> list[str]:
         problems = []

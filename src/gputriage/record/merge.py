@@ -12,9 +12,10 @@ from pathlib import Path
 
 from gputriage import outdir
 from gputriage.errors import InputError
+from gputriage.record.decode import load_rank_record
 from gputriage.record.gpu import GpuSection
 from gputriage.record.ranks import RankInfo, RanksSection
-from gputriage.record.run import Run, load_run
+from gputriage.record.run import Run
 
 # The merged report lists at most this many missing ranks by number; a world size read from a file never decides
 # how much memory the merge takes.
@@ -156,26 +157,49 @@ def load_job(folders: Sequence[Path]) -> Run | None:
     """Merge the rank records found in these folders; None when none of them holds any.
 
     Records are read one at a time and slimmed at once, so memory grows with the merged report, not with the rank
-    files. When records of several jobs share a folder, the newest job wins.
+    files. When records of several jobs share a folder, the newest job wins. A rank file that cannot be read (not a
+    regular file, a symlink, broken JSON, a field out of range) is left out and named in `ranks.unreadable`, with its
+    reason in `ranks.unreadable_reasons`; only when no rank file is readable is the folder refused.
     """
     jobs: dict[tuple[str | None, int], _Job] = {}
-    unreadable: list[str] = []
+    unreadable: dict[str, str] = {}
     for folder in folders:
         for path in outdir.rank_files(folder):
             try:
-                run = load_run(path)
-            except InputError:
-                unreadable.append(str(path))
+                run = load_rank_record(path)
+                check_rank_record(run, str(path))
+            except InputError as exc:
+                unreadable[str(path)] = str(exc)
                 continue
-            if run.rank_info is not None:
-                jobs.setdefault((run.rank_info.job_id, run.rank_info.world_size), _Job()).add(run)
+            assert run.rank_info is not None
+            jobs.setdefault((run.rank_info.job_id, run.rank_info.world_size), _Job()).add(run)
     if not jobs:
         if unreadable:
-            raise InputError(f"no readable rank record: {', '.join(unreadable[:3])}")
+            first = next(iter(unreadable.values()))
+            more = f" (and {len(unreadable) - 1} more unreadable rank files)" if len(unreadable) > 1 else ""
+            raise InputError(f"no readable rank record: {first}{more}")
         return None
     job = max(jobs.values(), key=lambda j: j.newest_s)
     assert job.first is not None
     merged = _assemble(job.first, [view for _, view in job.views.values()], [str(f) for f in folders])
     assert merged.ranks is not None
-    merged.ranks.unreadable = unreadable
+    merged.ranks.unreadable = list(unreadable)
+    merged.ranks.unreadable_reasons = unreadable
     return merged
+
+
+def check_rank_record(run: Run, source: str) -> None:
+    """A rank record names its rank, inside its job's world (the range check of every number is the decoder's).
+
+    Raises:
+        InputError: the record is not one rank of a job.
+    """
+    info = run.rank_info
+    if info is None:
+        raise InputError(f"{source} is not a rank record (it has no rank_info)")
+    if info.world_size < 1:
+        raise InputError(f"{source}: field rank_info.world_size is out of range ({info.world_size})")
+    if not 0 <= info.rank < info.world_size:
+        raise InputError(
+            f"{source}: field rank_info.rank is out of range (rank {info.rank} of world size {info.world_size})"
+        )

@@ -19,6 +19,8 @@ class StrayPart:
     device: str  # "cpu", "cuda:0", "meta"
     numel: int = 0
     where: str | None = None  # file:line where it was created or attached to the model
+    # Set inside a forward (a mask or cache made on the fly), seen after the first forward or at the crash.
+    created_in_forward: bool = False
 
 
 @dataclass
@@ -57,7 +59,21 @@ class PlacementSection:
     steps_watched: int = 0  # how many steps the placement hooks watched
 
     def measured_rungs(self) -> set[int]:
-        return {2, 3}
+        """Rung 2 when a batch was seen entering a model or a loss; rung 3 when a model ran a forward."""
+        rungs = set()
+        if any(t.shape for t in self.tensors):
+            rungs.add(2)
+        if self.models:
+            rungs.add(3)
+        return rungs
+
+    def unmeasured_rungs(self) -> dict[int, str]:
+        reasons = {}
+        if 2 not in self.measured_rungs():
+            reasons[2] = "no batch was seen entering a model or a loss"
+        if not self.models:
+            reasons[3] = "no model ran a forward"
+        return reasons
 
     def self_check(self) -> list[str]:
         problems = []

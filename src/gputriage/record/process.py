@@ -19,6 +19,9 @@ class ProcessSection:
     def measured_rungs(self) -> set[int]:
         return set()  # how the job ended bounds what the verdict can say; it answers no rung itself
 
+    def unmeasured_rungs(self) -> dict[int, str]:
+        return {}
+
     def self_check(self) -> list[str]:
         if self.exception_type is not None and self.exit_code == 0:
             return ["process: an exception was recorded but the exit code is 0"]

@@ -112,9 +112,13 @@ class RanksSection:
     nodes: list[str] = field(default_factory=list)
     sources: list[str] = field(default_factory=list)  # the folders the records were read from
     unreadable: list[str] = field(default_factory=list)  # rank files that could not be read (named, not guessed)
+    unreadable_reasons: dict[str, str] = field(default_factory=dict)  # each of them -> why, in one line
 
     def measured_rungs(self) -> set[int]:
         return set()  # the merged view; its top level carries the first rank's sections
+
+    def unmeasured_rungs(self) -> dict[int, str]:
+        return {}
 
     def self_check(self) -> list[str]:
         seen = [r.rank for r in self.ranks]

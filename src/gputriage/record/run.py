@@ -1,4 +1,4 @@
-"""Top level of the Run record, and its JSON round trip."""
+"""Top level of the Run record, and how it is written. Reading one back is `record/decode.py`: the input boundary."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ from typing import Any
 
 import msgspec
 
-from gputriage.errors import InputError
 from gputriage.outdir import atomic_write
 from gputriage.record.ranks import RankInfo, RanksSection
 from gputriage.record.sections import Sections
@@ -66,17 +65,6 @@ def run_to_dict(run: Run) -> dict[str, Any]:
     return out
 
 
-def run_from_dict(doc: dict[str, Any]) -> Run:
-    """Build a Run from its JSON form; unknown keys (a newer minor version) are ignored."""
-    schema = doc.get("schema")
-    if not isinstance(schema, str) or not schema.startswith("gputriage.run/"):
-        raise InputError(f"not a gputriage run record (schema is {schema!r}, expected {RUN_SCHEMA!r})")
-    try:
-        return msgspec.convert(doc, type=Run, strict=False)
-    except msgspec.ValidationError as exc:
-        raise InputError(f"run record does not match {RUN_SCHEMA}: {exc}") from exc
-
-
 def encode_run(run: Run) -> bytes:
     return msgspec.json.format(msgspec.json.encode(run), indent=1)
 
@@ -84,22 +72,3 @@ def encode_run(run: Run) -> bytes:
 def save_run(run: Run, path: Path) -> None:
     """Write the record atomically (see outdir.atomic_write)."""
     atomic_write(path, encode_run(run))
-
-
-def read_json_object(path: Path, expected: str) -> dict[str, Any]:
-    """Read a JSON object from `path`; any failure is one InputError line naming what was `expected`."""
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise InputError(f"cannot read {path}: {exc.strerror or exc}") from exc
-    try:
-        doc = msgspec.json.decode(raw)
-    except msgspec.DecodeError as exc:
-        raise InputError(f"{path} is not valid JSON ({exc}); expected {expected}") from exc
-    if not isinstance(doc, dict):
-        raise InputError(f"{path} is not {expected} (top level is not an object)")
-    return doc
-
-
-def load_run(path: Path) -> Run:
-    return run_from_dict(read_json_object(path, "a gputriage run record"))

@@ -2,8 +2,9 @@
 
 `Run` (one command's record) and `RankInfo` (one rank of a merged torchrun job) both carry these sections, so a new
 collector adds its section here once: the record's JSON, `Run.self_check`, the rank merge and the ladder's "which rungs
-were measured" all follow from this class. Each section type answers `self_check()` (its invariants, as sentences)
-and `measured_rungs()` (the rungs its presence gives evidence for).
+were measured" all follow from this class. Each section type answers `self_check()` (its invariants, as sentences),
+`measured_rungs()` (the rungs it holds evidence for) and `unmeasured_rungs()` (the rungs it is about but could not
+measure, each with its reason); `record/coverage.py` turns them into the ladder's "measured" or "not measured, because".
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from gputriage.record.environment import Environment
 from gputriage.record.gpu import GpuSection
 from gputriage.record.placement import PlacementSection
 from gputriage.record.process import ProcessSection
+from gputriage.record.sampler import SamplerSection
+from gputriage.record.source import SourceSection
 from gputriage.record.stand_in import StandInSection
 from gputriage.record.steps import StepsSection
 from gputriage.record.trace import TraceSection
@@ -26,7 +29,13 @@ from gputriage.record.trace import TraceSection
 class Section(Protocol):
     def self_check(self) -> list[str]: ...
 
-    def measured_rungs(self) -> set[int]: ...
+    def measured_rungs(self) -> set[int]:
+        """The rungs this section holds evidence for (not merely the rungs it is about)."""
+        ...
+
+    def unmeasured_rungs(self) -> dict[int, str]:
+        """The rungs this section is about but could not measure, with the reason (e.g. "no model ran a forward")."""
+        ...
 
 
 @dataclass(kw_only=True)
@@ -42,6 +51,8 @@ class Sections:
     trace: TraceSection | None = None
     # The job ran on a stand-in device (run --preflight, or the meta stand-in): what the verdict may judge.
     stand_in: StandInSection | None = None
+    sampler: SamplerSection | None = None
+    source: SourceSection | None = None
 
     def present_sections(self) -> Iterator[tuple[str, Section]]:
         for name in SECTION_NAMES:

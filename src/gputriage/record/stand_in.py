@@ -52,6 +52,12 @@ class StandInSection:
     def measured_rungs(self) -> set[int]:
         return set()  # it bounds what the other sections may judge; it answers no rung itself
 
+    def unmeasured_rungs(self) -> dict[int, str]:
+        if not self.preflight:
+            return {}
+        # A preflight judges neither the GPU machine's set-up nor the GPU's timing.
+        return {1: "a preflight does not look at the GPU machine (run `gputriage env` there)"}
+
     def self_check(self) -> list[str]:
         problems = []
         if self.stand_in_s < 0:

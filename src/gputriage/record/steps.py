@@ -46,9 +46,13 @@ class Step:
         )
 
 
+# Step 0 pays for worker start-up, lazy initialisation and allocator growth: it is never part of a step number.
+WARMUP_STEPS = 1
+
+
 def steady_steps(steps: list[Step]) -> list[Step]:
-    """The steps after warm-up: the first step pays for worker start-up and lazy initialisation."""
-    return steps[1:] if len(steps) >= 3 else steps
+    """The steps after warm-up (none when only the warm-up step completed). Every step number rests on these."""
+    return list(steps[WARMUP_STEPS:])
 
 
 @dataclass
@@ -90,7 +94,13 @@ class StepsSection:
     cpu_count: int | None = None  # CPU cores this process may use (sched_getaffinity), for the num_workers fix
 
     def measured_rungs(self) -> set[int]:
-        return {5}
+        """Rung 5 rests on the steps after warm-up (step 0 pays for start-up and is never judged)."""
+        return {5} if steady_steps(self.steps) else set()
+
+    def unmeasured_rungs(self) -> dict[int, str]:
+        if steady_steps(self.steps):
+            return {}
+        return {5: "only the warm-up step completed" if self.steps else "no step completed"}
 
     def self_check(self) -> list[str]:
         problems = []

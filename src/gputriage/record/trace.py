@@ -227,5 +227,11 @@ class TraceSection:
     def measured_rungs(self) -> set[int]:
         return {4, 5} if self.ranks else set()
 
+    def unmeasured_rungs(self) -> dict[int, str]:
+        if self.ranks:
+            return {}
+        reason = f"the profiler trace gave nothing ({self.note})" if self.note else "the profiler trace gave nothing"
+        return {4: reason, 5: reason}
+
     def self_check(self) -> list[str]:
         return [p for r in self.ranks for p in r.self_check()]

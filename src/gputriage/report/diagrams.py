@@ -14,12 +14,12 @@ import math
 from dataclasses import dataclass, field
 
 from gputriage.record import Run
+from gputriage.record.numbers import PARTS, StepNumbers, step_numbers, util_text, window_of
 from gputriage.record.placement import ModelInfo
-from gputriage.record.steps import LoaderInfo, Step
+from gputriage.record.steps import LoaderInfo
 from gputriage.record.trace import RankTrace
 from gputriage.report import fmt
-from gputriage.report.views import gpu_summary, median_field_s, model_device, primary_steps
-from gputriage.wording import counted
+from gputriage.report.views import gpu_summary, model_device, primary_steps
 
 
 @dataclass
@@ -59,8 +59,25 @@ class SequenceDiagram:
     participants: list[tuple[str, str]]  # (key, label)
     messages: list[Message]
     step_time_s: float | None
-    unattributed_s: float | None  # Step.other_s: time no probe attributed to an arrow
-    basis: str  # where the numbers come from, in one phrase
+    unattributed_s: float | None  # the "other" part: time no probe attributed to an arrow, per step
+    basis: str  # where the numbers come from and which steps they rest on, in one phrase
+    unattributed_pct: float | None = None
+    unattributed_highlighted: bool = False  # "other" is the largest part of the step
+
+
+def message_label(message: Message) -> str:
+    """'1. load data: 79.2 ms (30.8%)', as every view writes it."""
+    share = f" ({fmt.share(message.share_pct)})" if message.share_pct is not None else ""
+    return f"{message.number}. {message.action}: {fmt.duration(message.time_s)}{share}"
+
+
+def footer_text(diagram: SequenceDiagram) -> str:
+    """The line under the sequence diagram: the step time, its basis, and the part no arrow carries."""
+    text = f"step time {fmt.duration(diagram.step_time_s)} ({diagram.basis})"
+    if diagram.unattributed_s is not None:
+        share = f" ({fmt.share(diagram.unattributed_pct)})" if diagram.unattributed_pct is not None else ""
+        text += f"; other, not attributed to an arrow: {fmt.duration(diagram.unattributed_s)}{share}"
+    return text
 
 
 def _attr(name: str, value: str | None) -> Attribute:
@@ -109,7 +126,7 @@ def build_relationship(run: Run) -> RelationshipDiagram:
     gpu = gpu_summary(run, model_device(model))
     usage = None
     if gpu.util_mean_pct is not None:
-        usage = f"{fmt.percent(gpu.util_mean_pct)} mean ({gpu.util_source})"
+        usage = f"{util_text(gpu.util_mean_pct)} mean ({gpu.util_source})"
     memory = None
     if gpu.memory_peak_bytes is not None:
         memory = f"{fmt.size(gpu.memory_peak_bytes)} peak"
@@ -162,39 +179,56 @@ def _load_text(loader: LoaderInfo | None) -> str | None:
 
 PARTICIPANTS = [("loader", "DataLoader"), ("host", "Training loop (CPU)"), ("gpu", "GPU")]
 
-# (action, detail, source, target, Step fields it adds up)
-_ARROWS: tuple[tuple[str, str, str, str, tuple[str, ...]], ...] = (
-    ("load data", "waiting in DataLoader.__next__", "loader", "host", ("data_wait_s",)),
-    ("send data", "copying the batch to the device", "host", "gpu", ("h2d_s",)),
-    ("perform computation", "forward", "gpu", "gpu", ("forward_s",)),
-    ("return results", "host syncs: .item(), .cpu(), synchronize", "gpu", "host", ("sync_s",)),
-    ("backpropagate", "backward + optimizer step", "host", "gpu", ("backward_s", "optimizer_s")),
-)
-
-
-def _median_sum_s(steps: list[Step], fields: tuple[str, ...]) -> float | None:
-    parts = [median_field_s(steps, f) for f in fields]
-    return None if any(p is None for p in parts) else sum(p for p in parts if p is not None)
+# (source, target) of each arrow of record/numbers.py's PARTS, in order; "other" has no arrow.
+_ENDS = {
+    "data_wait": ("loader", "host"),
+    "h2d": ("host", "gpu"),
+    "forward": ("gpu", "gpu"),
+    "sync": ("gpu", "host"),
+    "backprop": ("host", "gpu"),
+}
+_ARROWS = tuple(p for p in PARTS if p.key in _ENDS)
 
 
 def build_sequence(run: Run) -> SequenceDiagram:
     rank, steps = primary_steps(run)
+    numbers = step_numbers(steps)
+    if numbers is not None:
+        return _sequence_from_numbers(rank, numbers)
+    if run.trace is not None and run.trace.ranks:
+        return _sequence_from_trace(run)
     if steps:
-        return _sequence_from_steps(rank, steps)
-    return _sequence_from_trace(run)
+        return _unmeasured(f"not measured: {window_of(steps).describe()} completed after the warm-up step")
+    return _unmeasured("no step timing was measured")
 
 
-def _sequence_from_steps(rank: int | None, steps: list[Step]) -> SequenceDiagram:
-    step_time_s = median_field_s(steps, "wall_s")
-    messages = []
-    for number, (action, detail, source, target, fields) in enumerate(_ARROWS, start=1):
-        time_s = _median_sum_s(steps, fields)
-        share = 100 * time_s / step_time_s if time_s is not None and step_time_s else None
-        messages.append(Message(number, action, detail, source, target, time_s, share))
-    _highlight(messages)
+def _sequence_from_numbers(rank: int | None, numbers: StepNumbers) -> SequenceDiagram:
+    messages = [
+        Message(n, part.label, part.detail, *_ENDS[part.key], part.time_s, part.share_pct)
+        for n, part in enumerate((numbers.part(spec.key) for spec in _ARROWS), start=1)
+    ]
+    other = numbers.part("other")
+    largest = max(numbers.parts, key=lambda p: p.time_s)
+    if largest.key != "other":
+        _highlight(messages)
     where = f", rank {rank}" if rank is not None else ""
-    basis = f"median per step over {counted(len(steps), 'step')}{where}"
-    return SequenceDiagram(PARTICIPANTS, messages, step_time_s, median_field_s(steps, "other_s"), basis)
+    basis = f"mean per step over {numbers.window.describe()}{where}"
+    return SequenceDiagram(
+        PARTICIPANTS,
+        messages,
+        numbers.step_time_s,
+        other.time_s,
+        basis,
+        unattributed_pct=other.share_pct,
+        unattributed_highlighted=largest.key == "other" and other.time_s > 0,
+    )
+
+
+def _unmeasured(basis: str) -> SequenceDiagram:
+    messages = [
+        Message(n, spec.label, spec.detail, *_ENDS[spec.key], None, None) for n, spec in enumerate(_ARROWS, start=1)
+    ]
+    return SequenceDiagram(PARTICIPANTS, messages, None, None, basis)
 
 
 # What a profiler trace can put on each arrow, as shares of the step (the TensorBoard plugin's step partition), with
@@ -232,18 +266,14 @@ def _sequence_from_trace(run: Run) -> SequenceDiagram:
     """A trace-only run: the step time from the ProfilerStep spans, each arrow's share from the step partition."""
     first = run.trace.ranks[0] if run.trace is not None and run.trace.ranks else None
     if first is None:
-        messages = [
-            Message(n, action, detail, src, dst, None, None)
-            for n, (action, detail, src, dst, _fields) in enumerate(_ARROWS, start=1)
-        ]
-        return SequenceDiagram(PARTICIPANTS, messages, None, None, "no step timing was measured")
+        return _unmeasured("no step timing was measured")
     step_time_s = first.step_time_us / 1e6 if first.step_time_us is not None else None
     messages = []
-    for n, ((action, _detail, src, dst, _fields), detail, share) in enumerate(
+    for n, (spec, detail, share) in enumerate(
         zip(_ARROWS, _trace_details(first), _trace_shares_pct(first), strict=True), start=1
     ):
         time_s = step_time_s * share / 100 if step_time_s is not None and share is not None else None
-        messages.append(Message(n, action, detail, src, dst, time_s, share))
+        messages.append(Message(n, spec.label, detail, *_ENDS[spec.key], time_s, share))
     # Some arrows may be unknown here: the largest known one is where the time goes only if the unknown rest of the
     # step could not hold a larger one.
     known = [m.share_pct for m in messages if m.share_pct is not None and math.isfinite(m.share_pct)]

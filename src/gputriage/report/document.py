@@ -9,9 +9,9 @@ import msgspec
 
 from gputriage.diagnosis import Diagnosis
 from gputriage.record import Run, run_from_dict, run_to_dict
-from gputriage.record.run import read_json_object
+from gputriage.record.decode import REPORT_SCHEMA_PREFIX, load_run
 
-REPORT_SCHEMA = "gputriage.report/1"
+REPORT_SCHEMA = f"{REPORT_SCHEMA_PREFIX}1"
 _REPORT_KEYS = ("schema", "run_schema", "verdict", "ladder", "findings")
 
 
@@ -38,8 +38,8 @@ def build_document(diag: Diagnosis) -> dict[str, Any]:
                 "rung": r.rung,
                 "question": r.question,
                 "status": r.status,
-                "reason": r.reason,
                 "finding_codes": r.finding_codes,
+                "reason": r.reason,
             }
             for r in diag.ladder
         ],
@@ -74,4 +74,5 @@ def run_from_document(doc: dict[str, Any]) -> Run:
 
 
 def load_document(path: Path) -> Run:
-    return run_from_document(read_json_object(path, "a gputriage report.json"))
+    """A saved report.json (or a bare run record), read and checked at the one input boundary (record/decode.py)."""
+    return load_run(path)

@@ -7,6 +7,7 @@ import re
 from datetime import datetime, timezone
 from typing import Any
 
+from gputriage.record.numbers import pct_text
 from gputriage.report.sanitize import terminal_text
 
 NOT_MEASURED = "not measured"
@@ -33,6 +34,13 @@ def percent(value: float | None) -> str:
     if value is None or not math.isfinite(value):
         return NOT_MEASURED
     return f"{value:.1f}%" if abs(value) < 10 else f"{value:.0f}%"
+
+
+def share(value: float | None) -> str:
+    """A share of the step (record/numbers.py): always one decimal, as the rules write it in findings."""
+    if value is None or not math.isfinite(value):
+        return NOT_MEASURED
+    return pct_text(value)
 
 
 def size(num_bytes: float | None) -> str:

@@ -85,6 +85,7 @@ def _environment() -> Environment:
     )
     env.filters["duration"] = fmt.duration
     env.filters["percent"] = fmt.percent
+    env.filters["share"] = fmt.share
     env.filters["size"] = fmt.size
     env.filters["count"] = fmt.count
     env.filters["text"] = fmt.text

@@ -20,11 +20,13 @@ from rich.text import Text
 
 from gputriage.findings import Finding, Severity
 from gputriage.record.gpu import GpuSample, GpuSection, GpuTrack
+from gputriage.record.numbers import gpu_util_mean_pct
 from gputriage.report.fmt import duration, size
 from gputriage.report.layout import Column, Framed, Grid, Packed, Trimmed, is_plain, plain
 from gputriage.report.output import make_console
+from gputriage.report.sanitize import clean_tree
 from gputriage.report.terminal import finding_blocks, info_line, print_blocks
-from gputriage.report.views import track_memory_peak_bytes, track_util_mean_pct
+from gputriage.report.views import track_memory_peak_bytes
 from gputriage.wording import counted
 
 SPARK = "▁▂▃▄▅▆▇█"
@@ -51,6 +53,7 @@ def watch_view(
 ) -> RenderableType:
     """The whole frame: one panel per GPU, or one table row per GPU on a multi-GPU node. `verdicts` holds each
     GPU's one-line state by index (diagnosis.gpu_device_verdicts)."""
+    section, verdicts = clean_tree(section), clean_tree(dict(verdicts))  # GPU names, process command lines
     if not section.devices:
         return Text(f"{title}: no GPU to show ({section.unavailable_reason or 'none visible'})")
     source = "" if section.source == "nvml" else f" · {section.source}"
@@ -272,6 +275,7 @@ def run_live(
 
 def watch_line(section: GpuSection, verdicts: Mapping[int, str], clock: str = "") -> Text:
     """One interval in one line: each GPU's utilisation, memory, power and verdict."""
+    section, verdicts = clean_tree(section), clean_tree(dict(verdicts))  # GPU names, NVML's reasons
     if not section.devices:
         return Text(f"{clock} no GPU to show ({section.unavailable_reason or 'none visible'})".strip())
     parts = []
@@ -292,11 +296,12 @@ def summary_lines(
     section: GpuSection, verdicts: Mapping[int, str], elapsed_s: float, stopped_by: str | None
 ) -> list[Text]:
     """The end of a watch: how long it ran and how it ended, then each GPU over the whole session."""
+    section, verdicts = clean_tree(section), clean_tree(dict(verdicts))
     how = f", stopped by {stopped_by}" if stopped_by else ""
     ticks = max((t.summary.sample_count for t in section.devices), default=0)
     lines = [Text(f"gputriage watch: {duration(elapsed_s)}, {counted(ticks, 'reading')}{how}", style="bold")]
     for track in section.devices:
-        util = track_util_mean_pct(track)
+        util = gpu_util_mean_pct(track)
         peak = track_memory_peak_bytes(track)
         facts = [
             f"mean util {_pct(util).strip()}" if util is not None else "util n/a",

@@ -15,7 +15,7 @@ from gputriage.record import Run
 from gputriage.report import fmt
 from gputriage.report.diagrams import build_relationship, build_sequence
 from gputriage.report.mermaid import relationship_mermaid, sequence_mermaid
-from gputriage.report.sanitize import terminal_text
+from gputriage.report.sanitize import clean_tree, terminal_text
 from gputriage.report.timeline import OPEN_TOGETHER_NOTE, profiler_trace_paths
 from gputriage.report.views import rank_summaries
 from gputriage.wording import numbered
@@ -23,7 +23,7 @@ from gputriage.wording import numbered
 # Inline Markdown that could change meaning mid-line: emphasis, code spans, links, tables, strikethrough. (`<`, `>`
 # and `&` become entities first, so no HTML can form either.)
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]|~])")
-_STATUS_MARK = {"fail": "✗ fail", "warn": "! warn", "pass": "✓ pass", "skipped": "· skipped"}
+_STATUS_MARK = {"fail": "✗ fail", "warn": "! warn", "pass": "✓ pass", "skipped": "· not measured"}
 
 
 def md(value: object) -> str:
@@ -41,6 +41,7 @@ def fenced(code: str, lang: str = "") -> str:
 
 
 def render_markdown(diag: Diagnosis) -> str:
+    diag = clean_tree(diag)  # control characters made visible: a report.md is read in terminals and editors too
     parts = [
         _header(diag),
         _ladder(diag),
@@ -90,7 +91,11 @@ def _ending(run: Run) -> str | None:
 def _ladder(diag: Diagnosis) -> str:
     rows = ["## The ladder", "", "| rung | question | status | findings |", "|---:|---|---|---|"]
     for r in diag.ladder:
-        codes = ", ".join(md(c) for c in r.finding_codes) or (f"_{md(r.reason)}_" if r.reason else "")
+        codes = ", ".join(md(c) for c in r.decisive_codes)
+        if r.note_codes:
+            codes += ("; " if codes else "") + "notes: " + ", ".join(md(c) for c in r.note_codes)
+        if r.reason:
+            codes += ("; " if codes else "") + f"*{md(r.reason)}*"
         rows.append(f"| {r.rung} | {md(r.question)} | {_STATUS_MARK.get(r.status, md(r.status))} | {codes} |")
     return "\n".join(rows)
 
@@ -139,13 +144,13 @@ def _ranks(run: Run) -> str | None:
     rows = [
         "## Ranks",
         "",
-        "| rank | node | device | steps | median step | median data wait | data wait share |",
+        "| rank | node | device | steps after warm-up | step (mean) | data wait (mean) | data wait share |",
         "|---:|---|---|---:|---:|---:|---:|",
     ]
     rows += [
         f"| {fmt.text(s.rank)} | {md(fmt.text(s.node))} | {md(fmt.text(s.device))} | {s.step_count} | "
-        f"{fmt.duration(s.median_wall_s)} | "
-        f"{fmt.duration(s.median_data_wait_s)} | {fmt.percent(s.data_wait_share_pct)} |"
+        f"{fmt.duration(s.step_time_s)} | "
+        f"{fmt.duration(s.data_wait_s)} | {fmt.share(s.data_wait_share_pct)} |"
         for s in summaries
     ]
     if run.ranks is not None and run.ranks.missing:

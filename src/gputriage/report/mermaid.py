@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import re
 
-from gputriage.report import fmt
-from gputriage.report.diagrams import RelationshipDiagram, SequenceDiagram
+from gputriage.report.diagrams import RelationshipDiagram, SequenceDiagram, footer_text, message_label
+from gputriage.report.sanitize import inline_text
 
 # Characters that are safe inside a quoted Mermaid label; anything else becomes an entity code (#60;), so a user's
 # module name can neither close the label nor inject markup into the rendered diagram.
@@ -13,7 +13,8 @@ _SAFE = re.compile(r"[A-Za-z0-9 .,:_/+%=×·µ-]")
 
 
 def label(value: str) -> str:
-    return "".join(ch if _SAFE.fullmatch(ch) else f"#{ord(ch)};" for ch in value.replace("\n", " "))
+    visible = inline_text(value.replace("\n", " "))  # a control character shows as its escape, not as #27;
+    return "".join(ch if _SAFE.fullmatch(ch) else f"#{ord(ch)};" for ch in visible)
 
 
 def relationship_mermaid(diagram: RelationshipDiagram) -> str:
@@ -32,8 +33,7 @@ def sequence_mermaid(diagram: SequenceDiagram) -> str:
     lines = ["sequenceDiagram"]
     lines.extend(f"    participant {key} as {label(name)}" for key, name in diagram.participants)
     for m in diagram.messages:
-        share = f" ({fmt.percent(m.share_pct)})" if m.share_pct is not None else ""
-        text = label(f"{m.number}. {m.action}: {fmt.duration(m.time_s)}{share}")
+        text = label(message_label(m))
         if m.highlighted:
             lines.append("    rect rgb(255, 210, 210)")
             lines.append(f"    {m.source}->>{m.target}: {text}")
@@ -42,9 +42,9 @@ def sequence_mermaid(diagram: SequenceDiagram) -> str:
             lines.append("    end")
         else:
             lines.append(f"    {m.source}->>{m.target}: {text}")
-    footer = f"step time {fmt.duration(diagram.step_time_s)} ({diagram.basis})"
-    if diagram.unattributed_s is not None:
-        footer += f"; not attributed to an arrow: {fmt.duration(diagram.unattributed_s)}"
+    footer = footer_text(diagram)
+    if diagram.unattributed_highlighted:
+        footer += " (where the time goes)"
     first, last = diagram.participants[0][0], diagram.participants[-1][0]
     lines.append(f"    Note over {first},{last}: {label(footer)}")
     return "\n".join(lines)

@@ -13,6 +13,7 @@ from rich.console import Console
 
 from gputriage import outdir
 from gputriage.diagnosis import Diagnosis
+from gputriage.errors import InputError
 from gputriage.report import terminal
 from gputriage.report.document import build_document, encode_document
 from gputriage.report.html import render_html
@@ -30,14 +31,22 @@ class OutputOptions:
 
 
 def emit(diag: Diagnosis, opts: OutputOptions) -> None:
+    """Write the --out files, then show the report; a report that cannot be written is still shown, and the write's
+    InputError (one line: what was not written) is raised after it."""
+    unwritten: InputError | None = None
     if opts.out_dir is not None:
-        write_files(diag, opts.out_dir)
+        try:
+            write_files(diag, opts.out_dir)
+        except InputError as exc:
+            unwritten = exc
     if opts.json:
         sys.stdout.buffer.write(encode_document(build_document(diag)))
         sys.stdout.flush()
-        return
-    stream = opts.terminal_stream if opts.terminal_stream is not None else sys.stdout
-    terminal.render(diag, make_console(stream, opts.width), verbose=opts.verbose, out_dir=opts.out_dir)
+    else:
+        stream = opts.terminal_stream if opts.terminal_stream is not None else sys.stdout
+        terminal.render(diag, make_console(stream, opts.width), verbose=opts.verbose, out_dir=opts.out_dir)
+    if unwritten is not None:
+        raise unwritten
 
 
 def make_console(stream: TextIO, width: int | None = None, plain: bool | None = None) -> Console:
@@ -79,11 +88,9 @@ def report_files(diag: Diagnosis) -> dict[str, bytes]:
 
 
 def write_files(diag: Diagnosis, out_dir: Path) -> list[Path]:
-    """Write every report file into out_dir and return their paths."""
-    paths = []
-    for name, content in report_files(diag).items():
-        paths.append(write_file(out_dir / name, content))
-    return paths
+    """Write every report file into out_dir and return their paths: all of them, or (disk full, read-only folder, a
+    planted symlink) none, the previous report staying whole."""
+    return outdir.atomic_write_all(out_dir, report_files(diag))
 
 
 def write_file(path: Path, content: bytes) -> Path:

@@ -1,19 +1,32 @@
-"""Text from other people's files made safe to print: no control sequence ever reaches a terminal or a document.
+"""Text from other people's files, cleaned for a terminal, Markdown or Mermaid: one sanitiser, applied at each text
+renderer's entry.
 
-A trace's op names, a device name in its header, a pasted environment text: any of them can hold an escape
-sequence (`aten::copy_\\x1b]0;evil\\x07\\x1b[2J` retitles the terminal and clears it). rich drops BEL but not ESC,
-so every string from a record passes through `terminal_text` before the terminal, Markdown or Mermaid renderers
-see it. The JSON report keeps the exact text.
+Op names, device names, rank-record strings, exception messages, paths and argv come from the user's job or from a
+file someone forwarded. rich drops BEL and a few others but prints ESC as is, so `aten::copy_\\x1b]0;evil\\x07` would
+retitle the window and `\\x1b[2J` clear the screen. Every control character (C0, DEL, C1) and every bidirectional
+override is shown as a visible escape instead (`\\x1b`, `\\u202e`); a newline and a tab stay where the layout places
+them. The JSON document is never cleaned: it keeps every string exact.
+
+`clean_tree` applies `terminal_text` to every string of a record, a finding or a diagnosis (dataclasses, lists, dicts,
+keys included), copying only the objects that held something to clean, so a clean record costs one walk and no copy.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
+from collections.abc import Callable
+from enum import Enum
+from functools import cache
+from typing import Any, TypeVar, get_type_hints
 
-# C0 controls but tab and newline, DEL, C1 controls, and the Unicode bidirectional overrides and isolates (which
-# can make text read differently from what it is).
-_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\u200e\u200f\u061c]")
-MAX_CHARS = 400
+T = TypeVar("T")
+
+# C0 controls but \t and \n, DEL, C1 controls, and the Unicode bidirectional controls that reorder what a reader sees
+# (ALM, LRM, RLM, LRE/RLE/PDF/LRO/RLO, LRI/RLI/FSI/PDI), plus the line and paragraph separators some terminals and
+# editors treat as newlines.
+_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029]")
+_UNSAFE_INLINE = re.compile(_UNSAFE.pattern[:-1] + "\t\n]")
 
 
 def _visible(match: re.Match[str]) -> str:
@@ -21,7 +34,101 @@ def _visible(match: re.Match[str]) -> str:
     return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
-def terminal_text(text: str, limit: int = MAX_CHARS) -> str:
-    """`text` with every control character shown as an escape (`\\x1b`) and cut to `limit` characters."""
+def terminal_text(text: str, limit: int | None = None) -> str:
+    """`text` with every control character shown as an escape; newlines and tabs kept; cut to `limit` characters
+    (a line a person reads: an op name, a device name) when one is given."""
     cleaned = _UNSAFE.sub(_visible, text)
-    return cleaned if len(cleaned) <= limit else cleaned[: limit - 1] + "…"
+    if limit is None or len(cleaned) <= limit:
+        return cleaned
+    return cleaned[: limit - 1] + "…"
+
+
+def inline_text(text: str) -> str:
+    """`text` for one line (a table cell, a title): newlines and tabs are shown as escapes too."""
+    return _UNSAFE_INLINE.sub(_visible, text)
+
+
+def clean_tree(value: T, clean: Callable[[str], str] = terminal_text) -> T:
+    """A copy of `value` whose every string (dict keys too) went through `clean`; `value` itself when nothing needed it.
+
+    Walks dataclasses, lists, tuples and dicts. Enum members (a finding's severity) and numbers are left alone.
+    """
+    cleaned: T = _clean(value, clean)
+    return cleaned
+
+
+def _clean(value: Any, clean: Callable[[str], str]) -> Any:
+    kind = type(value)
+    if kind is str:
+        return clean(value)
+    if kind is list or kind is tuple:
+        return _clean_sequence(value, clean)
+    if kind is dict:
+        return _clean_dict(value, clean)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return _clean_dataclass(value, clean)
+    return value
+
+
+def _clean_sequence(value: list[Any] | tuple[Any, ...], clean: Callable[[str], str]) -> Any:
+    items = [_clean(item, clean) for item in value]
+    if all(new is old for new, old in zip(items, value, strict=True)):
+        return value
+    return items if type(value) is list else tuple(items)
+
+
+def _clean_dict(value: dict[Any, Any], clean: Callable[[str], str]) -> dict[Any, Any]:
+    pairs = [(_clean(k, clean), _clean(v, clean)) for k, v in value.items()]
+    if all(nk is k and nv is v for (nk, nv), (k, v) in zip(pairs, value.items(), strict=True)):
+        return value
+    return dict(pairs)
+
+
+def _clean_dataclass(value: Any, clean: Callable[[str], str]) -> Any:
+    changed = {}
+    kind: Any = type(value)
+    for name in _text_fields(kind):
+        old = getattr(value, name)
+        new = _clean(old, clean)
+        if new is not old:
+            changed[name] = new
+    return dataclasses.replace(value, **changed) if changed else value
+
+
+@cache
+def _text_fields(kind: Any) -> tuple[str, ...]:
+    """The fields of a dataclass that may hold a string somewhere below them: a list of 100,000 steps, all numbers,
+    is skipped without a look at each step."""
+    try:
+        hints = get_type_hints(kind)
+    except (NameError, TypeError):  # an annotation that cannot be resolved: look at every field
+        return tuple(f.name for f in dataclasses.fields(kind) if f.init)
+    return tuple(f.name for f in dataclasses.fields(kind) if f.init and _may_hold_text(hints.get(f.name, Any), set()))
+
+
+def _may_hold_text(hint: Any, seen: set[int]) -> bool:
+    if id(hint) in seen:
+        return False
+    seen.add(id(hint))
+    if hint is str or hint is Any or hint is object:
+        return True
+    if isinstance(hint, type):
+        return _class_may_hold_text(hint, seen)
+    args = getattr(hint, "__args__", None)
+    if args is None:
+        return True  # a form this walk does not know: assume it may hold text
+    return any(_may_hold_text(arg, seen) for arg in args if arg is not type(None))
+
+
+def _class_may_hold_text(kind: type, seen: set[int]) -> bool:
+    if issubclass(kind, Enum) or not dataclasses.is_dataclass(kind):
+        return False  # numbers, bools; a str-valued Enum is one of ours (a severity), never a file's text
+    hints = _hints(kind)
+    return hints is None or any(_may_hold_text(h, seen) for h in hints.values())
+
+
+def _hints(kind: type) -> dict[str, Any] | None:
+    try:
+        return get_type_hints(kind)
+    except (NameError, TypeError):
+        return None

@@ -8,8 +8,14 @@ from __future__ import annotations
 
 from html import escape
 
-from gputriage.report import fmt
-from gputriage.report.diagrams import Entity, Message, RelationshipDiagram, SequenceDiagram
+from gputriage.report.diagrams import (
+    Entity,
+    Message,
+    RelationshipDiagram,
+    SequenceDiagram,
+    footer_text,
+    message_label,
+)
 
 _FONT = "font-family='system-ui, -apple-system, Segoe UI, sans-serif'"
 _CHAR_PX = 6.6  # average glyph width at 12px, to size boxes without a text-measuring engine
@@ -132,12 +138,6 @@ _SELF_LOOP_W = 46
 _SELF_LABEL_W = 290
 
 
-def _message_label(message: Message) -> str:
-    time = fmt.duration(message.time_s)
-    share = f" ({fmt.percent(message.share_pct)})" if message.share_pct is not None else ""
-    return f"{message.number}. {message.action}: {time}{share}"
-
-
 def sequence_svg(diagram: SequenceDiagram) -> str:
     columns = {key: 130 + i * _COL_W for i, (key, _label) in enumerate(diagram.participants)}
     # Room on the right for the self-message's label next to the last lifeline.
@@ -174,7 +174,7 @@ def _message(message: Message, columns: dict[str, int], y: float) -> str:
     x1, x2 = columns[message.source], columns[message.target]
     cls = "message hot" if message.highlighted else "message"
     parts = [f"<g class='{cls}' data-action='{_esc(message.action)}'>"]
-    label = _message_label(message)
+    label = message_label(message)
     detail = message.detail
     detail_fill = _MUTED
     hot = "▲ where the time goes"
@@ -206,7 +206,5 @@ def _message(message: Message, columns: dict[str, int], y: float) -> str:
 
 
 def _footer(diagram: SequenceDiagram) -> str:
-    text = f"step time {fmt.duration(diagram.step_time_s)} ({diagram.basis})"
-    if diagram.unattributed_s is not None:
-        text += f"; not attributed to an arrow: {fmt.duration(diagram.unattributed_s)}"
-    return text
+    text = footer_text(diagram)
+    return text + " ▲ where the time goes" if diagram.unattributed_highlighted else text

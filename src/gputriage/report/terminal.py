@@ -20,14 +20,14 @@ from rich.padding import Padding
 from rich.syntax import Syntax
 from rich.text import Text
 
-from gputriage.diagnosis import Diagnosis
+from gputriage.diagnosis import Diagnosis, RungView
 from gputriage.findings import Finding, Severity
 from gputriage.record.environment import Environment
 from gputriage.record.trace import RankTrace
 from gputriage.report import fmt
 from gputriage.report.diagrams import RelationshipDiagram, SequenceDiagram, build_relationship, build_sequence
 from gputriage.report.layout import INDENT, Column, Framed, Grid, Heading, OneLine, Packed, Trimmed, plain
-from gputriage.report.sanitize import terminal_text
+from gputriage.report.sanitize import clean_tree, terminal_text
 from gputriage.wording import counted, listed
 
 _VERDICT_STYLE = {
@@ -41,7 +41,7 @@ _RUNG_MARK = {
     "fail": ("✗ fail", "red"),
     "warn": ("! warn", "yellow"),
     "pass": ("✓ pass", "green"),
-    "skipped": ("- skipped", "dim"),
+    "skipped": ("- not measured", "dim"),
 }
 _SEVERITY_STYLE = {Severity.CRITICAL: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
 _HIGHLIGHT_LEXER = {fmt.SHELL: "bash", fmt.PYTHON: "python", fmt.TEXT: "text"}
@@ -60,6 +60,7 @@ class Block:
 
 def render(diag: Diagnosis, console: Console, verbose: bool = False, out_dir: Path | None = None) -> None:
     """The report on `console`: short by default, everything with `verbose`; `out_dir` is where the files went."""
+    diag = clean_tree(diag)  # every string from the job or a file, with its control characters made visible
     blocks = full_report(diag) if verbose else short_report(diag, out_dir)
     print_blocks(console, blocks)
 
@@ -141,9 +142,18 @@ def ladder_table(diag: Diagnosis) -> Grid:
     )
     for view in diag.ladder:
         label, style = _RUNG_MARK[view.status]
-        codes = Text(", ".join(view.finding_codes)) if view.finding_codes else plain(view.reason or "", style="dim")
-        grid.add_row(str(view.rung), view.question, Text(label, style=style), codes)
+        grid.add_row(str(view.rung), view.question, Text(label, style=style), _rung_detail(view))
     return grid
+
+
+def _rung_detail(view: RungView) -> Text:
+    """The decisive findings; the info ones as notes; for a rung not measured, why."""
+    text = Text(", ".join(view.decisive_codes))
+    if view.note_codes:
+        text.append(("; " if view.decisive_codes else "") + "notes: " + ", ".join(view.note_codes), style="dim")
+    if view.reason:
+        text.append(("; " if len(text) else "") + view.reason, style="dim italic")
+    return text
 
 
 def environment_table(env: Environment) -> Grid:
@@ -226,9 +236,18 @@ def sequence_table(diagram: SequenceDiagram) -> Grid:
         grid.add_row(
             f"{m.number}. {m.action}",
             fmt.duration(m.time_s),
-            fmt.percent(m.share_pct),
+            fmt.share(m.share_pct),
             mark or "",
             style="bold red" if m.highlighted else "",
+        )
+    if diagram.unattributed_s is not None:
+        hot = diagram.unattributed_highlighted
+        grid.add_row(
+            "   other",
+            fmt.duration(diagram.unattributed_s),
+            fmt.share(diagram.unattributed_pct),
+            "← where the time goes (not attributed to an arrow)" if hot else "not attributed to an arrow",
+            style="bold red" if hot else "dim",
         )
     return grid
 
@@ -264,6 +283,7 @@ def finding_title(finding: Finding) -> Text:
 
 def finding_blocks(finding: Finding) -> list[Block]:
     """A finding in full: its heading, title, where, evidence and fix. The where and the fix's lines are whole."""
+    finding = clean_tree(finding)  # also drawn on its own, by the live view
     blocks = [Block(Text("")), Block(Heading(finding_title(finding))), Block(plain(finding.title, style="bold"))]
     if finding.where:
         blocks.append(Block(Text.assemble(("where: ", "magenta"), plain(finding.where)), whole=True))

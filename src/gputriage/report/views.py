@@ -6,12 +6,12 @@ Nothing here measures; it only regroups and summarises what the record holds. A 
 from __future__ import annotations
 
 import math
-import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gputriage.record import Run
 from gputriage.record.gpu import GpuSample, GpuSection, GpuTrack
+from gputriage.record.numbers import gpu_util_mean_pct, gpu_util_readings, step_numbers, window_of
 from gputriage.record.placement import ModelInfo
 from gputriage.record.steps import Step
 from gputriage.wording import counted
@@ -125,20 +125,16 @@ def gpu_tracks(run: Run) -> list[LabelledTrack]:
     return out
 
 
-def median_field_s(steps: Sequence[Step], name: str) -> float | None:
-    if not steps:
-        return None
-    return float(statistics.median(float(getattr(s, name)) for s in steps))
-
-
 @dataclass
 class RankStepSummary:
+    """One rank's step numbers (record/numbers.py), over its steps after warm-up."""
+
     rank: int | None
     node: str | None
     device: str | None  # the device the rank computes on, as it told torch
-    step_count: int
-    median_wall_s: float | None
-    median_data_wait_s: float | None
+    step_count: int  # steps the numbers rest on (after warm-up)
+    step_time_s: float | None  # mean per step
+    data_wait_s: float | None  # mean per step
     data_wait_share_pct: float | None  # total data wait over total wall time
 
 
@@ -146,18 +142,18 @@ def rank_summaries(run: Run) -> list[RankStepSummary]:
     infos = {info.rank: info for info in run.ranks.ranks} if run.ranks is not None else {}
     out = []
     for rank, steps in rank_step_lists(run):
-        wall_total_s = sum(s.wall_s for s in steps)
-        share = 100.0 * sum(s.data_wait_s for s in steps) / wall_total_s if wall_total_s > 0 else None
+        numbers = step_numbers(steps)
+        wait = numbers.part("data_wait") if numbers is not None else None
         info = infos.get(rank) if rank is not None else None
         out.append(
             RankStepSummary(
                 rank=rank,
                 node=info.node if info is not None else None,
                 device=info.device if info is not None else None,
-                step_count=len(steps),
-                median_wall_s=median_field_s(steps, "wall_s"),
-                median_data_wait_s=median_field_s(steps, "data_wait_s"),
-                data_wait_share_pct=share,
+                step_count=window_of(steps).count,
+                step_time_s=numbers.step_time_s if numbers is not None else None,
+                data_wait_s=wait.time_s if wait is not None else None,
+                data_wait_share_pct=wait.share_pct if wait is not None else None,
             )
         )
     return out
@@ -256,25 +252,7 @@ def _track_for_device(tracks: Sequence[LabelledTrack], device: str | None) -> La
         if by_cuda or by_nvml:
             return (by_cuda or by_nvml)[0]
     # No device named: the busiest GPU is the one the job ran on.
-    return max(tracks, key=lambda t: track_util_mean_pct(t.track) or 0.0)
-
-
-def _mean(values: Sequence[float | None]) -> float | None:
-    present = [v for v in values if v is not None and math.isfinite(v)]
-    return sum(present) / len(present) if present else None
-
-
-def track_util_mean_pct(track: GpuTrack) -> float | None:
-    """The sampler's mean over every tick when it kept one, else the mean of the kept samples."""
-    if track.summary.util_mean_pct is not None:
-        return track.summary.util_mean_pct
-    return _mean([s.gpu_util_pct for s in track.samples])
-
-
-def _util_readings(track: GpuTrack) -> int:
-    if track.summary.util_mean_pct is not None and track.summary.util_sample_count:
-        return track.summary.util_sample_count
-    return sum(1 for s in track.samples if s.gpu_util_pct is not None)
+    return max(tracks, key=lambda t: gpu_util_mean_pct(t.track) or 0.0)
 
 
 def track_memory_peak_bytes(track: GpuTrack) -> int | None:
@@ -289,12 +267,12 @@ def gpu_summary(run: Run, device: str | None) -> GpuSummary:
     if tracks:
         chosen = _track_for_device(tracks, device)
         track = chosen.track
-        util = track_util_mean_pct(track)
+        util = gpu_util_mean_pct(track)
         state = " (lost)" if track.lost else f" ({track.error})" if track.error else ""
         return GpuSummary(
             label=chosen.label + (f": {track.name}" if track.name else "") + state,
             util_mean_pct=util,
-            util_source=f"NVML, {counted(_util_readings(track), 'reading')}" if util is not None else None,
+            util_source=f"NVML, {counted(gpu_util_readings(track), 'reading')}" if util is not None else None,
             memory_peak_bytes=track_memory_peak_bytes(track),
             memory_total_bytes=track.memory_total_bytes,
             other_devices=len(tracks) - 1,

@@ -9,6 +9,13 @@ Thresholds (documented here, calibrated so that they hold on `meta`, where devic
 - host-sync-in-loop: a line syncs at least once per step on average, or syncs cost SYNC_SHARE_MIN_PCT of the step.
   When every such read is issued inside a library the user's line calls (transformers' BERT reads a mask in an `if`
   on every forward), it is a note (info), pointing at the library's line: there is nothing to change on the user's.
+- cpu-compute-in-step, found by time (the stack sampler, record/sampler.py), for the CPU work the census cannot see
+  (NumPy, PIL, Python loops): one line of the user's code is busy on the CPU in the step's "other" part (outside
+  forward, backward, the optimizer, the copies, the syncs and the DataLoader) for at least CPU_WORK_MIN_PCT of the
+  sampled step time, and in that part for nearly all of its own samples (CPU_WORK_PURITY, which leaves out the lines
+  that merely enclose the loop). A warning needs MIN_SAMPLED_STEPS steps and a 90% interval of the share wholly above
+  the threshold plus RUN_TO_RUN_NOISE_PCT (as input-pipeline-bound: runs differ more than one run's samples say);
+  otherwise it is borderline (info).
 """
 
 from __future__ import annotations
@@ -17,12 +24,20 @@ from gputriage.findings import Finding, Severity
 from gputriage.record import Run
 from gputriage.record.compute import ComputeSection
 from gputriage.record.device import judged_device
+from gputriage.record.numbers import pct_text, step_numbers, wilson_interval_pct
+from gputriage.record.sampler import SampledLine, SamplerSection
+from gputriage.rules import codefix
 from gputriage.rules.registry import rule
+from gputriage.wording import counted
 
 CPU_SHARE_MIN_PCT = 20.0
 CPU_TIME_MIN_PER_STEP_S = 0.001
 SYNCS_PER_STEP_MIN = 1.0
 SYNC_SHARE_MIN_PCT = 5.0
+CPU_WORK_MIN_PCT = 15.0
+CPU_WORK_PURITY = 0.9
+MIN_SAMPLED_STEPS = 5
+RUN_TO_RUN_NOISE_PCT = 5.0
 
 
 def _judged(run: Run) -> tuple[ComputeSection, str] | None:
@@ -54,14 +69,35 @@ def no_gpu_compute(run: Run) -> list[Finding]:
                 "window_steps": compute.window_steps,
                 "expected_device": expected,
             },
-            fix=f'device = torch.device("{expected}")\nmodel = model.to(device)\nx, y = x.to(device), y.to(device)',
+            fix=_no_compute_fix(run, expected, top.where if top else None),
             where=top.where if top else None,
         )
     ]
 
 
+def _no_compute_fix(run: Run, expected: str, where: str | None) -> str:
+    """Move the model and the batches, with the script's own names where its source is known."""
+    placement = run.placement
+    models = [m for m in placement.models if m.where] if placement is not None else []
+    device, lines = codefix.device_for(run.source, models[0].where if models else where, expected)
+    moved_models = [line for m in models if (line := codefix.moved_model_line(run.source, m.where, device))]
+    off = [
+        t
+        for t in (placement.tensors if placement is not None else [])
+        if t.role in ("input", "label") and t.shape and t.device.split(":")[0] != expected
+    ]
+    moved = codefix.moved_tensor_lines(run.source, off, device) if off else []
+    if not moved_models and not moved:
+        return "\n".join([*lines, f"model = model.to({device})", f"x, y = x.to({device}), y.to({device})"])
+    return "\n".join([*lines, *moved_models, *moved])
+
+
 @rule
 def cpu_compute_in_step(run: Run) -> list[Finding]:
+    return census_cpu_compute(run) or sampled_cpu_work(run)
+
+
+def census_cpu_compute(run: Run) -> list[Finding]:
     judged = _judged(run)
     if judged is None:
         return []
@@ -70,7 +106,7 @@ def cpu_compute_in_step(run: Run) -> list[Finding]:
     if compute.ops_per_device.get(expected, 0) == 0 or host_s <= 0:
         return []  # nothing on the device at all is no-gpu-compute's case
     cpu_s = compute.op_time_s_per_device.get("cpu", 0.0)
-    share_pct = 100.0 * cpu_s / host_s
+    share_pct = round(100.0 * cpu_s / host_s, 1)
     per_step_s = cpu_s / compute.window_steps
     if share_pct < CPU_SHARE_MIN_PCT or per_step_s < CPU_TIME_MIN_PER_STEP_S:
         return []
@@ -80,9 +116,9 @@ def cpu_compute_in_step(run: Run) -> list[Finding]:
             code="cpu-compute-in-step",
             rung=4,
             severity=Severity.WARNING,
-            title=f"{share_pct:.0f}% of the step's time is spent in ops on the CPU",
+            title=f"{pct_text(share_pct)} of the step's time is spent in ops on the CPU ({_census_window(compute)})",
             evidence={
-                "cpu_op_pct_of_step": round(share_pct, 2),
+                "cpu_op_pct_of_step": round(share_pct, 1),
                 "cpu_op_time_per_step_s": round(per_step_s, 6),
                 "cpu_ops": [f"{s.name} ×{s.count} {s.time_s * 1e3:.2f} ms at {s.where}" for s in top],
                 "window_steps": compute.window_steps,
@@ -105,6 +141,88 @@ LIBRARY_SYNC_FIX = (
 )
 
 
+def _census_window(compute: ComputeSection) -> str:
+    return f"{compute.window_steps} census step{'s' if compute.window_steps != 1 else ''}"
+
+
+def sampled_cpu_work(run: Run) -> list[Finding]:
+    """The line of the user's code that keeps the CPU busy in the step, from the stack sampler."""
+    sampler = run.sampler
+    expected = judged_device(run)
+    if sampler is None or sampler.samples == 0 or expected in (None, "cpu"):
+        return []
+    line = _busiest_cpu_line(sampler)
+    if line is None:
+        return []
+    share_pct = round(sampler.share_pct(line), 1)
+    numbers = step_numbers(run.steps.steps) if run.steps is not None else None
+    per_step_s = numbers.step_time_s * share_pct / 100 if numbers is not None else None
+    if per_step_s is not None and per_step_s < CPU_TIME_MIN_PER_STEP_S:
+        return []
+    # the samples are time-weighted; their count sets how sure the share is
+    interval = wilson_interval_pct(round(share_pct / 100 * sampler.samples), sampler.samples)
+    sure = sampler.steps >= MIN_SAMPLED_STEPS and interval.low >= CPU_WORK_MIN_PCT + RUN_TO_RUN_NOISE_PCT
+    inner = _hottest_inside(sampler, line)
+    callee = inner.function if inner is not None else line.function
+    what = ", ".join(x for x in (callee, line.library) if x and x != "<module>")
+    window = f"steps {sampler.first_step}-{sampler.last_step}, {counted(sampler.samples, 'sample')}"
+    title = f"{pct_text(share_pct)} of the step is CPU work at {line.where}" + (f" ({what})" if what else "")
+    title += f", outside the model ({window})"
+    if not sure:
+        title = f"Borderline: {title}; 90% interval {interval.text()}"
+    evidence: dict[str, object] = {
+        "line_pct_of_step": share_pct,
+        "line_pct_interval_90": [interval.low, interval.high],
+        "samples_at_line": line.samples,
+        "samples": sampler.samples,
+        "steps_sampled": sampler.steps,
+        "function": line.function,
+        "library": line.library,
+    }
+    if per_step_s is not None:
+        evidence["cpu_time_per_step_s"] = round(per_step_s, 6)
+    if inner is not None:
+        evidence["hottest_line_inside"] = f"{inner.where} ({inner.function}, {inner.library})"
+    return [
+        Finding(
+            code="cpu-compute-in-step",
+            rung=4,
+            severity=Severity.WARNING if sure else Severity.INFO,
+            title=title,
+            evidence=evidence,
+            fix=_cpu_work_fix(run, line, expected),
+            where=line.where,
+        )
+    ]
+
+
+def _busiest_cpu_line(sampler: SamplerSection) -> SampledLine | None:
+    """The outermost line that runs (nearly) only in the step's "other" part, busy there above the threshold."""
+    candidates = [
+        line
+        for line in sampler.lines
+        if line.time_s > 0
+        and line.phase_s.get("other", 0.0) >= CPU_WORK_PURITY * line.time_s
+        and sampler.share_pct(line) >= CPU_WORK_MIN_PCT
+    ]
+    return max(candidates, key=lambda line: (round(line.other_busy_s, 4), -line.depth), default=None)
+
+
+def _hottest_inside(sampler: SamplerSection, outer: SampledLine) -> SampledLine | None:
+    inside = [line for line in sampler.lines if line.depth > outer.depth and line.phase_s.keys() == {"other"}]
+    return max(inside, key=lambda line: line.self_s, default=None)
+
+
+def _cpu_work_fix(run: Run, line: SampledLine, expected: str) -> str:
+    stmt = codefix.statement_at(run.source, line.where)
+    code = stmt.text if stmt is not None else f"# the code at {line.where}"
+    return (
+        f"# this runs on the CPU in every step, while the {expected} device waits:\n{code}\n"
+        "# move it into the Dataset's __getitem__, so that DataLoader(num_workers=...) workers run it in parallel,\n"
+        "# or do it on the batch after .to(device) with torch ops (torch.flip, torch.roll, ...), on the device"
+    )
+
+
 @rule
 def host_sync_in_loop(run: Run) -> list[Finding]:
     judged = _judged(run)
@@ -120,7 +238,10 @@ def host_sync_in_loop(run: Run) -> list[Finding]:
     sites = sorted(compute.syncs, key=lambda s: (-s.count, -s.time_s))
     first = sites[0]
     in_library = share_pct < SYNC_SHARE_MIN_PCT and all(s.library_where is not None for s in hot)
-    title = f"The step waits for the device {sum(s.count for s in sites) / steps:.1f} times per step"
+    title = (
+        f"The step waits for the device {sum(s.count for s in sites) / steps:.1f} times per step "
+        f"({_census_window(compute)})"
+    )
     if in_library:
         title += f", read inside library code ({hot[0].library_where})"
     return [
@@ -132,7 +253,7 @@ def host_sync_in_loop(run: Run) -> list[Finding]:
             evidence={
                 "syncs_per_step": round(sum(s.count for s in sites) / steps, 2),
                 "sync_time_per_step_s": round(sync_s / steps, 6),
-                "sync_pct_of_step": round(share_pct, 2),
+                "sync_pct_of_step": round(share_pct, 1),
                 "sites": [f"{s.kind} ×{s.count / steps:.1f}/step at {s.where}: {s.code}" for s in sites[:6]],
             },
             fix=LIBRARY_SYNC_FIX if in_library else USER_SYNC_FIX,

@@ -117,6 +117,12 @@ def driver_cuda(env: Environment) -> str | None:
     return cuda_supported_by_driver(version, env.host.os_name) if version else None
 
 
+def major_version(version: str) -> int | None:
+    """12 for "12.4"; None for a text that does not start with a number (a record can hold anything)."""
+    parts = version_tuple(version)
+    return parts[0] if parts else None
+
+
 def cuda_at_most(cuda: str, limit: str) -> bool:
     return version_tuple(cuda)[:2] <= version_tuple(limit)[:2]
 
@@ -181,7 +187,7 @@ def pip_install(
 
 
 def conda_install(release: str, cuda: str) -> str:
-    channels = "-c pytorch -c conda-forge" if version_tuple(cuda)[0] >= 11 else "-c pytorch"
+    channels = "-c pytorch -c conda-forge" if (major_version(cuda) or 0) >= 11 else "-c pytorch"
     return f"conda install pytorch=={release}.0 cudatoolkit={cuda} {channels}"
 
 
@@ -199,8 +205,8 @@ def runs_on_driver(cuda: str, limit: str | None) -> str | None:
     """ "exact" when the driver's CUDA covers `cuda`, "compat" when only minor version compatibility does, else None."""
     if limit is None or cuda_at_most(cuda, limit):
         return "exact"
-    major = version_tuple(cuda)[0]
-    return "compat" if major >= MINOR_COMPAT_SINCE and major == version_tuple(limit)[0] else None
+    major = major_version(cuda)
+    return "compat" if major is not None and major >= MINOR_COMPAT_SINCE and major == major_version(limit) else None
 
 
 def cuda_variant_for(env: Environment) -> Variant | None:
@@ -270,7 +276,7 @@ def driver_needed(cuda: str, env: Environment) -> str:
     if exact:
         return f"NVIDIA driver >= {exact}"
     floor = compat_min_driver_for(cuda, env.host.os_name)
-    major = version_tuple(cuda)[0]
+    major = major_version(cuda)
     return (
         f"NVIDIA driver >= {floor} (CUDA {major}.x minor version compatibility)" if floor else "a recent NVIDIA driver"
     )

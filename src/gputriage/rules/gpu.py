@@ -22,7 +22,9 @@ from gputriage.findings import Finding, Severity
 from gputriage.record import Run
 from gputriage.record.device import judged_for_nvidia
 from gputriage.record.gpu import GpuProcess, GpuSample, GpuTrack
+from gputriage.record.numbers import util_text
 from gputriage.rules.registry import rule
+from gputriage.wording import counted
 
 GIB = 1024**3
 LOW_UTIL_PCT = 50.0
@@ -37,6 +39,8 @@ OTHER_PROCESS_MIN_BYTES = 1 * GIB
 OTHER_PROCESS_WARN_MEMORY_PCT = 10.0
 OTHER_PROCESS_WARN_SM_PCT = 20.0
 MAX_OTHER_PROCESS_FINDINGS = 3
+# A mean over fewer utilisation readings says little about a job (NVML reads a window of 1/6 s to 1 s): borderline.
+MIN_UTIL_READINGS = 10
 
 # Clock-event reasons that slow the job, in the words people use.
 LIMITING_REASONS = {
@@ -303,14 +307,16 @@ def _low_util_finding(track: GpuTrack) -> Finding:
             held = f" while {_who(holder)} held {_gib(holder.used_memory_bytes)}"
     if s.sm_active_mean_pct is not None:
         evidence["sm_active_mean_pct"] = s.sm_active_mean_pct
+    enough = s.util_sample_count >= MIN_UTIL_READINGS
+    title = (
+        f"GPU {track.index} was busy {util_text(s.util_mean_pct or 0.0)} of the time "
+        f"and at 0% in {s.util_zero_pct_of_samples or 0:.0f}% of samples{held}"
+    )
     return Finding(
         code="low-gpu-utilization",
         rung=5,
-        severity=Severity.WARNING,
-        title=(
-            f"GPU {track.index} was busy {s.util_mean_pct:.0f}% of the time "
-            f"and at 0% in {s.util_zero_pct_of_samples or 0:.0f}% of samples{held}"
-        ),
+        severity=Severity.WARNING if enough else Severity.INFO,
+        title=title if enough else f"Borderline: {title} (only {counted(s.util_sample_count or 0, 'reading')})",
         evidence={k: v for k, v in evidence.items() if v is not None},
         fix=_LOW_UTIL_FIX,
     )

@@ -12,8 +12,10 @@ from collections.abc import Iterator
 
 from gputriage.findings import Finding, Severity
 from gputriage.record import Run
+from gputriage.record.compute import MixedDeviceOp
 from gputriage.record.device import judged_device
 from gputriage.record.placement import ModelInfo, StrayPart, TensorSeen
+from gputriage.rules import codefix
 from gputriage.rules.registry import rule
 
 # The texts of a device-mismatch RuntimeError, per backend and per PyTorch generation.
@@ -117,20 +119,26 @@ def _model_on_cpu(run: Run, model: ModelInfo, expected: str) -> Finding:
     if model.called_where:
         evidence["first_forward_where"] = model.called_where
     evidence.update(crash_evidence(run))
-    built = f"  # {model.where}" if model.where else ""
-    fix = (
-        f'device = torch.device("{expected}")\n'
-        f"model = {model.name}(...).to(device){built}\n"
-        "# and move every batch too: x, y = x.to(device), y.to(device)"
-    )
     return Finding(
         code="model-on-cpu",
         rung=3,
         severity=Severity.CRITICAL,
         title=f"The model {model.name} is on {'/'.join(devices)}, not on {expected}",
         evidence=evidence,
-        fix=fix,
+        fix=_model_fix(run, model, expected),
         where=model.where or model.called_where,
+    )
+
+
+def _model_fix(run: Run, model: ModelInfo, expected: str) -> str:
+    """`net = Net().to(device)` on the line that builds the model, in the script's names."""
+    device, define = codefix.device_for(run.source, model.where or model.called_where, expected)
+    moved = codefix.moved_model_line(run.source, model.where, device)
+    if moved is not None:
+        return "\n".join([*define, moved])
+    built = f"  # {model.where}" if model.where else ""
+    return "\n".join(
+        [*define, f"model = {model.name}(...).to({device}){built}", "# and move every batch too, before the model"]
     )
 
 
@@ -162,7 +170,7 @@ def _model_partly_on_cpu(run: Run, model: ModelInfo, expected: str, off: int, to
         severity=severity,
         title=title,
         evidence=evidence,
-        fix=_partly_fix(model, first),
+        fix=_partly_fix(run, model, first),
         where=(first.where if first and first.where else None) or model.where,
     )
 
@@ -185,13 +193,23 @@ def _unused_attributes(run: Run, model: ModelInfo) -> bool:
 
 
 def _kind_text(part: StrayPart) -> str:
-    if part.kind == "attribute":
-        return "plain tensor attribute, not a registered buffer"
-    return part.kind
+    kind = "plain tensor attribute, not a registered buffer" if part.kind == "attribute" else part.kind
+    return f"{kind}, made inside forward" if part.created_in_forward else kind
 
 
-def _partly_fix(model: ModelInfo, part: StrayPart | None) -> str:
+def _partly_fix(run: Run, model: ModelInfo, part: StrayPart | None) -> str:
+    if part is not None and part.created_in_forward:
+        fixed = _made_in_forward_fix(run, part.where)
+        if fixed is not None:
+            return fixed
     if part is not None and part.kind == "attribute":
+        stmt = codefix.statement_at(run.source, part.where)
+        fixed = codefix.register_buffer_fix(stmt) if stmt is not None else None
+        if fixed is not None:
+            return (
+                "# a plain tensor attribute never follows model.to(); register it as a buffer (it then moves with "
+                f"the model):\n{fixed}"
+            )
         owner, _, leaf = part.path.rpartition(".")
         target = f"self.{owner}" if owner else "self"
         return (
@@ -207,6 +225,18 @@ def _partly_fix(model: ModelInfo, part: StrayPart | None) -> str:
     )
 
 
+def _made_in_forward_fix(run: Run, where: str | None) -> str | None:
+    """`mask = torch.ones(n, n, device=device)`: the line that makes the tensor inside forward, on the right device."""
+    stmt = codefix.factory_statement(run.source, where)
+    if stmt is None:
+        return None
+    fixed = codefix.with_device(stmt, codefix.forward_device(stmt))
+    if fixed is None:
+        return None
+    why = f"# made on the CPU inside forward, at every call (line {stmt.first_line}): make it on the input's device"
+    return f"{why}\n{fixed}"
+
+
 # -- data placement --------------------------------------------------------------------------------------------------
 
 
@@ -216,15 +246,32 @@ def data_findings(run: Run) -> Iterator[Finding]:
         return
     tensors = run.placement.tensors
     off = [t for t in tensors if t.shape and device_type(t.device) != expected]
-    inputs = [t for t in off if t.role == "input" and not _host_side_argument(t, tensors, expected)]
-    labels = [t for t in off if t.role == "label"]
+    into_model = [t for t in off if t.role == "input" and not _host_side_argument(t, tensors, expected)]
+    # `model(**batch, labels=labels)`: labels that enter the model (which computes the loss) are still the labels
+    labels = [t for t in off if t.role == "label" or (t in into_model and _label_keyword(t))]
+    inputs = [t for t in into_model if t not in labels]
     if inputs or labels:
         yield _data_on_cpu(run, inputs, labels, expected)
 
 
+# Keyword names of a model's arguments that carry the labels (Hugging Face models compute the loss inside forward).
+_LABEL_KEYWORDS = ("label", "target")
+
+
+def _label_keyword(t: TensorSeen) -> bool:
+    return (
+        t.argument is not None
+        and not t.argument.startswith("args[")
+        and any(word in t.argument.lower() for word in _LABEL_KEYWORDS)
+    )
+
+
 def _host_side_argument(t: TensorSeen, seen: list[TensorSeen], expected: str) -> bool:
-    """A 1-D integer tensor next to device inputs is host-side by design: `lengths` for pack_padded_sequence."""
+    """A 1-D integer tensor next to device inputs is host-side by design: `lengths` for pack_padded_sequence. Not
+    when the keyword says it is the labels (`model(**batch, labels=labels)`)."""
     if len(t.shape) != 1 or t.dtype not in ("int64", "int32"):
+        return False
+    if _label_keyword(t):
         return False
     return any(o.target == t.target and o.role == "input" and device_type(o.device) == expected for o in seen)
 
@@ -240,11 +287,6 @@ def _data_on_cpu(run: Run, inputs: list[TensorSeen], labels: list[TensorSeen], e
         "expected_device": expected,
     }
     evidence.update(crash_evidence(run))
-    fix = []
-    if inputs:
-        fix.append(f'x = x.to("{expected}", non_blocking=True)  # before {inputs[0].target}(x) at {inputs[0].where}')
-    if labels:
-        fix.append(f'y = y.to("{expected}", non_blocking=True)  # before {labels[0].target}(...) at {labels[0].where}')
     if inputs and labels:
         what = "The inputs and the labels reach the model and the loss"
     elif inputs:
@@ -257,9 +299,15 @@ def _data_on_cpu(run: Run, inputs: list[TensorSeen], labels: list[TensorSeen], e
         severity=Severity.CRITICAL,
         title=f"{what} on {device_type(first.device)}, not on {expected}",
         evidence=evidence,
-        fix="\n".join(fix),
+        fix=_data_fix(run, inputs, labels, expected),
         where=first.where,
     )
+
+
+def _data_fix(run: Run, inputs: list[TensorSeen], labels: list[TensorSeen], expected: str) -> str:
+    """`images = images.to(device, non_blocking=True)` before `output = model(images)`, in the script's names."""
+    device, lines = codefix.device_for(run.source, (inputs or labels)[0].where, expected)
+    return "\n".join([*lines, *codefix.moved_tensor_lines(run.source, [*inputs, *labels], device)])
 
 
 # -- rules -------------------------------------------------------------------------------------------------------------
@@ -273,12 +321,13 @@ def placement_rule(run: Run) -> list[Finding]:
 
 @rule
 def device_mismatch_rule(run: Run) -> list[Finding]:
-    """device-mismatch-error, only when the crash is a device mismatch and nothing more specific explains it."""
-    proc = run.process
-    if proc is None or not is_device_mismatch(proc.exception_message):
-        return []
+    """device-mismatch-error, when the crash is a device mismatch (or, before any crash, the op census saw a CPU
+    tensor meet the device's tensors) and nothing more specific explains it."""
     if any(True for _ in data_findings(run)) or any(True for _ in model_findings(run)):
         return []
+    proc = run.process
+    if proc is None or not is_device_mismatch(proc.exception_message):
+        return census_mismatch(run)
     message = proc.exception_message or ""
     evidence: dict[str, object] = {
         "error": _first_line(message),
@@ -301,6 +350,49 @@ def device_mismatch_rule(run: Run) -> list[Finding]:
             where=proc.crash_where,
         )
     ]
+
+
+def census_mismatch(run: Run) -> list[Finding]:
+    """A CPU tensor met tensors on the expected device in one op: CUDA refuses that op, the meta stand-in may not."""
+    expected = judged_device(run)
+    if run.compute is None or not run.compute.mixed_device_ops or expected in (None, "cpu"):
+        return []
+    ops = sorted(run.compute.mixed_device_ops, key=lambda o: (o.cpu_tensor_where is None, -o.count))
+    first = ops[0]
+    made = f" made at {first.cpu_tensor_where}" if first.cpu_tensor_where else ""
+    evidence: dict[str, object] = {
+        "op": first.name,
+        "op_where": first.where,
+        "cpu_tensor_where": first.cpu_tensor_where,
+        "cpu_shape": first.cpu_shape,
+        "devices": [expected, "cpu"],
+        "mixed_ops": [f"{o.name} ×{o.count} at {o.where}" for o in ops[:6]],
+        "window_steps": run.compute.window_steps,
+    }
+    return [
+        Finding(
+            code="device-mismatch-error",
+            rung=3,
+            severity=Severity.CRITICAL,
+            title=(
+                f"A CPU tensor{made} meets tensors on {expected} in {first.name} at every step: "
+                f"on a GPU this fails with a device mismatch"
+            ),
+            evidence=evidence,
+            fix=_mixed_fix(run, first),
+            where=first.cpu_tensor_where or first.where,
+        )
+    ]
+
+
+def _mixed_fix(run: Run, op: MixedDeviceOp) -> str:
+    fixed = _made_in_forward_fix(run, op.cpu_tensor_where) if op.cpu_tensor_where else None
+    if fixed is not None:
+        return fixed
+    return (
+        f"# the CPU operand of {op.name} at {op.where}: make it on the device of the other operands, e.g.\n"
+        "t = torch.arange(n, device=x.device)  # tensors made inside forward: device=x.device"
+    )
 
 
 @rule

@@ -65,6 +65,16 @@ class StandIn(torch.Tensor):
     def is_meta(self) -> bool:  # type: ignore[override]  # as above
         return False
 
+    @property
+    def data(self) -> torch.Tensor:
+        return torch._C.TensorBase.data.__get__(self)  # type: ignore[attr-defined,no-any-return]
+
+    @data.setter
+    def data(self, value: torch.Tensor) -> None:
+        """`p.data = x`, as CUDA does it: the object now holds x's values on x's device. nn.Module._apply moves
+        parameters this way (`model.cpu()`, Lightning's teardown), and so does weight init (`w.data = ...`)."""
+        set_data(self, value)
+
     def __repr__(self, *, tensor_contents: Any = None) -> str:  # type: ignore[override]
         # torch's printer reads the values (a host sync on a real GPU too) and adds device='cuda:N' from .device;
         # it names a subclass by its class name ("Tensor(", as long as "tensor(") and a parameter "Parameter(...)"
@@ -133,6 +143,22 @@ class StandIn(torch.Tensor):
 
 # Python names the class "Tensor" in messages and reprs, as it does for a real CUDA tensor.
 StandIn.__name__ = StandIn.__qualname__ = "Tensor"
+
+
+def set_data(t: StandIn, value: torch.Tensor) -> None:
+    if isinstance(value, StandIn):
+        torch._C.TensorBase.data.__set__(t, value)  # type: ignore[attr-defined]  # sizes, strides, dtype
+        t.__dict__[BACKING] = value.__dict__[BACKING]
+        t.__dict__[INDEX] = value.__dict__[INDEX]
+        return
+    # Onto a real device: the object stops being a stand-in, as a CUDA tensor assigned CPU data stops being on CUDA.
+    is_param = bool(t.__dict__.get(_IS_PARAM))
+    plain = torch.nn.Parameter(value, requires_grad=t.requires_grad) if is_param else value.detach()
+    plain.requires_grad_(t.requires_grad)
+    grad = t.grad
+    if grad is not None:  # `.data =` keeps the gradient (nn.Module._apply moves it next, through `.grad.data =`)
+        plain.grad = (host_copy(grad) if isinstance(grad, StandIn) else grad).to(value.device)
+    torch.utils.swap_tensors(t, plain)  # type: ignore[no-untyped-call]  # torch leaves it untyped
 
 
 def _plain_prefix(text: str) -> str:

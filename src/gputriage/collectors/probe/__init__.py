@@ -21,14 +21,14 @@ from torch import nn
 from torch.utils.hooks import RemovableHandle
 
 from gputriage.collectors.patching import Patches
-from gputriage.collectors.probe.census import OpCensus
+from gputriage.collectors.probe.census import MixedDeviceMode, MixedDevices, OpCensus
 from gputriage.collectors.probe.clock import PhaseClock
 from gputriage.collectors.probe.loader import LoaderProbe
 from gputriage.collectors.probe.placement import PlacementProbe
 from gputriage.collectors.probe.state import ProbeState
 from gputriage.collectors.probe.steps import StepTracker
 from gputriage.collectors.probe.syncs import CudaSyncDebug, SyncRecorder, TensorTimers
-from gputriage.collectors.probe.window import CENSUS, PLACEMENT, TIMING, Switch, WindowDriver
+from gputriage.collectors.probe.window import CENSUS, MIXED, PLACEMENT, TIMING, Switch, WindowDriver
 from gputriage.collectors.usercode import traceback_user_where
 from gputriage.record import Run
 from gputriage.record.compute import ComputeSection
@@ -47,6 +47,8 @@ class RunProbe:
         self.steps_section = StepsSection(cpu_count=usable_cpu_count())
         self._syncs = SyncRecorder(self.state)
         self._census: OpCensus | None = None
+        self._mixed = MixedDevices(self.state)
+        self._mixed_mode: MixedDeviceMode | None = None
         self._census_steps: list[int] = []
         self._cuda_debug = CudaSyncDebug(self._syncs)
         self._cuda_debug_used = False
@@ -65,6 +67,7 @@ class RunProbe:
                 TIMING: Switch(self._start_timing, self._stop_timing),
                 PLACEMENT: Switch(self._placement.start_hooks, self._placement.stop),
                 CENSUS: Switch(self._start_census, self._stop_census),
+                MIXED: Switch(self._start_mixed, self._stop_mixed),
             },
             steps_limit,
         )
@@ -99,6 +102,7 @@ class RunProbe:
 
     def explain_crash(self, exc: BaseException) -> tuple[str | None, str | None]:
         """(file:line in the user's code, the nn.Module whose forward was running) for a crash."""
+        self._placement.rescan_models()  # a mask cached inside the forward that crashed exists only now
         where = traceback_user_where(exc.__traceback__)
         module = None
         tb = exc.__traceback__
@@ -135,7 +139,7 @@ class RunProbe:
         self._syncs.recording = True
         if self.state.expected_device == "cuda":
             self._cuda_debug_used = self._cuda_debug.start() or self._cuda_debug_used
-        census = OpCensus(self.state, self._syncs)
+        census = OpCensus(self.state, self._syncs, self._mixed)
         try:
             census.__enter__()  # type: ignore[no-untyped-call]
         except Exception:
@@ -151,9 +155,26 @@ class RunProbe:
             with contextlib.suppress(Exception):
                 self._census.__exit__(None, None, None)  # type: ignore[no-untyped-call]
 
+    def _start_mixed(self) -> None:
+        mode = MixedDeviceMode(self._mixed)
+        try:
+            mode.__enter__()  # type: ignore[no-untyped-call]
+        except Exception:
+            return
+        self._mixed_mode = mode
+
+    def _stop_mixed(self) -> None:
+        if self._mixed_mode is not None:
+            with contextlib.suppress(Exception):  # the user's own mode may be on top of ours
+                self._mixed_mode.__exit__(None, None, None)  # type: ignore[no-untyped-call]
+            self._mixed_mode = None
+
     def _compute_section(self) -> ComputeSection | None:
         if self._census is None or len(self._census_steps) < 2:
-            return None
+            # no complete census window (a crash at step 0): rung 4 is not measured, but a CPU tensor that met the
+            # device's tensors at step 0 is still evidence
+            mixed = self._mixed.found()
+            return ComputeSection(mixed_device_ops=mixed) if mixed else None
         first, last = self._census_steps[0], self._census_steps[1]
         covered = [s for s in self.steps_section.steps if first <= s.index < last]
         section = ComputeSection(

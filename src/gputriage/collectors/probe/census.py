@@ -3,6 +3,11 @@
 It sees every aten op after autograd (forward, backward and optimizer), on the thread that runs the step and on the
 autograd engine's threads, which inherit the mode. Ops whose tensors are all 0-d CPU scalars are counted apart:
 optimizers keep their step counters on the CPU on purpose.
+
+It also looks at the tensors themselves (`MixedDevices`): an op that meets a CPU tensor next to tensors on the
+expected device fails on CUDA ("Expected all tensors to be on the same device"), although the meta stand-in accepts
+some of them (an embedding with CPU indices). Tensors made on the CPU inside a forward are remembered with their line,
+so the finding names where the stray tensor was made, not only where it was used.
 """
 
 from __future__ import annotations
@@ -15,10 +20,11 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from gputriage.collectors.identity import IdentityMap
 from gputriage.collectors.probe.state import ProbeState
 from gputriage.collectors.probe.syncs import SyncRecorder
 from gputriage.collectors.usercode import frame_where, user_frame
-from gputriage.record.compute import ComputeSection, OpStat
+from gputriage.record.compute import ComputeSection, MixedDeviceOp, OpStat
 
 aten = torch.ops.aten
 _SCALAR_READS = {aten._local_scalar_dense.default}
@@ -28,12 +34,13 @@ TOP_CPU_OPS = 12
 
 
 class OpCensus(TorchDispatchMode):  # type: ignore[no-untyped-call]
-    def __init__(self, state: ProbeState, syncs: SyncRecorder) -> None:
+    def __init__(self, state: ProbeState, syncs: SyncRecorder, mixed: MixedDevices | None = None) -> None:
         super().__init__()  # type: ignore[no-untyped-call]
         self._state = state
         self._syncs = syncs
         self.ops: dict[tuple[str, str], OpStat] = {}
         self.scalar_cpu_ops = 0
+        self.mixed = mixed if mixed is not None else MixedDevices(state)
 
     def __torch_dispatch__(
         self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None
@@ -45,16 +52,20 @@ class OpCensus(TorchDispatchMode):  # type: ignore[no-untyped-call]
         start_s = time.perf_counter()
         try:
             out = func(*args, **kwargs)
+        except BaseException:
+            out = None
+            raise
         finally:
             elapsed_s = time.perf_counter() - start_s
             with contextlib.suppress(Exception):  # the census must never break the user's op
-                self._count(func, args, kwargs, elapsed_s)
+                self._count(func, args, kwargs, elapsed_s, out)
         return out
 
-    def _count(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], elapsed_s: float) -> None:
+    def _count(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], elapsed_s: float, out: Any) -> None:
         tensors = [a for a in _flat(args) if isinstance(a, torch.Tensor)]
         tensors += [v for v in kwargs.values() if isinstance(v, torch.Tensor)]
         device = _op_device(tensors, kwargs)
+        self.mixed.see(func, tensors, out)
         if not self._state.in_sync_call:
             kind = _sync_kind(func, tensors, kwargs)
             host_read = self._state.stand_in_host_read
@@ -79,6 +90,110 @@ class OpCensus(TorchDispatchMode):  # type: ignore[no-untyped-call]
         section.scalar_cpu_ops = self.scalar_cpu_ops
         cpu = sorted((s for s in self.ops.values() if s.device == "cpu"), key=lambda s: -s.time_s)
         section.top_cpu_ops = cpu[:TOP_CPU_OPS]
+        section.mixed_device_ops = self.mixed.found()
+
+
+# Ops that take CPU operands next to device tensors by design: indices of an index op (copied, not a crash), the
+# lengths of pack_padded_sequence, and the explicit moves themselves.
+_CPU_OPERAND_OK = {
+    "aten.index",
+    "aten.index_put",
+    "aten.index_put_",
+    "aten._index_put_impl_",
+    "aten._pack_padded_sequence",
+    "aten.copy_",
+    "aten._to_copy",
+    "aten.to",
+    "aten.lift_fresh",
+    "aten.set_",
+}
+MAX_MIXED_OPS = 8
+# torch.tensor([...]) reaches dispatch as lift_fresh of a tensor built outside it.
+_FACTORIES_FROM_DATA = {"aten.lift_fresh", "aten.lift_fresh_copy"}
+
+
+class MixedDevices:
+    """CPU tensors (not 0-d scalars) that meet tensors on the expected device in one op, and where they were made."""
+
+    def __init__(self, state: ProbeState) -> None:
+        self._state = state
+        self._made: IdentityMap[torch.Tensor, str] = IdentityMap()  # CPU tensor made inside a forward -> its line
+        self._ops: dict[tuple[str, str | None], MixedDeviceOp] = {}
+        self._frames_up = 3
+
+    def ignored(self) -> bool:
+        """In a DataLoader worker or inside DataLoader.__next__ (collation is not the model's work)."""
+        return self._state.in_child or self._state.in_loader > 0
+
+    def see(self, func: Any, tensors: list[torch.Tensor], out: Any, frames_up: int = 3) -> None:
+        """`frames_up`: frames from here to the dispatch mode's `__torch_dispatch__` (where the user's frame search
+        starts)."""
+        self._frames_up = frames_up
+        expected = self._state.expected_device
+        if expected == "cpu":
+            return
+        name = str(func.overloadpacket).replace("aten::", "aten.")
+        devices = {t.device.type for t in tensors}
+        cpu = [t for t in tensors if t.device.type == "cpu" and t.dim() > 0]
+        if expected in devices:
+            if cpu and name not in _CPU_OPERAND_OK:
+                self._mixed(name, expected, cpu)
+            return
+        if devices - {"cpu"} or self._state.clock.phase != "forward":
+            return
+        # Inside a forward, on the CPU only: a factory (arange, ones, tensor(...)) makes a stray tensor; an op on one
+        # (triu, eq, expand) passes its origin on.
+        origin = self._origin(cpu)
+        if origin is not None or not tensors or name in _FACTORIES_FROM_DATA:
+            self._remember(out, origin)
+
+    def _origin(self, cpu: list[torch.Tensor]) -> str | None:
+        """The line that made one of these CPU operands inside a forward, or this line (a factory's first result)."""
+        for t in cpu:
+            site = self._made.get(t)
+            if site is not None:
+                return site
+        return None
+
+    def _remember(self, out: Any, origin: str | None) -> None:
+        results = [o for o in (out if isinstance(out, (tuple, list)) else (out,)) if isinstance(o, torch.Tensor)]
+        for t in results:
+            if t.device.type == "cpu" and t.dim() > 0:
+                self._made[t] = origin or frame_where(user_frame(sys._getframe(self._frames_up))) or "?"
+
+    def _mixed(self, name: str, device: str, cpu: list[torch.Tensor]) -> None:
+        where = frame_where(user_frame(sys._getframe(self._frames_up)))
+        key = (name, where)
+        op = self._ops.get(key)
+        if op is None:
+            if len(self._ops) >= MAX_MIXED_OPS:
+                return
+            origin = self._origin(cpu)
+            op = self._ops[key] = MixedDeviceOp(name, device, list(cpu[0].shape), 0, where, origin)
+        op.count += 1
+
+    def found(self) -> list[MixedDeviceOp]:
+        return list(self._ops.values())
+
+
+class MixedDeviceMode(TorchDispatchMode):  # type: ignore[no-untyped-call]
+    """Only the tensors' look (MixedDevices), for the warm-up step, where the op census is off."""
+
+    def __init__(self, mixed: MixedDevices) -> None:
+        super().__init__()  # type: ignore[no-untyped-call]
+        self._mixed = mixed
+
+    def __torch_dispatch__(
+        self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None
+    ) -> Any:
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        with contextlib.suppress(Exception):  # never break the user's op
+            if not self._mixed.ignored():
+                tensors = [a for a in _flat(args) if isinstance(a, torch.Tensor)]
+                tensors += [v for v in kwargs.values() if isinstance(v, torch.Tensor)]
+                self._mixed.see(func, tensors, out, frames_up=2)
+        return out
 
 
 def _flat(args: tuple[Any, ...]) -> list[Any]:

@@ -39,6 +39,14 @@ class PhaseClock:
     def now(self) -> float:
         return self._clock()
 
+    @property
+    def phase(self) -> str | None:
+        """The phase that owns the clock now; None between steps. Read from any thread (the stack sampler)."""
+        if not self.running:
+            return None
+        top = self._stack[-1:]  # one read: the owner thread may pop meanwhile
+        return top[0] if top else OTHER
+
     def _accrue(self, now_s: float) -> None:
         if self.running:
             phase = self._stack[-1] if self._stack else OTHER

@@ -88,6 +88,8 @@ class PlacementProbe:
         self._attached: IdentityMap[Any, str] = IdentityMap()  # submodule -> file:line
         # module -> {name: file:line} for parameters, buffers and plain tensor attributes set on it
         self._member_sites: IdentityMap[nn.Module, dict[str, str]] = IdentityMap()
+        # module -> names of the members above that were set inside a forward (a mask or cache made on the fly)
+        self._set_in_forward: IdentityMap[nn.Module, set[str]] = IdentityMap()
         self._moved: IdentityMap[nn.Module, tuple[str, str | None]] = IdentityMap()  # module -> (device, file:line)
         self._models: dict[int, tuple[weakref.ref[nn.Module], ModelInfo]] = {}
         self._calls_recorded: dict[str, int] = {}
@@ -101,6 +103,7 @@ class PlacementProbe:
         self._site_patches.set(nn.Module, "__setattr__", self._wrap_setattr(nn.Module.__setattr__))
         self._site_patches.set(nn.Module, "to", self._wrap_move(nn.Module.to))
         self._site_patches.set(nn.Module, "cuda", self._wrap_move(nn.Module.cuda, "cuda"))
+        self._site_patches.set(nn.Module, "cpu", self._wrap_move(nn.Module.cpu, "cpu"))
         self._hook_handles.append(module_mod.register_module_module_registration_hook(self._on_register_module))
         self._hook_handles.append(module_mod.register_module_parameter_registration_hook(self._on_register_member))
         self._hook_handles.append(module_mod.register_module_buffer_registration_hook(self._on_register_member))
@@ -157,6 +160,8 @@ class PlacementProbe:
         site = where_now()
         if site is not None:
             self._member_sites.setdefault(module, {})[name] = site
+            if self._hooks_on and self._depth > 0:
+                self._set_in_forward.setdefault(module, set()).add(name)
 
     # -- hooks: the first steps -------------------------------------------------------------------------------------
 
@@ -173,6 +178,7 @@ class PlacementProbe:
                 self._fn_patches.set(functional, name, self._wrap_loss_fn(name, orig))
 
     def stop(self) -> None:
+        self.rescan_models()
         self._hooks_on = False
         for handle in self._hook_handles:
             handle.remove()
@@ -296,16 +302,23 @@ class PlacementProbe:
         """Collapse the off-device tensors to the largest submodules that are entirely off-device."""
         total: dict[str, int] = {}
         off_count: dict[str, int] = {}
-        for path, _, t in members:
+        registered: set[str] = set()  # submodules with a parameter or a buffer of their own
+        for path, kind, t in members:
             for prefix in _module_prefixes(path):
                 total[prefix] = total.get(prefix, 0) + 1
                 if t.device.type != self._state.expected_device:
                     off_count[prefix] = off_count.get(prefix, 0) + 1
+                if kind != "attribute":
+                    registered.add(prefix)
         modules = dict(model.named_modules())
         parts: list[StrayPart] = []
         covered: set[str] = set()
         for path, kind, t in off:
-            whole = next((p for p in _module_prefixes(path) if p and off_count.get(p) == total.get(p)), None)
+            # A submodule whose only tensors are plain attributes (a positional encoding's `pe`) is not "a module
+            # attached after .to()": the attribute itself is what never follows .to(), so it is named.
+            whole = next(
+                (p for p in _module_prefixes(path) if p in registered and off_count.get(p) == total.get(p)), None
+            )
             if whole is not None:
                 if whole in covered:
                     continue
@@ -315,13 +328,52 @@ class PlacementProbe:
                 where = (self._attached.get(sub) or self._created.get(sub)) if sub is not None else None
                 parts.append(StrayPart(whole, "module", device_name(t), numel, where))
             else:
-                owner_path, _, leaf = path.rpartition(".")
-                owner = modules.get(owner_path)
-                where = (self._member_sites.get(owner) or {}).get(leaf) if owner is not None else None
-                parts.append(StrayPart(path, kind, device_name(t), t.numel(), where))
+                parts.append(self._member_part(modules, path, kind, t))
             if len(parts) >= MAX_STRAY_PARTS:
                 break
         return parts
+
+    def _member_part(self, modules: dict[str, nn.Module], path: str, kind: str, t: torch.Tensor) -> StrayPart:
+        owner_path, _, leaf = path.rpartition(".")
+        owner = modules.get(owner_path)
+        sites = (self._member_sites.get(owner) or {}) if owner is not None else {}
+        in_forward = owner is not None and leaf in (self._set_in_forward.get(owner) or set())
+        return StrayPart(path, kind, device_name(t), t.numel(), sites.get(leaf), in_forward)
+
+    def rescan_models(self) -> None:
+        """Look at the models again after their first forward (at the window's end, or at a crash): a buffer or a
+        plain tensor attribute made inside forward (a cached causal mask) did not exist at the first pre-hook."""
+        expected = self._state.expected_device
+        for ref, info in list(self._models.values()):
+            model = ref()
+            on_expected = any(d.split(":", 1)[0] == expected for d in info.devices)
+            if model is None or not on_expected or len(info.stray) >= MAX_STRAY_PARTS:
+                continue  # a model wholly off the device is model-on-cpu already
+            with contextlib.suppress(Exception):  # never break the user's job for a second look
+                self._add_late_strays(model, info, expected)
+
+    def _add_late_strays(self, model: nn.Module, info: ModelInfo, expected: str) -> None:
+        last_move = self._moved.get(model)
+        moved_off = last_move is not None and last_move[0].split(":", 1)[0] != expected
+        if moved_off or any(p.device.type != expected for p in model.parameters()):
+            # The whole model left the device after its steps (Lightning's teardown calls .cpu(), so does a job that
+            # saves a CPU copy): its buffers follow, and nothing here was left behind by .to().
+            return
+        known = [p.path for p in info.stray]
+        modules = dict(model.named_modules())
+        for path, kind, t in named_members(model):
+            if kind == "parameter" or t.device.type == expected or t.dim() == 0:
+                continue
+            if any(path == k or path.startswith(k + ".") for k in known):
+                continue
+            part = self._member_part(modules, path, kind, t)
+            if part.where is None:
+                continue  # not set while gputriage watched: it was there (and counted) at the first forward
+            info.stray.append(part)
+            info.devices[part.device] = info.devices.get(part.device, 0) + part.numel
+            known.append(path)
+            if len(info.stray) >= MAX_STRAY_PARTS:
+                return
 
     def describe_module(self, module: nn.Module) -> str | None:
         """'Net.head (Linear)' for a module inside a model seen so far."""

@@ -1,0 +1,185 @@
+"""Copy the pieces of the user's source that the record points at into the record (record/source.py).
+
+When the job has ended, every `where` the collectors wrote (model and tensor sites, the crash line, CPU ops, sampled
+lines, the DataLoader) is looked up in its file: the whole enclosing function is kept (a window of lines around it
+when the function is long, or when the line is at module level), and so are the file's device assignments
+(`device = torch.device(...)`). The rules then write fixes with the user's own variable names from these snippets,
+and `gputriage report report.json` gives the same fixes on a machine without the user's files.
+
+Only the user's files are read (the `where` lines already are the user's code), each at most once, at most
+MAX_FILE_BYTES each; nothing here raises into the job.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import io
+import tokenize
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from gputriage.record import Run
+from gputriage.record.source import (
+    MAX_DEVICE_LINES,
+    MAX_SNIPPET_LINES,
+    MAX_SNIPPETS,
+    WINDOW_LINES,
+    SourceSection,
+    SourceSnippet,
+    split_where,
+)
+
+MAX_FILE_BYTES = 2_000_000
+_SKIPPED_SECTIONS = ("source", "environment", "gpu", "trace", "ranks")  # no user lines, or not ours to resolve
+
+
+class SourceCapture:
+    """Observer: at finish, snippets of the user's code around the record's `where` lines."""
+
+    def __init__(self) -> None:
+        self._start_dir = Path.cwd()
+
+    def start(self, run: Run) -> None:
+        with contextlib.suppress(OSError):
+            self._start_dir = Path.cwd()  # the script may chdir; `where` paths are relative to where it started
+
+    def finish(self, run: Run) -> None:
+        section = capture(list(record_wheres(run)), [self._start_dir, Path.cwd()])
+        run.source = section if section.snippets else None
+
+
+def record_wheres(run: Run) -> Iterator[str]:
+    """Every `where`-like string of the record's sections, in record order, once each."""
+    doc = msgspec.to_builtins(run)
+    seen: set[str] = set()
+    for name, value in doc.items():
+        if name in _SKIPPED_SECTIONS:
+            continue
+        for where in _walk(value):
+            if where not in seen:
+                seen.add(where)
+                yield where
+
+
+def _walk(value: Any) -> Iterator[str]:
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if isinstance(item, str) and (key == "where" or key.endswith("_where")) and split_where(item):
+                yield item
+            else:
+                yield from _walk(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _walk(item)
+
+
+def capture(wheres: list[str], roots: list[Path]) -> SourceSection:
+    section = SourceSection()
+    files: dict[str, _File | None] = {}
+    for where in wheres:
+        if len(section.snippets) >= MAX_SNIPPETS:
+            break
+        parsed = split_where(where)
+        if parsed is None or section.around(where) is not None:
+            continue
+        path, line = parsed
+        if path not in files:
+            files[path] = _File.read(path, roots)
+            found = files[path]
+            if found is not None:
+                section.snippets.extend(found.device_snippets(path))
+        source = files[path]
+        if source is not None:
+            snippet = source.snippet(path, line)
+            if snippet is not None:
+                section.snippets.append(snippet)
+    del section.snippets[MAX_SNIPPETS:]
+    return section
+
+
+class _File:
+    def __init__(self, lines: list[str], tree: ast.Module | None) -> None:
+        self.lines = lines
+        self.tree = tree
+
+    @classmethod
+    def read(cls, path: str, roots: list[Path]) -> _File | None:
+        for candidate in [Path(path)] if Path(path).is_absolute() else [root / path for root in roots]:
+            with contextlib.suppress(OSError, SyntaxError, ValueError, UnicodeDecodeError):
+                if not candidate.is_file() or candidate.stat().st_size > MAX_FILE_BYTES:
+                    continue
+                raw = candidate.read_bytes()
+                encoding, _ = tokenize.detect_encoding(io.BytesIO(raw).readline)
+                source = raw.decode(encoding)
+                tree = None
+                with contextlib.suppress(SyntaxError, ValueError):
+                    tree = ast.parse(source)
+                return cls(source.split("\n"), tree)
+        return None
+
+    def text(self, first: int, last: int) -> str:
+        return "\n".join(self.lines[first - 1 : last])
+
+    def snippet(self, path: str, line: int) -> SourceSnippet | None:
+        if not 1 <= line <= len(self.lines):
+            return None
+        found = _enclosing_function(self.tree, line) if self.tree is not None else None
+        if found is not None:
+            node, qualname = found
+            first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+            last = node.end_lineno or node.lineno
+            if last - first < MAX_SNIPPET_LINES:
+                return SourceSnippet(path, first, self.text(first, last), "function", qualname)
+        first = max(1, line - WINDOW_LINES)
+        last = min(len(self.lines), line + WINDOW_LINES)
+        return SourceSnippet(path, first, self.text(first, last), "window", found[1] if found else None)
+
+    def device_snippets(self, path: str) -> list[SourceSnippet]:
+        """The statements that assign a device: `device = ...`, `self.device = ...`, `args.device` is left out."""
+        if self.tree is None:
+            return []
+        out = []
+        for node in ast.walk(self.tree):
+            if isinstance(node, (ast.Assign, ast.AnnAssign)) and any(_names_device(t) for t in _targets(node)):
+                last = node.end_lineno or node.lineno
+                out.append(SourceSnippet(path, node.lineno, self.text(node.lineno, last), "device", None))
+        out.sort(key=lambda s: s.first_line)
+        return out[:MAX_DEVICE_LINES]
+
+
+def _targets(node: ast.Assign | ast.AnnAssign) -> list[ast.expr]:
+    return list(node.targets) if isinstance(node, ast.Assign) else [node.target]
+
+
+def _names_device(target: ast.expr) -> bool:
+    if isinstance(target, ast.Name):
+        return "device" in target.id.lower()
+    if isinstance(target, ast.Attribute):
+        return "device" in target.attr.lower()
+    if isinstance(target, ast.Tuple):
+        return any(_names_device(t) for t in target.elts)
+    return False
+
+
+def _enclosing_function(tree: ast.Module, line: int) -> tuple[ast.FunctionDef | ast.AsyncFunctionDef, str] | None:
+    """The innermost def around `line`, with its qualified name."""
+    best: tuple[ast.FunctionDef | ast.AsyncFunctionDef, str] | None = None
+
+    def visit(node: ast.AST, prefix: str) -> None:
+        nonlocal best
+        for child in ast.iter_child_nodes(node):
+            if not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                visit(child, prefix)  # a loop or an `if __name__ == "__main__":` block may hold a def
+            elif child.lineno <= line <= (child.end_lineno or child.lineno):
+                if isinstance(child, ast.ClassDef):
+                    visit(child, f"{prefix}{child.name}.")
+                else:
+                    best = (child, f"{prefix}{child.name}")
+                    visit(child, f"{prefix}{child.name}.<locals>.")
+
+    visit(tree, "")
+    return best

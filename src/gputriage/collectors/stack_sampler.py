@@ -1,0 +1,273 @@
+"""CPU work in the step, found by time: a low-overhead sampler of the training thread's stack (record/sampler.py).
+
+In the spirit of py-spy and pyinstrument, but from inside the process: a daemon thread wakes every
+SAMPLE_INTERVAL_S, reads the training thread's frame with `sys._current_frames()`, and counts each line of the user's
+code on it, with the phase of the step the probe's clock is in and whether the thread was busy since the last sample:
+running on a core or runnable and waiting for one (Linux's per-thread schedstat; elsewhere its CPU clock), as opposed to
+sleeping or blocked. On a busy shared machine a thread that computes gets a fraction of a core, so "got CPU time" would
+undercount; "wanted CPU time" does not. It never touches the user's objects and installs nothing: the thread runs
+only inside its window of steps (from step 1, after warm-up, to the probes' `--steps` limit, ending before a
+`--trace` profiler window, and after at most MAX_SAMPLES samples), and is joined when the window ends, so it costs
+nothing after it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+from typing import TYPE_CHECKING
+
+from gputriage.collectors.probe.state import ProbeState
+from gputriage.collectors.usercode import is_user_file, short_path
+from gputriage.record import Run
+from gputriage.record.sampler import MAX_LINES, SampledLine, SamplerSection
+
+if TYPE_CHECKING:
+    from gputriage.collectors.probe import RunProbe
+
+# 250 samples per second: a 25 ms step gets 6, and 100 steps 600. One sample (the frame walk of a 30-frame stack, one
+# small /proc read) costs about 30 us of CPU, under 1% of a core at this rate.
+SAMPLE_INTERVAL_S = 0.004
+FIRST_SAMPLED_STEP = 1  # step 0 pays for lazy initialisation
+DEFAULT_END_STEP = 201  # without a --steps limit
+MAX_SAMPLES = 2500  # 10 s of sampling is plenty; the thread ends itself then
+# A sample counts as busy when the thread ran or waited for a core at least this share of the time since the last one.
+BUSY_RATIO = 0.5
+MAX_TRACKED_LINES = 2000  # lines counted while sampling; memory stays bounded on any program
+
+
+def stack_sampler_observers(steps: int | None, trace_steps: int | None, probe: RunProbe) -> list[StackSampler]:
+    """The sampler, following the probe's step counter, up to the probes' `steps` limit and before a `--trace` window;
+    none when no step after warm-up is left to sample, or when the job is meant for the CPU (CPU work in the step is
+    then the job itself: no rule reads it, so it is not measured)."""
+    if probe.state.expected_device == "cpu":
+        return []
+    end_step = DEFAULT_END_STEP
+    if trace_steps is not None:
+        from gputriage.collectors.profiler_window import first_traced_step
+
+        end_step = min(end_step, first_traced_step())  # the profiler's window must not see the sampler
+    if steps is not None:
+        end_step = min(end_step, steps)
+    if end_step <= FIRST_SAMPLED_STEP:
+        return []
+    sampler = StackSampler(probe.state, FIRST_SAMPLED_STEP, end_step)
+    probe.step_listeners.append(sampler.on_step)
+    return [sampler]
+
+
+@dataclass
+class _LineCount:
+    function: str | None
+    samples: int = 0
+    time_s: float = 0.0
+    busy_s: float = 0.0
+    other_busy_s: float = 0.0
+    self_s: float = 0.0
+    depth: int = 1 << 30
+    phases: dict[str, float] = field(default_factory=dict)
+    libraries: dict[str, float] = field(default_factory=dict)
+
+
+class StackSampler:
+    """Observer: samples the training thread's stack during steps [first_step, end_step)."""
+
+    def __init__(
+        self, state: ProbeState, first_step: int, end_step: int, interval_s: float = SAMPLE_INTERVAL_S
+    ) -> None:
+        self._state = state
+        self.first_step = first_step
+        self.end_step = end_step
+        self.interval_s = interval_s
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._lines: dict[tuple[str, int], _LineCount] = {}
+        self._phases: dict[str, float] = {}
+        self._samples = 0
+        self._time_s = 0.0
+        self._busy_s = 0.0
+        self._steps_seen: set[int] = set()
+        self._busy_clock: Callable[[], float] | None = None  # seconds the thread ran or waited to run
+        self._last: tuple[float, float] | None = None  # (wall, busy clock) at the last sample
+
+    # -- Observer ------------------------------------------------------------------------------------------------------
+
+    def start(self, run: Run) -> None:
+        """Nothing before the window: the thread starts with step `first_step`."""
+
+    def on_step(self, step: int) -> None:
+        """Called on the training thread when `step` begins."""
+        if self._state.in_child:
+            return
+        if step == self.first_step and self._thread is None:
+            self._begin()
+        elif step >= self.end_step:
+            self._end()
+
+    def finish(self, run: Run) -> None:
+        self._end()
+        if self._samples:
+            run.sampler = self.section()
+
+    # -- the thread ----------------------------------------------------------------------------------------------------
+
+    def _begin(self) -> None:
+        """On the training thread, as step `first_step` begins."""
+        self._busy_clock = busy_clock()
+        self._last = (time.perf_counter(), self._read_busy_clock())
+        self._thread = threading.Thread(target=self._run, name="gputriage-stack-sampler", daemon=True)
+        self._thread.start()
+
+    def _end(self) -> None:
+        self._stop.set()
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval_s) and self._samples < MAX_SAMPLES:
+            with contextlib.suppress(Exception):  # a sample that fails is a sample not taken
+                self._sample()
+
+    def _read_busy_clock(self) -> float:
+        clock = self._busy_clock
+        if clock is None:
+            return 0.0
+        try:
+            return clock()
+        except (OSError, ValueError):
+            self._busy_clock = None
+            return 0.0
+
+    def _sample(self) -> None:
+        now = (time.perf_counter(), self._read_busy_clock())
+        last, self._last = self._last, now
+        phase = self._state.clock.phase
+        step = self._state.step
+        if phase is None or not self.first_step <= step < self.end_step:
+            return
+        frame = sys._current_frames().get(self._state.owner_thread)
+        if frame is None or last is None:
+            return
+        # This sample stands for the time since the last one (at most a few intervals: a pause between steps or a
+        # sampler starved of the GIL for long is not all this line's).
+        weight_s = min(now[0] - last[0], 4 * self.interval_s + 0.02)
+        busy = self._busy_clock is None or now[1] - last[1] >= BUSY_RATIO * max(now[0] - last[0], 1e-9)
+        self._count(frame, phase, busy, weight_s)
+        self._steps_seen.add(step)
+
+    def _count(self, top: FrameType, phase: str, busy: bool, weight_s: float) -> None:
+        self._samples += 1
+        self._time_s += weight_s
+        self._busy_s += weight_s if busy else 0.0
+        self._phases[phase] = self._phases.get(phase, 0.0) + weight_s
+        user = _user_frames(top)
+        library = _library_of(top.f_code.co_filename)
+        seen: set[tuple[str, int]] = set()
+        for depth, frame in enumerate(reversed(user)):
+            key = (frame.f_code.co_filename, frame.f_lineno)
+            if key in seen:
+                continue  # recursion: one sample counts once per line
+            seen.add(key)
+            count = self._lines.get(key)
+            if count is None:
+                if len(self._lines) >= MAX_TRACKED_LINES:
+                    continue
+                count = self._lines[key] = _LineCount(getattr(frame.f_code, "co_qualname", frame.f_code.co_name))
+            count.samples += 1
+            count.time_s += weight_s
+            count.busy_s += weight_s if busy else 0.0
+            # torch's own Python (a functional loss, zero_grad) dispatches work to the device: the op census
+            # judges it; this counts the CPU work it cannot see.
+            if busy and phase == "other" and library != "torch":
+                count.other_busy_s += weight_s
+            count.depth = min(count.depth, depth)
+            count.phases[phase] = count.phases.get(phase, 0.0) + weight_s
+            count.libraries[library] = count.libraries.get(library, 0.0) + weight_s
+        if user:
+            innermost = self._lines.get((user[0].f_code.co_filename, user[0].f_lineno))
+            if innermost is not None:
+                innermost.self_s += weight_s
+
+    # -- the record ----------------------------------------------------------------------------------------------------
+
+    def section(self) -> SamplerSection:
+        ordered = sorted(self._lines.items(), key=lambda kv: (-kv[1].time_s, kv[1].depth, kv[0]))[:MAX_LINES]
+        steps = sorted(self._steps_seen)
+        return SamplerSection(
+            interval_s=self.interval_s,
+            first_step=steps[0] if steps else None,
+            last_step=steps[-1] if steps else None,
+            steps=len(steps),
+            samples=self._samples,
+            time_s=round(self._time_s, 6),
+            busy_s=round(self._busy_s, 6),
+            phase_s={k: round(v, 6) for k, v in self._phases.items()},
+            busy_clock=self._busy_clock is not None,
+            lines=[
+                SampledLine(
+                    where=f"{short_path(filename)}:{line}",
+                    function=c.function,
+                    samples=c.samples,
+                    time_s=round(c.time_s, 6),
+                    busy_s=round(c.busy_s, 6),
+                    phase_s={k: round(v, 6) for k, v in c.phases.items()},
+                    other_busy_s=round(c.other_busy_s, 6),
+                    self_s=round(c.self_s, 6),
+                    depth=c.depth,
+                    library=max(c.libraries, key=lambda k: c.libraries[k]) if c.libraries else None,
+                )
+                for (filename, line), c in ordered
+            ],
+        )
+
+
+def busy_clock() -> Callable[[], float] | None:
+    """For the calling thread: a clock of the seconds it ran on a core or waited runnable for one.
+
+    Linux: /proc/self/task/TID/schedstat (run time + run-queue wait, in ns). Elsewhere its CPU clock, which undercounts
+    a busy thread on an overloaded machine. None when neither exists.
+    """
+    with contextlib.suppress(AttributeError, OSError, ValueError):
+        path = Path(f"/proc/self/task/{threading.get_native_id()}/schedstat")
+        path.read_bytes()
+
+        def schedstat_s() -> float:
+            ran_ns, waited_ns, _ = path.read_bytes().split()
+            return (int(ran_ns) + int(waited_ns)) / 1e9
+
+        return schedstat_s
+    with contextlib.suppress(AttributeError, OSError):
+        clock_id = time.pthread_getcpuclockid(threading.get_ident())
+        return lambda: time.clock_gettime(clock_id)
+    return None
+
+
+def _user_frames(top: FrameType) -> list[FrameType]:
+    """The frames of the user's code on the stack, innermost first."""
+    out = []
+    frame: FrameType | None = top
+    while frame is not None:
+        if is_user_file(frame.f_code.co_filename):
+            out.append(frame)
+        frame = frame.f_back
+    return out
+
+
+def _library_of(filename: str) -> str:
+    """What the innermost frame runs: the user's own Python, or the package it belongs to (numpy, PIL, torch...)."""
+    if is_user_file(filename):
+        return "python"
+    parts = Path(filename).parts
+    for marker in ("site-packages", "dist-packages"):
+        if marker in parts:
+            index = parts.index(marker)
+            if index + 1 < len(parts):
+                return parts[index + 1].removesuffix(".py")
+    return "python"

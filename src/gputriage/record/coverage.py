@@ -1,0 +1,110 @@
+"""Which rungs a record measured, and for each other rung why not: the one answer the ladder and the verdict read.
+
+A rung is measured when a section holds evidence for it (`measured_rungs()`), not merely when the section exists: a
+placement section that saw no model did not measure rung 3. A rung is also left unjudged when its question does not
+apply to the device the run is judged for: rungs 2-4 ask about an accelerator, which a run judged for the CPU does not
+use; rung 1 asks whether torch reaches the GPU, which a job the user ran on cpu or meta (`run --expect-device`) does
+not need.
+
+Each rung that was not measured carries one reason, as a sentence a user can act on: what was missing, and how the
+script ended when that is why ("no model ran a forward before the script crashed at step 0 (RuntimeError at
+train.py:237)").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from gputriage.record.device import NOT_ACCELERATORS, device_type, judged_device
+
+if TYPE_CHECKING:
+    from gputriage.record.run import Run
+
+RUNGS = (1, 2, 3, 4, 5)
+# What each rung measures, in a few words, for the verdict's "healthy on ...".
+RUNG_TOPICS = {
+    1: "the PyTorch build and the GPU",
+    2: "where the data is",
+    3: "where the model is",
+    4: "where the ops run",
+    5: "what the step waits for",
+}
+# The reason when no section said more (the command did not measure the rung at all).
+_DEFAULT_REASONS = {
+    1: "the environment was not probed",
+    2: "the placement probe did not run",
+    3: "the placement probe did not run",
+    4: "the op census did not run",
+    5: "no step timing and no GPU sampling",
+}
+
+
+@dataclass(frozen=True)
+class RungCoverage:
+    rung: int
+    measured: bool
+    reason: str | None = None  # why not measured; None when measured
+
+
+def rung_coverage(run: Run) -> dict[int, RungCoverage]:
+    """rung -> measured, or not measured with its reason."""
+    measured: set[int] = set()
+    reasons: dict[int, str] = {}
+    for _, section in run.present_sections():
+        measured |= section.measured_rungs()
+        for rung, why in section.unmeasured_rungs().items():
+            reasons.setdefault(rung, why)
+    if run.command in ("run", "demo") and run.steps is None:
+        reasons[5] = "no step completed"
+    out = {}
+    ending = _ending(run)
+    for rung in RUNGS:
+        unjudged = _not_judged(run, rung)
+        if unjudged is not None:
+            out[rung] = RungCoverage(rung, False, unjudged)
+        elif rung in measured:
+            out[rung] = RungCoverage(rung, True)
+        else:
+            out[rung] = RungCoverage(rung, False, reasons.get(rung, _DEFAULT_REASONS[rung]) + ending)
+    return out
+
+
+def measured_rungs(run: Run) -> list[int]:
+    return [c.rung for c in rung_coverage(run).values() if c.measured]
+
+
+def _not_judged(run: Run, rung: int) -> str | None:
+    """Why a rung's question does not apply to the device the run is judged for; None when it does."""
+    judged = judged_device(run)
+    if judged == "cpu" and rung in (2, 3, 4):
+        return "not judged: no accelerator is expected (the run is judged for cpu), so nothing has to move to one"
+    chosen = device_type(run.expect_device)  # the user said so: not a machine that merely lacks a GPU (rung 1's news)
+    job = run.command in ("run", "demo")  # for `env`, the environment is the subject: rung 1 is always judged
+    if rung == 1 and job and chosen in NOT_ACCELERATORS and not _torch_reaches_an_accelerator(run):
+        return (
+            f"not judged: the run is meant for {chosen} (--expect-device), and this torch reaches no GPU "
+            "(rung 1's findings are notes here)"
+        )
+    return None
+
+
+def _torch_reaches_an_accelerator(run: Run) -> bool:
+    env = run.environment
+    if env is None:
+        return False
+    return bool(env.torch.is_available) or any(env.torch.other_accelerators.values())
+
+
+def _ending(run: Run) -> str:
+    """' before the script crashed at step 0 (RuntimeError at train.py:237)', when how it ended explains a gap."""
+    proc = run.process
+    if proc is None:
+        return ""
+    step = (run.steps.steps_total or len(run.steps.steps)) if run.steps is not None else 0
+    if proc.signal:
+        return f" before the script was stopped by {proc.signal} at step {step}"
+    if proc.exception_type and proc.exception_type != "SystemExit":
+        where = f" at {proc.crash_where}" if proc.crash_where else ""
+        return f" before the script crashed at step {step} ({proc.exception_type}{where})"
+    return ""

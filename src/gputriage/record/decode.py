@@ -1,0 +1,321 @@
+"""The one input boundary for saved records: a rank record (`DIR/ranks/rank-NNNNN.json`), a saved `report.json`, or a
+bare run record. Every byte gputriage reads back from such a file goes through `decode_record`.
+
+Records come from other machines and get forwarded around, so a record is hostile until checked:
+- the JSON is decoded straight into the typed Run tree (strict: `"nan"` is not a float, `1.0` is not an int), so a
+  field of the wrong type is one line naming the field; nesting is bounded by the types, and the decoder's own
+  recursion limit is kept low for the parts it skips (`findings`, unknown keys);
+- every number is range-checked: an integer outside int64, or a float that is not finite, is "field X is out of
+  range" (JSON's own `1e999` and 5,000-digit numbers included), so no later division, float() or str() can overflow;
+- every string is at most MAX_TEXT_CHARS long (an exception message, a path, an op name: far below it).
+Numbers inside int64 are not trusted either: nothing in `report` or the merge allocates in proportion to one (the
+merge lists at most `MAX_LISTED_MISSING` missing ranks, whatever `world_size` says). Where the bytes come from, and
+how they are read without blocking, is `gputriage.outdir`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import math
+import operator
+import re
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from gputriage import outdir
+from gputriage.errors import InputError
+from gputriage.record.run import RUN_SCHEMA, Run
+
+REPORT_SCHEMA_PREFIX = "gputriage.report/"
+RUN_SCHEMA_PREFIX = "gputriage.run/"
+# The longest string a record may hold. gputriage's own collectors cut exception messages at 2,000 characters and
+# command lines at 200; a string this long is not something a run wrote.
+MAX_TEXT_CHARS = 1 << 16
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+# The JSON decoder recurses on nesting; parts of a record that no field reads (a report's `findings`, unknown keys of a
+# newer version) are still parsed. Python's default limit keeps that shallow even where a job raised its own.
+DECODE_RECURSION_LIMIT = 1000
+
+_AT_PATH = re.compile(r"^(?P<what>.*?) - at `\$(?P<path>[^`]*)`$")
+
+
+class _Header(msgspec.Struct):
+    """The two keys that say what a document is; every other key is skipped on this first pass."""
+
+    schema: Any = None
+    run_schema: Any = None
+
+
+def load_run(path: Path) -> Run:
+    """A saved report.json or run record that the user named."""
+    return decode_record(outdir.read_record(path), str(path))
+
+
+def load_rank_record(path: Path) -> Run:
+    """A rank record found in an --out folder: a regular file inside it (never a symlink), never blocking."""
+    return decode_record(outdir.read_rank_record(path), str(path))
+
+
+def run_from_dict(doc: dict[str, Any]) -> Run:
+    """A Run from a bare run record already decoded from JSON, checked as `decode_record` checks one."""
+    return convert_record(doc)
+
+
+def decode_record(raw: bytes, source: str) -> Run:
+    """A Run from the bytes of a rank record, a report.json or a run record; `source` names the file in messages.
+
+    Raises:
+        InputError: one line: which file, which field, what is wrong with it.
+    """
+    with _shallow_recursion():
+        header = _decode(raw, _Header, source)
+        body_schema = _body_schema(header, source)
+        run: Run = _decode(raw, Run, source)
+    run.schema = body_schema
+    check_values(run, source)
+    return run
+
+
+def convert_record(doc: dict[str, Any], source: str = "the run record") -> Run:
+    """A Run from an already decoded JSON object (a bare run record), with the same checks as `decode_record`."""
+    schema = doc.get("schema")
+    if not isinstance(schema, str) or not schema.startswith(RUN_SCHEMA_PREFIX):
+        raise InputError(
+            f"{source} is not a gputriage run record (schema is {_shown(schema)}, expected {RUN_SCHEMA!r})"
+        )
+    try:
+        run = msgspec.convert(doc, type=Run, strict=True)
+    except msgspec.ValidationError as exc:
+        raise InputError(_field_message(source, exc)) from exc
+    check_values(run, source)
+    return run
+
+
+def _decode(raw: bytes, kind: type[Any], source: str) -> Any:
+    try:
+        return msgspec.json.decode(raw, type=kind, strict=True)
+    except msgspec.ValidationError as exc:
+        if kind is _Header:
+            raise InputError(
+                f"{source} is not a gputriage report or run record (the top level is not an object)"
+            ) from exc
+        raise InputError(_field_message(source, exc)) from exc
+    except msgspec.DecodeError as exc:
+        raise InputError(
+            f"{source} is not valid JSON ({exc}); expected a gputriage report.json or rank record"
+        ) from exc
+    except RecursionError as exc:
+        raise InputError(
+            f"{source} nests deeper than any gputriage record (more than {DECODE_RECURSION_LIMIT} levels)"
+        ) from exc
+
+
+def _body_schema(header: _Header, source: str) -> str:
+    """The run schema of the document: a report carries it as `run_schema`, a run record as `schema`."""
+    schema = header.schema
+    if isinstance(schema, str) and schema.startswith(REPORT_SCHEMA_PREFIX):
+        schema = header.run_schema
+    if not isinstance(schema, str) or not schema.startswith(RUN_SCHEMA_PREFIX) or len(schema) > 64:
+        raise InputError(
+            f"{source} is not a gputriage report or run record (schema is {_shown(header.schema)}, expected "
+            f"{REPORT_SCHEMA_PREFIX}1 or {RUN_SCHEMA!r})"
+        )
+    return schema
+
+
+def _field_message(source: str, exc: msgspec.ValidationError) -> str:
+    """msgspec's "Expected `int`, got `str` - at `$.rank_info.world_size`" as "field rank_info.world_size: ..."."""
+    match = _AT_PATH.match(str(exc))
+    if match is None:
+        return f"{source} does not match {RUN_SCHEMA}: {exc}"
+    field = match.group("path").lstrip(".") or "(top level)"
+    what = match.group("what")
+    if "out of range" in what:
+        return f"{source}: field {field} is out of range"
+    return f"{source}: field {field}: {what[:1].lower()}{what[1:]}"
+
+
+@contextlib.contextmanager
+def _shallow_recursion() -> Iterator[None]:
+    old = sys.getrecursionlimit()
+    lowered = False
+    if old > DECODE_RECURSION_LIMIT:
+        with contextlib.suppress(RecursionError):  # already deeper than the limit: keep the caller's
+            sys.setrecursionlimit(DECODE_RECURSION_LIMIT)
+            lowered = True
+    try:
+        yield
+    finally:
+        if lowered:
+            sys.setrecursionlimit(old)
+
+
+# --- the range check --------------------------------------------------------------------------------------------------
+def check_values(run: Run, source: str) -> None:
+    """Refuse a number outside int64, a float that is not finite, and a string longer than MAX_TEXT_CHARS.
+
+    One walk over the record; a list of records that hold only numbers (steps, samples) is checked column by column.
+
+    Raises:
+        InputError: "SOURCE: field gpu.devices[0].samples[3].t_s is out of range (...)".
+    """
+    problem = _first_problem(run)
+    if problem is not None:
+        path, message = problem
+        raise InputError(f"{source}: field {path} {message}")
+
+
+FieldPath = tuple[str | int, ...]
+# How a record type's fields are checked: "scalar" (a number, a string, a bool or None), "list" (a list of those), or
+# "tree" (anything else, walked). A type whose fields are all scalars or lists is "flat" (a step, a GPU sample).
+_SCALAR_TYPES = frozenset({"int", "float", "str", "bool", "None"})
+_LAYOUTS: dict[type, dict[str, str] | None] = {}
+
+
+def _first_problem(root: object) -> tuple[str, str] | None:
+    stack: list[tuple[object, FieldPath]] = [(root, ())]
+    while stack:
+        value, path = stack.pop()
+        kind = type(value)
+        if kind is int or kind is float or kind is str:
+            message = _scalar_problem(value)
+            if message is not None:
+                return _path_text(path), message
+        elif kind is list or kind is tuple:
+            assert isinstance(value, (list, tuple))
+            problem = _list_problem(value, path, stack)
+            if problem is not None:
+                return problem
+        elif kind is dict:
+            assert isinstance(value, dict)
+            for key, item in value.items():
+                message = _scalar_problem(key)
+                if message is not None:
+                    return _path_text((*path, "key")), message
+                stack.append((item, (*path, str(key)[:40])))
+        elif (layout := _layout(kind)) is not None:
+            for name in layout:
+                stack.append((getattr(value, name), (*path, name)))
+    return None
+
+
+def _list_problem(
+    items: list[Any] | tuple[Any, ...], path: FieldPath, stack: list[tuple[object, FieldPath]]
+) -> tuple[str, str] | None:
+    """Scalars are checked here. A list of flat records (steps, samples) is checked column by column in C-speed
+    passes (`_column_is_clean`), value by value only where a column needs a closer look."""
+    layout = _flat_layout(items)
+    if layout is not None:
+        for name, how in layout.items():
+            column = list(map(operator.attrgetter(name), items))
+            found = _column_problem(column, how == "list")
+            if found is not None:
+                where, what = found
+                return _path_text((*path, where[0], name, *where[1:])), what
+        return None
+    for index, item in enumerate(items):
+        if type(item) in (int, float, str):
+            message = _scalar_problem(item)
+            if message is not None:
+                return _path_text((*path, index)), message
+        elif item is not None:
+            stack.append((item, (*path, index)))
+    return None
+
+
+def _column_problem(column: list[Any], of_lists: bool) -> tuple[tuple[int, ...], str] | None:
+    """Where the column's first bad value is (the item's index, and its index inside the item's list), and why."""
+    flat = [value for values in column if values is not None for value in values] if of_lists else column
+    if _column_is_clean(flat):
+        return None
+    for index, values in enumerate(column):
+        for inner, value in enumerate(values if of_lists and values is not None else (values,)):
+            message = _scalar_problem(value)
+            if message is not None:
+                return ((index, inner) if of_lists else (index,)), message
+    return None
+
+
+def _column_is_clean(column: list[Any]) -> bool:
+    """The common case in C-speed passes: a column of finite floats, of int64 ints, or of short strings (None allowed).
+    False means "look value by value", not that a value is bad."""
+    present = [value for value in column if value is not None] if None in column else column
+    kinds = set(map(type, present))
+    if not present or kinds <= {bool}:
+        return True
+    if kinds <= {float, int, bool} and float in kinds:
+        return all(map(math.isfinite, present)) and (int not in kinds or _ints_fit(present))
+    if kinds <= {int, bool}:
+        return _ints_fit(present)
+    if kinds == {str}:
+        return max(map(len, present)) <= MAX_TEXT_CHARS
+    return False
+
+
+def _ints_fit(values: list[Any]) -> bool:
+    return bool(min(values) >= INT64_MIN and max(values) <= INT64_MAX)
+
+
+def _scalar_problem(value: object) -> str | None:
+    kind = type(value)
+    if kind is int:
+        assert isinstance(value, int)
+        if not INT64_MIN <= value <= INT64_MAX:
+            return "is out of range (beyond a 64-bit integer)"
+    elif kind is float:
+        assert isinstance(value, float)
+        if not math.isfinite(value):
+            return f"is out of range ({value})"
+    elif kind is str:
+        assert isinstance(value, str)
+        if len(value) > MAX_TEXT_CHARS:
+            return f"is too long ({len(value):,} characters; a record's strings are at most {MAX_TEXT_CHARS:,})"
+    return None
+
+
+def _flat_layout(items: list[Any] | tuple[Any, ...]) -> dict[str, str] | None:
+    """The layout of the items' record type when all items are of one flat record type, else None."""
+    kind = type(items[0]) if items else None
+    layout = _layout(kind) if kind is not None else None
+    if layout is None or "tree" in layout.values() or not all(type(item) is kind for item in items):
+        return None
+    return layout
+
+
+def _layout(kind: type) -> dict[str, str] | None:
+    """Each field of a dataclass with how it is checked; None for a type that is not a dataclass."""
+    if kind not in _LAYOUTS:
+        fields = dataclasses.fields(kind) if dataclasses.is_dataclass(kind) else None
+        _LAYOUTS[kind] = None if fields is None else {f.name: _field_kind(f.type) for f in fields}
+    return _LAYOUTS[kind]
+
+
+def _field_kind(annotation: object) -> str:
+    """ "scalar" for "int | None", "list" for "list[str] | None", else "tree" (annotations are strings here)."""
+    if not isinstance(annotation, str):
+        return "tree"
+    parts = [part.strip() for part in annotation.split("|")]
+    if all(part in _SCALAR_TYPES for part in parts):
+        return "scalar"
+    inner = [part[len("list[") : -1] for part in parts if part.startswith("list[") and part.endswith("]")]
+    rest = [part for part in parts if not part.startswith("list[")]
+    if len(inner) == 1 and inner[0] in _SCALAR_TYPES and all(part == "None" for part in rest):
+        return "list"
+    return "tree"
+
+
+def _path_text(path: FieldPath) -> str:
+    text = ""
+    for part in path:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else part)
+    return text or "(top level)"
+
+
+def _shown(value: object) -> str:
+    """A value from the file, for a message: short, and shown by repr so no control character reaches the terminal."""
+    return repr(value[:60]) if isinstance(value, str) else ("null" if value is None else f"a {type(value).__name__}")

@@ -1,0 +1,238 @@
+"""One number per concept: the step quantities that rules and renderers show, each defined once, with its window.
+
+The window: the steps after warm-up. Step 0 pays for worker start-up, lazy initialisation and allocator growth, so it
+is always left out; a run that completed only step 0 has no steady step, and its step numbers are "not measured".
+
+The quantities, all over that window:
+- the step time: the mean wall time per step (total wall time / steps);
+- each part of the step, as the sequence diagram draws it (load data, send data, perform computation, return results,
+  backpropagate) plus "other", the time no probe attributed: its mean time per step and its share of the step, both
+  from the window's totals (part total / wall total), so the parts add up to the step time and the shares to 100%.
+  Shares are rounded to 0.1% by the largest remainder, so the rounded shares still add up to exactly 100.0.
+
+Every renderer and every rule reads these values (and writes a share with `pct_text`), so the table, the diagram and
+a finding's title and evidence never disagree.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from gputriage.record.gpu import GpuTrack
+from gputriage.record.steps import WARMUP_STEPS, Step, steady_steps
+
+
+@dataclass(frozen=True)
+class PartSpec:
+    key: str
+    label: str  # the arrow's words in the sequence diagram
+    detail: str  # what it covers
+    fields: tuple[str, ...]  # the Step attributes it adds up
+
+
+# The sequence people draw for one step, then the rest. Keys are stable: evidence and tests name them.
+PARTS: tuple[PartSpec, ...] = (
+    PartSpec("data_wait", "load data", "waiting in DataLoader.__next__", ("data_wait_s",)),
+    PartSpec("h2d", "send data", "copying the batch to the device", ("h2d_s",)),
+    PartSpec("forward", "perform computation", "forward", ("forward_s",)),
+    PartSpec("sync", "return results", "host syncs: .item(), .cpu(), synchronize", ("sync_s",)),
+    PartSpec("backprop", "backpropagate", "backward + optimizer step", ("backward_s", "optimizer_s")),
+    PartSpec("other", "other", "time no probe attributed to an arrow (Python, CPU work in the loop)", ("other_s",)),
+)
+PART_KEYS = tuple(p.key for p in PARTS)
+
+
+@dataclass(frozen=True)
+class StepWindow:
+    """Which steps a number rests on."""
+
+    recorded: int  # steps the record holds
+    count: int  # steps in the window
+    first_index: int | None
+    last_index: int | None
+    warmup_excluded: int
+
+    def describe(self) -> str:
+        """'steps 1-39 (39 steps; warm-up step 0 left out)'."""
+        if self.count == 0:
+            return "no step after the warm-up step" if self.recorded else "no step"
+        span = f"step {self.first_index}" if self.count == 1 else f"steps {self.first_index}-{self.last_index}"
+        noun = "step" if self.count == 1 else "steps"
+        warm = f"; warm-up step {self.first_index - 1} left out" if self.warmup_excluded and self.first_index else ""
+        return f"{span} ({self.count} {noun}{warm})"
+
+
+@dataclass(frozen=True)
+class Part:
+    key: str
+    label: str
+    detail: str
+    time_s: float  # mean per step over the window
+    share_pct: float  # of the step's wall time, rounded to 0.1; the parts add up to 100.0
+
+
+@dataclass(frozen=True)
+class StepNumbers:
+    window: StepWindow
+    step_time_s: float  # mean wall time per step over the window
+    parts: tuple[Part, ...]
+
+    def part(self, key: str) -> Part:
+        return next(p for p in self.parts if p.key == key)
+
+
+def step_numbers(steps: Sequence[Step]) -> StepNumbers | None:
+    """The step's numbers over the window; None when no step after warm-up has a positive wall time.
+
+    On a preflight's stand-in device the numbers are the host's: the stand-in computes on the CPU what a GPU runs
+    asynchronously (Step.stand_in_s), so that time is left out of the step and of the parts it fell in (the
+    computation first), here and nowhere else.
+    """
+    window = steady_steps(list(steps))
+    wall_s = sum(s.host_s() for s in window)
+    if not window or not math.isfinite(wall_s) or wall_s <= 0:
+        return None
+    totals = [0.0] * len(PARTS)
+    for step in window:
+        for i, part_s in enumerate(host_parts_s(step)):
+            totals[i] += part_s
+    shares = largest_remainder([100.0 * t / wall_s for t in totals], total=100.0, step=0.1)
+    parts = tuple(
+        Part(spec.key, spec.label, spec.detail, total / len(window), share)
+        for spec, total, share in zip(PARTS, totals, shares, strict=True)
+    )
+    info = StepWindow(
+        recorded=len(steps),
+        count=len(window),
+        first_index=window[0].index,
+        last_index=window[-1].index,
+        warmup_excluded=min(WARMUP_STEPS, len(steps)),
+    )
+    return StepNumbers(info, wall_s / len(window), parts)
+
+
+def window_of(steps: Sequence[Step]) -> StepWindow:
+    """The window alone (also when it is empty)."""
+    window = steady_steps(list(steps))
+    return StepWindow(
+        recorded=len(steps),
+        count=len(window),
+        first_index=window[0].index if window else None,
+        last_index=window[-1].index if window else None,
+        warmup_excluded=min(WARMUP_STEPS, len(steps)),
+    )
+
+
+def _part_s(step: Step, fields: tuple[str, ...]) -> float:
+    return sum(float(getattr(step, name)) for name in fields)
+
+
+# The parts a stand-in's own compute lands in, in the order its time is taken out of them.
+_STAND_IN_PARTS = ("forward", "backprop", "sync", "other", "h2d")
+
+
+def host_parts_s(step: Step) -> list[float]:
+    """Each part's time in this step (PARTS order), without a stand-in device's own compute."""
+    parts = {spec.key: _part_s(step, spec.fields) for spec in PARTS}
+    left_s = step.stand_in_s or 0.0
+    for key in _STAND_IN_PARTS:
+        taken = min(left_s, parts[key])
+        parts[key] -= taken
+        left_s -= taken
+    return [parts[spec.key] for spec in PARTS]
+
+
+def largest_remainder(values: Sequence[float], total: float, step: float) -> list[float]:
+    """Round `values` (which add up to `total`) to multiples of `step` so that the rounded values still add up to it."""
+    units = round(total / step)
+    scaled = [max(0.0, v) / step for v in values]
+    floors = [math.floor(v) for v in scaled]
+    missing = units - sum(floors)
+    order = sorted(range(len(values)), key=lambda i: (-(scaled[i] - floors[i]), i))
+    for i in order[: max(0, missing)]:
+        floors[i] += 1
+    return [round(f * step, 10) for f in floors]
+
+
+def pct_text(share_pct: float) -> str:
+    """A step share as every view and finding writes it: one decimal, e.g. '30.8%'."""
+    return f"{share_pct:.1f}%"
+
+
+# -- the GPU's busy share (NVML) ---------------------------------------------------------------------------------------
+
+
+def gpu_util_mean_pct(track: GpuTrack) -> float | None:
+    """A GPU's mean NVML utilisation: the sampler's mean over every tick when it kept one (samples are decimated on
+    long runs), else the mean of the kept samples."""
+    if track.summary.util_mean_pct is not None:
+        return track.summary.util_mean_pct
+    present = [s.gpu_util_pct for s in track.samples if s.gpu_util_pct is not None and math.isfinite(s.gpu_util_pct)]
+    return sum(present) / len(present) if present else None
+
+
+def gpu_util_readings(track: GpuTrack) -> int:
+    """How many utilisation readings `gpu_util_mean_pct` rests on."""
+    if track.summary.util_mean_pct is not None and track.summary.util_sample_count:
+        return track.summary.util_sample_count
+    return sum(1 for s in track.samples if s.gpu_util_pct is not None)
+
+
+def util_text(util_pct: float) -> str:
+    """GPU utilisation as every view and finding writes it: a whole percent, e.g. '31%'."""
+    return f"{util_pct:.0f}%"
+
+
+# -- how sure a share is ----------------------------------------------------------------------------------------------
+
+BOOTSTRAP_RESAMPLES = 1000
+BOOTSTRAP_CONFIDENCE = 0.90
+# Fixed, so that re-rendering a saved report.json gives the same interval on any machine.
+BOOTSTRAP_SEED = 20240611
+
+
+@dataclass(frozen=True)
+class Interval:
+    low: float
+    high: float
+
+    def text(self, fmt: Callable[[float], str] = pct_text) -> str:
+        return f"{fmt(self.low)}-{fmt(self.high)}"
+
+
+def bootstrap_share_pct(steps: Sequence[Step], fields: tuple[str, ...]) -> Interval:
+    """A 90% bootstrap interval of a part's share of the step (total part / total wall, steps resampled).
+
+    The same statistic as `step_numbers`' share, so the interval is around the number the report shows. Deterministic
+    (fixed seed). Steps are resampled whole: a few slow steps widen the interval instead of deciding the share.
+    """
+    spec = next((i for i, p in enumerate(PARTS) if p.fields == fields), None)
+    parts = [host_parts_s(s)[spec] if spec is not None else _part_s(s, fields) for s in steps]
+    walls = [s.host_s() for s in steps]  # the same denominator as step_numbers
+    n = len(steps)
+    rng = random.Random(BOOTSTRAP_SEED)
+    shares = []
+    indices = range(n)
+    for _ in range(BOOTSTRAP_RESAMPLES):
+        picks = rng.choices(indices, k=n)
+        wall_s = sum(walls[i] for i in picks)
+        shares.append(100.0 * sum(parts[i] for i in picks) / wall_s if wall_s > 0 else 0.0)
+    shares.sort()
+    tail = (1.0 - BOOTSTRAP_CONFIDENCE) / 2
+    low = shares[int(tail * (BOOTSTRAP_RESAMPLES - 1))]
+    high = shares[math.ceil((1.0 - tail) * (BOOTSTRAP_RESAMPLES - 1))]
+    return Interval(round(low, 1), round(high, 1))
+
+
+def wilson_interval_pct(hits: int, total: int, z: float = 1.645) -> Interval:
+    """A 90% Wilson interval of a proportion (samples of a stack sampler that landed on one line), in percent."""
+    if total <= 0:
+        return Interval(0.0, 100.0)
+    p = hits / total
+    denom = 1 + z * z / total
+    centre = (p + z * z / (2 * total)) / denom
+    half = z * math.sqrt(p * (1 - p) / total + z * z / (4 * total * total)) / denom
+    return Interval(round(100 * max(0.0, centre - half), 1), round(100 * min(1.0, centre + half), 1))

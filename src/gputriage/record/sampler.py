@@ -1,0 +1,66 @@
+"""CPU work in the step, found by time: what a sampler of the training thread's stack saw (collectors/stack_sampler.py).
+
+The op census counts torch ops; NumPy, PIL and plain Python in the loop are invisible to it and land in the step's
+"other" part. The sampler reads the training thread's stack a few hundred times a second during its window of steps,
+and counts, for each line of the user's code on the stack (inclusive), the time it was there, in which phase of the
+step (record/numbers.py's parts), and whether the thread was busy then (running on a core, or runnable and waiting for
+one), not sleeping or blocked.
+
+Each sample stands for the time since the one before: a thread that holds the GIL in a long NumPy call delays the
+sampler, and a count of samples would under-weigh exactly the CPU work it looks for. A line's share of the step is its
+busy time in the "other" part over all the time sampled inside steps.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+MAX_LINES = 40
+
+
+@dataclass
+class SampledLine:
+    where: str  # file:line of the user's code
+    function: str | None = None  # qualified name of the function the line is in, e.g. "main"
+    samples: int = 0  # samples inside steps with this line on the stack
+    time_s: float = 0.0  # the time those samples stand for
+    busy_s: float = 0.0  # of it, time the thread was busy (running or runnable, not blocked)
+    phase_s: dict[str, float] = field(default_factory=dict)  # step part -> time on the stack
+    # busy, in the step's "other" part, not inside torch's own Python: CPU work no probe attributed
+    other_busy_s: float = 0.0
+    self_s: float = 0.0  # time as the innermost line of the user's code
+    depth: int = 0  # user frames above it on the stack (0: the outermost user frame), the smallest seen
+    library: str | None = None  # what ran at the top of the stack most often below it: numpy, PIL, torch, python
+
+
+@dataclass
+class SamplerSection:
+    interval_s: float = 0.0  # aimed-at time between samples
+    first_step: int | None = None
+    last_step: int | None = None  # the last step sampled (inclusive)
+    steps: int = 0  # steps sampled
+    samples: int = 0  # samples taken inside those steps
+    time_s: float = 0.0  # the time they stand for
+    busy_s: float = 0.0
+    phase_s: dict[str, float] = field(default_factory=dict)  # step part -> time
+    busy_clock: bool = False  # the thread's busy clock was readable (else all time counts as busy)
+    lines: list[SampledLine] = field(default_factory=list)  # the lines with the most time, at most MAX_LINES
+
+    def measured_rungs(self) -> set[int]:
+        return set()  # evidence for rung 4's CPU work in the step, next to the op census that measures the rung
+
+    def unmeasured_rungs(self) -> dict[int, str]:
+        return {}
+
+    def share_pct(self, line: SampledLine) -> float:
+        """The line's CPU work in the step's "other" part, as a share of the sampled step time."""
+        return 100.0 * line.other_busy_s / self.time_s if self.time_s > 0 else 0.0
+
+    def self_check(self) -> list[str]:
+        problems = []
+        if abs(sum(self.phase_s.values()) - self.time_s) > 1e-5 * max(1.0, self.time_s):
+            problems.append("sampler: the phase times do not add up to the sampled time")
+        for line in self.lines:
+            if line.time_s > self.time_s + 1e-9 or line.other_busy_s > line.busy_s + 1e-9:
+                problems.append(f"sampler: {line.where} has more time than possible")
+        return problems

@@ -1,0 +1,83 @@
+"""The user's source around each `where`: what lets a fix be written in the user's own names.
+
+The rules are pure and never read files: `gputriage report report.json` must re-render the same findings on another
+machine, where the user's files are not. So the run's collector copies, once the job has ended, the few pieces of the
+user's source that the findings point at (`collectors/source_capture.py`): the whole function around each `where`
+line (or a window of lines when the function is long), and the lines of each file that assign a device
+(`device = torch.device(...)`), since a fix should move tensors with the expression the script already uses. The
+rules read these snippets through `rules/codefix.py`.
+
+Bounded: at most MAX_SNIPPETS snippets of at most MAX_SNIPPET_LINES lines each.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+MAX_SNIPPETS = 48
+MAX_SNIPPET_LINES = 200
+WINDOW_LINES = 30  # on each side of the line, when the enclosing function is longer than MAX_SNIPPET_LINES
+MAX_DEVICE_LINES = 12  # device assignments kept per file
+
+
+@dataclass
+class SourceSnippet:
+    path: str  # as the `where` strings write it: relative to the working directory when below it
+    first_line: int  # 1-based number of the first line of `text`
+    text: str
+    kind: str = "function"  # function (a whole def) | window (lines around a where) | device (one device assignment)
+    function: str | None = None  # qualified name of the enclosing function, e.g. "GPT.forward"
+
+    @property
+    def last_line(self) -> int:
+        return self.first_line + self.text.count("\n")
+
+    def line(self, number: int) -> str | None:
+        """The text of line `number` of the file, when this snippet holds it."""
+        if not self.first_line <= number <= self.last_line:
+            return None
+        return self.text.split("\n")[number - self.first_line]
+
+
+@dataclass
+class SourceSection:
+    snippets: list[SourceSnippet] = field(default_factory=list)
+
+    def measured_rungs(self) -> set[int]:
+        return set()  # it measures nothing: it lets the fixes speak the user's code
+
+    def unmeasured_rungs(self) -> dict[int, str]:
+        return {}
+
+    def self_check(self) -> list[str]:
+        problems = []
+        for s in self.snippets:
+            if s.first_line < 1:
+                problems.append(f"source: snippet of {s.path} starts at line {s.first_line}")
+        if len(self.snippets) > MAX_SNIPPETS:
+            problems.append(f"source: {len(self.snippets)} snippets, at most {MAX_SNIPPETS} expected")
+        return problems
+
+    def around(self, where: str | None) -> SourceSnippet | None:
+        """The function (or window) snippet that holds the `where` line, or None."""
+        parsed = split_where(where)
+        if parsed is None:
+            return None
+        path, line = parsed
+        for s in self.snippets:
+            if s.kind != "device" and s.path == path and s.first_line <= line <= s.last_line:
+                return s
+        return None
+
+    def device_lines(self, path: str) -> list[SourceSnippet]:
+        return [s for s in self.snippets if s.kind == "device" and s.path == path]
+
+
+def split_where(where: str | None) -> tuple[str, int] | None:
+    """'train.py:42' -> ('train.py', 42); None for anything else."""
+    if not where:
+        return None
+    path, sep, line = where.rpartition(":")
+    if not sep or not path or not line.isdigit():
+        return None
+    return path, int(line)

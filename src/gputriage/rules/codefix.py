@@ -1,0 +1,476 @@
+"""Fixes written in the user's own code: read the snippet around a `where` line (record/source.py) with `ast`.
+
+Pure: the snippets were copied into the record by the collector, so a saved report re-renders the same fixes
+anywhere. Every helper returns None when the source is missing or does not have the expected shape, and the rule
+then falls back to a generic fix.
+
+- `statement_at`: the statement on a line, parsed from the enclosing function (or alone, from a window of lines);
+- `device_expression`: how the script already names its device (`device`, `args.device`, `self.device`, the
+  `.to(...)` argument it uses elsewhere, a `device` parameter);
+- `moved_argument`: `images = images.to(device, non_blocking=True)` for the argument of `output = model(images)`;
+- `register_buffer_fix`: `self.register_buffer("pe", pe)` for `self.pe = pe`;
+- `with_device`: the line that makes a tensor, with `device=...` added to its factory call.
+"""
+
+from __future__ import annotations
+
+import ast
+import io
+import textwrap
+import tokenize
+from dataclasses import dataclass
+
+from gputriage.record.placement import TensorSeen
+from gputriage.record.source import SourceSection, SourceSnippet, split_where
+
+# torch functions that make a new tensor and take `device=`.
+FACTORIES = frozenset(
+    {
+        "arange",
+        "ones",
+        "zeros",
+        "full",
+        "empty",
+        "eye",
+        "rand",
+        "randn",
+        "randint",
+        "randperm",
+        "linspace",
+        "logspace",
+        "tensor",
+        "as_tensor",
+        "ones_like",
+        "zeros_like",
+        "full_like",
+        "empty_like",
+        "rand_like",
+        "randn_like",
+        "tril_indices",
+        "triu_indices",
+    }
+)
+_NOT_A_DEVICE = ("dtype", "float", "half", "bfloat16", "long", "int", "bool", "double", "memory_format")
+
+
+@dataclass(frozen=True)
+class Statement:
+    node: ast.stmt
+    line: int  # the `where` line
+    first_line: int  # the statement's first line in the file
+    text: str  # the statement's source, stripped
+    snippet: SourceSnippet
+    function: ast.FunctionDef | ast.AsyncFunctionDef | None  # the enclosing def, when the snippet is a function
+    offset: int  # file line = the parsed tree's line + offset
+    indent: int  # columns that dedenting removed before parsing (tree column + indent = file column)
+
+
+def statement_at(source: SourceSection | None, where: str | None) -> Statement | None:
+    """The innermost simple statement covering the `where` line."""
+    parsed = split_where(where)
+    snippet = source.around(where) if source is not None else None
+    if parsed is None or snippet is None:
+        return None
+    line = parsed[1]
+    tree = _parse(snippet.text)
+    offset, indent = snippet.first_line - 1, _indent(snippet.text)
+    if tree is None:  # a window cut through a block: the line alone
+        one = snippet.line(line)
+        tree = _parse(one.strip()) if one is not None else None
+        offset, indent = line - 1, _indent(one or "")
+    if tree is None:
+        return None
+    function = next((n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
+    found = _innermost_statement(tree, line - offset)
+    if found is None:
+        return None
+    first, last = found.lineno + offset, (found.end_lineno or found.lineno) + offset
+    text = "\n".join(filter(None, (snippet.line(n) for n in range(first, last + 1))))
+    return Statement(found, line, first, without_comments(textwrap.dedent(text)), snippet, function, offset, indent)
+
+
+def without_comments(code: str) -> str:
+    """The code with its comments removed (a fix shows the user's statement, not the notes around it)."""
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(code).readline))
+    except (tokenize.TokenError, SyntaxError, IndentationError):
+        return code
+    lines = code.split("\n")
+    for tok in reversed(tokens):
+        if tok.type == tokenize.COMMENT:
+            row, col = tok.start
+            lines[row - 1] = lines[row - 1][:col]
+    return "\n".join(line.rstrip() for line in lines).strip()
+
+
+def _parse(text: str) -> ast.Module | None:
+    try:
+        return ast.parse(textwrap.dedent(text))
+    except (SyntaxError, ValueError):
+        return None
+
+
+def _innermost_statement(tree: ast.AST, line: int) -> ast.stmt | None:
+    covering = [
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, ast.stmt)
+        and not isinstance(node, _COMPOUND)
+        and node.lineno <= line <= (node.end_lineno or node.lineno)
+    ]
+    return max(covering, key=lambda node: node.lineno, default=None)
+
+
+_COMPOUND = (
+    ast.FunctionDef,
+    ast.AsyncFunctionDef,
+    ast.ClassDef,
+    ast.For,
+    ast.AsyncFor,
+    ast.While,
+    ast.If,
+    ast.With,
+    ast.AsyncWith,
+    ast.Try,
+)
+
+
+# -- the device expression ---------------------------------------------------------------------------------------------
+
+
+def device_expression(source: SourceSection | None, where: str | None) -> str | None:
+    """How the script names the device near `where`: the argument of its own `.to(...)` calls, a `device=` keyword, a
+    `device` variable or parameter, or the file's `device = ...` assignment."""
+    snippet = source.around(where) if source is not None else None
+    if snippet is None or source is None:
+        return None
+    tree = _parse(snippet.text)
+    if tree is not None:
+        found = _device_in(tree)
+        if found is not None:
+            return found
+    for line in source.device_lines(snippet.path):
+        parsed = _parse(line.text)
+        if parsed is not None and parsed.body:
+            target = _device_target(parsed.body[0])
+            if target is not None:
+                return target
+    return None
+
+
+def _device_in(tree: ast.AST) -> str | None:
+    candidates: dict[str, int] = {}
+    for node in ast.walk(tree):
+        expr = None
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("to", "cuda"):
+            if node.func.attr == "to" and node.args and not _dtype_like(node.args[0]):
+                expr = node.args[0]
+            for kw in node.keywords:
+                if kw.arg == "device":
+                    expr = kw.value
+        elif isinstance(node, ast.Call):
+            expr = next((kw.value for kw in node.keywords if kw.arg == "device"), None)
+        elif isinstance(node, ast.arg) and node.arg == "device":
+            candidates["device"] = candidates.get("device", 0) + 1
+        elif isinstance(node, ast.Assign):
+            target = _device_target(node)
+            if target is not None and "." not in target:
+                candidates[target] = candidates.get(target, 0) + 1
+        if expr is not None and isinstance(expr, (ast.Name, ast.Attribute)):
+            text = ast.unparse(expr)
+            candidates[text] = candidates.get(text, 0) + 2  # a device the script already moves things to
+    return max(candidates, key=lambda k: (candidates[k], k == "device")) if candidates else None
+
+
+def _dtype_like(node: ast.expr) -> bool:
+    text = ast.unparse(node)
+    return text.startswith(("torch.float", "torch.int", "torch.bool", "torch.half", "torch.bfloat", "torch.long")) or (
+        isinstance(node, ast.Attribute) and node.attr in _NOT_A_DEVICE
+    )
+
+
+def _device_target(stmt: ast.stmt) -> str | None:
+    targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target] if isinstance(stmt, ast.AnnAssign) else []
+    for target in targets:
+        if isinstance(target, (ast.Name, ast.Attribute)) and "device" in ast.unparse(target).lower():
+            return ast.unparse(target)
+    return None
+
+
+# -- moving an argument ---------------------------------------------------------------------------------------------
+
+
+def call_argument(stmt: Statement, argument: str | None, callee: str | None) -> ast.expr | None:
+    """The expression passed as `argument` ("args[0]", "labels", "input_ids") to the call on the line.
+
+    `callee` is what the probe saw being called: a module class ("Net", "CrossEntropyLoss") or a functional loss
+    ("cross_entropy"). A keyword that came from `**batch` gives `batch` itself (a ast.Starred-like dict spread).
+    """
+    calls = [n for n in ast.walk(stmt.node) if isinstance(n, ast.Call)]
+    if not calls or not argument:
+        return None
+    index = _positional_index(argument)
+    for call in _rank_calls(calls, callee):
+        if index is not None and index < len(call.args) and not isinstance(call.args[index], ast.Starred):
+            return call.args[index]
+        if index is None:
+            key = argument.split("[", 1)[0]
+            named = next((kw.value for kw in call.keywords if kw.arg == key), None)
+            if named is not None:
+                return named
+            spread = next((kw.value for kw in call.keywords if kw.arg is None), None)
+            if spread is not None:
+                return spread
+    return None
+
+
+def _positional_index(argument: str) -> int | None:
+    if argument.startswith("args[") and "]" in argument:
+        inner = argument[5 : argument.index("]")]
+        return int(inner) if inner.isdigit() else None
+    return None
+
+
+def _rank_calls(calls: list[ast.Call], callee: str | None) -> list[ast.Call]:
+    """The calls of the line, the one most likely to be `callee` first."""
+
+    def score(call: ast.Call) -> int:
+        name = ast.unparse(call.func).split(".")[-1].lower()
+        wanted = (callee or "").lower()
+        if wanted and name == wanted:
+            return 0
+        if wanted.endswith("loss") and ("loss" in name or "criterion" in name):
+            return 1
+        if not wanted.endswith("loss") and name not in FACTORIES and not ast.unparse(call.func).startswith("torch."):
+            return 2
+        return 3
+
+    return sorted(calls, key=score)
+
+
+def moved_argument(stmt: Statement, expr: ast.expr, device: str) -> str:
+    """The line that moves `expr` to the device, in the script's names: `images = images.to(device, ...)` for a name,
+    else the statement itself with `.to(device, ...)` on the argument (`model(batch[0].to(device, ...))`)."""
+    text = ast.unparse(expr)
+    if isinstance(expr, ast.Name):
+        return f"{text} = {text}.to({device}, non_blocking=True)"
+    inline = with_suffix(stmt, expr, f".to({device}, non_blocking=True)")
+    return inline if inline is not None else f"# pass {text}.to({device}, non_blocking=True) instead of {text}"
+
+
+def with_suffix(stmt: Statement, node: ast.expr, suffix: str) -> str | None:
+    """The statement with `suffix` written right after `node` (e.g. `.to(device)` after `Net()`), in the user's own
+    formatting; None when the node spans several lines."""
+    if node.lineno != node.end_lineno or node.end_col_offset is None:
+        return None
+    line_no = node.lineno + stmt.offset
+    line = stmt.snippet.line(line_no)
+    if line is None:
+        return None
+    col = node.end_col_offset + stmt.indent
+    if not 0 < col <= len(line):
+        return None
+    fixed = f"{line[:col]}{suffix}{line[col:]}"
+    lines = [stmt.snippet.line(n) or "" for n in range(stmt.first_line, line_no)] + [fixed]
+    return without_comments(textwrap.dedent("\n".join(lines)))
+
+
+def assigned_call(stmt: Statement) -> tuple[str, ast.Call] | None:
+    """(target, call) for `target = SomeCall(...)` on the line, e.g. ("net", Net())."""
+    node = stmt.node
+    if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.value, ast.Call):
+        return ast.unparse(node.targets[0]), node.value
+    return None
+
+
+def moved_spread(name: str, device: str) -> str:
+    """A batch passed as `model(**batch)`: move every tensor of the dict."""
+    return f"{name} = {{k: v.to({device}, non_blocking=True) for k, v in {name}.items()}}"
+
+
+def device_for(source: SourceSection | None, where: str | None, expected: str) -> tuple[str, list[str]]:
+    """The script's own device expression near `where`; failing that, `device` and the line that defines it."""
+    found = device_expression(source, where)
+    if found is not None:
+        return found, []
+    return "device", [f'device = torch.device("{expected}")']
+
+
+def moved_model_line(source: SourceSection | None, model_where: str | None, device: str) -> str | None:
+    """`net = Net().to(device)` on the line that builds the model."""
+    stmt = statement_at(source, model_where)
+    found = assigned_call(stmt) if stmt is not None else None
+    if stmt is None or found is None:
+        return None
+    fixed = with_suffix(stmt, found[1], f".to({device})")
+    return f"{fixed}  # line {stmt.first_line}: move the model once, before the loop" if fixed is not None else None
+
+
+def moved_tensor_lines(source: SourceSection | None, tensors: list[TensorSeen], device: str) -> list[str]:
+    """For each tensor seen off the device: `# before line N: <the call>` and the line that moves it, once each."""
+    lines: list[str] = []
+    done: set[str] = set()
+    for t in tensors:
+        moved = _moved_line(source, t, device)
+        if moved is None:
+            name = "x" if t.role == "input" else "y"
+            moved = (f"{t.where}", f"{name} = {name}.to({device}, non_blocking=True)  # before {t.target}(...)")
+        before, line = moved
+        if line in done:
+            continue
+        done.add(line)
+        if before not in done:
+            lines.append(f"# before {before}")
+            done.add(before)
+        lines.append(line)
+    return lines
+
+
+def _moved_line(source: SourceSection | None, t: TensorSeen, device: str) -> tuple[str, str] | None:
+    """(the statement it goes before, the line that moves the tensor) from the call's source."""
+    stmt = statement_at(source, t.where)
+    if stmt is None:
+        return None
+    expr = call_argument(stmt, t.argument, t.target)
+    if expr is None:
+        return None
+    before = f"line {stmt.first_line}: {stmt.text}"
+    is_spread = t.argument is not None and not t.argument.startswith("args[") and _is_spread(stmt, expr)
+    if is_spread and isinstance(expr, ast.Name):
+        return before, moved_spread(expr.id, device)
+    return before, moved_argument(stmt, expr, device)
+
+
+def _is_spread(stmt: Statement, expr: ast.expr) -> bool:
+    """`expr` is passed as `**expr` in the statement."""
+    return any(
+        isinstance(n, ast.Call) and any(kw.arg is None and kw.value is expr for kw in n.keywords)
+        for n in ast.walk(stmt.node)
+    )
+
+
+# -- plain tensor attributes -------------------------------------------------------------------------------------------
+
+
+def assigned_attribute(stmt: Statement) -> tuple[str, str, str] | None:
+    """(owner, name, value) for `owner.name = value` on the line, e.g. ("self", "pe", "pe")."""
+    node = stmt.node
+    if isinstance(node, ast.Assign) and len(node.targets) == 1:
+        target, value = node.targets[0], node.value
+    elif isinstance(node, ast.AnnAssign) and node.value is not None:
+        target, value = node.target, node.value
+    else:
+        return None
+    if not isinstance(target, ast.Attribute):
+        return None
+    return ast.unparse(target.value), target.attr, ast.unparse(value)
+
+
+def register_buffer_fix(stmt: Statement) -> str | None:
+    """`self.register_buffer("pe", pe)` for `self.pe = pe`."""
+    found = assigned_attribute(stmt)
+    if found is None:
+        return None
+    owner, name, value = found
+    return f'{owner}.register_buffer("{name}", {value})  # instead of: {stmt.text}'
+
+
+# -- device= on the line that makes a tensor ---------------------------------------------------------------------------
+
+
+def factory_statement(source: SourceSection | None, where: str | None) -> Statement | None:
+    """The statement that calls a tensor factory on `where`, or the assignment of the name the line stores (`mask` in
+    `self.register_buffer("mask", mask)`) further up in the same function."""
+    stmt = statement_at(source, where)
+    if stmt is None:
+        return None
+    if _factory_call(stmt.node) is not None:
+        return stmt
+    stored = _stored_name(stmt.node)
+    if stored is None or stmt.function is None:
+        return None
+    earlier = [
+        n
+        for n in ast.walk(stmt.function)
+        if isinstance(n, ast.Assign)
+        and n.lineno + stmt.offset < stmt.first_line
+        and any(isinstance(t, ast.Name) and t.id == stored for t in n.targets)
+        and _factory_call(n) is not None
+    ]
+    if not earlier:
+        return None
+    last = max(earlier, key=lambda n: n.lineno)
+    return statement_at(source, f"{stmt.snippet.path}:{last.lineno + stmt.offset}")
+
+
+def _stored_name(node: ast.stmt) -> str | None:
+    """`mask` in `self.mask = mask` or `self.register_buffer("mask", mask, ...)`."""
+    value: ast.expr | None = None
+    if isinstance(node, ast.Assign):
+        value = node.value
+    elif isinstance(node, ast.Expr) and _is_register_buffer(node.value):
+        assert isinstance(node.value, ast.Call)
+        value = node.value.args[1]
+    return value.id if isinstance(value, ast.Name) else None
+
+
+def _is_register_buffer(call: ast.expr) -> bool:
+    return isinstance(call, ast.Call) and len(call.args) >= 2 and ast.unparse(call.func).endswith("register_buffer")
+
+
+def _factory_call(node: ast.AST) -> ast.Call | None:
+    """The first call of a torch tensor factory without `device=` (torch.ones, torch.arange, ...)."""
+    for n in ast.walk(node):
+        if not isinstance(n, ast.Call) or ast.unparse(n.func).split(".")[-1] not in FACTORIES:
+            continue
+        from_torch = ast.unparse(n.func).startswith(("torch.", "th.")) or isinstance(n.func, ast.Name)
+        if from_torch and not any(kw.arg == "device" for kw in n.keywords):
+            return n
+    return None
+
+
+def with_device(stmt: Statement, device: str) -> str | None:
+    """The statement with `device=...` added to its tensor factory call, in the user's own formatting."""
+    call = _factory_call(stmt.node)
+    if call is None:
+        return None
+    if call.lineno == call.end_lineno and call.end_col_offset is not None:
+        # insert before the closing parenthesis: end the call one column early, then put ")" back
+        inner = ast.Call(func=call.func, args=[], keywords=[])
+        ast.copy_location(inner, call)
+        inner.end_col_offset = call.end_col_offset - 1
+        sep = ", " if call.args or call.keywords else ""
+        fixed = with_suffix(stmt, inner, f"{sep}device={device}")
+        if fixed is not None:
+            return fixed
+    call.keywords.append(ast.keyword(arg="device", value=ast.Name(id=device)))
+    try:
+        return ast.unparse(stmt.node)
+    finally:
+        call.keywords.pop()
+
+
+def _indent(text: str) -> int:
+    """The indentation textwrap.dedent removes from `text`."""
+    widths = [len(line) - len(line.lstrip()) for line in text.split("\n") if line.strip()]
+    return min(widths) if widths else 0
+
+
+def forward_device(stmt: Statement) -> str:
+    """The device a tensor made in this function should use: a `device` variable or parameter of the function, the
+    device of its first tensor argument when it is a forward, else the module's own parameters' device."""
+    func = stmt.function
+    if func is not None:
+        names = {a.arg for a in [*func.args.posonlyargs, *func.args.args, *func.args.kwonlyargs]}
+        assigned = {
+            t.id for n in ast.walk(func) if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)
+        }
+        for candidate in ("device", "dev"):
+            if candidate in names or candidate in assigned:
+                return candidate
+        params = [a.arg for a in func.args.args if a.arg not in ("self", "cls")]
+        if func.name == "forward" and params:
+            return f"{params[0]}.device"
+        if func.args.args and func.args.args[0].arg == "self":
+            return "next(self.parameters()).device"
+    return "x.device"

@@ -1,0 +1,150 @@
+"""Fixes in the user's own code: built from the source snippets the record carries, with the script's names."""
+
+from __future__ import annotations
+
+import textwrap
+
+from records import meta_run, model_on, placement
+
+from gputriage.diagnosis import diagnose
+from gputriage.record.placement import ModelInfo, StrayPart, TensorSeen
+from gputriage.record.source import SourceSection, SourceSnippet
+from gputriage.rules import codefix
+
+TRAIN = textwrap.dedent(
+    """\
+    def train(loader, model, loss_fn, optimizer, device):
+        for step, (images, labels) in enumerate(loader):
+            labels = labels.to(device)
+            output = model(images)
+            loss = loss_fn(output, labels)
+            loss.backward()
+    """
+).rstrip("\n")
+
+ENCODING = textwrap.dedent(
+    """\
+        def __init__(self, d_model, max_len=512):
+            super().__init__()
+            pe = torch.zeros(max_len, 1, d_model)
+            self.pe = pe
+    """
+).rstrip("\n")
+
+MASK = textwrap.dedent(
+    """\
+        def get_mask(self, n, device):
+            if self.mask is not None and self.mask.shape[-1] >= n:
+                return self.mask[:n, :n]
+            mask = torch.ones((n, n), dtype=torch.bool).triu(1)
+            self.register_buffer("mask", mask, persistent=False)
+            return mask
+    """
+).rstrip("\n")
+
+FORWARD = textwrap.dedent(
+    """\
+        def forward(self, idx, targets=None):
+            b, t = idx.size()
+            pos = torch.arange(0, t, dtype=torch.long)
+            return self.wte(idx) + self.wpe(pos)
+    """
+).rstrip("\n")
+
+
+def source() -> SourceSection:
+    return SourceSection(
+        [
+            SourceSnippet("train.py", 40, TRAIN, "function", "train"),
+            SourceSnippet("model.py", 10, ENCODING, "function", "PositionalEncoding.__init__"),
+            SourceSnippet("palm.py", 100, MASK, "function", "Block.get_mask"),
+            SourceSnippet("gpt.py", 170, FORWARD, "function", "GPT.forward"),
+            SourceSnippet("main.py", 5, 'device = "cuda" if torch.cuda.is_available() else "cpu"', "device", None),
+            SourceSnippet("main.py", 30, "net = Net()  # the model", "window", None),
+        ]
+    )
+
+
+def test_the_statement_and_the_argument_in_the_users_names() -> None:
+    stmt = codefix.statement_at(source(), "train.py:43")
+    assert stmt is not None and stmt.text == "output = model(images)"
+    expr = codefix.call_argument(stmt, "args[0]", "Net")
+    assert expr is not None
+    assert codefix.moved_argument(stmt, expr, "device") == "images = images.to(device, non_blocking=True)"
+    loss = codefix.statement_at(source(), "train.py:44")
+    assert loss is not None
+    label = codefix.call_argument(loss, "args[1]", "CrossEntropyLoss")
+    assert label is not None and codefix.moved_argument(loss, label, "device").startswith("labels = labels.to(")
+
+
+def test_the_device_expression_the_script_already_uses() -> None:
+    assert codefix.device_expression(source(), "train.py:43") == "device"
+    assert codefix.device_expression(source(), "main.py:30") == "device"  # the file's own `device = ...`
+
+
+def test_a_plain_attribute_becomes_a_registered_buffer() -> None:
+    stmt = codefix.statement_at(source(), "model.py:13")
+    assert stmt is not None
+    assert codefix.register_buffer_fix(stmt) == 'self.register_buffer("pe", pe)  # instead of: self.pe = pe'
+
+
+def test_a_tensor_made_in_forward_gets_the_devices_name_on_its_line() -> None:
+    mask = codefix.factory_statement(source(), "palm.py:104")  # the register_buffer line: the mask is made above it
+    assert mask is not None and mask.first_line == 103
+    assert codefix.with_device(mask, codefix.forward_device(mask)) == (
+        "mask = torch.ones((n, n), dtype=torch.bool, device=device).triu(1)"
+    )
+    pos = codefix.factory_statement(source(), "gpt.py:172")
+    assert pos is not None
+    assert codefix.with_device(pos, codefix.forward_device(pos)) == (
+        "pos = torch.arange(0, t, dtype=torch.long, device=idx.device)"
+    )
+
+
+def test_the_data_fix_of_a_run_names_images_and_labels() -> None:
+    seen = [
+        TensorSeen("input", "cpu", [32, 3, 32, 32], "float32", "SmallConvNet", "args[0]", "train.py:43"),
+        TensorSeen("label", "cpu", [32], "int64", "CrossEntropyLoss", "args[1]", "train.py:44"),
+    ]
+    run = meta_run(placement=placement(model_on("meta"), *seen), source=source())
+    (finding,) = [f for f in diagnose(run).findings if f.code == "data-on-cpu"]
+    assert "images = images.to(device, non_blocking=True)" in finding.fix
+    assert "labels = labels.to(device, non_blocking=True)" in finding.fix
+    assert "# before line 43: output = model(images)" in finding.fix
+    assert "x = x.to(" not in finding.fix
+
+
+def test_the_model_fix_moves_the_users_variable_on_its_line() -> None:
+    run = meta_run(placement=placement(model_on("cpu", where="main.py:30")), source=source())
+    (finding,) = [f for f in diagnose(run).findings if f.code == "model-on-cpu"]
+    assert finding.fix.startswith("net = Net().to(device)  # line 30")
+
+
+def test_a_plain_attribute_finding_points_at_its_assignment_and_registers_a_buffer() -> None:
+    model = ModelInfo(
+        name="TransformerModel",
+        parameter_count=1000,
+        devices={"meta": 1000, "cpu": 16},
+        where="main.py:30",
+        stray=[StrayPart("pos_encoder.pe", "attribute", "cpu", 16, "model.py:13")],
+    )
+    run = meta_run(placement=placement(model), source=source())
+    (finding,) = [f for f in diagnose(run).findings if f.code == "model-partly-on-cpu"]
+    assert finding.where == "model.py:13"
+    assert 'self.register_buffer("pe", pe)' in finding.fix
+
+
+def test_without_source_the_fix_stays_generic() -> None:
+    seen = TensorSeen("input", "cpu", [8, 16], "float32", "Net", "args[0]", "gone.py:3")
+    run = meta_run(placement=placement(model_on("meta"), seen))
+    (finding,) = [f for f in diagnose(run).findings if f.code == "data-on-cpu"]
+    assert 'device = torch.device("meta")' in finding.fix and "x = x.to(device" in finding.fix
+
+
+def test_an_indexed_argument_is_moved_in_place() -> None:
+    snippet = SourceSnippet("loop.py", 1, "for batch in loader:\n    out = model(batch[0])", "window", None)
+    stmt = codefix.statement_at(SourceSection([snippet]), "loop.py:2")
+    assert stmt is not None
+    expr = codefix.call_argument(stmt, "args[0]", "Net")
+    assert expr is not None
+    assert codefix.moved_argument(stmt, expr, "device") == "out = model(batch[0].to(device, non_blocking=True))"

@@ -1,0 +1,76 @@
+"""The stack sampler: CPU work in the step found by time, attributed to the user's line, and gone after its window."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+from gputriage.collectors.probe.state import ProbeState
+from gputriage.collectors.stack_sampler import StackSampler
+from gputriage.record import Run
+
+
+def _numpy_work(seconds: float) -> None:
+    end = time.perf_counter() + seconds
+    image = np.random.rand(64, 64)
+    while time.perf_counter() < end:
+        np.pad(image, 2, mode="edge")  # THE NUMPY LINE
+
+
+def _sleep(seconds: float) -> None:
+    time.sleep(seconds)  # THE SLEEP LINE
+
+
+def _line_of(marker: str) -> int:
+    lines = Path(__file__).read_text(encoding="utf-8").splitlines()
+    return next(i for i, line in enumerate(lines, start=1) if f"# {marker}" in line and "_line_of" not in line)
+
+
+def test_cpu_work_outside_the_model_is_found_at_its_line() -> None:
+    state = ProbeState(expected_device="meta")
+    sampler = StackSampler(state, first_step=1, end_step=3, interval_s=0.002)
+    state.clock.begin()
+    state.step = 1
+    sampler.on_step(1)
+    _numpy_work(0.4)  # "other": no probe phase is open
+    state.clock.push("forward")
+    _numpy_work(0.2)  # inside the model's forward: not "other"
+    state.clock.pop()
+    _sleep(0.2)  # "other", but the thread sleeps: not CPU work
+    state.step = 3
+    sampler.on_step(3)
+    run = Run(command="run")
+    sampler.finish(run)
+    section = run.sampler
+    assert section is not None and section.samples > 30
+    mine = [line for line in section.lines if line.where.startswith(("tests/", "/")) and "test_stack" in line.where]
+    by_line = {line.where.rsplit(":", 1)[1]: line for line in mine}
+    numpy_line = by_line[str(_line_of("THE NUMPY LINE"))]
+    share = section.share_pct(numpy_line) / 100
+    # 0.4 s of 0.8 s, busy, in "other"; a loaded 2-core machine stretches the sampler's interval, so the bounds are
+    # wide, and the order of the two busy spells (0.4 s outside, 0.2 s inside the forward) is what must hold
+    assert 0.2 < share < 0.85
+    assert numpy_line.other_busy_s > numpy_line.phase_s.get("forward", 0)
+    assert numpy_line.phase_s.get("forward", 0) > 0
+    sleep_line = by_line.get(str(_line_of("THE SLEEP LINE")))
+    assert sleep_line is None or sleep_line.other_busy_s <= 0.2 * sleep_line.time_s
+
+
+def test_the_sampler_thread_ends_with_its_window() -> None:
+    state = ProbeState(expected_device="meta")
+    sampler = StackSampler(state, first_step=1, end_step=2, interval_s=0.002)
+    before = threading.active_count()
+    state.clock.begin()
+    state.step = 1
+    sampler.on_step(1)
+    assert threading.active_count() == before + 1
+    time.sleep(0.05)
+    state.step = 2
+    sampler.on_step(2)
+    assert threading.active_count() == before  # joined: nothing runs after the window
+    taken = sampler.section().samples
+    time.sleep(0.05)
+    assert sampler.section().samples == taken
