@@ -21,6 +21,7 @@ from gputriage.outdir import LOCK_NAME, rank_record_path
 from gputriage.record import Run
 from gputriage.record.merge import load_job
 from gputriage.record.ranks import RankInfo, RankLoader
+from gputriage.record.run import save_run
 from gputriage.record.sections import SECTION_NAMES, Sections
 
 
@@ -138,6 +139,8 @@ def test_an_unreadable_rank_file_is_named_not_fatal(make_rank: RankFactory, tmp_
 
 
 def test_report_of_several_plain_runs_is_one_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    for name in ("a.json", "b.json"):
+        save_run(Run(command="run"), tmp_path / name)
     assert main(["report", str(tmp_path / "a.json"), str(tmp_path / "b.json")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "several only for the per-node folders" in err

@@ -27,7 +27,7 @@ PARALLEL = 3
 TIMEOUT_S = 600
 RELATIVE_OUT = "gt-out"  # the chdir case's relative --out, kept in the job's folder (and left out of its files)
 # The first line of gputriage's terminal report, and the prefix of its one-line messages.
-REPORT_START = "╭─ gputriage verdict".encode()
+REPORT_START = ("╭─ gputriage verdict".encode(), b"gputriage verdict: ")  # boxed on a terminal, plain in a pipe
 OWN_LINE = b"gputriage: "
 # torch.profiler's (Kineto's) own lines carry a time and a pid: they differ from one run to the next, with or
 # without gputriage.

@@ -70,7 +70,7 @@ def finish_rank(run: Run, out_dir: Path, wait_s: float | None = None) -> RankOut
         raise ValueError("finish_rank needs a run with rank_info")
     record = write_rank_record(run, out_dir)
     if wait_s is None:
-        wait_s = float(os.environ.get(MERGE_WAIT_ENV, DEFAULT_MERGE_WAIT_S))
+        wait_s = float(os.environ.get(MERGE_WAIT_ENV) or DEFAULT_MERGE_WAIT_S)  # checked by commands/settings.py
     abnormal = run.process is not None and (bool(run.process.exit_code) or run.process.signal is not None)
     since_s = run.created_at_s - STALE_RECORD_SLACK_S
     deadline = time.monotonic() + (wait_s if info.rank == 0 and not abnormal else 0.0)
@@ -83,7 +83,7 @@ def finish_rank(run: Run, out_dir: Path, wait_s: float | None = None) -> RankOut
     return _merge_until_settled(out_dir, record)
 
 
-def report_rank(run: Run, out_dir: Path, stream: TextIO) -> None:
+def report_rank(run: Run, out_dir: Path, stream: TextIO, verbose: bool = False) -> None:
     """`gputriage run` under torchrun: record this rank, merge when complete, and show the job's report once.
 
     The rank that writes the merged report renders it on its stderr; the others print one line. Nothing here may
@@ -102,7 +102,7 @@ def report_rank(run: Run, out_dir: Path, stream: TextIO) -> None:
     if outcome.diagnosis is None:
         print(f"gputriage: rank {rank}: record written to {outcome.record_path}", file=stream)
         return
-    emit(outcome.diagnosis, OutputOptions(terminal_stream=stream))
+    emit(outcome.diagnosis, OutputOptions(terminal_stream=stream, verbose=verbose))
     absent = f"; ranks {outcome.missing} left no record (yet)" if outcome.missing else ""
     print(f"gputriage: rank {rank} merged the job's report into {outcome.report_path}{absent}", file=stream)
 

@@ -26,7 +26,7 @@ from gputriage.collectors.runner import (
 )
 from gputriage.collectors.session import DEFAULT_STEPS, JobObservers, ObserveConfig, new_run, torch_facts_now
 from gputriage.collectors.textsafe import encode_safely
-from gputriage.commands.common import add_fail_on
+from gputriage.commands.common import add_fail_on, add_verbose, device_name, out_folder, whole_number
 from gputriage.commands.run_worker import ReportRequest, ReportWorker, report_job
 from gputriage.errors import InputError
 from gputriage.outdir import check_out_dir
@@ -50,6 +50,7 @@ class RunConfig:
     fail_on: str | None = None  # critical | warning: exit 1 when the job succeeded but such a finding exists (CI)
     trace_steps: int | None = None  # --trace: profile this many steps after warm-up; None: no profiler window
     preflight: str | None = None  # --preflight: the stand-in's backing (cpu | meta); None: a normal run
+    verbose: bool = False  # -v: the whole report on stderr (the files in out_dir always hold it all)
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -62,6 +63,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     )
     add_run_options(p)
     add_fail_on(p)
+    add_verbose(p)
     p.add_argument("-m", dest="module", nargs=argparse.REMAINDER, metavar="MODULE", help="run a module, like python -m")
     p.add_argument("target", nargs=argparse.REMAINDER, metavar="script.py [ARGS...]", help="the script and its args")
     p.set_defaults(func=main)
@@ -70,18 +72,19 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 def add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--expect-device",
+        type=device_name,
         metavar="DEV",
         help="the device the job is meant to use (default: the first available accelerator: cuda, xpu, mps, ...)",
     )
     p.add_argument(
         "--steps",
-        type=int,
+        type=whole_number(1),
         metavar="N",
         help=f"observe the first N training steps, then let the job run untouched (default {DEFAULT_STEPS}); "
         f"with --preflight, end the job after N steps (default {PREFLIGHT_STEPS})",
     )
     p.add_argument(
-        "--out", type=Path, default=DEFAULT_OUT, metavar="DIR", help="report folder (default ./gputriage-out)"
+        "--out", type=out_folder, default=DEFAULT_OUT, metavar="DIR", help="report folder (default ./gputriage-out)"
     )
     p.add_argument(
         "--preflight",
@@ -103,7 +106,7 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--trace-steps",
-        type=int,
+        type=whole_number(1),
         metavar="N",
         help=f"steps in the --trace window (default {DEFAULT_TRACE_STEPS}; implies --trace)",
     )
@@ -127,6 +130,7 @@ def config_from(args: argparse.Namespace) -> RunConfig:
     argv = ["-m", *args.module] if args.module else list(args.target)
     config = RunConfig(target, args.expect_device, steps, args.out, argv, getattr(args, "fail_on", None))
     config.trace_steps = trace_steps_from(args, steps)
+    config.verbose = getattr(args, "verbose", False)
     if preflight:
         config.preflight = preflight_backing(args)
     return config
@@ -244,6 +248,7 @@ class RunJob:
             fail_on=self.config.fail_on,
             multi_rank=is_multi_rank(),
             torch_raw=torch_facts_now(),
+            verbose=self.config.verbose,
         )
         fail_code = self.worker.request(request, record) if self.worker is not None else None
         if fail_code is None:  # no worker, or it did not answer: do its work here

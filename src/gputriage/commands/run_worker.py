@@ -53,6 +53,7 @@ class ReportRequest:
     multi_rank: bool = False  # under torchrun: this rank's record, merged into the job's report through files
     torch_raw: dict[str, Any] | None = None  # torch_probe.collect() from the job's process
     partial: bool = False  # the probe window's end: write the report files, print nothing
+    verbose: bool = False  # -v: the whole terminal report, not the short one
 
 
 # --- the report's work, wherever it runs ------------------------------------------------------------------------------
@@ -74,7 +75,7 @@ def report_job(run: Run, request: ReportRequest, stream: TextIO, machine: Enviro
     if request.multi_rank:
         from gputriage.commands.rank_report import report_rank
 
-        report_rank(run, out_dir, stream)
+        report_rank(run, out_dir, stream, verbose=request.verbose)
         return 0
     from gputriage.diagnosis import diagnose
 
@@ -84,17 +85,17 @@ def report_job(run: Run, request: ReportRequest, stream: TextIO, machine: Enviro
 
         write_files(diag, out_dir)
         return 0
-    write_report(diag, out_dir, stream)
+    write_report(diag, out_dir, stream, verbose=request.verbose)
     return fail_on_code(diag, request.fail_on, stream)
 
 
-def write_report(diag: Diagnosis, out_dir: Path, stream: TextIO) -> None:
+def write_report(diag: Diagnosis, out_dir: Path, stream: TextIO, verbose: bool = False) -> None:
     """report.json and friends into out_dir, the terminal report to `stream` (the job's stderr)."""
     from gputriage.errors import InputError
     from gputriage.report.output import OutputOptions, emit
 
     try:
-        emit(diag, OutputOptions(out_dir=out_dir, terminal_stream=stream))
+        emit(diag, OutputOptions(out_dir=out_dir, terminal_stream=stream, verbose=verbose))
     except InputError as exc:  # an unwritable --out must not replace the script's exit code
         print(f"gputriage: error: {exc}", file=stream)
 
