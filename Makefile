@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 TORCH_SPEC ?= torch==2.13.0
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck pytest bench clean browser gpu-check
+.PHONY: demo test lint typecheck pytest bench clean browser tmux gpu-check
 
 $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -31,7 +31,12 @@ browser:
 	@command -v chromium >/dev/null 2>&1 || [ "$$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1 || \
 		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) || echo "chromium not installed: the browser test skips"
 
-pytest: $(STAMP) browser
+# The terminal tests drive a real terminal with tmux (tests/terminal/test_pipes_and_ci.py); without it they skip.
+tmux:
+	@command -v tmux >/dev/null 2>&1 || [ "$$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1 || \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tmux) || echo "tmux not installed: the terminal tests that need it skip"
+
+pytest: $(STAMP) browser tmux
 	$(BIN)/python -m pytest -q
 
 test: lint typecheck pytest

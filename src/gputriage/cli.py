@@ -20,7 +20,9 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
 
     `run` wraps the user's job, so every module it does not need is start-up time added to their job.
     """
-    parser = argparse.ArgumentParser(
+    from gputriage.commands.common import OneLineParser
+
+    parser = OneLineParser(
         prog="gputriage",
         description="Why is my GPU idle while PyTorch trains, and what exactly do I change?",
     )
@@ -34,14 +36,22 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    args = build_parser(argv).parse_args(argv)
     try:
+        args = build_parser(argv).parse_args(argv)
+    except SystemExit as exc:  # --help, --version, or a bad flag (one line on stderr already): main returns codes
+        return exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 2
+    try:
+        from gputriage.commands.settings import check_environment
+
+        check_environment()  # every GPUTRIAGE_* variable, before anything reads one
         code: int = args.func(args)
     except InputError as exc:
         # The message may quote a path or a value from a file: its control characters are shown, not sent.
         print(f"gputriage: error: {inline_text(str(exc))}", file=sys.stderr)
         return InputError.exit_code
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
+        if getattr(exc, "exit_as_python", False):
+            raise  # `run`: the job's Ctrl-C ends this process the way Python ends it (see collectors/runner.py)
         return 130
     return code
 

@@ -355,3 +355,27 @@ def read_rank_record(path: Path) -> bytes:
 def read_record(path: Path) -> bytes:
     """A saved report.json (or run record) that the user named: a regular file, never blocking."""
     return read_regular_file(path, max_record_bytes())
+
+
+# --- checking --out before the job ------------------------------------------------------------------------------------
+def check_out_dir(out_dir: Path) -> Path:
+    """The --out folder, checked before the user's job starts, as an absolute path (the job may chdir).
+
+    Refused with one line (InputError): a path that is a symlink, a path that exists and is not a folder, a folder
+    gputriage cannot create or write in. The folder is created (empty) if it does not exist: the only way to know it
+    can be written is to write there, before a long job runs, not after.
+    """
+    path = Path(os.path.abspath(out_dir))  # noqa: PTH100  (absolute, `..` folded, symlinks left as they are)
+    if path.is_symlink():
+        raise InputError(f"--out {out_dir}: is a symlink; give the folder it points to, or another folder")
+    if path.exists() and not path.is_dir():
+        raise InputError(f"--out {out_dir}: exists and is not a folder")
+    probe = path / f".write-check.{os.getpid()}"
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+        os.close(fd)
+        probe.unlink()
+    except OSError as exc:
+        raise InputError(f"--out {out_dir}: cannot write there ({exc.strerror or exc})") from exc
+    return path

@@ -23,6 +23,7 @@ LAYER_OF = {
     "gputriage.errors": "base",
     "gputriage.version": "base",
     "gputriage.findings": "base",
+    "gputriage.wording": "base",
     "gputriage.outdir": "base",
     "gputriage.data": "base",
     "gputriage.record": "record",

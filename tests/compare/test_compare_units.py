@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import CORPUS
+from corpus_path import CORPUS
 from gputriage.cli import main
 from gputriage.compare import compare
 from gputriage.compare.stats import BETTER, NOISE, UNMEASURED, WORSE, judge

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -20,6 +21,7 @@ from gputriage.outdir import LOCK_NAME, rank_record_path
 from gputriage.record import Run
 from gputriage.record.merge import load_job
 from gputriage.record.ranks import RankInfo, RankLoader
+from gputriage.record.run import save_run
 from gputriage.record.sections import SECTION_NAMES, Sections
 
 
@@ -65,11 +67,21 @@ def test_a_merge_in_progress_elsewhere_is_left_alone_and_a_stale_lock_is_taken_o
 ) -> None:
     finish_rank(unsharded(make_rank, 1, 2), tmp_path, wait_s=0)
     lock = tmp_path / LOCK_NAME
-    lock.write_text("4242")
+    lock.write_text(str(os.getppid()))  # a live process is merging
     assert finish_rank(unsharded(make_rank, 0, 2), tmp_path, wait_s=0).report_path is None
 
     old_s = time.time() - 3600
     os.utime(lock, (old_s, old_s))  # its merger was killed an hour ago
+    assert finish_rank(unsharded(make_rank, 0, 2), tmp_path, wait_s=0).report_path is not None
+    assert not lock.exists()
+
+
+def test_a_lock_whose_merger_is_dead_is_taken_over_at_once(make_rank: RankFactory, tmp_path: Path) -> None:
+    finish_rank(unsharded(make_rank, 1, 2), tmp_path, wait_s=0)
+    dead = subprocess.Popen(["true"])
+    dead.wait()  # reaped: its pid names no process now
+    lock = tmp_path / LOCK_NAME
+    lock.write_text(str(dead.pid))
     assert finish_rank(unsharded(make_rank, 0, 2), tmp_path, wait_s=0).report_path is not None
     assert not lock.exists()
 
@@ -127,6 +139,8 @@ def test_an_unreadable_rank_file_is_named_not_fatal(make_rank: RankFactory, tmp_
 
 
 def test_report_of_several_plain_runs_is_one_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    for name in ("a.json", "b.json"):
+        save_run(Run(command="run"), tmp_path / name)
     assert main(["report", str(tmp_path / "a.json"), str(tmp_path / "b.json")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "several only for the per-node folders" in err

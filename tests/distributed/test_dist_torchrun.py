@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,12 @@ DIST_CODES = {
     "gloo-with-cuda",
     "dataparallel-not-ddp",
 }
+
+
+def job_line(text: str) -> str:
+    """'JOB:N' for the line of the job script that holds `text` (so a test does not hard-code line numbers)."""
+    lines = (REPO / JOB).read_text().splitlines()
+    return f"{JOB}:{next(n for n, line in enumerate(lines, start=1) if text in line)}"
 
 
 def torchrun_cmd(out: Path, ranks: int, *job_args: str, module: bool = False) -> list[str]:
@@ -81,7 +88,7 @@ def test_healthy_ddp_job_merges_every_rank_with_no_distributed_finding(tmp_path:
     assert [r["rank"] for r in ranks["ranks"]] == [0, 1]
     for info in ranks["ranks"]:
         assert (info["backend"], info["device"], info["wrap"]["kind"]) == ("gloo", "cpu", "ddp")
-        assert info["backend_where"] == f"{JOB}:41"
+        assert info["backend_where"] == job_line("dist.init_process_group(")
         [loader] = info["loaders"]
         assert (loader["sampler_class"], loader["dataset_len"], loader["samples_per_epoch"]) == (
             "DistributedSampler",
@@ -103,7 +110,7 @@ def test_no_distributed_sampler_under_python_m_launch(tmp_path: Path) -> None:
     assert miss["evidence"]["on_ranks"] == [0, 1]
     assert (miss["evidence"]["dataset_len"], miss["evidence"]["samples_per_rank_per_epoch"]) == (64, 64)
     assert miss["evidence"]["expected_samples_per_rank_per_epoch"] == 32
-    assert miss["where"] == f"{JOB}:49"
+    assert miss["where"] == job_line("in enumerate(loader)")  # where the loader is iterated
 
 
 def test_one_slow_input_pipeline_makes_that_rank_the_straggler_and_names_why(tmp_path: Path) -> None:
@@ -133,24 +140,82 @@ def test_a_crashed_rank_still_leaves_its_record_and_the_job_report(tmp_path: Pat
     assert ranks[0]["process"]["exit_code"] != 0  # its peer lost the all-reduce (or was stopped by torchrun)
 
 
-def test_ranks_stopped_by_sigterm_leave_what_they_saw(tmp_path: Path) -> None:
-    ready = tmp_path / "ready"
-    cmd = torchrun_cmd(tmp_path / "out", 2, "--hang-at", "3")
-    job = subprocess.Popen(cmd, cwd=REPO, env={**ENV, "JOB_READY_FILE": str(ready)}, stderr=subprocess.DEVNULL)
+def stopped_job(out: Path, ranks: int, where: str, stop: Callable[[subprocess.Popen[bytes], list[int]], None]) -> None:
+    """Start a job of `ranks` ranks that wait at step 3 (`where`: --hang-at or --block-at), call `stop(job, pids)`
+    once every rank is there, and wait for torchrun to end."""
+    ready = out.parent / f"{out.name}-ready"
+    cmd = torchrun_cmd(out, ranks, where, "3")
+    job = subprocess.Popen(
+        cmd, cwd=REPO, env={**ENV, "JOB_READY_FILE": str(ready)}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     try:
-        deadline = time.monotonic() + 90
-        while not all(Path(f"{ready}.{r}").exists() for r in (0, 1)) and time.monotonic() < deadline:
+        files = [Path(f"{ready}.{r}") for r in range(ranks)]
+        deadline = time.monotonic() + 120
+        while not all(f.exists() and f.read_text() for f in files) and time.monotonic() < deadline:
             time.sleep(0.2)
-        job.send_signal(signal.SIGTERM)  # what Slurm's scancel or a preemption does to the launcher
-        job.wait(timeout=60)
+        stop(job, [int(f.read_text()) for f in files])
+        job.wait(timeout=120)
     finally:
         job.kill()
+
+
+def test_ranks_stopped_by_sigterm_leave_what_they_saw(tmp_path: Path) -> None:
+    # what Slurm's scancel or a preemption does to the launcher
+    stopped_job(tmp_path / "out", 2, "--hang-at", lambda job, pids: job.send_signal(signal.SIGTERM))
     doc = merged(tmp_path / "out")
     ranks = doc["ranks"]["ranks"]
     assert [r["rank"] for r in ranks] == [0, 1]
     for info in ranks:
         assert info["process"]["signal"] == "SIGTERM"
         assert len(info["steps"]["steps"]) >= 3  # the steps before the stop
+
+
+def kill_one_rank(out: Path, victim: int, ranks: int = 3) -> dict[str, Any] | None:
+    """SIGKILL rank `victim` of a job (torchrun then SIGTERMs the others, the merging one included), and return the
+    merged report the survivors leave (None when there is none)."""
+    stopped_job(out, ranks, "--hang-at", lambda job, pids: os.kill(pids[victim], signal.SIGKILL))
+    report = out / "report.json"
+    return json.loads(report.read_text()) if report.exists() else None
+
+
+@pytest.mark.parametrize("victim", [0, 2])
+def test_a_rank_killed_hard_leaves_the_merged_report_with_it_missing(tmp_path: Path, victim: int) -> None:
+    doc = kill_one_rank(tmp_path / "out", victim)
+    assert doc is not None, "the merged report was lost"
+    assert doc["ranks"]["missing"] == [victim]
+    assert sorted(r["rank"] for r in doc["ranks"]["ranks"]) == sorted({0, 1, 2} - {victim})
+    for info in doc["ranks"]["ranks"]:
+        assert info["process"]["signal"] == "SIGTERM"
+
+
+def test_a_rank_stuck_inside_a_collective_still_reports_when_stopped(tmp_path: Path) -> None:
+    """Rank 0 waits in a gloo barrier (C++: its Python SIGTERM handler cannot run) for rank 1, which ignores SIGTERM
+    until torchrun SIGKILLs it: the signal watch thread writes rank 0's record and the job's report."""
+
+    def stop(job: subprocess.Popen[bytes], pids: list[int]) -> None:
+        time.sleep(1.0)  # rank 0 is inside its barrier by now
+        job.send_signal(signal.SIGTERM)
+
+    stopped_job(tmp_path / "out", 2, "--block-at", stop)
+    doc = merged(tmp_path / "out")
+    assert doc["ranks"]["missing"] == [1]
+    [info] = doc["ranks"]["ranks"]
+    assert info["rank"] == 0 and info["process"]["signal"] == "SIGTERM"
+    assert len(info["steps"]["steps"]) >= 3
+
+
+def test_report_dir_completes_a_merge_nobody_finished(tmp_path: Path) -> None:
+    """Every rank wrote its record, but the merging one was killed with the lock held: `gputriage report DIR`."""
+    job = torchrun(tmp_path, 2)
+    assert job.returncode == 0, job.stderr[-3000:]
+    (tmp_path / "report.json").unlink()
+    (tmp_path / ".merge.lock").write_text("999999999")  # a pid no process has
+    done = subprocess.run(
+        [str(BIN / "gputriage"), "report", str(tmp_path)], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert merged(tmp_path)["ranks"]["missing"] == []
+    assert not (tmp_path / ".merge.lock").exists()
 
 
 def test_the_allreduce_timing_hook_trains_exactly_like_ddps_default(tmp_path: Path) -> None:
@@ -161,3 +226,19 @@ def test_the_allreduce_timing_hook_trains_exactly_like_ddps_default(tmp_path: Pa
     assert len(weights[0]) == 2 and weights[0] == weights[1]
     assert [r["collectives"]["ddp_timed"] for r in merged(tmp_path / "timed")["ranks"]["ranks"]] == [True, True]
     assert [r["collectives"]["ddp_timed"] for r in merged(tmp_path / "untimed")["ranks"]["ranks"]] == [False, False]
+
+
+if __name__ == "__main__":  # the torchrun kill test, repeated: python tests/distributed/test_dist_torchrun.py [N]
+    import tempfile
+
+    tries = int(sys.argv[1]) if len(sys.argv) > 1 else 10
+    lost = 0
+    for attempt in range(tries):
+        with tempfile.TemporaryDirectory() as tmp:
+            victim = attempt % 3
+            doc = kill_one_rank(Path(tmp) / "out", victim)
+            ok = doc is not None and doc["ranks"]["missing"] == [victim]
+            lost += not ok
+            seen = f"merged, missing {doc['ranks']['missing']}" if doc is not None else "LOST"
+            print(f"try {attempt + 1}: killed rank {victim}: {seen}")
+    print(f"merged reports lost: {lost} of {tries}")

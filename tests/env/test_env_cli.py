@@ -180,7 +180,7 @@ def test_a_path_that_cannot_be_read_gives_exit_2(
 
 def test_bad_expect_device_gives_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["env", "--expect-device", "gpu please"]) == 2
-    assert "is not a device name" in capsys.readouterr().err
+    assert "expected a device name" in capsys.readouterr().err
 
 
 def test_the_console_script_prints_no_traceback_on_garbage(tmp_path: Path) -> None:

@@ -162,7 +162,33 @@ def test_rung1_code_of_an_nvml_start_failure() -> None:
     assert rung1_code(Unavailable("NVML Shared Library Not Found", 12), pci_gpus=0) == "no-gpu-visible"
 
 
-def test_the_docs_show_real_output(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def in_a_terminal(argv: list[str], env: dict[str, str]) -> str:
+    """What `gputriage ARGV` shows in a terminal (a pty), without its colour codes."""
+    import os
+    import re
+    import subprocess
+    import sys
+
+    master, slave = os.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "gputriage", *argv], stdout=slave, stderr=slave, env=env)
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(master)
+    proc.wait(timeout=60)
+    return re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", b"".join(chunks).decode()).replace("\r\n", "\n")
+
+
+def test_the_docs_show_real_output() -> None:
+    """docs/watch.md shows `watch --once` as a 100-column terminal shows it."""
+    import os
     from pathlib import Path
 
     # The README text lives in docs/watch.md until it is merged into README.md; check wherever it is.
@@ -174,10 +200,13 @@ def test_the_docs_show_real_output(monkeypatch: pytest.MonkeyPatch, capsys: pyte
         pytest.skip("no document shows the watch example")
     start = text.index(command) + len(command)
     shown = text[start : text.index("\n```", start)]
-    monkeypatch.setenv(FAKE_ENV_VAR, "idle_memory_held")
-    monkeypatch.setenv("COLUMNS", "100")
-    assert main(["watch", "--once"]) == 0
-    assert capsys.readouterr().out.rstrip("\n") == shown
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "TERM": "xterm-256color",
+        "COLUMNS": "100",
+        FAKE_ENV_VAR: "idle_memory_held",
+    }
+    assert in_a_terminal(["watch", "--once"], env).rstrip("\n") == shown
 
 
 def test_a_multi_gpu_node_gets_one_row_per_gpu(

@@ -20,8 +20,8 @@ from report_records import crashed_run, starved_run
 from fuzz_records import rank_record_seeds
 from gputriage import outdir
 from gputriage.cli import main
-from gputriage.commands import run as run_command
 from gputriage.commands.rank_report import report_rank, write_rank_record
+from gputriage.commands.run_worker import write_report
 from gputriage.diagnosis import diagnose
 from gputriage.errors import InputError
 from gputriage.record.decode import decode_record
@@ -226,7 +226,7 @@ def test_a_failed_write_under_run_keeps_the_scripts_exit_code(
     before = saved_report(out)
     monkeypatch.setattr(os, "fsync", failing(os.fsync, errno.ENOSPC))
 
-    run_command.report(diagnose(crashed_run()), out)
+    write_report(diagnose(crashed_run()), out, sys.stderr)  # what run's report worker (or the job) does
 
     err = capsys.readouterr().err
     assert "gputriage verdict" in err

@@ -167,7 +167,7 @@ def test_a_rank_that_left_no_record_is_named() -> None:
     ranks = section(page, "ranks")
     assert ranks.count("<tr><td") == 3
     assert "<td>node-a</td><td>cuda:1</td>" in ranks
-    assert "Ranks 3 of 4 left no record" in ranks
+    assert "Rank 3 of 4 left no record" in ranks
 
 
 def test_trace_only_run_uses_the_trace_numbers_and_says_how_to_open_the_trace() -> None:

@@ -70,7 +70,7 @@ def test_distributed_and_trace_only_runs() -> None:
     dist = render_markdown(diagnosis_with(distributed_run(world_size=3, killed=(1,)), []))
     rank_rows = [line for line in dist.split("## Ranks")[1].splitlines() if re.match(r"\| \d \|", line)]
     assert rank_rows[1].startswith("| 2 | node-a | cuda:2 | 19 | 120.0 ms | 80.0 ms | 66.7% |")
-    assert "Ranks 1 of 3 left no record" in dist
+    assert "Rank 1 of 3 left no record" in dist
     trace = render_markdown(diagnosis_with(trace_only_run(), []))
     assert "1. load data: 63.5 ms #40;62.0%#41;" in mermaid_blocks(trace)[1]
     assert "- traces/rank0.pt.trace.json" in trace

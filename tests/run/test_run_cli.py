@@ -128,7 +128,8 @@ def test_print_of_a_device_tensor_is_a_host_sync(runs: dict[str, Result]) -> Non
 def test_unrelated_crash_is_not_blamed_on_placement(runs: dict[str, Result]) -> None:
     r = runs["unrelated_crash"]
     assert r.returncode == 1
-    assert r.stderr.startswith('Traceback (most recent call last):\n  File "unrelated_crash.py"')
+    # the absolute path, as Python prints it for a script
+    assert r.stderr.startswith(f'Traceback (most recent call last):\n  File "{SCRIPTS / "unrelated_crash.py"}"')
     assert "ValueError: learning-rate schedule ended early" in r.stderr
     assert "gputriage/collectors" not in r.stderr.split("ValueError")[0]  # no frames of ours in the traceback
     assert _root(r) is None
@@ -183,5 +184,5 @@ def test_steps_limit_stops_observing_and_the_job_runs_on(runs: dict[str, Result]
     assert "done" in r.stdout
     steps = r.report["steps"]
     assert steps["steps_observed"] == 5
-    assert steps["steps_total"] == 12  # still counted by the optimizer hook, which is all that stays on
+    assert steps["steps_total"] == 5  # nothing stays on after the window, not even a step counter
     assert _root(r) is None

@@ -229,7 +229,7 @@ def test_trace_steps_must_fit_in_the_observed_steps(capsys: pytest.CaptureFixtur
     assert cli(["run", "--trace", "--steps", "5", script]) == 2
     assert "--trace records steps 4-6" in capsys.readouterr().err
     assert cli(["run", "--trace-steps", "0", script]) == 2
-    assert "--trace-steps must be at least 1" in capsys.readouterr().err
+    assert "--trace-steps: must be at least 1" in capsys.readouterr().err
 
 
 @pytest.mark.slow

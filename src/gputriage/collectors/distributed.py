@@ -2,10 +2,16 @@
 wrapper, its loaders, and the time it spent blocked in collectives.
 
 Everything is measured by wrapping calls the job already makes (init_process_group, set_device, the DDP and
-DataParallel constructors, DataLoader iteration, the torch.distributed collectives, torch.load). gputriage never issues
-a collective of its own: it cannot hang or slow the job. DDP's gradient all-reduce is timed through a comm hook that
-does exactly what DDP's default does (divide by the world size, all-reduce), registered at the DDP model's first
-forward unless the job registered its own hook. Set GPUTRIAGE_DDP_COMM_TIMING=0 to leave DDP's hooks alone.
+DataParallel constructors and DDP's forward, DataLoader iteration, the torch.distributed collectives, torch.load), on
+torch's own classes and modules, for the probe window: when it ends (or the job does) the wrappers come out. gputriage
+never issues a collective of its own: it cannot hang or slow the job.
+
+DDP's gradient all-reduce is timed through a comm hook that does exactly what DDP's default does (divide by the world
+size, all-reduce), registered at the DDP model's first forward unless the job registered its own hook, and only on
+DDP's default process group. It is the one thing gputriage has to hand to a user's object (DDP accepts one comm hook
+and cannot take it back): it is a module-level function with no state (`torch.save`, pickle and `copy.deepcopy` of the
+DDP model carry a reference to it by name), and after the window it only divides and all-reduces. Set
+GPUTRIAGE_DDP_COMM_TIMING=0 to leave DDP's hooks alone.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from gputriage.collectors.identity import IdentityMap
 from gputriage.collectors.patching import Patches
 from gputriage.collectors.usercode import user_where
 from gputriage.record import Run
@@ -102,7 +109,7 @@ class DistributedObserver:
         self._loaders: dict[int, RankLoader] = {}
         self._stats = CollectiveStats()
         self._load_sites: list[str] = []
-        self._raw_all_reduce: Any = None
+        self._ddp_seen: IdentityMap[Any, bool] = IdentityMap()
         self._t0_s = time.perf_counter()
 
     # --- Observer protocol ---------------------------------------------------------------------------------------
@@ -116,6 +123,11 @@ class DistributedObserver:
             self._install()
         except Exception:  # an instrumentation failure must never stop the user's job
             self._undo()
+
+    def window_ended(self) -> None:
+        """The probe window ended: the wrappers come out; what they saw stays for `finish`."""
+        self._active = False
+        self._undo()
 
     def finish(self, run: Run) -> None:
         self._active = False
@@ -148,7 +160,7 @@ class DistributedObserver:
         from torch.utils.data import DataLoader
 
         self._wrap_after(DistributedDataParallel, "__init__", self._on_ddp)
-        self._raw_all_reduce = getattr(dist, "all_reduce", None)
+        self._patch(DistributedDataParallel, "forward", self._ddp_forward)
         self._patch(dist, "init_process_group", self._timed_init_process_group)
         for name in COLLECTIVES:
             self._patch(dist, name, functools.partial(self._timed_collective, name))
@@ -170,6 +182,8 @@ class DistributedObserver:
 
     def _undo(self) -> None:
         self._patches.restore()
+        if _COMM_TIMING.observer is self:
+            _COMM_TIMING.observer = None
 
     def _now_s(self) -> float:
         # Seconds since start(), on perf_counter like the step probe, so events line up with Step.start_s.
@@ -250,48 +264,37 @@ class DistributedObserver:
         )
         if self._environ.get(DDP_TIMING_ENV, "1") == "0":
             self._stats.ddp_untimed_reason = f"{DDP_TIMING_ENV}=0"
-            return
-        handle: Any = None
 
-        def first_forward(_module: Any, _inputs: Any) -> None:
-            handle.remove()
-            self._install_comm_timer(ddp)
-
-        handle = ddp.register_forward_pre_hook(first_forward)
+    def _ddp_forward(self, original: Callable[..., Any], ddp: Any, *args: Any, **kwargs: Any) -> Any:
+        if self._ddp_seen.get(ddp) is None:
+            self._ddp_seen[ddp] = True
+            if self._environ.get(DDP_TIMING_ENV, "1") != "0":
+                with contextlib.suppress(Exception):
+                    self._install_comm_timer(ddp)
+        return original(ddp, *args, **kwargs)
 
     def _install_comm_timer(self, ddp: Any) -> None:
         """Time DDP's gradient all-reduce with a hook equivalent to DDP's default (divide, then all-reduce)."""
         if getattr(ddp, "_comm_hooks", None):
             self._stats.ddp_untimed_reason = "the job registered its own DDP comm hook"
             return
-        import torch.distributed as dist
+        from torch.distributed.distributed_c10d import _get_default_group
 
-        all_reduce = self._raw_all_reduce
-        group = getattr(ddp, "process_group", None)
-
-        def timed_allreduce(state: Any, bucket: Any) -> Any:
-            tensor = bucket.buffer()
-            tensor.div_(dist.get_world_size(state))
-            last = bucket.is_last()
-            start_s = self._now_s()
-            future = all_reduce(tensor, group=state, async_op=True).get_future()
-
-            def done(fut: Any) -> Any:
-                if last and self._active:
-                    self._stats.calls += 1
-                    self._record("ddp_allreduce", start_s, self._now_s() - start_s)
-                return fut.value()[0]
-
-            return future.then(done)
-
-        # DDP checks the hook's annotations against the real types; ours are strings (postponed annotations).
-        timed_allreduce.__annotations__ = {}
+        if getattr(ddp, "process_group", None) is not _get_default_group():
+            self._stats.ddp_untimed_reason = "the DDP model uses its own process group"
+            return
         try:
-            ddp.register_comm_hook(group, timed_allreduce)
+            ddp.register_comm_hook(None, timed_allreduce)
         except Exception as exc:  # a builtin hook already registered: leave DDP as it is
             self._stats.ddp_untimed_reason = f"cannot add the timing hook: {exc}"
             return
         self._stats.ddp_timed = True
+        _COMM_TIMING.observer = self
+
+    def _allreduce_done(self, start_s: float) -> None:
+        if self._active:
+            self._stats.calls += 1
+            self._record("ddp_allreduce", start_s, self._now_s() - start_s)
 
     def _on_loader_iter(self, loader: Any) -> None:
         seen = self._loaders.get(id(loader))
@@ -345,6 +348,39 @@ class DistributedObserver:
                 uuid = torch.cuda.get_device_properties(int(info.device.split(":")[1])).uuid
                 info.device_uuid = f"GPU-{uuid}" if not str(uuid).startswith(("GPU-", "MIG-")) else str(uuid)
         info.gpu_processes, info.gpu_processes_unavailable = read_gpu_processes()
+
+
+class _CommTiming:
+    """The observer timing DDP's all-reduce now; None after the window (the hook then only divides and all-reduces)."""
+
+    observer: DistributedObserver | None = None
+
+
+_COMM_TIMING = _CommTiming()
+
+
+def timed_allreduce(state: object, bucket: Any) -> Any:
+    """DDP comm hook: what DDP does by default on its default process group (average the bucket across ranks), timed
+    while the probe window is on. Module-level and stateless, so the DDP model still pickles and copies."""
+    from torch.distributed import distributed_c10d as c10d  # the real all_reduce, never our timing wrapper
+
+    tensor = bucket.buffer()
+    tensor.div_(c10d.get_world_size())
+    timing = _COMM_TIMING.observer
+    last = bucket.is_last()
+    start_s = timing._now_s() if timing is not None else 0.0
+    future = c10d.all_reduce(tensor, async_op=True).get_future()
+
+    def done(fut: Any) -> Any:
+        if last and timing is not None:
+            timing._allreduce_done(start_s)
+        return fut.value()[0]
+
+    return future.then(done)
+
+
+# DDP checks a comm hook's annotations against its own types; postponed annotations are strings, so none are shown.
+timed_allreduce.__annotations__ = {}
 
 
 def _param_device(module: Any) -> str | None:

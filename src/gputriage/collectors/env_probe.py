@@ -36,6 +36,8 @@ def probe_environment(
     host_root: Path | None = None,
     environ: Mapping[str, str] | None = None,
     torch_facts: TorchFacts | None = None,
+    machine: Environment | None = None,
+    torch_raw: dict[str, Any] | None = None,
 ) -> Environment:
     """Probe rung 1 on this machine. Never raises.
 
@@ -46,6 +48,35 @@ def probe_environment(
         timeout_s: the child interpreter's limit; past it, CUDA initialisation is reported as hanging.
         nvml_lib, host_root, environ, torch_facts: replacements for the real NVML, "/", os.environ and the torch
             probe, for tests.
+        machine: the machine's part (`probe_machine`), probed earlier (by `run`'s report worker, while the job ran).
+        torch_raw: torch's own answers (`torch_probe.collect`) from the job's process, where torch is imported.
+    """
+    env = machine if machine is not None else probe_machine(nvml_lib=nvml_lib, host_root=host_root, environ=environ)
+    if torch_facts is None:
+        if torch_raw is not None:
+            raw = torch_raw
+            torch_facts = _guard(env, "the torch build", lambda: _in_process_facts(raw), TorchFacts())
+        else:
+            run_in_process = ("torch" in sys.modules) if in_process is None else in_process
+            torch_facts = _guard(
+                env, "the torch build", lambda: probe_torch(run_in_process, timeout_s, expect_device), TorchFacts()
+            )
+        facts = torch_facts
+        _guard(env, "how torch was installed", lambda: _add_install_facts(facts), None)
+    env.torch = torch_facts
+    if torch_facts.init_warning:
+        # torch's "sm_120 is not compatible" / "Found GPU0 ... too old" name the GPUs it cannot use.
+        _guard(env, "torch's warnings", lambda: apply_torch_warnings(torch_facts.init_warning or "", env), None)
+    env.unknown.extend(_unknown_facts(env))
+    return env
+
+
+def probe_machine(
+    *, nvml_lib: Any | None = None, host_root: Path | None = None, environ: Mapping[str, str] | None = None
+) -> Environment:
+    """The part of rung 1 that does not ask torch: the host, the environment variables, the CUDA toolkit, NVML.
+
+    It touches no CUDA state of any process, so `run` probes it in its report worker while the job starts.
     """
     env = Environment(source="probe")
     env.host = _guard(env, "the host", lambda: probe_host(host_root or Path("/"), environ), HostFacts())
@@ -53,17 +84,6 @@ def probe_environment(
     if host_root is None:
         env.host.cuda_toolkit_version = _guard(env, "the CUDA toolkit", lambda: nvcc_version(environ), None)
     env.driver = _guard(env, "the driver through NVML", lambda: probe_driver(nvml_lib), DriverFacts())
-    if torch_facts is None:
-        run_in_process = ("torch" in sys.modules) if in_process is None else in_process
-        torch_facts = _guard(
-            env, "the torch build", lambda: probe_torch(run_in_process, timeout_s, expect_device), TorchFacts()
-        )
-        _guard(env, "how torch was installed", lambda: _add_install_facts(torch_facts), None)
-    env.torch = torch_facts
-    if torch_facts.init_warning:
-        # torch's "sm_120 is not compatible" / "Found GPU0 ... too old" name the GPUs it cannot use.
-        _guard(env, "torch's warnings", lambda: apply_torch_warnings(torch_facts.init_warning or "", env), None)
-    env.unknown.extend(_unknown_facts(env))
     return env
 
 
@@ -99,16 +119,27 @@ def probe_torch(in_process: bool, timeout_s: float = DEFAULT_TIMEOUT_S, expect_d
     if importlib.util.find_spec("torch") is None:
         return TorchFacts(installed=False, import_error="No module named 'torch'", probe_mode="none")
     if in_process:
-        facts = torch_facts_from(torch_probe.collect(init_cuda=False))
-        facts.probe_mode = "in-process"
-        return facts
+        return _in_process_facts(torch_probe.collect(init_cuda=False))
     init_cuda = expect_device is None or expect_device.split(":")[0] == "cuda"
     return _probe_torch_child(timeout_s, init_cuda)
 
 
+def _in_process_facts(raw: dict[str, Any]) -> TorchFacts:
+    facts = torch_facts_from(raw)
+    facts.probe_mode = "in-process"
+    return facts
+
+
+# The child runs torch_probe.py by its path, with the working directory taken off sys.path (`python -c` puts it
+# first): a ./torch.py or ./json.py where the user stands must not be what the probe imports, or runs.
+_CHILD_BOOT = (
+    "import sys; sys.path[:] = [p for p in sys.path if p not in ('', '.')]; "
+    "import runpy; runpy.run_path(sys.argv.pop(1), run_name='__main__')"
+)
+
+
 def _probe_torch_child(timeout_s: float, init_cuda: bool) -> TorchFacts:
-    source = Path(torch_probe.__file__).read_text()
-    argv = [sys.executable, "-c", source, *(["--init-cuda"] if init_cuda else [])]
+    argv = [sys.executable, "-c", _CHILD_BOOT, torch_probe.__file__, *(["--init-cuda"] if init_cuda else [])]
     try:
         done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, check=False)
     except subprocess.TimeoutExpired:

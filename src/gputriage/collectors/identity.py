@@ -1,10 +1,9 @@
-"""A typed, identity-keyed weak map for user objects (modules, tensors)."""
+"""A typed, identity-keyed weak map for user objects (modules, tensors, loaders, iterators)."""
 
 from __future__ import annotations
 
-from typing import Generic, TypeVar, cast
-
-from torch.utils.weak import WeakIdKeyDictionary
+import weakref
+from typing import Any, Generic, TypeVar
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -14,17 +13,37 @@ class IdentityMap(Generic[K, V]):
     """Maps an object to a value without keeping it alive and without calling its `__hash__`/`__eq__`.
 
     User classes may override those (torchmetrics' Metric hashes attributes its `__init__` has not set yet), so a
-    WeakKeyDictionary could raise inside the user's constructor. torch's WeakIdKeyDictionary keys by `id()`.
+    WeakKeyDictionary could raise inside the user's constructor. Entries are keyed by `id()` and hold a weak reference
+    that must still point at the same object (an id can be reused once its object is gone); the reference's callback
+    drops the entry. Nothing is set on the object: the only trace is in its weak-reference list, which pickle, copy and
+    torch.save do not see. A lookup is one dict access and one dereference: the probes do one per module call.
     """
 
     def __init__(self) -> None:
-        self._map = WeakIdKeyDictionary()
+        self._entries: dict[int, tuple[weakref.ref[Any], V]] = {}
 
     def __setitem__(self, key: K, value: V) -> None:
-        self._map[key] = value
+        ident = id(key)
+        entries = self._entries
+
+        def forget(ref: weakref.ref[Any], ident: int = ident) -> None:
+            entry = entries.get(ident)
+            if entry is not None and entry[0] is ref:
+                del entries[ident]
+
+        entry = entries.get(ident)
+        ref = entry[0] if entry is not None and entry[0]() is key else weakref.ref(key, forget)
+        entries[ident] = (ref, value)
 
     def get(self, key: K) -> V | None:
-        return cast("V | None", self._map.get(key))  # type: ignore[no-untyped-call]  # torch leaves it untyped
+        entry = self._entries.get(id(key))
+        if entry is None or entry[0]() is not key:
+            return None
+        return entry[1]
 
     def setdefault(self, key: K, default: V) -> V:
-        return cast("V", self._map.setdefault(key, default))  # type: ignore[no-untyped-call]  # as above
+        found = self.get(key)
+        if found is not None:
+            return found
+        self[key] = default
+        return default

@@ -11,6 +11,10 @@ analysed when the job has ended (the analysis costs the report, not the training
 Step boundaries come from the run probe (the optimizer's step post-hook, or each DataLoader batch without one): the
 profiler's `ProfilerStep#N` spans carry the run's own step numbers, so the trace and timeline.json line up. Nothing
 here raises into the user's job: a profiler that cannot start, export or be read becomes `trace.note`.
+
+Kineto logs its own life to the process's stderr (`USDT: ... profiler_start`, `STAGE: ... Completed Stage: Warm Up`),
+into the middle of the user's output. While the profiler starts and stops, fd 2 goes to a temporary file; then every
+line that is not such chatter is written back (`quiet_profiler_chatter`), so a warning or an error still shows.
 """
 
 from __future__ import annotations
@@ -19,8 +23,11 @@ import contextlib
 import dataclasses
 import gzip
 import os
+import re
 import shutil
 import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -37,6 +44,9 @@ from gputriage.record.trace import TraceSection
 
 # gzip level 6: about as small as 9 for Kineto JSON, at a fraction of the time (the job waits for the export).
 GZIP_LEVEL = 6
+# Kineto's log lines at its informational levels: "USDT:2026-11-30 23:07:36 11064:11064 File.cpp:52] profiler_start".
+# Its WARNING and ERROR lines, and anything else, are kept.
+KINETO_CHATTER = re.compile(rb"^(?:USDT|STAGE|INFO|VERBOSE):\d{4}-\d\d-\d\d \d\d:\d\d:\d\d \d+:\d+ [^\]\s]+:\d+\] ")
 
 
 def first_traced_step() -> int:
@@ -150,17 +160,19 @@ class ProfilerWindow:
         self._start_frames = _stack_lines()
         self._prof = prof
         self._opened = True
-        prof.start()
+        with quiet_profiler_chatter():
+            prof.start()
 
     def _close(self) -> None:
         prof, self._prof = self._prof, None
-        prof.stop()
+        with quiet_profiler_chatter():
+            prof.stop()
         _export(prof, self.path)
         self._exported = True
 
     def _discard(self) -> None:
         prof, self._prof = self._prof, None
-        with contextlib.suppress(Exception):
+        with contextlib.suppress(Exception), quiet_profiler_chatter():
             prof.stop()
 
     def _analyse(self, run: Run) -> None:
@@ -178,6 +190,33 @@ class ProfilerWindow:
             self._note = f"the profiler failed ({type(exc).__name__}: {str(exc)[:300]})"
             if self._prof is not None:
                 self._discard()
+
+
+@contextlib.contextmanager
+def quiet_profiler_chatter() -> Iterator[None]:
+    """Keep Kineto's informational log lines out of the user's stderr; write back everything else, in order."""
+    with contextlib.suppress(Exception):
+        sys.stderr.flush()
+    try:
+        saved = os.dup(2)
+    except OSError:  # no stderr at all: nothing to keep clean
+        yield
+        return
+    with tempfile.TemporaryFile() as capture:
+        os.dup2(capture.fileno(), 2)
+        try:
+            yield
+        finally:
+            with contextlib.suppress(Exception):
+                sys.stderr.flush()  # Python's own writes in the meantime (a warning) are in the capture too
+            os.dup2(saved, 2)
+            os.close(saved)
+            capture.seek(0)
+            lines = capture.read().splitlines(keepends=True)
+            kept = b"".join(line for line in lines if not KINETO_CHATTER.match(line))
+            with contextlib.suppress(OSError):
+                while kept:
+                    kept = kept[os.write(2, kept) :]
 
 
 def _activities() -> list[ProfilerActivity]:

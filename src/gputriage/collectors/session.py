@@ -14,10 +14,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from gputriage.collectors.observer import Observer
 from gputriage.collectors.runner import Outcome
+from gputriage.collectors.textsafe import encode_safely
 from gputriage.record import Run
 from gputriage.record.process import ProcessSection
 
@@ -40,6 +41,8 @@ class ObserveConfig:
     out_dir: Path | None = None  # where `--trace` writes its profiler trace
     distributed: bool = True  # record this process's place in a torchrun job
     preflight: str | None = None  # run --preflight: the stand-in's backing (cpu | meta); None: the real device
+    # probe the environment (rung 1) in this process at the end; `run` does it in its report worker instead
+    environment: bool = True
 
 
 def new_run(command: str, argv: list[str], expect_device: str | None, preflight: bool = False) -> Run:
@@ -63,12 +66,17 @@ def build_observers(config: ObserveConfig, judged_device: str) -> list[Observer]
     from gputriage.collectors.stack_sampler import stack_sampler_observers
 
     probe = RunProbe(judged_device, steps_limit=config.steps)
+    distributed = DistributedObserver() if config.distributed else None
+    if distributed is not None:
+        probe.window_end_listeners.append(distributed.window_ended)  # its wrappers come out with the probe's
     # A preflight judges neither this machine (rung 1) nor its GPU, if it has one: no environment probe, no NVML.
-    machine: list[Observer] = (
-        [] if config.preflight else [EnvironmentObserver(config.expect_device or judged_device), GpuSamplerObserver()]
-    )
+    environment = config.environment and not config.preflight
+    machine: list[Observer] = [
+        *([EnvironmentObserver(config.expect_device or judged_device)] if environment else []),
+        *([] if config.preflight else [GpuSamplerObserver()]),
+    ]
     return [
-        *([DistributedObserver()] if config.distributed else []),  # first: finished last, reads the placement
+        *([distributed] if distributed is not None else []),  # first: finished last, reads the placement
         SourceCapture(),  # finished after every collector whose `where` lines it copies
         *machine,
         *stand_in_observers(config, judged_device, probe),  # the device the job sees: around the probe
@@ -106,14 +114,21 @@ class JobObservers:
         self._started = [o for o in self.observers if self._guarded(o.start)]
         self._start_s = time.perf_counter()
 
-    def finish(self, outcome: Outcome, target: str | None) -> None:
-        """Fill the process section, then finish every started observer (in reverse), once."""
-        if self._finished:
-            return
-        self._finished = True
-        self.run.process = self.process_section(outcome, target)
-        for observer in reversed(self._started):
-            self._guarded(observer.finish)
+    def finish(self, outcome: Outcome, target: str | None) -> bytes:
+        """Fill the process section, then finish every started observer (in reverse), once. Returns the record as
+        JSON, every string in it made safe for UTF-8 (see textsafe.py)."""
+        if not self._finished:
+            self._finished = True
+            self.run.process = self.process_section(outcome, target)
+            for observer in reversed(self._started):
+                self._guarded(observer.finish)
+        return encode_safely(self.run)
+
+    @property
+    def probe(self) -> RunProbe | None:
+        from gputriage.collectors.probe import RunProbe
+
+        return next((o for o in self.observers if isinstance(o, RunProbe)), None)
 
     def elapsed_s(self) -> float:
         return time.perf_counter() - self._start_s
@@ -152,3 +167,19 @@ def _message(exc: BaseException) -> str:
     except Exception as err:  # an exception whose __str__ raises still gets a record
         text = f"<str() of the exception raised {type(err).__name__}>"
     return text[:MAX_MESSAGE_CHARS]
+
+
+def torch_facts_now(*, only_if_cuda_is_initialised: bool = False) -> dict[str, Any] | None:
+    """torch's own answers (torch_probe.collect) from inside the job, where torch is imported. Mid-job, only where
+    asking cannot change CUDA's state: a build without CUDA, or a process that has initialised it already."""
+    try:
+        import torch
+
+        from gputriage.collectors import torch_probe
+
+        initialised = torch.cuda.is_initialized()  # type: ignore[no-untyped-call]
+        if only_if_cuda_is_initialised and torch.version.cuda is not None and not initialised:
+            return None
+        return torch_probe.collect(init_cuda=False)
+    except Exception:
+        return None

@@ -23,6 +23,7 @@ def _torch_dir() -> str | None:
 
 
 _OWN_DIR = str(Path(__file__).resolve().parent.parent)  # the gputriage package
+_OWN_PREFIX = _OWN_DIR + os.sep
 _FRAMEWORK_DIRS = tuple(str(Path(p).resolve()) + os.sep for p in {_torch_dir(), _OWN_DIR} if p is not None)
 _LIBRARY_DIRS = _FRAMEWORK_DIRS + tuple(
     str(Path(p).resolve()) + os.sep
@@ -37,6 +38,18 @@ _DEMO_DIR = str(Path(_OWN_DIR) / "demo") + os.sep
 # filename -> is it the user's code; filenames repeat endlessly, the answer never changes
 _USER_FILE: dict[str, bool] = {}
 _FRAMEWORK_FILE: dict[str, bool] = {}
+_OWN_FILE: dict[str, bool] = {}
+
+
+def is_own_file(filename: str) -> bool:
+    """gputriage's own code (not the bundled demo job, which plays the user's): frames that must never show in the
+    user's tracebacks or be named as the user's line."""
+    known = _OWN_FILE.get(filename)
+    if known is None:
+        resolved = str(Path(filename).resolve()) if not filename.startswith("<") else filename
+        known = resolved.startswith(_OWN_PREFIX) and not resolved.startswith(_DEMO_DIR)
+        _OWN_FILE[filename] = known
+    return known
 
 
 def is_user_file(filename: str) -> bool:

@@ -1,20 +1,51 @@
-"""Options and steps shared by several commands."""
+"""Options and steps shared by several commands, and the checks every flag value goes through.
+
+A bad value is one line and exit 2, never a traceback: argparse's own errors are made one line by `OneLineParser`,
+and each numeric or path flag is parsed by one of the types below, which say what they expected.
+"""
 
 from __future__ import annotations
 
 import argparse
+import math
+import re
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, NoReturn
 
-from gputriage.diagnosis import Diagnosis
 from gputriage.findings import Severity
-from gputriage.report.output import OutputOptions
+
+if TYPE_CHECKING:  # `run` imports this module before the user's job starts: the report's modules come later
+    from gputriage.diagnosis import Diagnosis
+    from gputriage.report.output import OutputOptions
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse, with its errors in the one line every gputriage error is (`gputriage: error: argument --steps: ...`)
+    instead of the usage block: a CI log shows the reason, and `--help` is named for the rest."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"gputriage: error: {message} (see {self.prog} --help)\n")
 
 
 def add_output_options(parser: argparse.ArgumentParser, *, json_flag: bool = True) -> None:
     if json_flag:
         parser.add_argument("--json", action="store_true", help="print the machine-readable report to stdout")
-    parser.add_argument("--out", type=Path, metavar="DIR", help="write report.json and the other report files here")
+    parser.add_argument(
+        "--out", type=out_folder, metavar="DIR", help="write report.json and the other report files here"
+    )
     add_fail_on(parser)
+    add_verbose(parser)
+
+
+def add_verbose(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="show the whole report: what was measured and every finding in full (by default the terminal gets "
+        "the verdict, the ladder, the critical and warning findings, and one line per info finding)",
+    )
 
 
 def add_fail_on(parser: argparse.ArgumentParser) -> None:
@@ -26,10 +57,83 @@ def add_fail_on(parser: argparse.ArgumentParser) -> None:
 
 
 def output_options(args: argparse.Namespace) -> OutputOptions:
-    return OutputOptions(json=getattr(args, "json", False), out_dir=args.out)
+    from gputriage.report.output import OutputOptions
+
+    return OutputOptions(json=getattr(args, "json", False), out_dir=args.out, verbose=getattr(args, "verbose", False))
 
 
 def exit_code_for(diag: Diagnosis, fail_on: str | None) -> int:
     if fail_on is None:
         return 0
     return 1 if diag.worst_at_least(Severity(fail_on)) else 0
+
+
+# -- flag value types: each raises ArgumentTypeError, which argparse turns into one line and exit 2 ---------------
+
+
+def whole_number(minimum: int) -> Callable[[str], int]:
+    """An int of at least `minimum` ("--steps 0" and "--steps ten" are refused with what was expected)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text.strip())
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number, not {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}, not {value}")
+        return value
+
+    return parse
+
+
+def positive_number(text: str) -> float:
+    """A finite number above 0 (seconds, GiB, a ratio): not 0, not negative, not nan or inf."""
+    try:
+        value = float(text.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, not {text!r}") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"must be a positive number, not {text!r}")
+    return value
+
+
+# cuda, cuda:1, mps, meta, cpu, privateuseone: the spelling torch.device accepts (whether torch knows the type is
+# checked when torch is imported, with its own one-line error)
+DEVICE_NAME_RE = re.compile(r"^[a-z][a-z_]*(:\d+)?$")
+
+
+def device_name(text: str) -> str:
+    """A device spelled as torch spells one, checked before anything runs (--out is not created for a typo)."""
+    if not DEVICE_NAME_RE.match(text):
+        raise argparse.ArgumentTypeError(f"expected a device name (cuda, cuda:1, mps, meta, cpu), not {text!r}")
+    return text
+
+
+def out_folder(text: str) -> Path:
+    """A report folder: it may not exist yet, but it cannot be a file."""
+    path = _named(text, "a folder")
+    if path.exists() and not path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text} is a file, not a folder")
+    return path
+
+
+def out_file(text: str) -> Path:
+    """A file to write: it may not exist yet (nor its folder), but it cannot be a folder."""
+    path = _named(text, "a file name")
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text} is a folder, not a file")
+    return path
+
+
+def existing_path(text: str) -> Path:
+    """A file or folder to read."""
+    path = _named(text, "a path")
+    if not path.exists():
+        raise argparse.ArgumentTypeError(f"{text} does not exist")
+    return path
+
+
+def _named(text: str, what: str) -> Path:
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"expected {what}, not an empty name")
+    return Path(text)

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from gputriage import outdir
+from gputriage.commands.common import existing_path, out_file
 from gputriage.compare import Comparison, compare
 from gputriage.diagnosis import Diagnosis, diagnose
 from gputriage.errors import InputError
@@ -32,10 +33,14 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "busy, samples/s, and the findings resolved, still there and new; differences within the noise are called "
         "that.",
     )
-    p.add_argument("before", type=Path, metavar="BEFORE", help="report folder, report.json or trace of the run before")
-    p.add_argument("after", type=Path, metavar="AFTER", help="the same for the run after the change")
+    p.add_argument(
+        "before", type=existing_path, metavar="BEFORE", help="report folder, report.json or trace of the run before"
+    )
+    p.add_argument("after", type=existing_path, metavar="AFTER", help="the same for the run after the change")
     p.add_argument("--json", action="store_true", help="print the gputriage.compare/1 document to stdout")
-    p.add_argument("--html", type=Path, metavar="FILE", help="write the comparison page (both runs side by side) here")
+    p.add_argument(
+        "--html", type=out_file, metavar="FILE", help="write the comparison page (both runs side by side) here"
+    )
     add_compare_fail_on(p)
     p.set_defaults(func=main)
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from pathlib import Path
 
 from gputriage.collectors.runner import Target
+from gputriage.commands.common import add_verbose, out_folder, whole_number
 from gputriage.commands.run import DEFAULT_OUT, RunConfig, execute
 from gputriage.demo import TRAIN_SCRIPT
 
-DEMO_STEPS = 40
+DEMO_STEPS = 12  # enough steady steps for rung 5's timing after the probes' warm-up window
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -20,9 +20,12 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="triage a bundled small training job that has a classic mistake (under a minute on a laptop CPU)",
     )
     p.add_argument(
-        "--out", type=Path, default=DEFAULT_OUT, metavar="DIR", help="report folder (default ./gputriage-out)"
+        "--out", type=out_folder, default=DEFAULT_OUT, metavar="DIR", help="report folder (default ./gputriage-out)"
     )
-    p.add_argument("--steps", type=int, default=DEMO_STEPS, metavar="N", help=f"training steps (default {DEMO_STEPS})")
+    p.add_argument(
+        "--steps", type=whole_number(1), default=DEMO_STEPS, metavar="N", help=f"training steps (default {DEMO_STEPS})"
+    )
+    add_verbose(p)
     p.set_defaults(func=main)
 
 
@@ -44,4 +47,5 @@ def main(args: argparse.Namespace) -> int:
     )
     target = Target(name=str(TRAIN_SCRIPT), args=["--steps", str(args.steps)])
     config = RunConfig(target, device, args.steps, args.out, [str(TRAIN_SCRIPT), "--steps", str(args.steps)])
+    config.verbose = args.verbose
     return execute(config)

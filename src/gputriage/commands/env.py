@@ -11,7 +11,7 @@ from pathlib import Path
 
 from gputriage.collectors.env_probe import probe_environment
 from gputriage.collectors.env_text import parse_environment_text
-from gputriage.commands.common import add_output_options, exit_code_for, output_options
+from gputriage.commands.common import add_output_options, device_name, exit_code_for, output_options
 from gputriage.diagnosis import Diagnosis, diagnose
 from gputriage.errors import InputError
 from gputriage.record import Run
@@ -36,6 +36,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     )
     p.add_argument(
         "--expect-device",
+        type=device_name,
         metavar="DEV",
         help="the device the job is meant to use (cuda, cuda:1, mps, xpu, meta, cpu); "
         "default: the first available accelerator",

@@ -6,8 +6,9 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TextIO
 
+from gputriage.commands.common import existing_path, out_file
 from gputriage.errors import InputError
 from gputriage.report.sanitize import inline_text
 
@@ -20,7 +21,7 @@ if TYPE_CHECKING:
 def add_patch_option(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--patch",
-        type=Path,
+        type=out_file,
         metavar="FILE",
         help="write the fixes that are code edits as a unified diff (apply with git apply FILE); "
         "gputriage never edits your files",
@@ -32,7 +33,7 @@ def add_loop_options(p: argparse.ArgumentParser) -> None:
     add_patch_option(p)
     p.add_argument(
         "--baseline",
-        type=Path,
+        type=existing_path,
         metavar="DIR",
         help="an earlier report (folder or report.json): after the run, compare with it (did the fix work?)",
     )
@@ -44,11 +45,6 @@ def add_loop_options(p: argparse.ArgumentParser) -> None:
     )
 
 
-def severity_fail_on(fail_on: str | None) -> str | None:
-    """The --fail-on that judges findings (critical | warning); `regression` judges the compare instead."""
-    return None if fail_on == "regression" else fail_on
-
-
 def check_loop_options(args: argparse.Namespace) -> None:
     """Before the job starts: a --baseline that is not there, or --fail-on regression without one, is exit 2."""
     baseline = getattr(args, "baseline", None)
@@ -58,7 +54,7 @@ def check_loop_options(args: argparse.Namespace) -> None:
         raise InputError("--fail-on regression compares with an earlier run: give --baseline DIR")
 
 
-def write_patch(diag: Diagnosis, path: Path | None, root: Path) -> None:
+def write_patch(diag: Diagnosis, path: Path | None, root: Path, stream: TextIO | None = None) -> None:
     """The patch file, and one line on stderr saying what it holds."""
     if path is None:
         return
@@ -70,18 +66,21 @@ def write_patch(diag: Diagnosis, path: Path | None, root: Path) -> None:
     files = ", ".join(patch.files) or "no file"
     advice = f"; {patch.advice} finding(s) left as advice (see its comments)" if patch.advice else ""
     how = f" (git apply {path})" if patch.files else ""
-    print(inline_text(f"gputriage: patch: {patch.edits} edit(s) in {files} -> {path}{how}{advice}"), file=sys.stderr)
+    line = inline_text(f"gputriage: patch: {patch.edits} edit(s) in {files} -> {path}{how}{advice}")
+    print(line, file=stream or sys.stderr)
 
 
-def patch_after_job(diag: Diagnosis, path: Path | None, root: Path) -> None:
+def patch_after_job(diag: Diagnosis, path: Path | None, root: Path, stream: TextIO) -> None:
     """`run --patch`: an unwritable patch file is said in one line; it never replaces the script's exit code."""
     try:
-        write_patch(diag, path, root)
+        write_patch(diag, path, root, stream)
     except InputError as exc:
-        print(f"gputriage: error: --patch: {inline_text(str(exc))}", file=sys.stderr)
+        print(f"gputriage: error: --patch: {inline_text(str(exc))}", file=stream)
 
 
-def compare_with_baseline(diag: Diagnosis, baseline: Path | None, fail_on: str | None, label: str) -> int:
+def compare_with_baseline(
+    diag: Diagnosis, baseline: Path | None, fail_on: str | None, label: str, stream: TextIO
+) -> int:
     """The compare of this run against the baseline, on stderr after the run's report; its --fail-on code (0 or 1).
     A baseline that cannot be read is said in one line: the run's own report and exit code stand."""
     if baseline is None:
@@ -93,8 +92,8 @@ def compare_with_baseline(diag: Diagnosis, baseline: Path | None, fail_on: str |
     try:
         before = load_side(baseline)
     except InputError as exc:
-        print(f"gputriage: error: --baseline: {inline_text(str(exc))}", file=sys.stderr)
+        print(f"gputriage: error: --baseline: {inline_text(str(exc))}", file=stream)
         return 0
     result = compare(before, diag, str(baseline), label)
-    render_terminal(result, sys.stderr)
+    render_terminal(result, stream)
     return fail_code(result, fail_on)

@@ -6,8 +6,14 @@ Protocol, for ranks that share `--out DIR` (one filesystem, or one folder per no
 2. a rank that then sees all `world_size` records merges them into `DIR/report.json` and the other report files;
    rank 0 also waits a few seconds for the others and, if some never come (killed hard), merges what is there;
 3. merging is idempotent and guarded by a lock file; whoever releases the lock re-checks for records that arrived
-   meanwhile, so the last record written always ends up in the report;
-4. `gputriage report DIR [DIR2 ...]` merges again by hand (per-node folders without a shared filesystem).
+   meanwhile, so the last record written always ends up in the report. A lock whose holder is dead (its pid, on this
+   host) is taken over at once;
+4. `gputriage report DIR` completes a merge nobody finished (every rank killed, or the merging one): it writes the
+   merged report into DIR when DIR's report is missing or older than its rank records, the absent ranks listed as
+   missing; `gputriage report DIR [DIR2 ...]` merges per-node folders without a shared filesystem.
+
+Under `gputriage run` this runs in the report worker (see run_worker.py), which ignores torchrun's SIGTERM: a merge
+that has started finishes even when the rank's own process is stopped.
 """
 
 from __future__ import annotations
@@ -64,7 +70,7 @@ def finish_rank(run: Run, out_dir: Path, wait_s: float | None = None) -> RankOut
         raise ValueError("finish_rank needs a run with rank_info")
     record = write_rank_record(run, out_dir)
     if wait_s is None:
-        wait_s = float(os.environ.get(MERGE_WAIT_ENV, DEFAULT_MERGE_WAIT_S))
+        wait_s = float(os.environ.get(MERGE_WAIT_ENV) or DEFAULT_MERGE_WAIT_S)  # checked by commands/settings.py
     abnormal = run.process is not None and (bool(run.process.exit_code) or run.process.signal is not None)
     since_s = run.created_at_s - STALE_RECORD_SLACK_S
     deadline = time.monotonic() + (wait_s if info.rank == 0 and not abnormal else 0.0)
@@ -77,7 +83,7 @@ def finish_rank(run: Run, out_dir: Path, wait_s: float | None = None) -> RankOut
     return _merge_until_settled(out_dir, record)
 
 
-def report_rank(run: Run, out_dir: Path, stream: TextIO) -> None:
+def report_rank(run: Run, out_dir: Path, stream: TextIO, verbose: bool = False) -> None:
     """`gputriage run` under torchrun: record this rank, merge when complete, and show the job's report once.
 
     The rank that writes the merged report renders it on its stderr; the others print one line. Nothing here may
@@ -96,7 +102,7 @@ def report_rank(run: Run, out_dir: Path, stream: TextIO) -> None:
     if outcome.diagnosis is None:
         print(f"gputriage: rank {rank}: record written to {outcome.record_path}", file=stream)
         return
-    emit(outcome.diagnosis, OutputOptions(terminal_stream=stream))
+    emit(outcome.diagnosis, OutputOptions(terminal_stream=stream, verbose=verbose))
     absent = f"; ranks {outcome.missing} left no record (yet)" if outcome.missing else ""
     print(f"gputriage: rank {rank} merged the job's report into {outcome.report_path}{absent}", file=stream)
 
@@ -120,6 +126,7 @@ def _present(out_dir: Path, since_s: float, world_size: int) -> set[int]:
 def _merge_until_settled(out_dir: Path, record: Path) -> RankOutcome:
     outcome = RankOutcome(record)
     while True:
+        take_over_dead_lock(out_dir)
         with outdir.merge_lock(out_dir) as lock:
             if lock is None:
                 return outcome  # another rank is merging; it re-checks for late records after releasing
@@ -134,12 +141,61 @@ def _merge_until_settled(out_dir: Path, record: Path) -> RankOutcome:
             return outcome
 
 
+def take_over_dead_lock(out_dir: Path) -> None:
+    """Remove the merge lock when the process that holds it is gone (a merging rank SIGKILLed by torchrun): waiting
+    for the lock to go stale would leave the job without its report.
+
+    The lock holds its pid, not its host: on a shared filesystem a live merger on another node whose pid is free
+    here loses its lock, and both merges run, each writing the whole report atomically: the same report, twice.
+    """
+    lock = out_dir / outdir.LOCK_NAME
+    try:
+        pid = int(lock.read_text().strip() or "0")
+    except (OSError, ValueError):
+        return
+    if pid <= 0 or pid == os.getpid() or _alive(pid):
+        return
+    with contextlib.suppress(OSError):
+        lock.unlink()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # it exists, and is someone else's
+        return True
+    return True
+
+
 def _signature(out_dir: Path) -> set[tuple[str, int]]:
     found = set()
     for path in outdir.rank_files(out_dir):
         with contextlib.suppress(OSError):
             found.add((path.name, path.stat().st_mtime_ns))
     return found
+
+
+def complete_job_report(folder: Path) -> Path | None:
+    """Write the merged report of the rank records in `folder` if no merge did (report.json missing, or older than
+    the newest rank record). Returns the report's path when it wrote it."""
+    records = outdir.rank_files(folder)
+    if not records:
+        return None
+    report = outdir.report_json(folder)
+    newest_s = max((p.stat().st_mtime for p in records if p.exists()), default=0.0)
+    if report.exists() and report.stat().st_mtime >= newest_s:
+        return None
+    take_over_dead_lock(folder)
+    with outdir.merge_lock(folder) as lock:
+        if lock is None:
+            return None  # a rank is merging right now
+        merged = load_job([folder])
+        if merged is None:
+            return None
+        write_merged(merged, folder)
+    return report
 
 
 def write_merged(merged: Run, out_dir: Path) -> Diagnosis:

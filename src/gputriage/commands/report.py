@@ -7,12 +7,14 @@ out the same as when the run wrote them.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
 from gputriage import outdir
-from gputriage.commands.common import add_output_options, exit_code_for, output_options
+from gputriage.commands.common import add_output_options, existing_path, exit_code_for, out_file, output_options
 from gputriage.commands.loop import add_patch_option, write_patch
+from gputriage.commands.rank_report import complete_job_report
 from gputriage.diagnosis import diagnose
 from gputriage.errors import InputError
 from gputriage.record import Run
@@ -26,15 +28,19 @@ from gputriage.report.sanitize import inline_text
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("report", help="re-render a saved run (report.json or an --out folder)")
-    p.add_argument("paths", nargs="+", type=Path, metavar="RUN", help="report.json, or a folder that holds one")
-    p.add_argument("--html", type=Path, metavar="FILE", help="write the self-contained HTML report here")
-    p.add_argument("--md", type=Path, metavar="FILE", help="write the Markdown report (for an issue or PR) here")
+    p.add_argument(
+        "paths", nargs="+", type=existing_path, metavar="RUN", help="report.json, or a folder that holds one"
+    )
+    p.add_argument("--html", type=out_file, metavar="FILE", help="write the self-contained HTML report here")
+    p.add_argument("--md", type=out_file, metavar="FILE", help="write the Markdown report (for an issue or PR) here")
     add_patch_option(p)
     add_output_options(p)
     p.set_defaults(func=main)
 
 
 def main(args: argparse.Namespace) -> int:
+    if len(args.paths) == 1 and args.paths[0].is_dir():
+        complete_job_report(args.paths[0])  # a torchrun job whose merge nobody finished (a rank killed mid-merge)
     run = load_job(args.paths)  # per-rank records of a torchrun job (one --out folder, or one per node): merge
     if run is None:
         if len(args.paths) != 1:
@@ -49,7 +55,10 @@ def main(args: argparse.Namespace) -> int:
         write_file(args.html, render_html(diag).encode("utf-8"))
     if args.md is not None:
         write_file(args.md, render_markdown(diag).encode("utf-8"))
-    emit(diag, output_options(args))
+    options = output_options(args)
+    if len(args.paths) == 1 and args.paths[0].is_dir() and outdir.report_json(args.paths[0]).is_file():
+        options.details_in = Path(os.path.abspath(args.paths[0]))  # noqa: PTH100  (as `run` names its --out)
+    emit(diag, options)
     write_patch(diag, args.patch, Path.cwd())
     return exit_code_for(diag, args.fail_on)
 

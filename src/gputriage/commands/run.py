@@ -3,26 +3,35 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import os
+import signal
 import sys
+import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TextIO
 
 from gputriage.collectors.distributed import is_multi_rank
-from gputriage.collectors.runner import Target, check_target, die_by_signal, run_target
-from gputriage.collectors.session import DEFAULT_STEPS, JobObservers, ObserveConfig, new_run
-from gputriage.commands.common import exit_code_for
-from gputriage.commands.loop import (
-    add_loop_options,
-    check_loop_options,
-    compare_with_baseline,
-    patch_after_job,
-    severity_fail_on,
+from gputriage.collectors.runner import (
+    JobSignals,
+    LaunchError,
+    Outcome,
+    Target,
+    check_target,
+    end_by_signal,
+    flush_std_streams,
+    run_target,
 )
-from gputriage.commands.rank_report import report_rank
-from gputriage.diagnosis import Diagnosis, diagnose
+from gputriage.collectors.session import DEFAULT_STEPS, JobObservers, ObserveConfig, new_run, torch_facts_now
+from gputriage.collectors.textsafe import encode_safely
+from gputriage.commands.common import add_verbose, device_name, out_folder, whole_number
+from gputriage.commands.loop import add_loop_options, check_loop_options
+from gputriage.commands.run_worker import ReportRequest, ReportWorker, report_job
 from gputriage.errors import InputError
-from gputriage.findings import Severity
-from gputriage.report.output import OutputOptions, emit
+from gputriage.outdir import check_out_dir
+from gputriage.record.device import judged_device
 
 DEFAULT_OUT = Path("gputriage-out")
 # --preflight: steps the job runs on the stand-in before it is ended (the probes' windows close after step 4; the rest
@@ -44,6 +53,7 @@ class RunConfig:
     preflight: str | None = None  # --preflight: the stand-in's backing (cpu | meta); None: a normal run
     patch: Path | None = None  # --patch FILE: the fixes as a diff
     baseline: Path | None = None  # --baseline DIR: compare with an earlier report after the run
+    verbose: bool = False  # -v: the whole report on stderr (the files in out_dir always hold it all)
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -55,7 +65,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "the triage report to stderr and --out.",
     )
     add_run_options(p)
-    add_loop_options(p)
+    add_loop_options(p)  # --patch, --baseline and --fail-on (critical | warning | regression)
+    add_verbose(p)
     p.add_argument("-m", dest="module", nargs=argparse.REMAINDER, metavar="MODULE", help="run a module, like python -m")
     p.add_argument("target", nargs=argparse.REMAINDER, metavar="script.py [ARGS...]", help="the script and its args")
     p.set_defaults(func=main)
@@ -64,18 +75,19 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 def add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--expect-device",
+        type=device_name,
         metavar="DEV",
         help="the device the job is meant to use (default: the first available accelerator: cuda, xpu, mps, ...)",
     )
     p.add_argument(
         "--steps",
-        type=int,
+        type=whole_number(1),
         metavar="N",
         help=f"observe the first N training steps, then let the job run untouched (default {DEFAULT_STEPS}); "
         f"with --preflight, end the job after N steps (default {PREFLIGHT_STEPS})",
     )
     p.add_argument(
-        "--out", type=Path, default=DEFAULT_OUT, metavar="DIR", help="report folder (default ./gputriage-out)"
+        "--out", type=out_folder, default=DEFAULT_OUT, metavar="DIR", help="report folder (default ./gputriage-out)"
     )
     p.add_argument(
         "--preflight",
@@ -97,7 +109,7 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--trace-steps",
-        type=int,
+        type=whole_number(1),
         metavar="N",
         help=f"steps in the --trace window (default {DEFAULT_TRACE_STEPS}; implies --trace)",
     )
@@ -121,10 +133,12 @@ def config_from(args: argparse.Namespace) -> RunConfig:
     argv = ["-m", *args.module] if args.module else list(args.target)
     config = RunConfig(target, args.expect_device, steps, args.out, argv, getattr(args, "fail_on", None))
     config.trace_steps = trace_steps_from(args, steps)
+    config.verbose = getattr(args, "verbose", False)
     if preflight:
         config.preflight = preflight_backing(args)
     check_loop_options(args)
-    config.patch, config.baseline = getattr(args, "patch", None), getattr(args, "baseline", None)
+    # absolute now: the script may chdir, and the report worker writes the patch after it ends
+    config.patch, config.baseline = _absolute(getattr(args, "patch", None)), _absolute(getattr(args, "baseline", None))
     return config
 
 
@@ -158,43 +172,133 @@ def trace_steps_from(args: argparse.Namespace, observed_steps: int | None) -> in
 
 
 def execute(config: RunConfig) -> int:
-    """Run the job under the observers, write the report, and return the job's own exit code."""
-    check_target(config.target)
-    run = new_run("run", config.argv, config.expect_device, preflight=config.preflight is not None)
-    observe = ObserveConfig(config.expect_device, config.steps, config.trace_steps, config.out_dir)
-    observe.preflight = config.preflight
-    observers = JobObservers(run, observe)
-    observers.start()
-    outcome = run_target(config.target)
-    observers.finish(outcome, config.target.describe())
-    diag: Diagnosis | None = None
-    regressed = 0
-    if is_multi_rank():  # under torchrun: this rank's record, merged into the job's report through files
-        report_rank(run, config.out_dir, sys.stderr)
-    else:
-        diag = diagnose(run)
-        report(diag, config.out_dir)
-        patch_after_job(diag, config.patch, Path.cwd())
-        regressed = compare_with_baseline(diag, config.baseline, config.fail_on, str(config.out_dir))
-    if outcome.signal is not None:
-        die_by_signal(outcome.signal)
-    if outcome.exit_code == 0 and diag is not None:  # the script's own failure code always wins
-        return regressed or fail_on_code(diag, severity_fail_on(config.fail_on))
-    return outcome.exit_code
+    """Run the job under the observers, write the report, and return the job's own exit code.
 
-
-def fail_on_code(diag: Diagnosis, fail_on: str | None) -> int:
-    """--fail-on: 1 when a finding at that severity or worse exists, said in one line after the report (CI logs)."""
-    code = exit_code_for(diag, fail_on)
-    if code and fail_on is not None:
-        failing = dict.fromkeys(f.code for f in diag.findings if f.severity.weight <= Severity(fail_on).weight)
-        print(f"gputriage: --fail-on {fail_on}: {', '.join(failing)}; exit 1", file=sys.stderr)
-    return code
-
-
-def report(diag: Diagnosis, out_dir: Path) -> None:
-    """The terminal report goes to stderr (stdout is the script's); report.json and friends into out_dir."""
+    Before any of the user's code runs: --out is checked (and made absolute: the script may chdir), and the script or
+    folder is checked as Python would (its message, its exit code).
+    """
+    out_dir = check_out_dir(config.out_dir)
     try:
-        emit(diag, OutputOptions(out_dir=out_dir, terminal_stream=sys.stderr))
-    except InputError as exc:  # an unwritable --out must not replace the script's exit code
-        print(f"gputriage: error: {exc}", file=sys.stderr)
+        check_target(config.target)
+    except LaunchError as exc:
+        print(f"{sys.executable}: {exc}", file=sys.stderr)
+        return exc.exit_code
+    return RunJob(config, out_dir).run()
+
+
+class RunJob:
+    """One `gputriage run`: the worker, the observers, the script, the report, and how the process ends."""
+
+    def __init__(self, config: RunConfig, out_dir: Path) -> None:
+        self.config = config
+        self.out_dir = out_dir
+        self.signals = JobSignals(self._terminated)
+        self.report_fd = -1
+        self.start_stderr: TextIO = sys.stderr
+        self.worker: ReportWorker | None = None
+        self.observers: JobObservers | None = None
+        self._outcome: Outcome | None = None
+        self._code: int | None = None
+        self._ending = threading.Lock()  # the main thread, or the signal watch when the main thread is stuck
+        self._start_s = 0.0
+        self.start_cwd = Path.cwd()  # the patch's paths are relative to where the user started the job
+
+    def run(self) -> int:
+        self.signals.install()
+        # The report goes to the stderr the job started with, whatever the script does to sys.stderr or fd 2. When
+        # that is not fd 2 (gputriage called in a process whose stderr is captured), it is written here, not by the
+        # worker, which can only write to a file descriptor.
+        self.start_stderr = sys.stderr
+        if _writes_to_fd(sys.stderr, 2):
+            self.report_fd = os.dup(2)
+            self.worker = ReportWorker.spawn(self.config.expect_device, self.report_fd)  # before torch is imported
+        run = new_run("run", self.config.argv, self.config.expect_device, preflight=self.config.preflight is not None)
+        observe = ObserveConfig(
+            self.config.expect_device, self.config.steps, self.config.trace_steps, self.out_dir, environment=False
+        )
+        observe.preflight = self.config.preflight
+        self.observers = JobObservers(run, observe, warn=self._report_stream())
+        probe = self.observers.probe
+        if probe is not None and not is_multi_rank():
+            probe.window_end_listeners.append(self._flush_partial)
+        self.observers.start()
+        self._start_s = time.perf_counter()
+        outcome = run_target(self.config.target, self.signals)
+        code = self._end(outcome)
+        self.signals.deliver_held()
+        if outcome.signal is not None:
+            end_by_signal(outcome.signal)
+        self.signals.restore()
+        return code
+
+    def _terminated(self) -> None:
+        """SIGTERM while the script runs (called from the signal handler): report what was seen; the caller dies."""
+        flush_std_streams()
+        outcome = Outcome(exit_code=128 + signal.SIGTERM, signal="SIGTERM")
+        outcome.wall_s = time.perf_counter() - self._start_s
+        self._end(outcome)
+
+    def _end(self, outcome: Outcome) -> int:
+        """Finish the observers and write the report, once. Returns the process's exit code."""
+        with self._ending:
+            return self._end_once(outcome)
+
+    def _end_once(self, outcome: Outcome) -> int:
+        if self._code is not None or self.observers is None:
+            return self._code if self._code is not None else outcome.exit_code
+        self._outcome = outcome
+        self._code = outcome.exit_code
+        record = self.observers.finish(outcome, self.config.target.describe())
+        request = ReportRequest(
+            out_dir=str(self.out_dir),
+            expect_device=self.config.expect_device or judged_device(self.observers.run) or "cpu",
+            fail_on=self.config.fail_on,
+            multi_rank=is_multi_rank(),
+            torch_raw=torch_facts_now(),
+            verbose=self.config.verbose,
+            patch=str(self.config.patch) if self.config.patch is not None else None,
+            patch_root=str(self.start_cwd),
+            baseline=str(self.config.baseline) if self.config.baseline is not None else None,
+        )
+        fail_code = self.worker.request(request, record) if self.worker is not None else None
+        if fail_code is None:  # no worker, or it did not answer: do its work here
+            fail_code = report_job(self.observers.run, request, self._report_stream())
+        if self.worker is not None:
+            self.worker.close()
+        if outcome.exit_code == 0 and outcome.signal is None and not request.multi_rank:
+            self._code = fail_code  # the script's own failure code always wins
+        return self._code
+
+    def _flush_partial(self) -> None:
+        """The probe window has ended: a record of rungs 1-4 and the observed steps goes into --out now, so that a
+        job killed later (SIGKILL, os._exit) still leaves a report. It has no `process` section: the job was running."""
+        if self.worker is None or self.observers is None or self._code is not None:
+            return
+        probe = self.observers.probe
+        if probe is None:
+            return
+        partial = dataclasses.replace(self.observers.run)
+        probe.snapshot(partial)
+        request = ReportRequest(
+            out_dir=str(self.out_dir),
+            expect_device=self.config.expect_device or judged_device(partial) or "cpu",
+            torch_raw=torch_facts_now(only_if_cuda_is_initialised=True),
+            partial=True,
+        )
+        self.worker.post(request, encode_safely(partial))
+
+    def _report_stream(self) -> TextIO:
+        if self.report_fd < 0:
+            return self.start_stderr
+        return open(self.report_fd, "w", encoding="utf-8", errors="backslashreplace", closefd=False)
+
+
+def _absolute(path: Path | None) -> Path | None:
+    return Path(os.path.abspath(path)) if path is not None else None  # noqa: PTH100  (symlinks kept as named)
+
+
+def _writes_to_fd(stream: TextIO, fd: int) -> bool:
+    try:
+        return stream.fileno() == fd
+    except (AttributeError, OSError, ValueError):
+        return False

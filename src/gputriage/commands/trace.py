@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import argparse
-import math
 import sys
-from collections.abc import Callable
 from pathlib import Path
 
-from gputriage.commands.common import add_output_options, exit_code_for, output_options
+from gputriage.commands.common import (
+    add_output_options,
+    existing_path,
+    exit_code_for,
+    output_options,
+    positive_number,
+    whole_number,
+)
 from gputriage.diagnosis import diagnose
 from gputriage.record import Run
 from gputriage.report.output import emit
@@ -17,28 +22,17 @@ from gputriage.tracing.limits import DEFAULT_LIMITS, GIB, TraceLimits
 from gputriage.tracing.multirank import analyse_paths
 
 
-def _positive(kind: type[int] | type[float]) -> Callable[[str], int | float]:
-    def parse(text: str) -> int | float:
-        try:
-            value = kind(text)
-        except ValueError as exc:
-            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from exc
-        if not (value > 0 and math.isfinite(value)):
-            raise argparse.ArgumentTypeError(f"must be a positive number: {text!r}")
-        return value
-
-    return parse
-
-
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "trace",
         help="analyse PyTorch profiler (Kineto) traces: a file, or a folder with one file per rank of one job",
     )
-    p.add_argument("paths", nargs="+", type=Path, metavar="PATH", help="a .json/.json.gz trace, or a folder of them")
+    p.add_argument(
+        "paths", nargs="+", type=existing_path, metavar="PATH", help="a .json/.json.gz trace, or a folder of them"
+    )
     p.add_argument(
         "--jobs",
-        type=_positive(int),
+        type=whole_number(1),
         default=None,
         metavar="N",
         help="processes: one per rank file, or per byte range of one large .json file (default: one per CPU core)",
@@ -46,21 +40,21 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     limits = DEFAULT_LIMITS
     p.add_argument(
         "--max-gib",
-        type=_positive(float),
+        type=positive_number,
         default=limits.max_bytes / GIB,
         metavar="GIB",
         help=f"refuse a trace with more JSON than this, after gzip inflation (default {limits.max_bytes // GIB})",
     )
     p.add_argument(
         "--max-events",
-        type=_positive(int),
+        type=whole_number(1),
         default=limits.max_events,
         metavar="N",
         help=f"refuse a trace with more events than this (default {limits.max_events:,})",
     )
     p.add_argument(
         "--max-gzip-ratio",
-        type=_positive(float),
+        type=positive_number,
         default=limits.max_gzip_ratio,
         metavar="R",
         help=f"refuse a .json.gz inflating more than R:1, a decompression bomb (default {limits.max_gzip_ratio:.0f})",

@@ -1,19 +1,25 @@
 """`gputriage watch`: nvidia-smi that explains itself. A live view of every GPU with a verdict per GPU.
 
 `--once --json` prints one snapshot as the report document (its `gpu` section, plus the rung-5 findings) and exits.
+On a terminal the view is redrawn in place; through a pipe or in a CI log it is one line per interval. However the
+watch ends (Ctrl-C, SIGTERM, SIGHUP, or the reader of a pipe going away) it ends cleanly, with a summary of the whole
+session where there is still someone to read it.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
+import os
+import signal
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from types import FrameType
 
 from gputriage.collectors.host import pci_nvidia_gpus
-from gputriage.commands.common import add_fail_on, exit_code_for
+from gputriage.commands.common import add_fail_on, add_verbose, exit_code_for, positive_number, whole_number
 from gputriage.diagnosis import Diagnosis, diagnose, gpu_device_verdicts
 from gputriage.errors import InputError
 from gputriage.hardware.nvml import NvmlSession, Unavailable, open_nvml
@@ -21,7 +27,7 @@ from gputriage.hardware.procs import table_for
 from gputriage.hardware.sampler import GpuSampler, JobSpec
 from gputriage.record import Run
 from gputriage.record.gpu import GpuSection
-from gputriage.report.live import Frame, print_frame, run_live
+from gputriage.report.live import Frame, Stopped, print_frame, print_summary, run_live
 from gputriage.report.output import OutputOptions, emit
 
 ONCE_HISTORY_S = 20.0  # the driver keeps ~20 s of utilisation readings; --once summarises them
@@ -33,17 +39,18 @@ NVML_ERROR_LIB_RM_VERSION_MISMATCH = 18
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("watch", help="live GPU view with a verdict (nvidia-smi that explains itself)")
-    p.add_argument("--interval", type=float, default=1.0, metavar="S", help="refresh every S seconds (default 1)")
+    p.add_argument(
+        "--interval", type=positive_number, default=1.0, metavar="S", help="refresh every S seconds (default 1)"
+    )
     p.add_argument("--once", action="store_true", help="print one snapshot and exit")
     p.add_argument("--json", action="store_true", help="with --once: print the report document (its gpu section)")
-    p.add_argument("--pid", type=int, metavar="PID", help="follow one job: this process and its children")
+    p.add_argument("--pid", type=whole_number(1), metavar="PID", help="follow one job: this process and its children")
     add_fail_on(p)
+    add_verbose(p)
     p.set_defaults(func=main)
 
 
 def main(args: argparse.Namespace) -> int:
-    if not args.interval > 0:
-        raise InputError(f"--interval must be a positive number of seconds, not {args.interval}")
     if args.json and not args.once:
         raise InputError("--json prints one snapshot: use it with --once (gputriage watch --once --json)")
     with open_nvml() as session:
@@ -85,7 +92,8 @@ def _once(sampler: GpuSampler, args: argparse.Namespace) -> int:
         emit(diag, OutputOptions(json=True))
     else:
         section = diag.run.gpu or GpuSection()
-        print_frame(section, diag.device_verdicts, sys.stdout, findings=[f for f in diag.findings if f.rung == 5])
+        findings = [f for f in diag.findings if f.rung == 5]
+        print_frame(section, diag.device_verdicts, sys.stdout, findings=findings, verbose=args.verbose)
     return exit_code_for(diag, args.fail_on)
 
 
@@ -107,8 +115,41 @@ def _live(sampler: GpuSampler, interval_s: float) -> None:
         section = sampler.section()
         return section, gpu_device_verdicts(section, LIVE_VERDICT_WINDOW_S)
 
-    with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is how a watch ends
-        run_live(frame, _sleeper(interval_s), sys.stdout)
+    started_s = time.monotonic()
+    try:
+        with _signals_stop_the_watch():
+            end = run_live(frame, _sleeper(interval_s), sys.stdout)
+        section = sampler.section()  # the summary judges the whole session, not the last seconds
+        elapsed_s = time.monotonic() - started_s
+        print_summary(section, gpu_device_verdicts(section), sys.stdout, elapsed_s, end.stopped_by)
+    except BrokenPipeError:  # `gputriage watch | head -3`: the reader has gone, and nobody is left to tell
+        _silence_stdout()
+
+
+# The signals that end a watch with its summary; SIGINT arrives as KeyboardInterrupt.
+STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name))
+
+
+@contextmanager
+def _signals_stop_the_watch() -> Iterator[None]:
+    """While the watch runs, SIGTERM and SIGHUP end it like Ctrl-C: the loop stops and the summary is printed."""
+
+    def stop(signum: int, _frame: FrameType | None) -> None:
+        raise Stopped(signal.Signals(signum).name)
+
+    previous = {signum: signal.signal(signum, stop) for signum in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null, so that Python's flush at exit does not report the broken pipe again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
 
 
 def _sleeper(interval_s: float) -> Callable[[], bool]:

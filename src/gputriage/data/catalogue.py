@@ -390,10 +390,14 @@ CATALOGUE: tuple[Entry, ...] = (
         ("critical", "warning", "info"),
         (
             "the step waits for the DataLoader: the share of the step spent waiting for data over the steps after "
-            "warm-up, with its 90% interval, the loader's `num_workers`/`pin_memory` and the fix. Info when "
-            "borderline: too few steps, or an interval that reaches below the threshold"
+            "warm-up, with its 90% interval, the loader's `num_workers`/`pin_memory`, its measured load time per batch "
+            "against the step's own work, and the fix. Info when borderline: too few steps, or an interval that "
+            "reaches below the threshold"
         ),
         (
+            "batch_load_cpu_s",
+            "batch_load_s",
+            "batch_load_source",
             "batch_size",
             "busy_pct_of_steps",
             "cpu_count",
@@ -411,9 +415,11 @@ CATALOGUE: tuple[Entry, ...] = (
             "pin_memory",
             "step_s",
             "step_time_us",
+            "step_work_s",
             "steps",
             "steps_measured",
             "steps_window",
+            "workers_needed",
         ),
     ),
     Entry(

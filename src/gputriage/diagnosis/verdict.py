@@ -10,6 +10,7 @@ from gputriage.findings import Finding, Severity
 from gputriage.record import Run
 from gputriage.record.coverage import RUNG_TOPICS, RungCoverage, rung_coverage
 from gputriage.rules.env_facts import not_rung_one_errors
+from gputriage.wording import counted, numbered
 
 
 @dataclass
@@ -44,7 +45,7 @@ def preflight_scope(run: Run) -> str:
     if stand_in.compiled_eagerly:
         ran += "; torch.compile ran eagerly"
     if stand_in.stopped_after_steps is not None:
-        ran += f"; the preflight ended the job after {stand_in.stopped_after_steps} steps"
+        ran += f"; the preflight ended the job after {counted(stand_in.stopped_after_steps, 'step')}"
     sentences.append(ran + ".")
     return " ".join(s[0].upper() + s[1:] for s in sentences)
 
@@ -67,7 +68,7 @@ def _verdict(run: Run, findings: list[Finding]) -> Verdict:
     if not measured or (run.command in JOB_COMMANDS and measured == [1]):
         return Verdict("unknown", None, _nothing_measured(run, coverage) + notes)
     topics = ", ".join(RUNG_TOPICS[r] for r in measured)
-    summary = f"No problem found in what was measured: {topics} ({_rungs_text(measured)})."
+    summary = f"No problem found in what was measured: {topics} ({numbered('rung', measured)})."
     skipped = [c for c in coverage.values() if not c.measured]
     if skipped:
         summary += " Not measured: " + "; ".join(f"rung {c.rung}, {c.reason}" for c in skipped) + "."
@@ -85,12 +86,6 @@ def _nothing_measured(run: Run, coverage: dict[int, RungCoverage]) -> str:
     job = [c for c in coverage.values() if c.rung > 1 and c.reason]
     why = f" ({job[0].reason})" if job else ""
     return f"Nothing of the job was measured{why}, so there is no verdict." + _ending(run)
-
-
-def _rungs_text(rungs: list[int]) -> str:
-    if len(rungs) == 1:
-        return f"rung {rungs[0]}"
-    return f"rungs {', '.join(map(str, rungs[:-1]))} and {rungs[-1]}"
 
 
 def _ending(run: Run) -> str:

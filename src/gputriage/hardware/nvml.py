@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from gputriage.errors import InputError
 from gputriage.record.environment import DriverFacts, GpuDevice
 
 FAKE_ENV_VAR = "GPUTRIAGE_FAKE_NVML"
@@ -32,17 +33,41 @@ class Unavailable:
 
 
 def _load_library() -> Any:
-    """The real binding, or the fake scenario named in GPUTRIAGE_FAKE_NVML."""
+    """The real binding, or the fake scenario named in GPUTRIAGE_FAKE_NVML (InputError for a name it does not know,
+    or a GPUTRIAGE_FAKE_JOB_PID that is neither "self" nor a process id)."""
     scenario = os.environ.get(FAKE_ENV_VAR)
     if scenario:
         from gputriage.hardware.fake_scenarios import scenario_library
 
-        job = os.environ.get(FAKE_JOB_PID_ENV_VAR)
-        job_pid = os.getpid() if job == "self" else int(job) if job and job.isdigit() else None
-        return scenario_library(scenario, job_pid=job_pid)
+        check_fake_scenario(scenario)
+        return scenario_library(scenario, job_pid=fake_job_pid(os.environ.get(FAKE_JOB_PID_ENV_VAR)))
     import pynvml
 
     return pynvml
+
+
+def fake_scenario_names() -> list[str]:
+    from gputriage.hardware.fake_scenarios import SCENARIOS
+
+    return sorted(SCENARIOS)
+
+
+def check_fake_scenario(name: str) -> None:
+    """InputError unless `name` is one of the fake scenarios (hardware/fake_scenarios.py)."""
+    if name not in fake_scenario_names():
+        known = ", ".join(fake_scenario_names())
+        raise InputError(f"{FAKE_ENV_VAR}={name!r}: no such fake NVML scenario; one of {known}")
+
+
+def fake_job_pid(value: str | None) -> int | None:
+    """GPUTRIAGE_FAKE_JOB_PID: "self" is this process; unset or empty, the scenario's own job pid."""
+    if not value:
+        return None
+    if value == "self":
+        return os.getpid()
+    if value.isdigit() and int(value) > 0:
+        return int(value)
+    raise InputError(f"{FAKE_JOB_PID_ENV_VAR}={value!r}: expected 'self' or a process id")
 
 
 class NvmlSession:

@@ -72,6 +72,16 @@ class LoaderInfo:
     has_transform: bool | None = None  # the dataset carries a `transform` (torchvision style)
     batches: int = 0  # batches this loader handed to the observed steps
     wait_s: float = 0.0  # time the observed steps waited in its __next__
+    # Time to produce one batch (fetch, transform, collate), which the worker advice weighs against the step: the median
+    # wait in __next__ with num_workers=0 ("main-process": the loop loads the batch itself), or with workers, derived
+    # from the pace the batches arrived at while the loop waited for them ("workers-derived": num_workers x the median
+    # interval). None when not known: the loader kept up, or too few batches were seen. See collectors/probe/loader.py.
+    batch_load_s: float | None = None
+    batch_load_source: str | None = None  # main-process | workers-derived
+    # With num_workers=0: the CPU time the loop's thread spent producing one batch (median). Near batch_load_s, the
+    # loading is CPU work, and workers beyond the cores cannot speed it up; far below, it waits (files, network) and
+    # more workers than cores still help. None with workers: their CPU time is not seen from the loop.
+    batch_load_cpu_s: float | None = None
 
 
 @dataclass

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from gputriage.record import Run
 from gputriage.record.numbers import PARTS, StepNumbers, step_numbers, util_text, window_of
 from gputriage.record.placement import ModelInfo
+from gputriage.record.steps import LoaderInfo
 from gputriage.record.trace import RankTrace
 from gputriage.report import fmt
 from gputriage.report.views import gpu_summary, model_device, primary_steps
@@ -150,6 +151,7 @@ def build_relationship(run: Run) -> RelationshipDiagram:
                     _attr(
                         "num_workers", str(loader.num_workers) if loader and loader.num_workers is not None else None
                     ),
+                    _attr("load per batch", _load_text(loader)),
                 ],
             ),
             Entity(
@@ -165,6 +167,14 @@ def build_relationship(run: Run) -> RelationshipDiagram:
         ],
         edge_labels=["runs", "feeds batches", "runs on"],
     )
+
+
+def _load_text(loader: LoaderInfo | None) -> str | None:
+    """LoaderInfo.batch_load_s, the number the worker advice weighs; derived ones say so."""
+    if loader is None or loader.batch_load_s is None:
+        return None
+    derived = " (from the workers' pace)" if loader.batch_load_source == "workers-derived" else ""
+    return fmt.duration(loader.batch_load_s) + derived
 
 
 PARTICIPANTS = [("loader", "DataLoader"), ("host", "Training loop (CPU)"), ("gpu", "GPU")]

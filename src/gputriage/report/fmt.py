@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from datetime import datetime, timezone
 from typing import Any
 
@@ -106,3 +107,43 @@ def _number(value: float) -> str:
     if math.isfinite(value) and abs(value) >= 1e4:
         return f"{value:,.0f}"  # 6,660,000 reads better than 6.66e+06, and keeps every digit of a byte count
     return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
+# The first word of a line that is a command for the shell, not Python: the fixes name installers, drivers' tools,
+# launchers and containers. `python -m pip ...` is a shell line; `python` never starts a line of Python code.
+_SHELL_WORDS = (
+    "accelerate apptainer apt apt-get brew cd chmod conda curl deepspeed dnf docker echo export gputriage git kubectl "
+    "ldconfig ls mamba micromamba modprobe module nvcc nvidia-container-cli nvidia-ctk nvidia-smi pip pip3 podman "
+    "poetry python python3 rm sbatch set singularity source srun sudo systemctl torchrun unset uv wget wsl yum"
+)
+SHELL_COMMANDS = frozenset(_SHELL_WORDS.split())
+_ENV_PREFIX = re.compile(r"^(?:[A-Z_][A-Z0-9_]*=\S*\s+)+")  # CUDA_VISIBLE_DEVICES=0 python ...
+SHELL, PYTHON, TEXT = "sh", "python", "text"
+
+
+def is_shell_line(line: str) -> bool:
+    """`pip install ...`, `CUDA_VISIBLE_DEVICES=0 python train.py`, `sudo ...`: a command line, not Python."""
+    words = _ENV_PREFIX.sub("", line.strip()).split()
+    return bool(words) and (words[0] in SHELL_COMMANDS or words[0] != line.strip().split()[0])
+
+
+def fix_blocks(fix: str) -> list[tuple[str, str]]:
+    """A fix split into runs of shell lines and Python lines, each with its language ("sh" | "python"), so a
+    Markdown fence or a highlighter gets the right one. A comment belongs to the code after it (the last ones to the
+    code before); a fix of comments only is "text"."""
+    kinds: list[str | None] = [
+        None if not line.strip() or line.lstrip().startswith("#") else SHELL if is_shell_line(line) else PYTHON
+        for line in fix.splitlines()
+    ]
+    following: str | None = None
+    for i in range(len(kinds) - 1, -1, -1):  # a comment takes the kind of the code below it
+        following = kinds[i] = kinds[i] or following
+    preceding = next((k for k in kinds if k), TEXT)
+    blocks: list[tuple[str, list[str]]] = []
+    for kind, line in zip(kinds, fix.splitlines(), strict=True):
+        preceding = kind or preceding
+        if blocks and blocks[-1][0] == preceding:
+            blocks[-1][1].append(line)
+        else:
+            blocks.append((preceding, [line]))
+    return [(kind, "\n".join(lines)) for kind, lines in blocks]

@@ -1,25 +1,33 @@
 """The `gputriage watch` view: every GPU with a utilisation sparkline, its numbers, its processes and a verdict.
 
 The view is a pure function of the `gpu` section (and the per-GPU verdicts), so `--once` prints the very frame the
-live loop shows, and the tests render it to a fixed-width console.
+live loop shows, and the tests render it to a fixed-width console. On a terminal the live loop redraws the frame;
+in plain mode (a pipe, a CI log, NO_COLOR, TERM=dumb) it prints one line per interval instead, and however the watch
+ends (Ctrl-C, SIGTERM, SIGHUP) it prints a summary of the whole session.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import TextIO
 
-from rich.console import Console, Group, RenderableType
+from rich.console import Group, RenderableType
 from rich.live import Live
-from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from gputriage.findings import Finding
+from gputriage.findings import Finding, Severity
 from gputriage.record.gpu import GpuSample, GpuSection, GpuTrack
-from gputriage.report.fmt import size
+from gputriage.record.numbers import gpu_util_mean_pct
+from gputriage.report.fmt import duration, size
+from gputriage.report.layout import Column, Framed, Grid, Packed, Trimmed, is_plain, plain
+from gputriage.report.output import make_console
 from gputriage.report.sanitize import clean_tree
-from gputriage.report.terminal import finding_panel
+from gputriage.report.terminal import finding_blocks, info_line, print_blocks
+from gputriage.report.views import track_memory_peak_bytes
+from gputriage.wording import counted
 
 SPARK = "▁▂▃▄▅▆▇█"
 SPARK_WIDTH = 40  # samples shown in the sparkline; at 1 s refresh, the last 40 s
@@ -57,23 +65,32 @@ def watch_view(
     return Group(header, *[gpu_panel(track, verdicts.get(track.index, "")) for track in section.devices])
 
 
-def gpu_table(section: GpuSection) -> Table:
-    table = Table(box=None, pad_edge=False, header_style="dim")
-    for name, justify in (("GPU", "right"), ("name", "left"), ("util", "right"), ("last 20 readings", "left")):
-        table.add_column(name, justify=justify, no_wrap=True)  # type: ignore[arg-type]
-    for name in ("memory", "power", "SM clock", "temp", "throttle"):
-        table.add_column(name, justify="right" if name != "throttle" else "left", no_wrap=True)
+def gpu_table(section: GpuSection) -> Grid:
+    """One row per GPU; stacked (one block per GPU) where the row does not fit the width."""
+    grid = Grid(
+        [
+            Column("GPU", justify="right", key=True),
+            Column("name", key=True, label=False),
+            Column("util", justify="right"),
+            Column("last 20 readings", label=False),
+            Column("memory", justify="right"),
+            Column("power", justify="right"),
+            Column("SM clock", justify="right"),
+            Column("temp", justify="right"),
+            Column("throttle"),
+        ]
+    )
     for track in section.devices:
         now = track.samples[-1] if track.samples else GpuSample(t_s=0.0)
+        name = plain((track.name or "?").replace("NVIDIA ", ""))
         if track.lost or track.error:
-            table.add_row(
-                str(track.index), track.name or "?", Text("lost" if track.lost else "error", style="bold red")
-            )
+            state = Text("lost" if track.lost else "error", style="bold red")
+            grid.add_row(str(track.index), name, state, "", "", "", "", "", "")
             continue
-        table.add_row(
+        grid.add_row(
             str(track.index),
-            (track.name or "?").replace("NVIDIA ", ""),
-            _pct(now.gpu_util_pct),
+            name,
+            _pct(now.gpu_util_pct).strip(),
             sparkline(_util_series(track), width=20),
             f"{size(now.memory_used_bytes)} / {size(track.memory_total_bytes)}",
             f"{_num(now.power_w, 'W')} / {_num(track.power_limit_w, 'W')}",
@@ -81,7 +98,7 @@ def gpu_table(section: GpuSection) -> Table:
             _num(now.temperature_c, "C"),
             "n/a" if now.throttle_reasons is None else (", ".join(now.throttle_reasons) or "none"),
         )
-    return table
+    return grid
 
 
 def process_table(section: GpuSection) -> Table:
@@ -118,42 +135,45 @@ def _util_series(track: GpuTrack) -> list[float | None]:
     return util
 
 
-def gpu_panel(track: GpuTrack, verdict: str) -> Panel:
+def gpu_panel(track: GpuTrack, verdict: str) -> RenderableType:
     title = Text(f"GPU {track.index}" + (f" · {track.name}" if track.name else ""), style="bold")
     style = _verdict_style(verdict)
     if track.lost or track.error:
-        return Panel(Text(verdict or f"unreadable: {track.error}", style="bold red"), title=title, title_align="left")
+        return Framed(title, Text(verdict or f"unreadable: {track.error}", style="bold red"))
     parts: list[RenderableType] = [_metrics(track)]
     if track.processes:
         parts.append(_processes(track))
     parts.append(Text(f"→ {verdict}", style=style))
-    return Panel(Group(*parts), title=title, title_align="left")
+    return Framed(title, Group(*parts))
 
 
 def _metrics(track: GpuTrack) -> Table:
     now = track.samples[-1] if track.samples else GpuSample(t_s=0.0)
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="dim", no_wrap=True)
-    grid.add_column(no_wrap=True)
-    grid.add_row("util", f"{_pct(now.gpu_util_pct)} {sparkline(_util_series(track))}")
+    grid.add_column()
+    grid.add_row("util", Packed([Text(_pct(now.gpu_util_pct)), Text(sparkline(_util_series(track)))], separator=" "))
     memory = f"{size(now.memory_used_bytes)} / {size(track.memory_total_bytes)}"
     if now.memory_used_bytes is not None and track.memory_total_bytes:
         memory += f" ({100 * now.memory_used_bytes / track.memory_total_bytes:.0f}%)"
     grid.add_row("memory", memory)
     grid.add_row("power", f"{_num(now.power_w, 'W')} / {_num(track.power_limit_w, 'W')}")
-    grid.add_row(
-        "clocks",
-        f"SM {_num(now.sm_clock_mhz, 'MHz')} of {_num(track.max_sm_clock_mhz, 'MHz')}"
-        f" · mem {_num(now.mem_clock_mhz, 'MHz')} · {_num(now.temperature_c, 'C')}",
-    )
+    clocks = [
+        f"SM {_num(now.sm_clock_mhz, 'MHz')} of {_num(track.max_sm_clock_mhz, 'MHz')}",
+        f"mem {_num(now.mem_clock_mhz, 'MHz')}",
+        _num(now.temperature_c, "C"),
+    ]
+    grid.add_row("clocks", Packed([Text(c) for c in clocks]))
     throttle = "unavailable" if now.throttle_reasons is None else (", ".join(now.throttle_reasons) or "none")
     grid.add_row("throttle", throttle)
     if now.sm_active_pct is not None:
-        grid.add_row(
-            "SMs (GPM)",
-            f"active {_pct(now.sm_active_pct)} · occupancy {_pct(now.sm_occupancy_pct)} · "
-            f"tensor {_pct(now.tensor_active_pct)} · DRAM {_pct(now.dram_active_pct)}",
-        )
+        gpm = [
+            f"active {_pct(now.sm_active_pct).strip()}",
+            f"occupancy {_pct(now.sm_occupancy_pct).strip()}",
+            f"tensor {_pct(now.tensor_active_pct).strip()}",
+            f"DRAM {_pct(now.dram_active_pct).strip()}",
+        ]
+        grid.add_row("SMs (GPM)", Packed([Text(g) for g in gpm]))
     if track.unavailable:
         missing = ", ".join(sorted(k for k in track.unavailable if k != "gpm"))
         if missing:
@@ -183,24 +203,129 @@ def print_frame(
     verdicts: Mapping[int, str],
     stream: TextIO,
     width: int | None = None,
+    *,
     findings: list[Finding] | None = None,
+    verbose: bool = False,
 ) -> None:
-    """One frame (`watch --once`), followed by the rung-5 findings it supports."""
-    console = Console(file=stream, width=width, highlight=False)
-    console.print(watch_view(section, verdicts))
+    """One frame (`watch --once`), followed by the rung-5 findings it supports: the critical and warning ones in full,
+    the info ones in one line each (all in full with `verbose`)."""
+    console = make_console(stream, width)
+    console.print(Trimmed(watch_view(section, verdicts)))
+    infos = [f for f in findings or [] if f.severity is Severity.INFO and not verbose]
     for finding in findings or []:
-        console.print(finding_panel(finding))
+        if finding not in infos:
+            print_blocks(console, finding_blocks(finding))
+    if infos:
+        console.print()
+    for finding in infos:
+        console.print(info_line(finding))
 
 
 Frame = tuple[GpuSection, Mapping[int, str]]  # the gpu section, and each GPU's verdict by index
 
 
-def run_live(next_frame: Callable[[], Frame], wait: Callable[[], bool], stream: TextIO) -> None:
-    """Redraw until `wait()` returns False (or Ctrl-C): `next_frame` takes a tick and returns the frame."""
-    console = Console(file=stream, highlight=False)
-    with Live(watch_view(*next_frame()), console=console, auto_refresh=False, screen=False) as live:
-        while wait():
-            live.update(watch_view(*next_frame()), refresh=True)
+class Stopped(Exception):
+    """A signal ended the watch (raised by the command's handler): the summary names it."""
+
+    def __init__(self, signal_name: str) -> None:
+        super().__init__(signal_name)
+        self.signal_name = signal_name
+
+
+@dataclass
+class LiveEnd:
+    last: Frame | None  # the last frame shown
+    stopped_by: str | None  # "SIGINT", "SIGTERM", ...; None when `wait` ended the loop
+
+
+def run_live(
+    next_frame: Callable[[], Frame],
+    wait: Callable[[], bool],
+    stream: TextIO,
+    clock: Callable[[], str] | None = None,
+) -> LiveEnd:
+    """Show frames until `wait()` returns False or a signal stops it (Ctrl-C, or `Stopped` from a handler).
+
+    On a terminal the frame is redrawn in place; in plain mode each frame is one line (`watch_line`), with `clock()`
+    at its start (default: the wall clock), so a log gets one line per interval as it happens.
+    """
+    console = make_console(stream)
+    end = LiveEnd(None, None)
+    try:
+        if is_plain(console):
+            stamp = clock or _wall_clock
+            while True:
+                end.last = next_frame()
+                console.print(watch_line(*end.last, clock=stamp()), soft_wrap=True)
+                stream.flush()
+                if not wait():
+                    break
+        else:
+            end.last = next_frame()
+            with Live(watch_view(*end.last), console=console, auto_refresh=False, screen=False) as live:
+                while wait():
+                    end.last = next_frame()
+                    live.update(watch_view(*end.last), refresh=True)
+    except KeyboardInterrupt:
+        end.stopped_by = "SIGINT"
+    except Stopped as stop:
+        end.stopped_by = stop.signal_name
+    return end
+
+
+def watch_line(section: GpuSection, verdicts: Mapping[int, str], clock: str = "") -> Text:
+    """One interval in one line: each GPU's utilisation, memory, power and verdict."""
+    section, verdicts = clean_tree(section), clean_tree(dict(verdicts))  # GPU names, NVML's reasons
+    if not section.devices:
+        return Text(f"{clock} no GPU to show ({section.unavailable_reason or 'none visible'})".strip())
+    parts = []
+    for track in section.devices:
+        now = track.samples[-1] if track.samples else GpuSample(t_s=0.0)
+        if track.lost or track.error:
+            parts.append(f"GPU {track.index} → {verdicts.get(track.index) or 'lost'}")
+            continue
+        parts.append(
+            f"GPU {track.index} util {_pct(now.gpu_util_pct).strip()} mem {size(now.memory_used_bytes)}"
+            f" / {size(track.memory_total_bytes)} power {_num(now.power_w, 'W')}"
+            f" → {verdicts.get(track.index, '')}"
+        )
+    return plain(" | ".join(parts) if not clock else f"{clock}  " + " | ".join(parts))
+
+
+def summary_lines(
+    section: GpuSection, verdicts: Mapping[int, str], elapsed_s: float, stopped_by: str | None
+) -> list[Text]:
+    """The end of a watch: how long it ran and how it ended, then each GPU over the whole session."""
+    section, verdicts = clean_tree(section), clean_tree(dict(verdicts))
+    how = f", stopped by {stopped_by}" if stopped_by else ""
+    ticks = max((t.summary.sample_count for t in section.devices), default=0)
+    lines = [Text(f"gputriage watch: {duration(elapsed_s)}, {counted(ticks, 'reading')}{how}", style="bold")]
+    for track in section.devices:
+        util = gpu_util_mean_pct(track)
+        peak = track_memory_peak_bytes(track)
+        facts = [
+            f"mean util {_pct(util).strip()}" if util is not None else "util n/a",
+            f"memory peak {size(peak)} of {size(track.memory_total_bytes)}" if peak is not None else "memory n/a",
+        ]
+        name = f" {track.name}" if track.name else ""
+        verdict = verdicts.get(track.index, "")
+        line = plain(f"GPU {track.index}{name}: {', '.join(facts)} → {verdict}")
+        line.stylize(_verdict_style(verdict), line.plain.index("→"))
+        lines.append(line)
+    return lines
+
+
+def print_summary(
+    section: GpuSection, verdicts: Mapping[int, str], stream: TextIO, elapsed_s: float, stopped_by: str | None
+) -> None:
+    console = make_console(stream)
+    for line in summary_lines(section, verdicts, elapsed_s, stopped_by):
+        console.print(line, soft_wrap=is_plain(console))  # a log keeps one line per GPU; a terminal wraps words
+    stream.flush()
+
+
+def _wall_clock() -> str:
+    return time.strftime("%H:%M:%S")
 
 
 def _pct(value: float | None) -> str:

@@ -2,7 +2,7 @@
 
 Text from the user's run (module names, paths, exception messages) is escaped for GitHub-flavoured Markdown: it can
 neither break a table, open a code span, nor become HTML. Fixes are fenced with a fence longer than any backtick
-run inside them.
+run inside them, each run of shell lines or Python lines in its own fence with its language.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from gputriage.report.mermaid import relationship_mermaid, sequence_mermaid
 from gputriage.report.sanitize import clean_tree, terminal_text
 from gputriage.report.timeline import OPEN_TOGETHER_NOTE, profiler_trace_paths
 from gputriage.report.views import rank_summaries
+from gputriage.wording import numbered
 
 # Inline Markdown that could change meaning mid-line: emphasis, code spans, links, tables, strikethrough. (`<`, `>`
 # and `&` become entities first, so no HTML can form either.)
@@ -114,7 +115,9 @@ def _finding(number: int, f: Finding) -> str:
         lines += ["", "| evidence | value |", "|---|---|"]
         lines += [f"| {md(k)} | {md(fmt.evidence_value(v))} |" for k, v in f.evidence.items()]
     if f.fix:
-        lines += ["", "**Fix:**", "", fenced(f.fix, "python")]
+        lines += ["", "**Fix:**"]
+        for language, code in fmt.fix_blocks(f.fix):  # shell commands fenced as sh, code as python
+            lines += ["", fenced(code, language)]
     return "\n".join(lines)
 
 
@@ -151,8 +154,8 @@ def _ranks(run: Run) -> str | None:
         for s in summaries
     ]
     if run.ranks is not None and run.ranks.missing:
-        missing = ", ".join(map(str, run.ranks.missing))
-        rows += ["", f"Ranks {missing} of {run.ranks.world_size} left no record; the report covers the others."]
+        missing = numbered("Rank", run.ranks.missing)
+        rows += ["", f"{missing} of {run.ranks.world_size} left no record; the report covers the others."]
     return "\n".join(rows)
 
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
@@ -25,6 +27,8 @@ class OutputOptions:
     out_dir: Path | None = None  # write report.json (and the other report files) there
     terminal_stream: TextIO | None = None  # None: stdout; `run` passes stderr (stdout is the script's)
     width: int | None = None
+    verbose: bool = False  # -v: the whole report on the terminal; by default the short one (the files hold it all)
+    details_in: Path | None = None  # where the report files already are (`report DIR`): the short report points there
 
 
 def emit(diag: Diagnosis, opts: OutputOptions) -> None:
@@ -41,13 +45,39 @@ def emit(diag: Diagnosis, opts: OutputOptions) -> None:
         sys.stdout.flush()
     else:
         stream = opts.terminal_stream if opts.terminal_stream is not None else sys.stdout
-        terminal.render(diag, make_console(stream, opts.width))
+        terminal.render(
+            diag, make_console(stream, opts.width), verbose=opts.verbose, out_dir=opts.out_dir or opts.details_in
+        )
     if unwritten is not None:
         raise unwritten
 
 
-def make_console(stream: TextIO, width: int | None = None) -> Console:
-    return Console(file=stream, width=width, soft_wrap=False, highlight=False)
+def make_console(stream: TextIO, width: int | None = None, plain: bool | None = None) -> Console:
+    """The console of every terminal view; `plain` (default: `plain_output(stream)`) leaves colours and boxes out."""
+    if plain is None:
+        plain = plain_output(stream)
+    return Console(
+        file=stream,
+        width=width,
+        soft_wrap=False,
+        highlight=False,
+        color_system=None if plain else "auto",
+        emoji=False,
+    )
+
+
+def plain_output(stream: TextIO, environ: Mapping[str, str] | None = None) -> bool:
+    """Plain text (no colours, no boxes) for a pipe or a file, a CI log (CI set), NO_COLOR (no-color.org) and
+    TERM=dumb; colours and boxes only on a terminal that can show them."""
+    env = os.environ if environ is None else environ
+    if env.get("NO_COLOR") or env.get("TERM") == "dumb":
+        return True
+    if env.get("CI", "").strip().lower() not in ("", "0", "false", "no"):
+        return True
+    try:
+        return not stream.isatty()
+    except (AttributeError, ValueError, OSError):  # a closed stream, or a file-like object without isatty
+        return True
 
 
 def report_files(diag: Diagnosis) -> dict[str, bytes]:

@@ -1,13 +1,23 @@
-"""The terminal report (rich): verdict first, then the ladder, then each finding's evidence and fix."""
+"""The terminal report (rich): verdict first, then the ladder, then each finding's evidence and fix.
+
+Two layouts of the same inputs:
+- short (the default): the verdict, the ladder, the critical and warning findings in full, each info finding in one
+  line, and one line saying what `-v` adds and where the files are;
+- verbose (`-v`): everything, with what this machine has and what was measured.
+Every block fits the width it is given (layout.py): a table that does not fit is stacked, a sentence wraps, and a
+fix's code and a `where:` are printed whole on their lines (soft-wrapped: the terminal folds them, a copy or a pipe
+gets the line intact). In plain mode (pipes, CI, NO_COLOR, TERM=dumb) there are no colours and no boxes.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console, Group, RenderableType
-from rich.panel import Panel
+from rich.padding import Padding
 from rich.syntax import Syntax
-from rich.table import Table
 from rich.text import Text
 
 from gputriage.diagnosis import Diagnosis, RungView
@@ -16,7 +26,9 @@ from gputriage.record.environment import Environment
 from gputriage.record.trace import RankTrace
 from gputriage.report import fmt
 from gputriage.report.diagrams import RelationshipDiagram, SequenceDiagram, build_relationship, build_sequence
+from gputriage.report.layout import INDENT, Column, Framed, Grid, Heading, OneLine, Packed, Trimmed, plain
 from gputriage.report.sanitize import clean_tree, terminal_text
+from gputriage.wording import counted, listed
 
 _VERDICT_STYLE = {
     "idle": "bold red",
@@ -29,49 +41,109 @@ _RUNG_MARK = {
     "fail": ("✗ fail", "red"),
     "warn": ("! warn", "yellow"),
     "pass": ("✓ pass", "green"),
-    "skipped": ("· not measured", "dim"),
+    "skipped": ("- not measured", "dim"),
 }
 _SEVERITY_STYLE = {Severity.CRITICAL: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
+_HIGHLIGHT_LEXER = {fmt.SHELL: "bash", fmt.PYTHON: "python", fmt.TEXT: "text"}
+FIX_LIMIT_CHARS = 4000
+# The ladder's question in fewer than this many columns takes three lines or more: stacked reads better then.
+LADDER_QUESTION_MIN_WIDTH = 30
 
 
-def render(diag: Diagnosis, console: Console) -> None:
+@dataclass
+class Block:
+    """One thing to print. `whole`: print its lines unbroken (code, a file:line), letting the terminal fold them."""
+
+    renderable: RenderableType
+    whole: bool = False
+
+
+def render(diag: Diagnosis, console: Console, verbose: bool = False, out_dir: Path | None = None) -> None:
+    """The report on `console`: short by default, everything with `verbose`; `out_dir` is where the files went."""
     diag = clean_tree(diag)  # every string from the job or a file, with its control characters made visible
-    console.print(verdict_panel(diag))
-    console.print(ladder_table(diag))
+    blocks = full_report(diag) if verbose else short_report(diag, out_dir)
+    print_blocks(console, blocks)
+
+
+def print_blocks(console: Console, blocks: list[Block]) -> None:
+    for block in blocks:
+        if block.whole:
+            console.print(block.renderable, soft_wrap=True, crop=False)
+        else:
+            console.print(Trimmed(block.renderable))
+
+
+def short_report(diag: Diagnosis, out_dir: Path | None = None) -> list[Block]:
+    """Verdict, ladder, critical and warning findings in full, info findings in one line each."""
+    blocks = [Block(verdict_panel(diag)), Block(ladder_table(diag))]
+    infos = [f for f in diag.findings if f.severity is Severity.INFO]
+    for finding in diag.findings:
+        if finding.severity is not Severity.INFO:
+            blocks += finding_blocks(finding)
+    if infos:
+        blocks.append(Block(Text("")))
+        blocks += [Block(info_line(f)) for f in infos]
+    more = more_line(diag, len(infos), out_dir)
+    if more is not None:
+        blocks.append(Block(more))
+    return blocks
+
+
+def full_report(diag: Diagnosis) -> list[Block]:
+    """Everything: the short report's parts, the machine's facts, what was measured, and every finding in full."""
+    blocks = [Block(verdict_panel(diag)), Block(ladder_table(diag))]
     if diag.run.environment is not None:
-        console.print(environment_table(diag.run.environment))
+        blocks.append(Block(environment_table(diag.run.environment)))
     measured = measured_tables(diag)
     if measured:
-        console.print(Text("What was measured", style="bold"))
-        for table in measured:
-            console.print(table)
+        blocks.append(Block(Text("What was measured", style="bold")))
+        blocks += [Block(table) for table in measured]
     for finding in diag.findings:
-        console.print(finding_panel(finding))
+        blocks += finding_blocks(finding)
+    return blocks
 
 
-def verdict_panel(diag: Diagnosis) -> Panel:
+def more_line(diag: Diagnosis, infos: int, out_dir: Path | None) -> Text | None:
+    """What the short report left out, and where all of it is; None when it left nothing out."""
+    left_out = []
+    if infos:
+        left_out.append(f"the {counted(infos, 'info finding')} in full")
+    if diag.run.environment is not None or measured_tables(diag):
+        left_out.append("what was measured")
+    if not left_out:
+        return None
+    files = f"; every detail is in {terminal_text(str(out_dir))}/ (report.md, report.html)" if out_dir else ""
+    return Text(f"-v shows {listed(left_out)}{files}", style="dim")
+
+
+def verdict_panel(diag: Diagnosis) -> RenderableType:
     v = diag.verdict
     title = Text(f"gputriage verdict: {v.status.upper()}", style=_VERDICT_STYLE.get(v.status, "bold"))
     if v.label:
         title.append(f" · {v.label}", style="bold magenta")
-    body = _plain(v.summary)
+    body = plain(v.summary)
     if v.root_cause:
         body.append(f"\nroot cause: {v.root_cause}", style="bold")
     if v.scope:
         body.append(f"\n{v.scope}", style="italic")
-    return Panel(body, title=title, title_align="left", expand=True)
+    return Framed(title, body)
 
 
-def ladder_table(diag: Diagnosis) -> Table:
-    table = Table(title="The ladder", title_justify="left", show_edge=False, pad_edge=False)
-    table.add_column("rung", justify="right")
-    table.add_column("question")
-    table.add_column("status")
-    table.add_column("findings")
+def ladder_table(diag: Diagnosis) -> Grid:
+    grid = Grid(
+        [
+            Column("rung", justify="right", key=True),
+            Column("question", prose=True, label=False, min_width=LADDER_QUESTION_MIN_WIDTH),
+            Column("status", key=True, label=False),
+            Column("findings", prose=True, label=False),
+        ],
+        title=Text("The ladder", style="bold"),
+        ruled_header=True,
+    )
     for view in diag.ladder:
         label, style = _RUNG_MARK[view.status]
-        table.add_row(str(view.rung), view.question, Text(label, style=style), _rung_detail(view))
-    return table
+        grid.add_row(str(view.rung), view.question, Text(label, style=style), _rung_detail(view))
+    return grid
 
 
 def _rung_detail(view: RungView) -> Text:
@@ -84,18 +156,15 @@ def _rung_detail(view: RungView) -> Text:
     return text
 
 
-def environment_table(env: Environment) -> Table:
+def environment_table(env: Environment) -> Grid:
     """The rung-1 facts behind the findings, and what could not be told (never guessed)."""
     title = "What this machine has" if env.source == "probe" else "What the pasted text says"
-    table = Table(title=title, title_justify="left", show_header=False, box=None, pad_edge=False)
-    table.add_column(style="dim")
-    table.add_column()
+    grid = Grid([Column("", style="dim"), Column("", prose=True)], title=Text(title, style="bold"), show_header=False)
     for label, value in _environment_rows(env):
-        table.add_row(_plain(label), _plain(value))
-    for sentence in env.unknown:
-        shown = sentence.removeprefix("could not tell ")  # the label says it already
-        table.add_row("could not tell", _plain(shown, style="italic"))
-    return table
+        grid.add_row(label, value)
+    for sentence in env.unknown:  # each sentence says what was missing ("could not tell ...", "could not read ...")
+        grid.add_row("unknown", plain(sentence, style="italic"))
+    return grid
 
 
 def _environment_rows(env: Environment) -> list[tuple[str, str]]:
@@ -128,10 +197,10 @@ def _environment_rows(env: Environment) -> list[tuple[str, str]]:
     return rows
 
 
-def measured_tables(diag: Diagnosis) -> list[Table]:
+def measured_tables(diag: Diagnosis) -> list[RenderableType]:
     """The two diagrams of the HTML report, as text, plus the per-rank trace numbers; only what was measured."""
     run = diag.run
-    tables = []
+    tables: list[RenderableType] = []
     if run.placement is not None or run.steps is not None or run.gpu is not None:
         tables.append(relationship_table(build_relationship(run)))
     sequence = build_sequence(run)
@@ -142,48 +211,58 @@ def measured_tables(diag: Diagnosis) -> list[Table]:
     return tables
 
 
-def relationship_table(diagram: RelationshipDiagram) -> Table:
-    table = Table(show_header=False, box=None, pad_edge=False, title_justify="left")
-    table.add_column(style="bold")
-    table.add_column()
+def relationship_table(diagram: RelationshipDiagram) -> Grid:
+    """Each part of the job with its measured attributes, packed so that no "name value" pair is split."""
+    grid = Grid([Column("", style="bold"), Column("", prose=True)], show_header=False)
     for entity in diagram.entities:
-        cells = [_plain(f"{a.name} {a.value}", style="" if a.measured else "dim italic") for a in entity.attributes]
-        table.add_row(_plain(entity.title), Text(" · ").join(cells))
-    return table
+        chunks = [plain(f"{a.name} {a.value}", style="" if a.measured else "dim italic") for a in entity.attributes]
+        grid.add_row(entity.title, Packed(chunks))
+    return grid
 
 
-def sequence_table(diagram: SequenceDiagram) -> Table:
+def sequence_table(diagram: SequenceDiagram) -> Grid:
     step = fmt.duration(diagram.step_time_s)
-    table = Table(title=f"one step: {step} ({diagram.basis})", title_justify="left", box=None, pad_edge=False)
-    for header, justify in (("", "right"), ("arrow", "left"), ("per step", "right"), ("share", "right"), ("", "left")):
-        table.add_column(header, justify=justify)  # type: ignore[arg-type]  # rich's JustifyMethod literal
+    grid = Grid(
+        [
+            Column("arrow", key=True, label=False),
+            Column("per step", justify="right"),
+            Column("share", justify="right"),
+            Column("", prose=True, label=False),
+        ],
+        title=plain(f"one step: {step} ({diagram.basis})"),
+    )
     for m in diagram.messages:
-        style = "bold red" if m.highlighted else ""
         mark = "← where the time goes" if m.highlighted else m.detail
-        cells = (f"{m.number}.", m.action, fmt.duration(m.time_s), fmt.share(m.share_pct), mark or "")
-        table.add_row(*(_plain(c) for c in cells), style=style)
+        grid.add_row(
+            f"{m.number}. {m.action}",
+            fmt.duration(m.time_s),
+            fmt.share(m.share_pct),
+            mark or "",
+            style="bold red" if m.highlighted else "",
+        )
     if diagram.unattributed_s is not None:
         hot = diagram.unattributed_highlighted
-        table.add_row(
-            "",
-            "other",
+        grid.add_row(
+            "   other",
             fmt.duration(diagram.unattributed_s),
             fmt.share(diagram.unattributed_pct),
             "← where the time goes (not attributed to an arrow)" if hot else "not attributed to an arrow",
             style="bold red" if hot else "dim",
         )
-    return table
+    return grid
 
 
-def trace_table(ranks: list[RankTrace]) -> Table:
-    table = Table(title="profiler trace, per rank", title_justify="left", box=None, pad_edge=False)
-    for header in ("rank", "device", "steps", "busy", "idle", "host wait", "step", "DataLoader"):
-        table.add_column(header, justify="left" if header == "device" else "right")
+def trace_table(ranks: list[RankTrace]) -> Grid:
+    headers = ("rank", "device", "steps", "busy", "idle", "host wait", "step", "DataLoader")
+    grid = Grid(
+        [Column(h, justify="left" if h == "device" else "right", key=h in ("rank", "device")) for h in headers],
+        title=Text("profiler trace, per rank", style="bold"),
+    )
     for r in ranks:
         idle = r.idle_breakdown
-        table.add_row(
+        grid.add_row(
             fmt.text(r.rank),
-            _plain(fmt.text(r.device)),
+            fmt.text(r.device),
             fmt.text(r.steps),
             fmt.percent(r.busy_pct),
             fmt.percent(r.idle_pct),
@@ -191,38 +270,66 @@ def trace_table(ranks: list[RankTrace]) -> Table:
             fmt.duration(r.step_time_us / 1e6 if r.step_time_us is not None else None),
             fmt.percent(r.dataloader_pct_of_step),
         )
-    return table
+    return grid
 
 
-def finding_panel(finding: Finding) -> Panel:
+def finding_title(finding: Finding) -> Text:
+    rank = f" rank {finding.rank}" if finding.rank is not None else ""
+    return Text(
+        f"{finding.severity.value} · rung {finding.rung} · {finding.code}{rank}",
+        style=_SEVERITY_STYLE[finding.severity],
+    )
+
+
+def finding_blocks(finding: Finding) -> list[Block]:
+    """A finding in full: its heading, title, where, evidence and fix. The where and the fix's lines are whole."""
     finding = clean_tree(finding)  # also drawn on its own, by the live view
-    parts: list[RenderableType] = [_plain(finding.title, style="bold")]
+    blocks = [Block(Text("")), Block(Heading(finding_title(finding))), Block(plain(finding.title, style="bold"))]
     if finding.where:
-        parts.append(_plain(f"where: {finding.where}", style="magenta"))
+        blocks.append(Block(Text.assemble(("where: ", "magenta"), plain(finding.where)), whole=True))
+    if finding.evidence:
+        blocks.append(Block(Padding(_evidence_table(finding.evidence), (0, 0, 0, INDENT), expand=False)))
+    if finding.fix:
+        blocks.append(Block(Text("fix:", style="bold green")))
+        blocks += [Block(line, whole=True) for line in fix_lines(finding.fix)]
+    return blocks
+
+
+def fix_lines(fix: str) -> list[Text]:
+    """The fix's lines, indented and highlighted as the language they are in (shell or Python)."""
+    lines = []
+    for language, code in fmt.fix_blocks(terminal_text(fix, limit=FIX_LIMIT_CHARS)):
+        highlighted = Syntax(code, _HIGHLIGHT_LEXER[language], theme="ansi_dark").highlight(code)
+        highlighted.rstrip()
+        lines += [Text(" " * INDENT) + line for line in highlighted.split("\n")]
+    return lines
+
+
+def finding_panel(finding: Finding) -> RenderableType:
+    """A finding in full as one renderable, for views that cannot print lines whole (the fix wraps here)."""
+    parts: list[RenderableType] = [plain(finding.title, style="bold")]
+    if finding.where:
+        parts.append(Text.assemble(("where: ", "magenta"), plain(finding.where)))
     if finding.evidence:
         parts.append(_evidence_table(finding.evidence))
     if finding.fix:
         parts.append(Text("fix:", style="bold green"))
-        fix = terminal_text(finding.fix, limit=4000)
-        parts.append(Syntax(fix, "python", theme="ansi_dark", word_wrap=True, background_color="default"))
-    rank = f" rank {finding.rank}" if finding.rank is not None else ""
-    title = Text(
-        f"{finding.severity.value} · rung {finding.rung} · {finding.code}{rank}",
-        style=_SEVERITY_STYLE[finding.severity],
-    )
-    return Panel(Group(*parts), title=title, title_align="left")
+        parts += fix_lines(finding.fix)
+    return Framed(finding_title(finding), Group(*parts))
 
 
-def _evidence_table(evidence: dict[str, Any]) -> Table:
-    table = Table(show_header=False, box=None, pad_edge=False)
-    table.add_column(style="dim")
-    table.add_column()
+def info_line(finding: Finding) -> OneLine:
+    """An info finding in one line: severity, rung, code and as much of its title as the width holds."""
+    line = finding_title(finding)
+    line.append(": ", style=line.style)
+    line.append_text(plain(finding.title))
+    line.style = ""
+    line.stylize(_SEVERITY_STYLE[finding.severity], 0, len(finding_title(finding)))
+    return OneLine(line)
+
+
+def _evidence_table(evidence: dict[str, Any]) -> Grid:
+    grid = Grid([Column("", style="dim"), Column("", prose=True)], show_header=False)
     for key, value in evidence.items():
-        table.add_row(_plain(key), _plain(fmt.evidence_value(value)))
-    return table
-
-
-def _plain(value: str, style: str = "") -> Text:
-    """Text from a record, as literal text: control characters escaped (sanitize.py), and never read as markup
-    (a kernel named `foo[/]` would otherwise break the table)."""
-    return Text(terminal_text(value), style=style)
+        grid.add_row(key, fmt.evidence_value(value))
+    return grid

@@ -14,6 +14,7 @@ from gputriage.record.gpu import GpuSample, GpuSection, GpuTrack
 from gputriage.record.numbers import gpu_util_mean_pct, gpu_util_readings, step_numbers, window_of
 from gputriage.record.placement import ModelInfo
 from gputriage.record.steps import Step
+from gputriage.wording import counted
 
 
 @dataclass(frozen=True)
@@ -271,7 +272,7 @@ def gpu_summary(run: Run, device: str | None) -> GpuSummary:
         return GpuSummary(
             label=chosen.label + (f": {track.name}" if track.name else "") + state,
             util_mean_pct=util,
-            util_source=f"NVML, {gpu_util_readings(track)} readings" if util is not None else None,
+            util_source=f"NVML, {counted(gpu_util_readings(track), 'reading')}" if util is not None else None,
             memory_peak_bytes=track_memory_peak_bytes(track),
             memory_total_bytes=track.memory_total_bytes,
             other_devices=len(tracks) - 1,

@@ -28,6 +28,7 @@ from gputriage.record.numbers import pct_text, step_numbers, wilson_interval_pct
 from gputriage.record.sampler import SampledLine, SamplerSection
 from gputriage.rules import codefix, edits
 from gputriage.rules.registry import rule
+from gputriage.wording import counted
 
 CPU_SHARE_MIN_PCT = 20.0
 CPU_TIME_MIN_PER_STEP_S = 0.001
@@ -164,7 +165,7 @@ def sampled_cpu_work(run: Run) -> list[Finding]:
     inner = _hottest_inside(sampler, line)
     callee = inner.function if inner is not None else line.function
     what = ", ".join(x for x in (callee, line.library) if x and x != "<module>")
-    window = f"steps {sampler.first_step}-{sampler.last_step}, {sampler.samples} samples"
+    window = f"steps {sampler.first_step}-{sampler.last_step}, {counted(sampler.samples, 'sample')}"
     title = f"{pct_text(share_pct)} of the step is CPU work at {line.where}" + (f" ({what})" if what else "")
     title += f", outside the model ({window})"
     if not sure:

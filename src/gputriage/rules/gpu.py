@@ -24,6 +24,7 @@ from gputriage.record.device import judged_for_nvidia
 from gputriage.record.gpu import GpuProcess, GpuSample, GpuTrack
 from gputriage.record.numbers import util_text
 from gputriage.rules.registry import rule
+from gputriage.wording import counted
 
 GIB = 1024**3
 LOW_UTIL_PCT = 50.0
@@ -315,7 +316,7 @@ def _low_util_finding(track: GpuTrack) -> Finding:
         code="low-gpu-utilization",
         rung=5,
         severity=Severity.WARNING if enough else Severity.INFO,
-        title=title if enough else f"Borderline: {title} (only {s.util_sample_count} readings)",
+        title=title if enough else f"Borderline: {title} (only {counted(s.util_sample_count or 0, 'reading')})",
         evidence={k: v for k, v in evidence.items() if v is not None},
         fix=_LOW_UTIL_FIX,
     )

@@ -17,9 +17,18 @@ Fired only from measured wait, never from the loader's settings alone, and only 
 On a preflight's stand-in device the numbers are the host's (record/numbers.py leaves the stand-in's own compute
 out). A preflight judges only a loader without workers: workers share this machine's cores with the stand-in's
 compute, which the GPU machine does not do, so their wait here says nothing about theirs there.
+
+The fix sizes num_workers from measurement, not from the core count alone: the loader's time to produce one batch
+(LoaderInfo.batch_load_s, measured by the loader probe) against the step's own work per batch (the step's time
+without its wait for data, both from `record/numbers.py`). W workers produce W batches per load time, so keeping up
+takes load / work of them; and when that is more than the cores can run beside the training loop, more workers
+cannot help: the loading itself is CPU-bound.
 """
 
 from __future__ import annotations
+
+import math
+from dataclasses import dataclass
 
 from gputriage.findings import Finding, Severity
 from gputriage.record import Run
@@ -28,6 +37,7 @@ from gputriage.record.numbers import Interval, bootstrap_share_pct, pct_text, st
 from gputriage.record.steps import LoaderInfo, steady_steps
 from gputriage.rules import edits
 from gputriage.rules.registry import rule
+from gputriage.wording import counted
 
 WAIT_SHARE_WARN_PCT = 20.0
 WAIT_SHARE_CRIT_PCT = 50.0
@@ -36,6 +46,7 @@ RUN_TO_RUN_NOISE_PCT = 5.0
 # Fewer steps than this after warm-up say too little about a pipeline that prefetches a few batches ahead.
 MIN_STEADY_STEPS = 5
 MAX_SUGGESTED_WORKERS = 8
+CPU_BOUND_SHARE = 0.5  # loading that computes at least half its time is CPU work: cores, not workers, limit it
 
 
 def _severity(interval: Interval, steps: int) -> Severity:
@@ -74,20 +85,30 @@ def input_pipeline_bound(run: Run) -> list[Finding]:
         "iterable_dataset": loader.is_iterable_dataset,
         "cpu_count": run.steps.cpu_count,
     }
+    sizing = size_workers(loader, numbers.step_time_s - wait.time_s, numbers.window.count, run.steps.cpu_count)
+    if sizing is not None:
+        evidence.update(
+            batch_load_s=round(sizing.load_s, 6),
+            batch_load_source=loader.batch_load_source,
+            step_work_s=round(sizing.work_s, 6),
+            workers_needed=sizing.needed,
+        )
+        if loader.batch_load_cpu_s is not None:
+            evidence["batch_load_cpu_s"] = round(loader.batch_load_cpu_s, 6)
     hot = loader_hot_line(run)
     if hot is not None:
         evidence["loader_hot_line"] = hot
-    wanted = loader_arguments(loader, run.steps.cpu_count, judged_device(run))
+    wanted = loader_arguments(loader, run.steps.cpu_count, judged_device(run), sizing)
     evidence.update(edits.evidence_of(edits.loader_edits(run.source, loader.where, wanted)))
     share = pct_text(wait.share_pct)
     if severity is Severity.INFO:
         title = (
             f"Borderline: the step may wait for the DataLoader {share} of the time "
-            f"(90% interval {interval.text()}, {numbers.window.count} steps; not clearly over "
+            f"(90% interval {interval.text()}, {counted(numbers.window.count, 'step')}; not clearly over "
             f"{WAIT_SHARE_WARN_PCT:.0f}% once run-to-run noise is allowed for)"
         )
     else:
-        title = f"The step waits for the DataLoader {share} of the time ({numbers.window.count} steps)"
+        title = f"The step waits for the DataLoader {share} of the time ({counted(numbers.window.count, 'step')})"
     return [
         Finding(
             code="input-pipeline-bound",
@@ -95,7 +116,7 @@ def input_pipeline_bound(run: Run) -> list[Finding]:
             severity=severity,
             title=title,
             evidence=evidence,
-            fix=loader_fix(loader, run.steps.cpu_count, judged_device(run)),
+            fix=loader_fix(loader, run.steps.cpu_count, judged_device(run), sizing),
             where=loader.where,
         )
     ]
@@ -115,14 +136,58 @@ def loader_hot_line(run: Run) -> str | None:
     return f"{hottest.where} ({hottest.function}), {pct_text(100.0 * hottest.self_s / wait_s)} of the wait"
 
 
-def suggested_workers(cpu_count: int | None) -> int:
-    """One core stays with the training loop; more than 8 workers rarely helps one GPU."""
+@dataclass(frozen=True)
+class WorkerSizing:
+    """How many workers the measured load time asks for, and how many this machine can run beside the loop."""
+
+    load_s: float  # LoaderInfo.batch_load_s
+    work_s: float  # the step's own work per batch: its time without the wait for data
+    needed: int  # workers that produce a batch per work_s
+    usable: int | None  # cores beside the training loop's; None: core count unknown
+    cpu_share: float | None  # the loading's CPU time over its time (num_workers=0 only)
+
+    @property
+    def beyond_cores(self) -> bool:
+        return self.usable is not None and self.needed > self.usable
+
+    @property
+    def waits_for_io(self) -> bool:
+        """The loading mostly waits (files, network): more workers than cores still help."""
+        return self.cpu_share is not None and self.cpu_share < CPU_BOUND_SHARE
+
+
+def size_workers(loader: LoaderInfo, step_work_s: float, steps: int, cpu_count: int | None) -> WorkerSizing | None:
+    """`step_work_s`: the step's time without its wait for data (record/numbers.py's mean over `steps` steps). None
+    when the load time per batch or the step's own work is unknown."""
+    if loader.batch_load_s is None or steps <= 0 or loader.batch_load_s <= 0:
+        return None
+    batches_per_step = max(1, round(loader.batches / steps)) if loader.batches else 1  # gradient accumulation
+    work_s = max(0.0, step_work_s) / batches_per_step
+    if work_s <= 0:
+        return None
+    needed = max(1, math.ceil(loader.batch_load_s / work_s))
+    usable = max(1, cpu_count - 1) if cpu_count else None
+    cpu_share = loader.batch_load_cpu_s / loader.batch_load_s if loader.batch_load_cpu_s is not None else None
+    return WorkerSizing(loader.batch_load_s, work_s, needed, usable, cpu_share)
+
+
+def suggested_workers(cpu_count: int | None, sizing: WorkerSizing | None = None) -> int:
+    """From measurement when there is one: the workers needed, as many as the cores run beside the loop. Without:
+    one core stays with the training loop, and more than 8 workers rarely helps one GPU."""
+    if sizing is not None:
+        # as many as the cores run beside the loop only when the loading is known to compute; waiting, or unknown
+        # (with workers), more workers than cores may still help
+        computes = sizing.cpu_share is not None and not sizing.waits_for_io
+        cores = sizing.usable if computes and sizing.usable is not None else sizing.needed
+        return min(sizing.needed, cores, MAX_SUGGESTED_WORKERS)
     return max(1, min((cpu_count or 2) - 1, MAX_SUGGESTED_WORKERS))
 
 
-def loader_arguments(loader: LoaderInfo, cpu_count: int | None, expected: str | None) -> dict[str, str]:
+def loader_arguments(
+    loader: LoaderInfo, cpu_count: int | None, expected: str | None, sizing: WorkerSizing | None = None
+) -> dict[str, str]:
     """The DataLoader keywords the fix sets, as code: what `loader_fix` writes and the patch edits."""
-    workers = suggested_workers(cpu_count)
+    workers = suggested_workers(cpu_count, sizing)
     wanted = {}
     if (loader.num_workers or 0) < workers:
         wanted["num_workers"] = str(workers)
@@ -132,18 +197,58 @@ def loader_arguments(loader: LoaderInfo, cpu_count: int | None, expected: str | 
     return wanted
 
 
-def loader_fix(loader: LoaderInfo, cpu_count: int | None, expected: str | None) -> str:
-    workers = suggested_workers(cpu_count)
+def sizing_comments(loader: LoaderInfo, sizing: WorkerSizing, cpu_count: int | None) -> list[str]:
+    """The arithmetic behind the suggested num_workers, in the fix's own words."""
+    current = loader.num_workers or 0
+    numbers = f"each batch takes {_ms(sizing.load_s)} to load, the step's own work {_ms(sizing.work_s)}"
+    if current == 0:
+        lines = [f"# {numbers}: it takes {counted(sizing.needed, 'worker')} to keep up"]
+    elif current < sizing.needed:
+        lines = [f"# {numbers}: {counted(current, 'worker')} can't keep up, use at least {sizing.needed}"]
+    else:
+        lines = [f"# {numbers}: {counted(current, 'worker')} should keep up, yet the step waits for them"]
+    if sizing.beyond_cores and cpu_count and sizing.usable is not None:
+        lines += cores_comment(sizing, cpu_count)
+    return lines
+
+
+def cores_comment(sizing: WorkerSizing, cpu_count: int) -> list[str]:
+    """More workers are needed than the cores run beside the loop: whether that limits loading depends on its CPU."""
+    cores = counted(cpu_count, "core")
+    if sizing.waits_for_io:
+        return [
+            f"# the loading mostly waits (its CPU time is {sizing.cpu_share or 0:.0%} of it: files, network), "
+            f"so more workers than the {cores} still help"
+        ]
+    usable = sizing.usable or 1
+    runs = f"# this machine has {cores}, so {counted(usable, 'worker')} {'is' if usable == 1 else 'are'} all it runs "
+    cheaper = "cache the decoded samples or simplify the transform"
+    if sizing.cpu_share is not None:
+        return [
+            runs + "beside the training loop;",
+            f"# the loading is CPU work ({sizing.cpu_share:.0%} of its time), so it is CPU-bound: {cheaper}",
+        ]
+    return [runs + "beside the training loop;", f"# if the loading is CPU work, it is CPU-bound: {cheaper}"]
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1e3:.1f} ms"
+
+
+def loader_fix(
+    loader: LoaderInfo, cpu_count: int | None, expected: str | None, sizing: WorkerSizing | None = None
+) -> str:
+    workers = suggested_workers(cpu_count, sizing)
     current = loader.num_workers or 0
     args = [f"batch_size={loader.batch_size}" if loader.batch_size else "batch_size=...", "shuffle=..."]
-    args += [f"{key}={value}" for key, value in loader_arguments(loader, cpu_count, expected).items()]
-    lines = []
+    args += [f"{key}={value}" for key, value in loader_arguments(loader, cpu_count, expected, sizing).items()]
+    lines = sizing_comments(loader, sizing, cpu_count) if sizing is not None else []
     if len(args) > 2:
         lines.append(f"loader = DataLoader({loader.dataset_class or 'dataset'}(...), {', '.join(args)})")
-    if current >= workers:
+    if current >= workers and sizing is None:
         lines.append(
-            f"# all {current} workers are busy on {cpu_count or '?'} cores: make __getitem__ cheaper "
-            "(decode once, cache, smaller images)"
+            f"# {_all_workers(current)} busy on {counted(cpu_count, 'core') if cpu_count else '? cores'}: make "
+            "__getitem__ cheaper (decode once, cache, smaller images)"
         )
     if loader.has_transform or current >= workers:
         lines.append(
@@ -152,3 +257,7 @@ def loader_fix(loader: LoaderInfo, cpu_count: int | None, expected: str | None) 
     if expected == "cuda":
         lines.append("x = x.to(device, non_blocking=True)  # with pin_memory=True the copy overlaps compute")
     return "\n".join(lines)
+
+
+def _all_workers(count: int) -> str:
+    return "the 1 worker is" if count == 1 else f"all {count} workers are"

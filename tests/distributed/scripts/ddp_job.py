@@ -1,8 +1,11 @@
 """A tiny DDP training job on CPU (gloo). Flags pick the mistake: --no-sampler, --slow-rank R, --crash-rank R,
---hang-at STEP (touch $JOB_READY_FILE, then wait to be stopped)."""
+--hang-at STEP (write its pid into $JOB_READY_FILE.RANK, then wait to be stopped), --block-at STEP (the same, but
+rank 0 waits inside a collective, in C++, where no Python signal handler can run, for rank 1, which ignores SIGTERM
+and never comes: torchrun SIGKILLs it after its grace period)."""
 
 import argparse
 import os
+import signal
 import time
 from pathlib import Path
 
@@ -35,6 +38,7 @@ def main() -> None:
     parser.add_argument("--slow-rank", type=int, default=-1)
     parser.add_argument("--crash-rank", type=int, default=-1)
     parser.add_argument("--hang-at", type=int, default=-1)
+    parser.add_argument("--block-at", type=int, default=-1)
     parser.add_argument("--steps", type=int, default=6)
     args = parser.parse_args()
 
@@ -51,8 +55,12 @@ def main() -> None:
             break
         if rank == args.crash_rank and step == 2:
             raise RuntimeError(f"rank {rank} hit a corrupt batch at step {step}")
-        if step == args.hang_at:
-            Path(f"{os.environ['JOB_READY_FILE']}.{rank}").touch()
+        if step in (args.hang_at, args.block_at):
+            Path(f"{os.environ['JOB_READY_FILE']}.{rank}").write_text(str(os.getpid()))
+            if step == args.block_at and rank == 0:
+                dist.barrier()  # rank 1 never joins: rank 0 waits in gloo, in C++
+            if step == args.block_at and rank == 1:
+                signal.signal(signal.SIGTERM, signal.SIG_IGN)
             time.sleep(600)  # a job that never ends, until torchrun stops it
         opt.zero_grad()
         loss = nn.functional.mse_loss(model(x), y)

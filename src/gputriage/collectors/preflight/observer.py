@@ -27,6 +27,7 @@ from gputriage.record.stand_in import (
     PlaceholderSite,
     StandInSection,
 )
+from gputriage.wording import counted
 
 # Rungs a preflight judges: placement (2, 3), the op census and syncs (4), the host side of rung 5.
 PREFLIGHT_RUNGS = [2, 3, 4, 5]
@@ -112,7 +113,7 @@ class Preflight:
     def _on_step(self, step: int) -> None:
         if self._stop_after_steps is not None and step >= self._stop_after_steps:
             self._stopped_at = step
-            raise StopRun(f"the preflight ends the job after {step} steps")
+            raise StopRun(f"the preflight ends the job after {counted(step, 'step')}")
 
     def _on_compile(self) -> None:
         self._compiled_eagerly = True

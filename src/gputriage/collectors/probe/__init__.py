@@ -1,35 +1,43 @@
-"""The run probe: the hooks that watch the user's training job from inside its process.
+"""The run probe: what watches the user's training job from inside its process.
 
 `RunProbe` is an Observer (see gputriage.collectors.observer). It wires the pieces together and lets the transition
 table in `window.py` decide which of them are on at each step:
 
-- always, for the observed steps: step detection, DataLoader wait, h2d / forward / backward / optimizer / sync timing;
-- the first steps: placement (global forward pre-hooks, functional losses, where modules and tensors were made);
+- for the observed steps (the probe window, `--steps N`): step detection, DataLoader wait, h2d / forward / backward /
+  optimizer / sync timing;
+- the first steps: placement (module calls, functional losses, where modules and tensors were made);
 - a short window after warm-up: the op census and the host-sync census.
+
+Nothing is attached to the user's objects: the probes observe through wrappers of torch's own classes and functions,
+torch's process-wide optimizer hooks and modes, and keep what they learn in their own maps keyed weakly by identity.
+When the window ends every one of them is taken out, so the rest of the job runs exactly as it would without
+gputriage; `finish()` takes out whatever is still in (the job ended inside the window), on every way a job ends.
 """
 
 from __future__ import annotations
 
 import contextlib
-import functools
 import os
 from collections.abc import Callable
 from typing import Any
 
 import torch
 from torch import nn
-from torch.utils.hooks import RemovableHandle
 
-from gputriage.collectors.patching import Patches
+from gputriage.collectors.identity import IdentityMap
+from gputriage.collectors.patching import Patches, remove_at_exit
+from gputriage.collectors.probe.calls import ModuleCalls
 from gputriage.collectors.probe.census import MixedDeviceMode, MixedDevices, OpCensus
 from gputriage.collectors.probe.clock import PhaseClock
 from gputriage.collectors.probe.loader import LoaderProbe
-from gputriage.collectors.probe.placement import PlacementProbe
-from gputriage.collectors.probe.state import ProbeState
+from gputriage.collectors.probe.modes import leave_dispatch_mode
+from gputriage.collectors.probe.placement import PlacementProbe, has_tensors
+from gputriage.collectors.probe.state import ProbeState, capturing
 from gputriage.collectors.probe.steps import StepTracker
 from gputriage.collectors.probe.syncs import CudaSyncDebug, SyncRecorder, TensorTimers
 from gputriage.collectors.probe.window import CENSUS, MIXED, PLACEMENT, TIMING, Switch, WindowDriver
 from gputriage.collectors.usercode import traceback_user_where
+from gputriage.collectors.warnplace import WarningPlaces
 from gputriage.record import Run
 from gputriage.record.compute import ComputeSection
 from gputriage.record.placement import PlacementSection
@@ -56,16 +64,21 @@ class RunProbe:
         self._placement = PlacementProbe(self.state, self.placement_section)
         self._timers = TensorTimers(self.state, self._syncs)
         self._tracker = StepTracker(self.state, self.steps_section, self._on_step)
+        self._calls = ModuleCalls(self.state, self._on_module_call)
         self._autograd = Patches()
-        self._forward_hooks: list[RemovableHandle] = []
-        self._open_forwards: dict[int, int] = {}
+        self._warnings = WarningPlaces()
+        self._timed_modules: IdentityMap[nn.Module, bool] = IdentityMap()
         self._finished = False
+        self.window_ended = False
         # Other observers that follow the step counter (`run --trace`'s profiler window); called with each new step.
         self.step_listeners: list[Callable[[int], None]] = []
+        # Called once when the probe window ends before the job does (every probe is out by then): the distributed
+        # observer takes its wrappers out too, and `run` flushes a partial record.
+        self.window_end_listeners: list[Callable[[], None]] = []
         self._driver = WindowDriver(
             {
                 TIMING: Switch(self._start_timing, self._stop_timing),
-                PLACEMENT: Switch(self._placement.start_hooks, self._placement.stop),
+                PLACEMENT: Switch(self._start_placement, self._stop_placement),
                 CENSUS: Switch(self._start_census, self._stop_census),
                 MIXED: Switch(self._start_mixed, self._stop_mixed),
             },
@@ -73,25 +86,30 @@ class RunProbe:
         )
         self._loader.on_batch_start = self._tracker.batch_start
         self._loader.on_exhausted = self._tracker.loader_exhausted
-        self._placement.on_new_model = self._time_model
 
     # -- Observer ------------------------------------------------------------------------------------------------------
 
     def start(self, run: Run) -> None:
+        self._warnings.start()
         self._placement.start_sites()
         self._tracker.start()
         self._driver.enter_step(0)
+        remove_at_exit(self._remove_everything)
 
     def finish(self, run: Run) -> None:
         if self._finished:
             return
         self._finished = True
-        self._driver.stop_all()
-        self._placement.stop()
-        self._tracker.stop()
+        self._remove_everything()
         self.steps_section.loader = self._loader.busiest()
         run.placement = self.placement_section
         # no completed step (a crash in the first one): rung 5's step timing has nothing to say
+        run.steps = self.steps_section if self.steps_section.steps else None
+        run.compute = self._compute_section()
+
+    def snapshot(self, run: Run) -> None:
+        """Fill `run` with what the probes hold now, without stopping them (the partial record)."""
+        run.placement = self.placement_section
         run.steps = self.steps_section if self.steps_section.steps else None
         run.compute = self._compute_section()
 
@@ -113,26 +131,49 @@ class RunProbe:
             tb = tb.tb_next
         return where, self._placement.describe_module(module) if module is not None else None
 
+    def _remove_everything(self) -> None:
+        """Every wrapper, hook and mode out, whatever the window's state (idempotent)."""
+        self._driver.stop_all()
+        self._placement.stop()
+        self._tracker.stop()
+        self._warnings.stop()
+
     # -- window switches ---------------------------------------------------------------------------------------------
 
     def _on_step(self, step: int) -> None:
         self._driver.enter_step(step)
         for listener in self.step_listeners:
             listener(step)
+        if not self._driver.on and not self.window_ended:
+            self._end_window()
+
+    def _end_window(self) -> None:
+        self.window_ended = True
+        self._remove_everything()
+        for listener in self.window_end_listeners:
+            with contextlib.suppress(Exception):  # a listener must never break the user's step
+                listener()
 
     def _start_timing(self) -> None:
         self._loader.start()
         self._timers.start()
-        self._autograd.set(torch.autograd, "backward", self._wrap_backward(torch.autograd.backward))
+        self._calls.start()
+        self._autograd.wrap(torch.autograd, "backward", self._backward)
 
     def _stop_timing(self) -> None:
-        self._tracker.recording = False
         self._loader.stop()
         self._timers.stop()
+        self._calls.stop()
         self._autograd.restore()
-        for handle in self._forward_hooks:
-            handle.remove()
-        self._forward_hooks.clear()
+        self._tracker.stop()
+
+    def _start_placement(self) -> None:
+        self._placement.start_watching()
+        self._calls.watch_inner = True
+
+    def _stop_placement(self) -> None:
+        self._calls.watch_inner = False
+        self._placement.stop()
 
     def _start_census(self) -> None:
         self._census_steps.append(self.state.step)
@@ -151,9 +192,8 @@ class RunProbe:
         self._syncs.recording = False
         self._cuda_debug.stop()
         if self._census is not None:
-            # the user's own mode may be on top of ours; then leave the stack alone
             with contextlib.suppress(Exception):
-                self._census.__exit__(None, None, None)  # type: ignore[no-untyped-call]
+                leave_dispatch_mode(self._census)
 
     def _start_mixed(self) -> None:
         mode = MixedDeviceMode(self._mixed)
@@ -165,8 +205,8 @@ class RunProbe:
 
     def _stop_mixed(self) -> None:
         if self._mixed_mode is not None:
-            with contextlib.suppress(Exception):  # the user's own mode may be on top of ours
-                self._mixed_mode.__exit__(None, None, None)  # type: ignore[no-untyped-call]
+            with contextlib.suppress(Exception):
+                leave_dispatch_mode(self._mixed_mode)
             self._mixed_mode = None
 
     def _compute_section(self) -> ComputeSection | None:
@@ -189,44 +229,31 @@ class RunProbe:
 
     # -- forward and backward timing ---------------------------------------------------------------------------------
 
-    def _time_model(self, model: nn.Module) -> None:
-        """A new top-level model: time its forwards from now on (this first call was entered by the global hook)."""
-        key = id(model)
-        self._tracker.activity()
-        self.state.clock.push("forward")
-        self._open_forwards[key] = 1
-        self._forward_hooks.append(model.register_forward_pre_hook(self._forward_pre, with_kwargs=True))
-        self._forward_hooks.append(model.register_forward_hook(self._forward_post, always_call=True))
+    def _on_module_call(self, module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], outer: bool) -> bool:
+        """A module call (see calls.py): shown to placement while it watches; an outermost call of a model (a module
+        that holds tensors) or of a loss is the step's forward."""
+        if self._calls.watch_inner:
+            self._placement.see_call(module, args, kwargs, outer)
+        if not outer:
+            return False
+        timed = self._timed_modules.get(module)
+        if timed is None:
+            timed = isinstance(module, nn.modules.loss._Loss) or has_tensors(module)
+            self._timed_modules[module] = timed
+        if timed:
+            self._tracker.activity()
+        return timed
 
-    def _forward_pre(self, model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-        if self.state.in_child or self.state.in_loader:
-            return
-        self._tracker.activity()
-        self.state.clock.push("forward")
-        self._open_forwards[id(model)] = self._open_forwards.get(id(model), 0) + 1
-
-    def _forward_post(self, model: nn.Module, args: tuple[Any, ...], output: Any) -> None:
-        key = id(model)
-        if self._open_forwards.get(key, 0) > 0:
-            self._open_forwards[key] -= 1
-            self.state.clock.pop()
-
-    def _wrap_backward(self, orig: Any) -> Any:
+    def _backward(self, original: Any, *args: Any, **kwargs: Any) -> Any:
         state = self.state
-        tracker = self._tracker
-
-        @functools.wraps(orig)
-        def backward(*args: Any, **kwargs: Any) -> Any:
-            if state.in_child:
-                return orig(*args, **kwargs)
-            tracker.activity()
-            state.clock.push("backward")
-            try:
-                return orig(*args, **kwargs)
-            finally:
-                state.clock.pop()
-
-        return backward
+        if state.in_child or capturing():
+            return original(*args, **kwargs)
+        self._tracker.activity()
+        state.clock.push("backward")
+        try:
+            return original(*args, **kwargs)
+        finally:
+            state.clock.pop()
 
 
 def _stand_in_sum(steps: list[Step]) -> float | None:

@@ -21,7 +21,8 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from gputriage.collectors.identity import IdentityMap
-from gputriage.collectors.probe.state import ProbeState
+from gputriage.collectors.patching import hide_own_frames
+from gputriage.collectors.probe.state import ProbeState, capturing
 from gputriage.collectors.probe.syncs import SyncRecorder
 from gputriage.collectors.usercode import frame_where, user_frame
 from gputriage.record.compute import ComputeSection, MixedDeviceOp, OpStat
@@ -34,6 +35,14 @@ TOP_CPU_OPS = 12
 
 
 class OpCensus(TorchDispatchMode):  # type: ignore[no-untyped-call]
+    """The dispatch mode of the census window. It tells torch.compile to switch it off while compiling and for the
+    compiled code (`ignore_compile_internals`): without that, torch.compile refuses to compile under a user's dispatch
+    mode (and `fullgraph=True` fails), which would change the job. The census then counts the ops that run eagerly."""
+
+    @classmethod
+    def ignore_compile_internals(cls) -> bool:
+        return True
+
     def __init__(self, state: ProbeState, syncs: SyncRecorder, mixed: MixedDevices | None = None) -> None:
         super().__init__()  # type: ignore[no-untyped-call]
         self._state = state
@@ -46,15 +55,20 @@ class OpCensus(TorchDispatchMode):  # type: ignore[no-untyped-call]
         self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None
     ) -> Any:
         kwargs = kwargs or {}
-        if self._state.in_child or self._state.in_loader:
+        if self._state.in_child or self._state.in_loader or capturing():
             # collation inside DataLoader.__next__ is the input pipeline's time (rung 5), not the step's compute
-            return func(*args, **kwargs)
+            try:
+                return func(*args, **kwargs)
+            except BaseException as exc:
+                hide_own_frames(exc)
+                raise
         start_s = time.perf_counter()
         try:
             out = func(*args, **kwargs)
-        except BaseException:
+        except BaseException as exc:
             out = None
-            raise
+            hide_own_frames(exc)
+            raise  # a bare raise adds no frame of ours back
         finally:
             elapsed_s = time.perf_counter() - start_s
             with contextlib.suppress(Exception):  # the census must never break the user's op
@@ -177,7 +191,12 @@ class MixedDevices:
 
 
 class MixedDeviceMode(TorchDispatchMode):  # type: ignore[no-untyped-call]
-    """Only the tensors' look (MixedDevices), for the warm-up step, where the op census is off."""
+    """Only the tensors' look (MixedDevices), for the warm-up step, where the op census is off. Switched off under
+    torch.compile and graph capture, and invisible in tracebacks, as the census is."""
+
+    @classmethod
+    def ignore_compile_internals(cls) -> bool:
+        return True
 
     def __init__(self, mixed: MixedDevices) -> None:
         super().__init__()  # type: ignore[no-untyped-call]
@@ -187,9 +206,13 @@ class MixedDeviceMode(TorchDispatchMode):  # type: ignore[no-untyped-call]
         self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None
     ) -> Any:
         kwargs = kwargs or {}
-        out = func(*args, **kwargs)
+        try:
+            out = func(*args, **kwargs)
+        except BaseException as exc:
+            hide_own_frames(exc)
+            raise
         with contextlib.suppress(Exception):  # never break the user's op
-            if not self._mixed.ignored():
+            if not self._mixed.ignored() and not capturing():
                 tensors = [a for a in _flat(args) if isinstance(a, torch.Tensor)]
                 tensors += [v for v in kwargs.values() if isinstance(v, torch.Tensor)]
                 self._mixed.see(func, tensors, out, frames_up=2)

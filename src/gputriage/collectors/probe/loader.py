@@ -1,24 +1,90 @@
-"""DataLoader facts: where each loader was built, how it is configured, and how long the steps waited on it."""
+"""DataLoader facts: where each loader was built, how it is configured, how long the steps waited on it, and how long
+it takes to produce one batch.
+
+The load time per batch (LoaderInfo.batch_load_s) is what the worker advice rests on. It is measured where it can be
+seen from the training loop, without reaching into worker processes (whose start method, fork or spawn, decides what
+a patch would reach):
+- num_workers=0: the loop loads each batch itself inside __next__, so the wait is the load time (median over the
+  batches after the first, which pays for lazy initialisation);
+- num_workers=N: a batch the loop had to wait for (at least WAITED_SHARE of the time since the one before) was not
+  ready, so every worker was busy; the batches then arrive one per load time / N, and the load time is N times the
+  median interval between them. Batches that were ready when asked say only that the loader keeps up, so with fewer
+  than MIN_WAITED_BATCHES of them waited for, the load time stays unknown.
+With num_workers=0 the thread's CPU time in __next__ is measured too (batch_load_cpu_s): it tells loading that
+computes (CPU-bound: no more workers than cores help) from loading that waits for files (more workers still help).
+"""
 
 from __future__ import annotations
 
-import functools
+import statistics
 import threading
+import time
 import weakref
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from torch.utils.data import DataLoader, IterableDataset
 from torch.utils.data import dataloader as dataloader_mod
 
+from gputriage.collectors.identity import IdentityMap
 from gputriage.collectors.patching import Patches
 from gputriage.collectors.probe.state import ProbeState
 from gputriage.collectors.usercode import where_now
 from gputriage.record.steps import LoaderInfo
 
+WAITED_SHARE = 0.25  # a batch waited for this share of its interval or more was not ready: every worker was busy
+MIN_WAITED_BATCHES = 3
+MAX_TIMED_BATCHES = 10_000  # per loader: more than any observed window, and bounded for one that sets --steps huge
+
+
+@dataclass
+class BatchTimes:
+    """One loader's per-batch times while steps were observed (bounded), for LoaderInfo.batch_load_s."""
+
+    waits_s: list[float] = field(default_factory=list)
+    cpu_s: list[float] = field(default_factory=list)  # the loop thread's CPU time in __next__
+    waited_intervals_s: list[float] = field(default_factory=list)  # between batches, for those the loop waited for
+    last_end_s: float | None = None
+    last_iterator: int | None = None  # id() of the iterator of the last batch: an interval never spans two epochs
+
+    def add(self, iterator: int, wait_s: float, end_s: float, cpu_s: float) -> None:
+        if len(self.waits_s) < MAX_TIMED_BATCHES:
+            self.waits_s.append(wait_s)
+            self.cpu_s.append(cpu_s)
+        if self.last_end_s is not None and self.last_iterator == iterator:
+            interval_s = end_s - self.last_end_s
+            if (
+                interval_s > 0
+                and wait_s >= WAITED_SHARE * interval_s
+                and len(self.waited_intervals_s) < MAX_TIMED_BATCHES
+            ):
+                self.waited_intervals_s.append(interval_s)
+        self.last_end_s, self.last_iterator = end_s, iterator
+
+
+@dataclass(frozen=True)
+class LoadTime:
+    load_s: float  # LoaderInfo.batch_load_s
+    source: str  # LoaderInfo.batch_load_source
+    cpu_s: float | None = None  # LoaderInfo.batch_load_cpu_s
+
+
+def batch_load_time(num_workers: int | None, times: BatchTimes) -> LoadTime | None:
+    """The time to produce one batch, and how it was found (see the module docstring); None when unknown."""
+    if not num_workers:
+        if not times.waits_s:
+            return None
+        skip = 1 if len(times.waits_s) > 1 else 0  # the first batch pays for lazy initialisation
+        return LoadTime(statistics.median(times.waits_s[skip:]), "main-process", statistics.median(times.cpu_s[skip:]))
+    if len(times.waited_intervals_s) < MIN_WAITED_BATCHES:
+        return None
+    return LoadTime(num_workers * statistics.median(times.waited_intervals_s), "workers-derived")
+
 
 class LoaderProbe:
-    """Patches DataLoader creation, iteration and `__next__`.
+    """Patches DataLoader creation, iteration and `__next__` (torch's classes; what it learns about a loader or an
+    iterator is kept here, keyed by identity, never set on them).
 
     `on_batch_start` / `on_batch_end` / `on_exhausted` let the step tracker time the wait and, for loops without an
     optimizer, cut steps at each batch.
@@ -27,17 +93,19 @@ class LoaderProbe:
     def __init__(self, state: ProbeState) -> None:
         self._state = state
         self._patches = Patches()
-        self._sites: weakref.WeakKeyDictionary[DataLoader[Any], str] = weakref.WeakKeyDictionary()
+        self._sites: IdentityMap[DataLoader[Any], str] = IdentityMap()
+        self._iterators: IdentityMap[Any, LoaderInfo] = IdentityMap()
         self._loaders: dict[int, tuple[weakref.ref[DataLoader[Any]], LoaderInfo]] = {}
+        self._times: dict[int, BatchTimes] = {}  # by id() of the LoaderInfo
         self.on_batch_start: Callable[[], None] = lambda: None
         self.on_batch_end: Callable[[], None] = lambda: None
         self.on_exhausted: Callable[[], None] = lambda: None
 
     def start(self) -> None:
-        self._patches.set(DataLoader, "__init__", self._wrap_loader_init(DataLoader.__init__))
+        self._patches.wrap(DataLoader, "__init__", self._loader_init)
         base = dataloader_mod._BaseDataLoaderIter
-        self._patches.set(base, "__init__", self._wrap_iter_init(base.__init__))
-        self._patches.set(base, "__next__", self._wrap_next(base.__next__))
+        self._patches.wrap(base, "__init__", self._iter_init)
+        self._patches.wrap(base, "__next__", self._next)
 
     def stop(self) -> None:
         self._patches.restore()
@@ -45,63 +113,58 @@ class LoaderProbe:
     def busiest(self) -> LoaderInfo | None:
         """The loader the observed steps waited on longest (the training loader, usually)."""
         infos = [info for _, info in self._loaders.values() if info.batches > 0]
-        return max(infos, key=lambda i: (i.wait_s, i.batches), default=None)
+        busiest = max(infos, key=lambda i: (i.wait_s, i.batches), default=None)
+        if busiest is None:
+            return None
+        load = batch_load_time(busiest.num_workers, self._times.get(id(busiest), BatchTimes()))
+        if load is not None:
+            busiest.batch_load_s = load.load_s
+            busiest.batch_load_source = load.source
+            busiest.batch_load_cpu_s = load.cpu_s
+        return busiest
 
-    def _wrap_loader_init(self, orig: Callable[..., None]) -> Callable[..., None]:
-        probe = self
+    def _loader_init(self, original: Any, loader: DataLoader[Any], *args: Any, **kwargs: Any) -> None:
+        original(loader, *args, **kwargs)
+        if not self._state.in_child:
+            self._sites[loader] = where_now() or "?"
 
-        @functools.wraps(orig)
-        def __init__(loader: DataLoader[Any], *args: Any, **kwargs: Any) -> None:
-            orig(loader, *args, **kwargs)
-            if not probe._state.in_child:
-                probe._sites[loader] = where_now() or "?"
+    def _iter_init(self, original: Any, it: Any, loader: DataLoader[Any], *args: Any, **kwargs: Any) -> None:
+        original(it, loader, *args, **kwargs)
+        if not self._state.in_child:
+            self._iterators[it] = self._info_for(loader)
 
-        return __init__
-
-    def _wrap_iter_init(self, orig: Callable[..., None]) -> Callable[..., None]:
-        probe = self
-
-        @functools.wraps(orig)
-        def __init__(it: Any, loader: DataLoader[Any]) -> None:
-            orig(it, loader)
-            it._gputriage_info = probe._info_for(loader)
-
-        return __init__
-
-    def _wrap_next(self, orig: Callable[[Any], Any]) -> Callable[[Any], Any]:
-        probe = self
+    def _next(self, original: Any, it: Any) -> Any:
         state = self._state
+        info = self._iterators.get(it) if not state.in_child else None
+        if info is None or threading.get_ident() != state.owner_thread:
+            return original(it)  # a worker process, or a prefetch thread: not the loop's wait
         clock = state.clock
-
-        @functools.wraps(orig)
-        def __next__(it: Any) -> Any:
-            info: LoaderInfo | None = getattr(it, "_gputriage_info", None)
-            if info is None or state.in_child or threading.get_ident() != state.owner_thread:
-                return orig(it)  # a worker process, or a prefetch thread: not the loop's wait
-            probe.on_batch_start()
-            state.in_loader += 1
-            start_s = clock.now()
-            clock.push("data_wait")
-            try:
-                batch = orig(it)
-            except StopIteration:
-                clock.pop()
-                state.in_loader -= 1
-                probe.on_exhausted()
-                raise
-            except BaseException:
-                clock.pop()
-                state.in_loader -= 1
-                raise
+        self.on_batch_start()
+        state.in_loader += 1
+        start_s = clock.now()
+        cpu_start_s = time.thread_time()
+        clock.push("data_wait")
+        try:
+            batch = original(it)
+        except StopIteration:
             clock.pop()
             state.in_loader -= 1
-            if clock.running:
-                info.batches += 1
-                info.wait_s += clock.now() - start_s
-            probe.on_batch_end()
-            return batch
-
-        return __next__
+            self.on_exhausted()
+            raise
+        except BaseException:
+            clock.pop()
+            state.in_loader -= 1
+            raise
+        clock.pop()
+        state.in_loader -= 1
+        if clock.running:
+            end_s = clock.now()
+            info.batches += 1
+            info.wait_s += end_s - start_s
+            cpu_s = time.thread_time() - cpu_start_s
+            self._times.setdefault(id(info), BatchTimes()).add(id(it), end_s - start_s, end_s, cpu_s)
+        self.on_batch_end()
+        return batch
 
     def _info_for(self, loader: DataLoader[Any]) -> LoaderInfo:
         known = self._loaders.get(id(loader))

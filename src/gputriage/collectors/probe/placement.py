@@ -1,8 +1,14 @@
 """Rungs 2-3: where the model's tensors and the data entering the model and the loss really are.
 
-Global module forward pre-hooks run for the first steps only (they take every module call off PyTorch's fast path).
-Before that, light patches remember where modules, parameters and plain tensor attributes were created or attached,
-so a finding can point at the line to change.
+For the first steps, placement watches the outermost module calls (through `calls.ModuleCalls`, with their keyword
+arguments: a Hugging Face model is called with `input_ids=...`), the loss modules at any depth, and the functional
+losses. Before that, light patches of torch's `nn.Module` remember where modules, parameters and plain tensor
+attributes were created or attached, so a finding can point at the line to change.
+
+Nothing is registered on the user's modules, and `torch.nn.functional` is left alone: a script that keeps a reference
+to `F.cross_entropy` (`from torch.nn.functional import cross_entropy`, `self.loss = F.mse_loss`) must hold the real
+function, during the window and after it. A functional loss is seen through the builtin it calls
+(`torch._C._nn.cross_entropy_loss`), which nobody imports by name; TorchScript knows our wrapper as that builtin.
 """
 
 from __future__ import annotations
@@ -10,8 +16,9 @@ from __future__ import annotations
 import contextlib
 import functools
 import sys
+import threading
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from types import FrameType
 from typing import Any
 
@@ -21,31 +28,30 @@ from torch.nn.modules import module as module_mod
 from torch.utils.hooks import RemovableHandle
 
 from gputriage.collectors.identity import IdentityMap
-from gputriage.collectors.patching import Patches
-from gputriage.collectors.probe.state import ProbeState
-from gputriage.collectors.usercode import frame_where, user_frame, where_now
+from gputriage.collectors.patching import Patches, quiet_hook
+from gputriage.collectors.probe.state import ProbeState, capturing
+from gputriage.collectors.usercode import frame_where, is_own_file, user_frame, where_now
 from gputriage.record.placement import ModelInfo, PlacementSection, StrayPart, TensorSeen
 
-# Losses people call as functions; the module losses (nn.CrossEntropyLoss, ...) are seen by the forward pre-hook.
+# Losses people call as functions (the module losses, nn.CrossEntropyLoss..., are seen as module calls): the name
+# people know, and the builtin `torch.nn.functional` calls for it with (prediction, target, ...) first.
 FUNCTIONAL_LOSSES = (
-    "cross_entropy",
-    "nll_loss",
-    "mse_loss",
-    "l1_loss",
-    "smooth_l1_loss",
-    "huber_loss",
-    "binary_cross_entropy",
-    "binary_cross_entropy_with_logits",
-    "kl_div",
-    "poisson_nll_loss",
-    "gaussian_nll_loss",
-    "ctc_loss",
-    "margin_ranking_loss",
-    "hinge_embedding_loss",
-    "soft_margin_loss",
-    "multilabel_soft_margin_loss",
-    "cosine_embedding_loss",
-    "triplet_margin_loss",
+    ("cross_entropy", "torch._C._nn", "cross_entropy_loss"),
+    ("nll_loss", "torch._C._nn", "nll_loss_nd"),
+    ("mse_loss", "torch._C._nn", "mse_loss"),
+    ("l1_loss", "torch._C._nn", "l1_loss"),
+    ("smooth_l1_loss", "torch._C._nn", "smooth_l1_loss"),
+    ("huber_loss", "torch._C._nn", "huber_loss"),
+    ("binary_cross_entropy", "torch._C._nn", "binary_cross_entropy"),
+    ("soft_margin_loss", "torch._C._nn", "soft_margin_loss"),
+    ("binary_cross_entropy_with_logits", "torch", "binary_cross_entropy_with_logits"),
+    ("kl_div", "torch", "kl_div"),
+    ("poisson_nll_loss", "torch", "poisson_nll_loss"),
+    ("ctc_loss", "torch", "ctc_loss"),
+    ("margin_ranking_loss", "torch", "margin_ranking_loss"),
+    ("hinge_embedding_loss", "torch", "hinge_embedding_loss"),
+    ("cosine_embedding_loss", "torch", "cosine_embedding_loss"),
+    ("triplet_margin_loss", "torch", "triplet_margin_loss"),
 )
 MAX_STRAY_PARTS = 24
 MAX_TENSORS_PER_CALL = 8
@@ -78,10 +84,8 @@ class PlacementProbe:
         self.section = section
         self._site_patches = Patches()
         self._hook_handles: list[RemovableHandle] = []
-        self._fn_patches = Patches()
-        self._depth = 0
-        self._in_loss = 0
-        self._hooks_on = False
+        self._loss_patches = Patches()
+        self.watching = False  # the first steps: module calls and losses are recorded
         # Keyed by identity, never by the module's own __hash__/__eq__: a subclass may override them and read
         # attributes its __init__ has not set yet (torchmetrics' Metric, which Lightning's self.log creates).
         self._created: IdentityMap[nn.Module, str] = IdentityMap()  # module -> file:line
@@ -93,58 +97,52 @@ class PlacementProbe:
         self._moved: IdentityMap[nn.Module, tuple[str, str | None]] = IdentityMap()  # module -> (device, file:line)
         self._models: dict[int, tuple[weakref.ref[nn.Module], ModelInfo]] = {}
         self._calls_recorded: dict[str, int] = {}
-        self._timed_losses: set[int] = set()
-        self.on_new_model: Callable[[nn.Module], None] | None = None
 
     # -- sites: always on until the placement window ends ---------------------------------------------------------
 
     def start_sites(self) -> None:
-        self._site_patches.set(nn.Module, "__init__", self._wrap_init(nn.Module.__init__))
-        self._site_patches.set(nn.Module, "__setattr__", self._wrap_setattr(nn.Module.__setattr__))
-        self._site_patches.set(nn.Module, "to", self._wrap_move(nn.Module.to))
-        self._site_patches.set(nn.Module, "cuda", self._wrap_move(nn.Module.cuda, "cuda"))
-        self._site_patches.set(nn.Module, "cpu", self._wrap_move(nn.Module.cpu, "cpu"))
-        self._hook_handles.append(module_mod.register_module_module_registration_hook(self._on_register_module))
-        self._hook_handles.append(module_mod.register_module_parameter_registration_hook(self._on_register_member))
-        self._hook_handles.append(module_mod.register_module_buffer_registration_hook(self._on_register_member))
+        self._site_patches.wrap(nn.Module, "__init__", self._init)
+        self._site_patches.wrap(nn.Module, "__setattr__", self._setattr)
+        self._site_patches.wrap(nn.Module, "to", self._move)
+        self._site_patches.wrap(nn.Module, "cuda", self._move_cuda)
+        self._site_patches.wrap(nn.Module, "cpu", self._move_cpu)
+        for register, hook in (
+            (module_mod.register_module_module_registration_hook, self._on_register_module),
+            (module_mod.register_module_parameter_registration_hook, self._on_register_member),
+            (module_mod.register_module_buffer_registration_hook, self._on_register_member),
+        ):
+            self._hook_handles.append(quiet_hook(register, hook))
 
-    def _wrap_init(self, orig: Callable[..., None]) -> Callable[..., None]:
-        probe = self
+    def _init(self, original: Any, module: nn.Module, *args: Any, **kwargs: Any) -> None:
+        original(module, *args, **kwargs)
+        if not self._state.in_child:
+            self._created[module] = creation_site(module) or "?"
 
-        @functools.wraps(orig)
-        def __init__(module: nn.Module, *args: Any, **kwargs: Any) -> None:
-            orig(module, *args, **kwargs)
-            if not probe._state.in_child:
-                probe._created[module] = creation_site(module) or "?"
+    def _setattr(self, original: Any, module: nn.Module, name: str, value: Any) -> None:
+        original(module, name, value)
+        # Parameters and buffers have registration hooks; a plain tensor attribute has only this.
+        plain = isinstance(value, torch.Tensor) and not isinstance(value, nn.Parameter)
+        if plain and name not in module.__dict__.get("_buffers", {}):
+            self._remember_member(module, name)
 
-        return __init__
+    def _move(self, original: Any, module: nn.Module, *args: Any, **kwargs: Any) -> Any:
+        out = original(module, *args, **kwargs)
+        self._remember_move(module, _move_target(args, kwargs))
+        return out
 
-    def _wrap_setattr(self, orig: Callable[..., None]) -> Callable[..., None]:
-        probe = self
+    def _move_cuda(self, original: Any, module: nn.Module, *args: Any, **kwargs: Any) -> Any:
+        out = original(module, *args, **kwargs)
+        self._remember_move(module, "cuda")
+        return out
 
-        @functools.wraps(orig)
-        def __setattr__(module: nn.Module, name: str, value: Any) -> None:
-            orig(module, name, value)
-            # Parameters and buffers have registration hooks; a plain tensor attribute has only this.
-            plain = isinstance(value, torch.Tensor) and not isinstance(value, nn.Parameter)
-            if plain and name not in module.__dict__.get("_buffers", {}):
-                probe._remember_member(module, name)
+    def _move_cpu(self, original: Any, module: nn.Module, *args: Any, **kwargs: Any) -> Any:
+        out = original(module, *args, **kwargs)
+        self._remember_move(module, "cpu")
+        return out
 
-        return __setattr__
-
-    def _wrap_move(self, orig: Callable[..., Any], fixed_device: str | None = None) -> Callable[..., Any]:
-        probe = self
-
-        @functools.wraps(orig)
-        def move(module: nn.Module, *args: Any, **kwargs: Any) -> Any:
-            out = orig(module, *args, **kwargs)
-            if not probe._state.in_child:
-                target = fixed_device or _move_target(args, kwargs)
-                if target is not None:
-                    probe._moved[module] = (target, where_now())
-            return out
-
-        return move
+    def _remember_move(self, module: nn.Module, target: str | None) -> None:
+        if target is not None and not self._state.in_child:
+            self._moved[module] = (target, where_now())
 
     def _on_register_module(self, parent: nn.Module, name: str, sub: nn.Module | None) -> None:
         if sub is not None and not self._state.in_child:
@@ -160,83 +158,59 @@ class PlacementProbe:
         site = where_now()
         if site is not None:
             self._member_sites.setdefault(module, {})[name] = site
-            if self._hooks_on and self._depth > 0:
+            if self.watching and self._state.clock.phase == "forward":
                 self._set_in_forward.setdefault(module, set()).add(name)
 
-    # -- hooks: the first steps -------------------------------------------------------------------------------------
+    # -- watching: the first steps -------------------------------------------------------------------------------------
 
-    def start_hooks(self) -> None:
-        if self._hooks_on:
+    def start_watching(self) -> None:
+        if self.watching:
             return
-        self._hooks_on = True
-        self._hook_handles.append(module_mod.register_module_forward_pre_hook(self._pre_hook))
-        self._hook_handles.append(module_mod.register_module_forward_hook(self._post_hook, always_call=True))
-        functional = torch.nn.functional
-        for name in FUNCTIONAL_LOSSES:
-            orig = getattr(functional, name, None)
-            if orig is not None:
-                self._fn_patches.set(functional, name, self._wrap_loss_fn(name, orig))
+        self.watching = True
+        for name, owner_name, attr in FUNCTIONAL_LOSSES:
+            owner = sys.modules.get(owner_name)
+            if owner is not None:
+                make = functools.partial(self._functional_loss, name)
+                self._loss_patches.wrap(owner, attr, make, same_builtin=True)
 
     def stop(self) -> None:
         self.rescan_models()
-        self._hooks_on = False
+        self.watching = False
+        self._loss_patches.restore()
         for handle in self._hook_handles:
             handle.remove()
         self._hook_handles.clear()
-        self._fn_patches.restore()
         self._site_patches.restore()
         self.section.steps_watched = max(self.section.steps_watched, self._state.step)
 
-    def _pre_hook(self, module: nn.Module, args: tuple[Any, ...]) -> None:
-        depth = self._depth
-        self._depth += 1
-        if self._state.in_loader or self._state.in_child or not self._hooks_on:
-            return
+    def see_call(self, module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], outer: bool) -> None:
+        """A module call while placement watches: every outermost call, and the loss modules inside others."""
         try:
             if isinstance(module, nn.modules.loss._Loss):
-                self._in_loss += 1
-                self._record_loss_args(type(module).__name__, args, {})
-                if depth == 0 and id(module) not in self._timed_losses and self.on_new_model is not None:
-                    # not a model, but its forward is part of "perform computation" in the step phases
-                    self._timed_losses.add(id(module))
-                    self.on_new_model(module)
-            elif depth == 0:
-                self._see_top_level(module, args, _caller_kwargs(sys._getframe(1)))
+                self._record_call(type(module).__name__, "loss", args, kwargs)
+            elif outer:
+                self._see_top_level(module, args, kwargs)
         except Exception:
             return
 
-    def _post_hook(self, module: nn.Module, args: tuple[Any, ...], output: Any) -> None:
-        self._depth = max(0, self._depth - 1)
-        if isinstance(module, nn.modules.loss._Loss) and self._in_loss > 0:
-            self._in_loss -= 1
-
-    def _wrap_loss_fn(self, name: str, orig: Callable[..., Any]) -> Callable[..., Any]:
-        probe = self
-
-        @functools.wraps(orig)
-        def loss_fn(*args: Any, **kwargs: Any) -> Any:
-            if probe._hooks_on and not probe._in_loss and not probe._state.in_child:
-                with contextlib.suppress(Exception):  # never break the user's loss
-                    probe._record_loss_args(name, args, kwargs)
-            return orig(*args, **kwargs)
-
-        return loss_fn
+    def _functional_loss(self, name: str, original: Any, *args: Any, **kwargs: Any) -> Any:
+        state = self._state
+        # inside a loss module (seen as such), not the training loop, or a graph being captured: just the loss
+        if not (state.in_loss or state.in_child or threading.get_ident() != state.owner_thread or capturing()):
+            with contextlib.suppress(Exception):  # never break the user's loss
+                self._record_call(name, "loss", args[:2], {})  # (prediction, target); the rest is not data
+        return original(*args, **kwargs)
 
     def _see_top_level(self, module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         key = id(module)
-        if key not in self._models:
-            if not _has_tensors(module):
+        known = self._models.get(key)
+        if known is None or known[0]() is not module:
+            if not has_tensors(module):
                 return  # a parameter-free module (Flatten, a metric) is not "the model"
             info = self._describe_model(module)
             self._models[key] = (weakref.ref(module), info)
             self.section.models.append(info)
-            if self.on_new_model is not None:
-                self.on_new_model(module)
-        name = type(module).__name__
-        self._record_call(name, "input", args, kwargs)
-
-    def _record_loss_args(self, target: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-        self._record_call(target, "loss", args, kwargs)
+        self._record_call(type(module).__name__, "input", args, kwargs)
 
     def _record_call(self, target: str, kind: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         done = self._calls_recorded.get(target, 0)
@@ -260,7 +234,7 @@ class PlacementProbe:
         entry = TensorSeen(
             role=role,
             device=device_name(t),
-            shape=list(t.shape),
+            shape=[int(d) for d in t.shape],
             dtype=str(t.dtype).removeprefix("torch."),
             target=target,
             argument=argument,
@@ -401,22 +375,7 @@ def named_members(model: nn.Module) -> Iterator[tuple[str, str, torch.Tensor]]:
                 yield (f"{mod_path}.{name}" if mod_path else name), "attribute", value
 
 
-def _caller_kwargs(frame: FrameType | None) -> dict[str, Any]:
-    """The keyword arguments of the module call that runs this global pre-hook.
-
-    Global forward pre-hooks receive only the positional arguments; a Hugging Face model is called with keywords
-    (`model(input_ids=..., labels=...)`), and they sit in the calling `_call_impl` frame.
-    """
-    # torch runs the hooks in `_call_impl`, or in its `inner` closure when some hook needs the slow path
-    if frame is None or frame.f_code.co_name not in ("_call_impl", "inner"):
-        return {}
-    if frame.f_code.co_filename != module_mod.__file__:
-        return {}
-    kwargs = frame.f_locals.get("kwargs")
-    return kwargs if isinstance(kwargs, dict) else {}
-
-
-def _has_tensors(module: nn.Module) -> bool:
+def has_tensors(module: nn.Module) -> bool:
     return next(iter(named_members(module)), None) is not None
 
 
@@ -439,8 +398,11 @@ def _move_target(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | None:
 
 
 def creation_site(module: nn.Module) -> str | None:
-    """file:line of the code that built this module, past its own (and its base classes') __init__ lines."""
-    frame = sys._getframe(2)
+    """file:line of the code that built this module, past gputriage's frames and the module's own (and its base
+    classes') __init__ lines."""
+    frame: FrameType | None = sys._getframe(1)
+    while frame is not None and is_own_file(frame.f_code.co_filename):
+        frame = frame.f_back
     while frame is not None and frame.f_code.co_name == "__init__" and frame.f_locals.get("self") is module:
-        frame = frame.f_back  # type: ignore[assignment]
+        frame = frame.f_back
     return frame_where(user_frame(frame)) if frame is not None else None

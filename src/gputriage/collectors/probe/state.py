@@ -8,7 +8,18 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import torch
+from torch.compiler import is_compiling
+
 from gputriage.collectors.probe.clock import PhaseClock
+
+_tracing_state = torch._C._get_tracing_state
+
+
+def capturing() -> bool:
+    """A graph is being captured (torch.compile / torch.export, torch.jit.trace): the probes step aside, and leave no
+    trace in it. `is_compiling()` first: it is a constant while dynamo traces, so the rest is never traced."""
+    return is_compiling() or _tracing_state() is not None
 
 
 @dataclass
@@ -18,6 +29,7 @@ class ProbeState:
     owner_pid: int = field(default_factory=os.getpid)
     owner_thread: int = field(default_factory=threading.get_ident)  # the thread that runs the training loop
     in_loader: int = 0  # > 0 while DataLoader.__next__ runs (its modules are transforms, not the model)
+    in_loss: int = 0  # > 0 inside a loss module's call while placement watches (its F.* call is the same loss)
     in_sync_call: int = 0  # > 0 inside a Python-level sync wrapper, so the dispatch census does not count it twice
     step: int = 0  # index of the step that is running now
     # On a stand-in device: reads the host seconds spent computing its ops so far (Step.stand_in_s); None otherwise

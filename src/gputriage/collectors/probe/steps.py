@@ -13,8 +13,9 @@ from typing import Any
 from torch.optim import optimizer as optimizer_mod
 from torch.utils.hooks import RemovableHandle
 
+from gputriage.collectors.patching import quiet_hook
 from gputriage.collectors.probe.clock import StepTimes
-from gputriage.collectors.probe.state import ProbeState
+from gputriage.collectors.probe.state import ProbeState, capturing
 from gputriage.record.steps import Step, StepsSection
 
 OPTIMIZER = "optimizer"
@@ -32,13 +33,13 @@ class StepTracker:
         self._driver: weakref.ref[Any] | None = None
         self._hooks: list[RemovableHandle] = []
         self._stand_in_at_cut_s = 0.0
-        self.recording = True  # False after --steps N: only the count goes on
 
     def start(self) -> None:
-        self._hooks.append(optimizer_mod.register_optimizer_step_pre_hook(self._opt_pre))
-        self._hooks.append(optimizer_mod.register_optimizer_step_post_hook(self._opt_post))
+        self._hooks.append(quiet_hook(optimizer_mod.register_optimizer_step_pre_hook, self._opt_pre))
+        self._hooks.append(quiet_hook(optimizer_mod.register_optimizer_step_post_hook, self._opt_post))
 
     def stop(self) -> None:
+        """The end of the window (or of the job): the hooks come off, nothing of the tracker stays on the steps."""
         for handle in self._hooks:
             handle.remove()
         self._hooks.clear()
@@ -47,7 +48,7 @@ class StepTracker:
 
     def activity(self) -> None:
         """Something of a step happened (a batch, a forward, a backward): open the first step if none is open."""
-        if self.recording and not self._state.clock.running and not self._state.in_child:
+        if not self._state.clock.running and not self._state.in_child:
             self._state.clock.begin()
             self._stand_in_since_cut()  # the stand-in's work before this step is not the step's
 
@@ -62,15 +63,12 @@ class StepTracker:
             self._state.clock.cut(keep_running=False)
 
     def _opt_pre(self, opt: Any, args: Any, kwargs: Any) -> None:
-        if self._is_driver(opt) and self.recording and not self._state.in_child:
+        if not capturing() and self._is_driver(opt) and not self._state.in_child:
             self.activity()
             self._state.clock.push("optimizer")
 
     def _opt_post(self, opt: Any, args: Any, kwargs: Any) -> None:
-        if not self._is_driver(opt) or self._state.in_child:
-            return
-        if not self.recording:
-            self.section.steps_total = (self.section.steps_total or 0) + 1
+        if capturing() or not self._is_driver(opt) or self._state.in_child:
             return
         self._state.clock.pop()
         if self.section.step_source != OPTIMIZER:

@@ -19,7 +19,7 @@ from typing import Any
 import torch
 
 from gputriage.collectors.patching import Patches
-from gputriage.collectors.probe.state import ProbeState
+from gputriage.collectors.probe.state import ProbeState, capturing
 from gputriage.collectors.usercode import frame_where, is_framework_file, is_user_file, user_frame
 from gputriage.record.compute import HostSync
 
@@ -73,63 +73,47 @@ class TensorTimers:
 
     def start(self) -> None:
         tensor = torch.Tensor
-        self._patches.set(tensor, "to", self._wrap_to(tensor.to))
-        self._patches.set(tensor, "cuda", self._wrap_cuda(tensor.cuda))
+        self._patches.wrap(tensor, "to", self._to)
+        self._patches.wrap(tensor, "cuda", self._cuda)
         for name, kind in SYNC_METHODS.items():
-            self._patches.set(tensor, name, self._wrap_sync(getattr(tensor, name), kind))
+            self._patches.wrap(tensor, name, functools.partial(self._sync_method, kind))
 
     def stop(self) -> None:
         self._patches.restore()
 
-    def _wrap_to(self, orig: Callable[..., Any]) -> Callable[..., Any]:
+    def _to(self, original: Any, t: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
         state = self._state
-        syncs = self._syncs
-
-        @functools.wraps(orig)
-        def to(t: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
-            if not state.clock.running:
-                return orig(t, *args, **kwargs)
-            source = t.device.type
-            target = _target_device_type(args, kwargs)
-            if source == "cpu" and target not in (None, "cpu"):
-                state.clock.push("h2d")
-                try:
-                    return orig(t, *args, **kwargs)
-                finally:
-                    state.clock.pop()
-            if source != "cpu" and target == "cpu":
-                return _timed_sync(state, syncs, lambda: orig(t, *args, **kwargs), kind="to-cpu", device=source)
-            return orig(t, *args, **kwargs)
-
-        return to
-
-    def _wrap_cuda(self, orig: Callable[..., Any]) -> Callable[..., Any]:
-        state = self._state
-
-        @functools.wraps(orig)
-        def cuda(t: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
-            if not state.clock.running or t.device.type != "cpu":
-                return orig(t, *args, **kwargs)
+        if not state.clock.running or capturing():
+            return original(t, *args, **kwargs)
+        source = t.device.type
+        target = _target_device_type(args, kwargs)
+        if source == "cpu" and target not in (None, "cpu"):
             state.clock.push("h2d")
             try:
-                return orig(t, *args, **kwargs)
+                return original(t, *args, **kwargs)
             finally:
                 state.clock.pop()
+        if source != "cpu" and target == "cpu":
+            return _timed_sync(state, self._syncs, lambda: original(t, *args, **kwargs), kind="to-cpu", device=source)
+        return original(t, *args, **kwargs)
 
-        return cuda
-
-    def _wrap_sync(self, orig: Callable[..., Any], kind: str) -> Callable[..., Any]:
+    def _cuda(self, original: Any, t: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
         state = self._state
-        syncs = self._syncs
+        if not state.clock.running or capturing() or t.device.type != "cpu":
+            return original(t, *args, **kwargs)
+        state.clock.push("h2d")
+        try:
+            return original(t, *args, **kwargs)
+        finally:
+            state.clock.pop()
 
-        @functools.wraps(orig)
-        def sync_method(t: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
-            device = t.device.type
-            if device == "cpu" or state.in_sync_call or not state.clock.running or state.in_child:
-                return orig(t, *args, **kwargs)
-            return _timed_sync(state, syncs, lambda: orig(t, *args, **kwargs), kind=kind, device=device)
-
-        return sync_method
+    def _sync_method(self, kind: str, original: Any, t: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+        state = self._state
+        # a CPU tensor first: the common case (an optimizer's step counters), and no sync whatever the state
+        if t.is_cpu or state.in_sync_call or not state.clock.running or state.in_child or capturing():
+            return original(t, *args, **kwargs)
+        device = t.device.type
+        return _timed_sync(state, self._syncs, lambda: original(t, *args, **kwargs), kind=kind, device=device)
 
 
 def _timed_sync(state: ProbeState, syncs: SyncRecorder, call: Callable[[], Any], *, kind: str, device: str) -> Any:

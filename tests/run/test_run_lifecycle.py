@@ -1,0 +1,137 @@
+"""The run's life cycle at its edges (issue #12): --out checked before the script runs, a signal at any moment,
+a job killed where no handler runs, and the environment probe kept away from the working directory."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from run_cases import SCRIPTS
+
+BIN = Path(sys.executable).parent
+
+
+@pytest.fixture(autouse=True)
+def sigint_as_in_a_terminal() -> None:
+    """A test started from a non-interactive shell's background job would pass "ignore SIGINT" on to its children,
+    unlike a job started in a terminal; a handled signal is reset to the default in a child."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def gputriage(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    cmd = [str(BIN / "gputriage"), *args]
+    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, env={**os.environ, **(env or {})}, check=False)
+
+
+def report_of(out: Path) -> dict[str, Any]:
+    doc: dict[str, Any] = json.loads((out / "report.json").read_text())
+    return doc
+
+
+@pytest.mark.parametrize("kind", ["file", "symlink"])
+def test_an_out_that_cannot_be_the_report_folder_is_refused_before_the_script_runs(tmp_path: Path, kind: str) -> None:
+    shutil.copy(SCRIPTS / "marks_start.py", tmp_path)
+    out = tmp_path / "out"
+    if kind == "file":
+        out.write_text("not a folder")
+    else:
+        (tmp_path / "elsewhere").mkdir()
+        out.symlink_to(tmp_path / "elsewhere")
+    done = gputriage("run", "--expect-device", "cpu", "--out", str(out), "marks_start.py", cwd=tmp_path)
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1
+    assert done.stderr.startswith(("gputriage: error: --out ", "gputriage: error: argument --out: "))
+    assert not (tmp_path / "started.txt").exists()  # refused before any of the user's code
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into a read-only folder")
+def test_a_read_only_out_is_refused_before_the_script_runs(tmp_path: Path) -> None:
+    shutil.copy(SCRIPTS / "marks_start.py", tmp_path)
+    out = tmp_path / "out"
+    out.mkdir()
+    out.chmod(0o500)
+    try:
+        done = gputriage("run", "--expect-device", "cpu", "--out", str(out), "marks_start.py", cwd=tmp_path)
+    finally:
+        out.chmod(0o700)
+    assert done.returncode == 2 and "cannot write there" in done.stderr
+    assert not (tmp_path / "started.txt").exists()
+
+
+@pytest.mark.parametrize("name", ["SIGTERM", "SIGINT"])
+@pytest.mark.parametrize("delay_s", [0.0, 0.05, 0.3])
+def test_a_signal_just_after_the_last_line_still_gets_a_fresh_report_and_the_same_death(
+    tmp_path: Path, name: str, delay_s: float
+) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "report.json").write_text('{"stale": true}')
+    done = gputriage(
+        "run", "--expect-device", "cpu", "--out", str(out), "late_signal.py", name, str(delay_s), cwd=SCRIPTS
+    )
+    assert "stale" not in report_of(out)  # (at 0 s the signal may land before the last line: a report all the same)
+    if done.returncode == 0:
+        # SIGINT after gputriage was done, while Python joined the script's thread: Python's own behaviour there
+        assert name == "SIGINT" and "Exception ignored in: <module 'threading'" in done.stderr
+    else:
+        assert done.returncode == -getattr(signal, name), done.stderr[-2000:]
+
+
+def test_a_signal_during_start_up_ends_the_job_with_a_report(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    cmd = [str(BIN / "gputriage"), "run", "--expect-device", "cpu", "--out", str(out), "marks_start.py"]
+    proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    shutil.copy(SCRIPTS / "marks_start.py", tmp_path)
+    time.sleep(0.5)  # gputriage is starting (importing torch)
+    proc.send_signal(signal.SIGTERM)
+    proc.communicate(timeout=120)
+    assert proc.returncode == -signal.SIGTERM
+    assert report_of(out)["process"]["signal"] == "SIGTERM"
+
+
+@pytest.mark.parametrize("death", ["SIGKILL", "os._exit"])
+def test_a_job_killed_after_the_window_leaves_the_partial_record(tmp_path: Path, death: str) -> None:
+    """No handler runs on SIGKILL or os._exit: the record flushed at the end of the probe window is what remains."""
+    out = tmp_path / "out"
+    done = gputriage(
+        "run", "--expect-device", "cpu", "--steps", "3", "--out", str(out), "killed_after_window.py", death,
+        cwd=SCRIPTS,
+    )  # fmt: skip
+    assert done.returncode == (-signal.SIGKILL if death == "SIGKILL" else 7)
+    deadline = time.monotonic() + 30  # the report worker finishes writing after the job died
+    while not (out / "report.md").exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    doc = report_of(out)
+    assert doc["process"] is None  # the job was still running when this record was written
+    assert doc["steps"]["steps_observed"] == 3
+    assert doc["placement"]["models"][0]["name"] == "Linear"
+    assert doc["environment"]["torch"]["version"]
+    assert doc["compute"] is not None  # the op census of the window is in the partial record
+    # A CPU run judges rungs 1-4 not at all (nothing has to reach an accelerator): each says so, none says "no step"
+    for rung in doc["ladder"][:4]:
+        assert rung["status"] != "skipped" or "judged for cpu" in rung["reason"] or "meant for cpu" in rung["reason"]
+
+
+def test_the_environment_probe_never_runs_code_from_the_working_directory(tmp_path: Path) -> None:
+    (tmp_path / "torch.py").write_text("open('imported.txt', 'w').write('yes')\nraise SystemExit(3)\n")
+    done = gputriage("env", "--json", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert not (tmp_path / "imported.txt").exists()
+    assert json.loads(done.stdout)["environment"]["torch"]["installed"] is True
+
+
+def test_a_module_that_does_not_exist_fails_as_python_says(tmp_path: Path) -> None:
+    ours = gputriage("run", "--out", str(tmp_path / "out"), "-m", "no_such_module_here", cwd=tmp_path)
+    cmd = [sys.executable, "-m", "no_such_module_here"]
+    plain = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, check=False)
+    assert (ours.returncode, ours.stderr) == (plain.returncode, plain.stderr) == (1, plain.stderr)
+    assert not (tmp_path / "out" / "report.json").exists()

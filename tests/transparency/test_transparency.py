@@ -1,0 +1,48 @@
+"""A run under gputriage behaves exactly like a plain run (issue #12): each case of harness.py, plain and traced."""
+
+from __future__ import annotations
+
+import pytest
+from harness import CASES, Compared
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_the_job_cannot_tell_it_ran_under_gputriage(compared: dict[str, Compared], name: str) -> None:
+    result = compared[name]
+    assert result.differences == [], "\n".join(result.differences)
+
+
+def test_the_report_tells_how_each_job_ended(compared: dict[str, Compared]) -> None:
+    for name, result in compared.items():
+        report = result.traced.report
+        if report is None or CASES[name].torchrun:
+            continue
+        process = report["process"]
+        code = result.plain.returncode
+        if code < 0:  # died of a signal: the report says which
+            assert process["signal"] == {-2: "SIGINT", -15: "SIGTERM"}[code], name
+        else:
+            assert process["exit_code"] == code, name
+
+
+def test_text_that_is_not_utf8_is_escaped_in_the_report_never_dropped(compared: dict[str, Compared]) -> None:
+    report = compared["name_and_message_not_utf8"].traced.report
+    assert report is not None
+    assert report["argv"][0] == "s_\\udcff.py"
+    assert report["process"]["exception_message"] == "bad byte: caf\\udce9"
+    assert compared["argv_not_utf8"].traced.report["argv"][1] == "caf\\udce9"  # type: ignore[index]
+
+
+def test_a_relative_out_is_the_folder_where_the_job_started(compared: dict[str, Compared]) -> None:
+    where = compared["chdir_relative_out"].traced.report_where
+    assert where is not None and where.endswith("job/gt-out/report.json")
+
+
+def test_the_probes_saw_the_jobs(compared: dict[str, Compared]) -> None:
+    """Transparent, and still measuring: the models and steps of a few jobs are in their reports."""
+    for name in ("save_copy_pickle", "ema_each_step", "user_hooks", "checkpoint_resume", "workers_fork"):
+        report = compared[name].traced.report
+        assert report is not None and report["steps"]["steps_observed"] >= 3, name
+        assert report["placement"]["models"], name
