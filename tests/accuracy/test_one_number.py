@@ -30,7 +30,7 @@ def _terminal(diag: Diagnosis) -> str:
     from rich.console import Console
 
     out = io.StringIO()
-    render(diag, Console(file=out, width=400, color_system=None, soft_wrap=True))
+    render(diag, Console(file=out, width=400, color_system=None, soft_wrap=True), verbose=True)  # with its tables
     return out.getvalue()
 
 

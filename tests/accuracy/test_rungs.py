@@ -108,7 +108,7 @@ def test_the_terminal_says_not_measured_and_why() -> None:
     out = io.StringIO()
     render(diagnose(meta_run(process=crash(), placement=PlacementSection())), Console(file=out, width=300))
     text = out.getvalue()
-    assert "· not measured" in text and "skipped" not in text
+    assert "- not measured" in text and "skipped" not in text
     assert "no model ran a forward before the script crashed at step 0" in text
 
 
