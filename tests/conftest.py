@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -10,12 +9,9 @@ from typing import Any
 import pytest
 
 from contract import catalogue_problems
+from corpus_path import CORPUS
 from gputriage import diagnosis
 from gputriage.findings import Finding
-
-REPO_ROOT = Path(__file__).resolve().parent.parent
-# ../shared/corpus next to the checkout; GPUTRIAGE_CORPUS points elsewhere (a worktree whose parent has no shared/).
-CORPUS = Path(os.environ.get("GPUTRIAGE_CORPUS") or REPO_ROOT.parent / "shared" / "corpus")
 
 
 def _nvidia_gpu_present() -> bool:

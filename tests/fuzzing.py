@@ -19,8 +19,9 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+from corpus_path import CORPUS
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
-CORPUS = REPO_ROOT.parent / "shared" / "corpus"
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from gputriage.report.sanitize import inline_text
 from gputriage.version import __version__
 
 # Each module under gputriage.commands adds its sub-parser and sets `func`. Listed in the ladder's order of use.
-COMMANDS = ("env", "run", "trace", "watch", "report", "demo")
+COMMANDS = ("env", "run", "trace", "watch", "report", "compare", "demo")
 
 
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from gputriage import outdir
 from gputriage.commands.common import add_output_options, existing_path, exit_code_for, out_file, output_options
+from gputriage.commands.loop import add_patch_option, write_patch
 from gputriage.commands.rank_report import complete_job_report
 from gputriage.diagnosis import diagnose
 from gputriage.errors import InputError
@@ -32,6 +33,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     )
     p.add_argument("--html", type=out_file, metavar="FILE", help="write the self-contained HTML report here")
     p.add_argument("--md", type=out_file, metavar="FILE", help="write the Markdown report (for an issue or PR) here")
+    add_patch_option(p)
     add_output_options(p)
     p.set_defaults(func=main)
 
@@ -57,6 +59,7 @@ def main(args: argparse.Namespace) -> int:
     if len(args.paths) == 1 and args.paths[0].is_dir() and outdir.report_json(args.paths[0]).is_file():
         options.details_in = Path(os.path.abspath(args.paths[0]))  # noqa: PTH100  (as `run` names its --out)
     emit(diag, options)
+    write_patch(diag, args.patch, Path.cwd())
     return exit_code_for(diag, args.fail_on)
 
 

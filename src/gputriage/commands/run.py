@@ -26,7 +26,8 @@ from gputriage.collectors.runner import (
 )
 from gputriage.collectors.session import DEFAULT_STEPS, JobObservers, ObserveConfig, new_run, torch_facts_now
 from gputriage.collectors.textsafe import encode_safely
-from gputriage.commands.common import add_fail_on, add_verbose, device_name, out_folder, whole_number
+from gputriage.commands.common import add_verbose, device_name, out_folder, whole_number
+from gputriage.commands.loop import add_loop_options, check_loop_options
 from gputriage.commands.run_worker import ReportRequest, ReportWorker, report_job
 from gputriage.errors import InputError
 from gputriage.outdir import check_out_dir
@@ -50,6 +51,8 @@ class RunConfig:
     fail_on: str | None = None  # critical | warning: exit 1 when the job succeeded but such a finding exists (CI)
     trace_steps: int | None = None  # --trace: profile this many steps after warm-up; None: no profiler window
     preflight: str | None = None  # --preflight: the stand-in's backing (cpu | meta); None: a normal run
+    patch: Path | None = None  # --patch FILE: the fixes as a diff
+    baseline: Path | None = None  # --baseline DIR: compare with an earlier report after the run
     verbose: bool = False  # -v: the whole report on stderr (the files in out_dir always hold it all)
 
 
@@ -62,7 +65,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "the triage report to stderr and --out.",
     )
     add_run_options(p)
-    add_fail_on(p)
+    add_loop_options(p)  # --patch, --baseline and --fail-on (critical | warning | regression)
     add_verbose(p)
     p.add_argument("-m", dest="module", nargs=argparse.REMAINDER, metavar="MODULE", help="run a module, like python -m")
     p.add_argument("target", nargs=argparse.REMAINDER, metavar="script.py [ARGS...]", help="the script and its args")
@@ -133,6 +136,9 @@ def config_from(args: argparse.Namespace) -> RunConfig:
     config.verbose = getattr(args, "verbose", False)
     if preflight:
         config.preflight = preflight_backing(args)
+    check_loop_options(args)
+    # absolute now: the script may chdir, and the report worker writes the patch after it ends
+    config.patch, config.baseline = _absolute(getattr(args, "patch", None)), _absolute(getattr(args, "baseline", None))
     return config
 
 
@@ -195,6 +201,7 @@ class RunJob:
         self._code: int | None = None
         self._ending = threading.Lock()  # the main thread, or the signal watch when the main thread is stuck
         self._start_s = 0.0
+        self.start_cwd = Path.cwd()  # the patch's paths are relative to where the user started the job
 
     def run(self) -> int:
         self.signals.install()
@@ -249,6 +256,9 @@ class RunJob:
             multi_rank=is_multi_rank(),
             torch_raw=torch_facts_now(),
             verbose=self.config.verbose,
+            patch=str(self.config.patch) if self.config.patch is not None else None,
+            patch_root=str(self.start_cwd),
+            baseline=str(self.config.baseline) if self.config.baseline is not None else None,
         )
         fail_code = self.worker.request(request, record) if self.worker is not None else None
         if fail_code is None:  # no worker, or it did not answer: do its work here
@@ -281,6 +291,10 @@ class RunJob:
         if self.report_fd < 0:
             return self.start_stderr
         return open(self.report_fd, "w", encoding="utf-8", errors="backslashreplace", closefd=False)
+
+
+def _absolute(path: Path | None) -> Path | None:
+    return Path(os.path.abspath(path)) if path is not None else None  # noqa: PTH100  (symlinks kept as named)
 
 
 def _writes_to_fd(stream: TextIO, fd: int) -> bool:

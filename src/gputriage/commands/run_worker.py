@@ -54,6 +54,9 @@ class ReportRequest:
     torch_raw: dict[str, Any] | None = None  # torch_probe.collect() from the job's process
     partial: bool = False  # the probe window's end: write the report files, print nothing
     verbose: bool = False  # -v: the whole terminal report, not the short one
+    patch: str | None = None  # --patch FILE (absolute): the fixes as a unified diff
+    patch_root: str | None = None  # the folder the job started in: the patch's paths are relative to it
+    baseline: str | None = None  # --baseline DIR (absolute): compare with that earlier report after this one
 
 
 # --- the report's work, wherever it runs ------------------------------------------------------------------------------
@@ -86,7 +89,17 @@ def report_job(run: Run, request: ReportRequest, stream: TextIO, machine: Enviro
         write_files(diag, out_dir)
         return 0
     write_report(diag, out_dir, stream, verbose=request.verbose)
-    return fail_on_code(diag, request.fail_on, stream)
+    return close_the_loop(diag, request, stream) or fail_on_code(diag, severity_fail_on(request.fail_on), stream)
+
+
+def close_the_loop(diag: Diagnosis, request: ReportRequest, stream: TextIO) -> int:
+    """--patch and --baseline after the run's report; the --fail-on regression code (0 or 1)."""
+    from gputriage.commands.loop import compare_with_baseline, patch_after_job
+
+    if request.patch is not None:
+        patch_after_job(diag, Path(request.patch), Path(request.patch_root or "."), stream)
+    baseline = Path(request.baseline) if request.baseline is not None else None
+    return compare_with_baseline(diag, baseline, request.fail_on, request.out_dir, stream)
 
 
 def write_report(diag: Diagnosis, out_dir: Path, stream: TextIO, verbose: bool = False) -> None:
@@ -98,6 +111,11 @@ def write_report(diag: Diagnosis, out_dir: Path, stream: TextIO, verbose: bool =
         emit(diag, OutputOptions(out_dir=out_dir, terminal_stream=stream, verbose=verbose))
     except InputError as exc:  # an unwritable --out must not replace the script's exit code
         print(f"gputriage: error: {exc}", file=stream)
+
+
+def severity_fail_on(fail_on: str | None) -> str | None:
+    """The --fail-on that judges findings (critical | warning); `regression` judges the compare instead."""
+    return None if fail_on == "regression" else fail_on
 
 
 def fail_on_code(diag: Diagnosis, fail_on: str | None, stream: TextIO) -> int:

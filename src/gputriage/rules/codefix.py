@@ -241,8 +241,10 @@ def _rank_calls(calls: list[ast.Call], callee: str | None) -> list[ast.Call]:
             return 0
         if wanted.endswith("loss") and ("loss" in name or "criterion" in name):
             return 1
-        if not wanted.endswith("loss") and name not in FACTORIES and not ast.unparse(call.func).startswith("torch."):
-            return 2
+        a_loss = "loss" in name or "criterion" in name
+        if not wanted.endswith("loss") and not a_loss and name not in FACTORIES:
+            # `loss_fn(model(x), y)`: the model's input is the inner call's, not the loss's first argument
+            return 2 if not ast.unparse(call.func).startswith("torch.") else 3
         return 3
 
     return sorted(calls, key=score)
@@ -335,13 +337,13 @@ def _moved_line(source: SourceSection | None, t: TensorSeen, device: str) -> tup
     if expr is None:
         return None
     before = f"line {stmt.first_line}: {stmt.text}"
-    is_spread = t.argument is not None and not t.argument.startswith("args[") and _is_spread(stmt, expr)
-    if is_spread and isinstance(expr, ast.Name):
+    spread = t.argument is not None and not t.argument.startswith("args[") and is_spread(stmt, expr)
+    if spread and isinstance(expr, ast.Name):
         return before, moved_spread(expr.id, device)
     return before, moved_argument(stmt, expr, device)
 
 
-def _is_spread(stmt: Statement, expr: ast.expr) -> bool:
+def is_spread(stmt: Statement, expr: ast.expr) -> bool:
     """`expr` is passed as `**expr` in the statement."""
     return any(
         isinstance(n, ast.Call) and any(kw.arg is None and kw.value is expr for kw in n.keywords)
@@ -384,7 +386,7 @@ def factory_statement(source: SourceSection | None, where: str | None) -> Statem
     stmt = statement_at(source, where)
     if stmt is None:
         return None
-    if _factory_call(stmt.node) is not None:
+    if factory_call(stmt.node) is not None:
         return stmt
     stored = _stored_name(stmt.node)
     if stored is None or stmt.function is None:
@@ -395,7 +397,7 @@ def factory_statement(source: SourceSection | None, where: str | None) -> Statem
         if isinstance(n, ast.Assign)
         and n.lineno + stmt.offset < stmt.first_line
         and any(isinstance(t, ast.Name) and t.id == stored for t in n.targets)
-        and _factory_call(n) is not None
+        and factory_call(n) is not None
     ]
     if not earlier:
         return None
@@ -418,7 +420,7 @@ def _is_register_buffer(call: ast.expr) -> bool:
     return isinstance(call, ast.Call) and len(call.args) >= 2 and ast.unparse(call.func).endswith("register_buffer")
 
 
-def _factory_call(node: ast.AST) -> ast.Call | None:
+def factory_call(node: ast.AST) -> ast.Call | None:
     """The first call of a torch tensor factory without `device=` (torch.ones, torch.arange, ...)."""
     for n in ast.walk(node):
         if not isinstance(n, ast.Call) or ast.unparse(n.func).split(".")[-1] not in FACTORIES:
@@ -431,7 +433,7 @@ def _factory_call(node: ast.AST) -> ast.Call | None:
 
 def with_device(stmt: Statement, device: str) -> str | None:
     """The statement with `device=...` added to its tensor factory call, in the user's own formatting."""
-    call = _factory_call(stmt.node)
+    call = factory_call(stmt.node)
     if call is None:
         return None
     if call.lineno == call.end_lineno and call.end_col_offset is not None:

@@ -26,7 +26,7 @@ from gputriage.record.compute import ComputeSection
 from gputriage.record.device import judged_device
 from gputriage.record.numbers import pct_text, step_numbers, wilson_interval_pct
 from gputriage.record.sampler import SampledLine, SamplerSection
-from gputriage.rules import codefix
+from gputriage.rules import codefix, edits
 from gputriage.rules.registry import rule
 from gputriage.wording import counted
 
@@ -244,18 +244,21 @@ def host_sync_in_loop(run: Run) -> list[Finding]:
     )
     if in_library:
         title += f", read inside library code ({hot[0].library_where})"
+    evidence: dict[str, object] = {
+        "syncs_per_step": round(sum(s.count for s in sites) / steps, 2),
+        "sync_time_per_step_s": round(sync_s / steps, 6),
+        "sync_pct_of_step": round(share_pct, 1),
+        "sites": [f"{s.kind} ×{s.count / steps:.1f}/step at {s.where}: {s.code}" for s in sites[:6]],
+    }
+    if not in_library:
+        evidence.update(edits.evidence_of(edits.read_rarely_edits(run.source, first.where)))
     return [
         Finding(
             code="host-sync-in-loop",
             rung=4,
             severity=Severity.INFO if in_library else Severity.WARNING,
             title=title,
-            evidence={
-                "syncs_per_step": round(sum(s.count for s in sites) / steps, 2),
-                "sync_time_per_step_s": round(sync_s / steps, 6),
-                "sync_pct_of_step": round(share_pct, 1),
-                "sites": [f"{s.kind} ×{s.count / steps:.1f}/step at {s.where}: {s.code}" for s in sites[:6]],
-            },
+            evidence=evidence,
             fix=LIBRARY_SYNC_FIX if in_library else USER_SYNC_FIX,
             where=hot[0].library_where if in_library else first.where,
         )

@@ -15,7 +15,7 @@ from gputriage.record import Run
 from gputriage.record.compute import MixedDeviceOp
 from gputriage.record.device import judged_device
 from gputriage.record.placement import ModelInfo, StrayPart, TensorSeen
-from gputriage.rules import codefix
+from gputriage.rules import codefix, edits
 from gputriage.rules.registry import rule
 
 # The texts of a device-mismatch RuntimeError, per backend and per PyTorch generation.
@@ -119,6 +119,7 @@ def _model_on_cpu(run: Run, model: ModelInfo, expected: str) -> Finding:
     if model.called_where:
         evidence["first_forward_where"] = model.called_where
     evidence.update(crash_evidence(run))
+    evidence.update(edits.evidence_of(edits.model_edits(run.source, model.where, model.called_where)))
     return Finding(
         code="model-on-cpu",
         rung=3,
@@ -164,6 +165,7 @@ def _model_partly_on_cpu(run: Run, model: ModelInfo, expected: str, off: int, to
             f"them in: {label}"
         )
         evidence["steps_completed"] = run.steps.steps_total if run.steps is not None else None
+    evidence.update(edits.evidence_of(edits.stray_edits(run.source, first, model.moved_where)))
     return Finding(
         code="model-partly-on-cpu",
         rung=3,
@@ -287,6 +289,7 @@ def _data_on_cpu(run: Run, inputs: list[TensorSeen], labels: list[TensorSeen], e
         "expected_device": expected,
     }
     evidence.update(crash_evidence(run))
+    evidence.update(edits.evidence_of(edits.data_edits(run.source, both)))
     if inputs and labels:
         what = "The inputs and the labels reach the model and the loss"
     elif inputs:
@@ -369,6 +372,8 @@ def census_mismatch(run: Run) -> list[Finding]:
         "mixed_ops": [f"{o.name} ×{o.count} at {o.where}" for o in ops[:6]],
         "window_steps": run.compute.window_steps,
     }
+    if first.cpu_tensor_where:
+        evidence.update(edits.evidence_of(edits.forward_factory_edits(run.source, first.cpu_tensor_where)))
     return [
         Finding(
             code="device-mismatch-error",

@@ -35,6 +35,7 @@ from gputriage.record import Run
 from gputriage.record.device import judged_device
 from gputriage.record.numbers import Interval, bootstrap_share_pct, pct_text, step_numbers
 from gputriage.record.steps import LoaderInfo, steady_steps
+from gputriage.rules import edits
 from gputriage.rules.registry import rule
 from gputriage.wording import counted
 
@@ -97,6 +98,8 @@ def input_pipeline_bound(run: Run) -> list[Finding]:
     hot = loader_hot_line(run)
     if hot is not None:
         evidence["loader_hot_line"] = hot
+    wanted = loader_arguments(loader, run.steps.cpu_count, judged_device(run), sizing)
+    evidence.update(edits.evidence_of(edits.loader_edits(run.source, loader.where, wanted)))
     share = pct_text(wait.share_pct)
     if severity is Severity.INFO:
         title = (
@@ -180,6 +183,20 @@ def suggested_workers(cpu_count: int | None, sizing: WorkerSizing | None = None)
     return max(1, min((cpu_count or 2) - 1, MAX_SUGGESTED_WORKERS))
 
 
+def loader_arguments(
+    loader: LoaderInfo, cpu_count: int | None, expected: str | None, sizing: WorkerSizing | None = None
+) -> dict[str, str]:
+    """The DataLoader keywords the fix sets, as code: what `loader_fix` writes and the patch edits."""
+    workers = suggested_workers(cpu_count, sizing)
+    wanted = {}
+    if (loader.num_workers or 0) < workers:
+        wanted["num_workers"] = str(workers)
+        wanted["persistent_workers"] = "True"
+    if expected == "cuda" and not loader.pin_memory:
+        wanted["pin_memory"] = "True"
+    return wanted
+
+
 def sizing_comments(loader: LoaderInfo, sizing: WorkerSizing, cpu_count: int | None) -> list[str]:
     """The arithmetic behind the suggested num_workers, in the fix's own words."""
     current = loader.num_workers or 0
@@ -224,12 +241,8 @@ def loader_fix(
     workers = suggested_workers(cpu_count, sizing)
     current = loader.num_workers or 0
     args = [f"batch_size={loader.batch_size}" if loader.batch_size else "batch_size=...", "shuffle=..."]
+    args += [f"{key}={value}" for key, value in loader_arguments(loader, cpu_count, expected, sizing).items()]
     lines = sizing_comments(loader, sizing, cpu_count) if sizing is not None else []
-    if current < workers:
-        args.append(f"num_workers={workers}")
-        args.append("persistent_workers=True")
-    if expected == "cuda" and not loader.pin_memory:
-        args.append("pin_memory=True")
     if len(args) > 2:
         lines.append(f"loader = DataLoader({loader.dataset_class or 'dataset'}(...), {', '.join(args)})")
     if current >= workers and sizing is None:

@@ -1,0 +1,385 @@
+"""`gputriage compare BEFORE AFTER`: did the fix work? Two diagnoses in, one comparison out (pure).
+
+Every number is one the reports already show (one number per concept): the step time and each part of the step from
+`step_numbers`, GPU busy from NVML's mean utilisation or the trace's busy share, samples/s from the loader's batch
+size. What this module adds is the judgement: better, worse or within the noise (`stats.py`), the findings resolved,
+still there and new, and a verdict in one line.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from gputriage.compare import stats
+from gputriage.compare.stats import BETTER, NOISE, UNMEASURED, WORSE, Judgement
+from gputriage.diagnosis import Diagnosis
+from gputriage.findings import Finding, Severity
+from gputriage.record import Run
+from gputriage.record.gpu import GpuTrack
+from gputriage.record.numbers import PARTS, gpu_util_mean_pct, host_parts_s, step_numbers
+from gputriage.record.steps import Step, steady_steps
+
+COMPARE_SCHEMA = "gputriage.compare/1"
+
+
+@dataclass(frozen=True)
+class Change:
+    key: str  # step_time | data_wait | h2d | ... | gpu_busy_nvml | gpu_busy_trace | samples_per_s
+    label: str  # "step time", "load data", "GPU busy (NVML)"
+    unit: str  # s | pct | per_s
+    before: float | None
+    after: float | None
+    judgement: Judgement
+
+    @property
+    def ratio(self) -> float | None:
+        """before / after: the speed-up of a time (1.59x), None when either side is missing or zero."""
+        if self.before is None or self.after is None or self.after <= 0 or self.before <= 0:
+            return None
+        return self.before / self.after
+
+
+@dataclass(frozen=True)
+class FindingRef:
+    code: str
+    rung: int
+    severity: str
+    where: str | None
+    title: str
+
+
+@dataclass
+class FindingsDelta:
+    resolved: list[FindingRef] = field(default_factory=list)
+    still: list[FindingRef] = field(default_factory=list)
+    new: list[FindingRef] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Side:
+    label: str  # the path as given
+    status: str  # the run's verdict status
+    exit_code: int | None
+    steps: int  # steady steps the step numbers rest on
+    stand_in: bool  # a preflight or the meta stand-in: the times are the host's, not a GPU's
+
+
+@dataclass
+class Comparison:
+    before: Side
+    after: Side
+    step_time: Change
+    parts: list[Change]
+    gpu_busy: list[Change]
+    throughput: Change | None
+    findings: FindingsDelta
+    status: str  # fixed | no change | regressed
+    summary: str
+    timing_judged: bool = True  # False: stand-in runs across a change of the findings (see `timing_comparable`)
+
+    def regressed_timing(self) -> bool:
+        """Step time or GPU busy got worse beyond the noise: what `--fail-on regression` guards."""
+        worse = any(c.judgement.direction == WORSE for c in [self.step_time, *self.gpu_busy])
+        return worse and self.timing_judged
+
+
+# -- the numbers of one run -------------------------------------------------------------------------------------------
+
+
+def steps_of(run: Run) -> list[Step]:
+    """The steps a run's step numbers rest on: the process's, or the lowest rank's of a merged job."""
+    if run.steps is not None and run.steps.steps:
+        return run.steps.steps
+    if run.ranks is not None:
+        for info in sorted(run.ranks.ranks, key=lambda i: i.rank):
+            if info.steps is not None and info.steps.steps:
+                return info.steps.steps
+    return []
+
+
+def _job_track(run: Run) -> GpuTrack | None:
+    """The GPU the job used: the first one its CUDA sees that NVML read, else the first one read."""
+    tracks = [t for t in (run.gpu.devices if run.gpu is not None else []) if gpu_util_mean_pct(t) is not None]
+    visible = [t for t in tracks if t.cuda_index is not None]
+    return min(visible, key=lambda t: t.cuda_index or 0) if visible else (tracks[0] if tracks else None)
+
+
+def _util_samples(track: GpuTrack | None) -> list[float]:
+    if track is None:
+        return []
+    return [s.gpu_util_pct for s in track.samples if s.gpu_util_pct is not None]
+
+
+def _trace_value(run: Run, name: str) -> float | None:
+    ranks = run.trace.ranks if run.trace is not None else []
+    value = getattr(ranks[0], name, None) if ranks else None
+    return float(value) if isinstance(value, (int, float)) else None
+
+
+def _batch_size(run: Run) -> int | None:
+    loader = run.steps.loader if run.steps is not None else None
+    return loader.batch_size if loader is not None and loader.batch_size else None
+
+
+def is_stand_in(run: Run) -> bool:
+    return run.stand_in is not None or run.expect_device == "meta"
+
+
+# -- the changes ------------------------------------------------------------------------------------------------------
+
+
+def _step_change(before: Run, after: Run) -> Change:
+    b_steps, a_steps = steady_steps(steps_of(before)), steady_steps(steps_of(after))
+    b_num, a_num = step_numbers(steps_of(before)), step_numbers(steps_of(after))
+    if b_num is not None or a_num is not None:
+        b_time = b_num.step_time_s if b_num is not None else None
+        a_time = a_num.step_time_s if a_num is not None else None
+        floor = stats.MIN_CHANGE_PCT / 100.0 * (b_time or a_time or 0.0)
+        judged = stats.judge(
+            [s.host_s() for s in b_steps] if b_num else [],
+            [s.host_s() for s in a_steps] if a_num else [],
+            floor,
+            higher_is_better=False,
+            what="step time",
+        )
+        return Change("step_time", "step time", "s", b_time, a_time, judged)
+    b_us, a_us = _trace_value(before, "step_time_us"), _trace_value(after, "step_time_us")
+    b_t = b_us / 1e6 if b_us is not None else None
+    a_t = a_us / 1e6 if a_us is not None else None
+    floor = stats.MIN_CHANGE_PCT / 100.0 * (b_t or 0.0)
+    return Change(
+        "step_time",
+        "step time",
+        "s",
+        b_t,
+        a_t,
+        stats.judge_single(b_t, a_t, floor, higher_is_better=False, what="step time (trace)"),
+    )
+
+
+def _part_changes(before: Run, after: Run, step_time: Change) -> list[Change]:
+    b_num, a_num = step_numbers(steps_of(before)), step_numbers(steps_of(after))
+    if b_num is None and a_num is None:
+        return []
+    b_steps, a_steps = steady_steps(steps_of(before)), steady_steps(steps_of(after))
+    # a part's change counts against the step: the same floor as the step time's
+    floor = stats.MIN_CHANGE_PCT / 100.0 * (step_time.before or step_time.after or 0.0)
+    out = []
+    for i, spec in enumerate(PARTS):
+        b = [host_parts_s(s)[i] for s in b_steps] if b_num is not None else []
+        a = [host_parts_s(s)[i] for s in a_steps] if a_num is not None else []
+        judged = stats.judge(b, a, floor, higher_is_better=False, what=spec.label)
+        out.append(
+            Change(
+                spec.key,
+                spec.label,
+                "s",
+                b_num.part(spec.key).time_s if b_num is not None else None,
+                a_num.part(spec.key).time_s if a_num is not None else None,
+                judged,
+            )
+        )
+    return out
+
+
+def _busy_changes(before: Run, after: Run) -> list[Change]:
+    out = []
+    b_track, a_track = _job_track(before), _job_track(after)
+    if b_track is not None or a_track is not None:
+        b_mean = gpu_util_mean_pct(b_track) if b_track is not None else None
+        a_mean = gpu_util_mean_pct(a_track) if a_track is not None else None
+        judged = stats.judge(
+            _util_samples(b_track),
+            _util_samples(a_track),
+            stats.MIN_BUSY_CHANGE_POINTS,
+            higher_is_better=True,
+            what="GPU busy (NVML samples)",
+        )
+        out.append(Change("gpu_busy_nvml", "GPU busy (NVML)", "pct", b_mean, a_mean, judged))
+    b_busy, a_busy = _trace_value(before, "busy_pct"), _trace_value(after, "busy_pct")
+    if b_busy is not None or a_busy is not None:
+        judged = stats.judge_single(
+            b_busy, a_busy, stats.MIN_BUSY_CHANGE_POINTS, higher_is_better=True, what="GPU busy (trace)"
+        )
+        out.append(Change("gpu_busy_trace", "GPU busy (trace)", "pct", b_busy, a_busy, judged))
+    return out
+
+
+def _throughput(before: Run, after: Run, step_time: Change) -> Change | None:
+    """Samples per second = batch size / step time, where the loader's batch size is known."""
+    b_batch, a_batch = _batch_size(before), _batch_size(after)
+    if b_batch is None and a_batch is None:
+        return None
+    b = b_batch / step_time.before if b_batch and step_time.before else None
+    a = a_batch / step_time.after if a_batch and step_time.after else None
+    direction = step_time.judgement.direction
+    if b_batch != a_batch and direction in (BETTER, WORSE):
+        direction = NOISE if b is None or a is None else (BETTER if a > b else WORSE)
+    judged = Judgement(direction, None, "from the step time and the loader's batch size")
+    return Change("samples_per_s", "samples/s", "per_s", b, a, judged)
+
+
+# -- findings ---------------------------------------------------------------------------------------------------------
+
+
+def _causes(diag: Diagnosis) -> list[Finding]:
+    return [f for f in diag.findings if f.severity is not Severity.INFO]
+
+
+def _key(f: Finding) -> tuple[str, str | None]:
+    """A finding is the same across runs when its code and file are: the fix moves line numbers."""
+    path = f.where.rpartition(":")[0] if f.where and ":" in f.where else f.where
+    return f.code, path
+
+
+def _ref(f: Finding) -> FindingRef:
+    return FindingRef(f.code, f.rung, f.severity.value, f.where, f.title)
+
+
+def findings_delta(before: Diagnosis, after: Diagnosis) -> FindingsDelta:
+    """Critical and warning findings resolved, still there and new (a cause that became info is resolved)."""
+    b, a = _causes(before), _causes(after)
+    a_keys, b_keys = {_key(f) for f in a}, {_key(f) for f in b}
+    delta = FindingsDelta()
+    delta.resolved = [_ref(f) for f in b if _key(f) not in a_keys]
+    delta.still = [_ref(f) for f in a if _key(f) in b_keys]
+    delta.new = [_ref(f) for f in a if _key(f) not in b_keys]
+    return delta
+
+
+# -- the verdict ------------------------------------------------------------------------------------------------------
+
+
+def _side(label: str, diag: Diagnosis) -> Side:
+    run = diag.run
+    proc = run.process
+    steps = len(steady_steps(steps_of(run)))
+    traced = _trace_value(run, "steps")
+    return Side(
+        label,
+        diag.verdict.status,
+        proc.exit_code if proc is not None else None,
+        steps if steps or traced is None else int(traced),
+        is_stand_in(run),
+    )
+
+
+def compare(before: Diagnosis, after: Diagnosis, before_label: str, after_label: str) -> Comparison:
+    step = _step_change(before.run, after.run)
+    parts = _part_changes(before.run, after.run, step)
+    busy = _busy_changes(before.run, after.run)
+    delta = findings_delta(before, after)
+    sides = (_side(before_label, before), _side(after_label, after))
+    judged = timing_comparable(sides, delta)
+    status, summary = verdict(step, busy, delta, sides) if judged else findings_verdict(step, delta, sides)
+    throughput = _throughput(before.run, after.run, step)
+    return Comparison(sides[0], sides[1], step, parts, busy, throughput, delta, status, summary, judged)
+
+
+def timing_comparable(sides: tuple[Side, Side], delta: FindingsDelta) -> bool:
+    """Can the two runs' times be judged against each other?
+
+    On a stand-in device (the meta stand-in, a preflight) the times are the host's. Across a change that resolved or
+    introduced a finding of rungs 2-4 (where the data, the model and the ops are), they are not comparable: a model
+    left on the CPU computed for real before the fix and the stand-in computes nothing after it, so a placement fix
+    can look like a slow-down or a large speed-up that a GPU would not show. Across any other change (a DataLoader
+    fix, a planted sleep, a no-op edit) the host's time is what changed, as it would on the GPU machine, and it is
+    judged.
+    """
+    stand_in = sides[0].stand_in or sides[1].stand_in
+    placement = any(2 <= r.rung <= 4 for r in [*delta.resolved, *delta.new])
+    return not (stand_in and placement)
+
+
+def findings_verdict(step: Change, delta: FindingsDelta, sides: tuple[Side, Side]) -> tuple[str, str]:
+    """The verdict from the findings alone, the timing shown but not judged (stand-in runs, `timing_comparable`)."""
+    timing = (
+        f"step {times_text(step.before, step.after)} on a stand-in device, not judged (the host's time, not a GPU's)"
+    )
+    if delta.new and not delta.resolved:
+        return "regressed", f"regressed: new {', '.join(r.code for r in delta.new)}; {timing}"
+    notes = [*_exit_note(sides), timing]
+    if delta.new:
+        notes.insert(0, f"new: {', '.join(r.code for r in delta.new)}")
+    resolved = ", ".join(r.code for r in delta.resolved)
+    return "fixed", f"fixed: {resolved} resolved" + "".join(f"; {n}" for n in notes)
+
+
+def verdict(step: Change, busy: list[Change], delta: FindingsDelta, sides: tuple[Side, Side]) -> tuple[str, str]:
+    """fixed | no change | regressed, and the one line that says why."""
+    timing = [*busy, step]
+    better = [c for c in timing if c.judgement.direction == BETTER]
+    worse = [c for c in timing if c.judgement.direction == WORSE]
+    if worse:
+        return "regressed", "regressed: " + ", ".join(change_text(c) for c in worse) + _findings_note(delta)
+    if better or delta.resolved:
+        if not better and delta.new:
+            return "regressed", "regressed: new " + ", ".join(r.code for r in delta.new)
+        shown = [change_text(c) for c in better] or [f"{', '.join(r.code for r in delta.resolved)} resolved"]
+        if better and delta.resolved:
+            shown.append(f"{', '.join(r.code for r in delta.resolved)} resolved")
+        notes = [] if better else [_timing_note(step, sides)]
+        notes += _exit_note(sides)
+        if delta.new:
+            notes.append(f"new: {', '.join(r.code for r in delta.new)}")
+        return "fixed", "fixed: " + ", ".join(shown) + "".join(f"; {n}" for n in notes if n)
+    if delta.new:
+        return "regressed", "regressed: new " + ", ".join(r.code for r in delta.new)
+    return "no change", "no change: " + _timing_note(step, sides) + _findings_note(delta)
+
+
+def change_text(change: Change) -> str:
+    """'step 154 -> 97 ms (1.59x)', 'GPU busy 31% -> 88%'."""
+    if change.unit == "pct":
+        return f"{change.label.split(' (')[0]} {_value(change.before, 'pct')} -> {_value(change.after, 'pct')}"
+    speed = f" ({change.ratio:.2f}x)" if change.ratio is not None and change.unit == "s" else ""
+    name = "step" if change.key == "step_time" else change.label
+    return f"{name} {times_text(change.before, change.after)}{speed}"
+
+
+def times_text(before: float | None, after: float | None) -> str:
+    """'154 -> 97 ms' in one unit chosen from the larger value."""
+    known = [v for v in (before, after) if v is not None]
+    if not known:
+        return "not measured"
+    scale, unit = (1.0, "s") if max(known) >= 10 else (1e3, "ms") if max(known) >= 0.01 else (1e6, "µs")
+
+    def one(v: float | None) -> str:
+        if v is None:
+            return "not measured"
+        return f"{v * scale:.0f}" if v * scale >= 100 else f"{v * scale:.3g}"
+
+    return f"{one(before)} -> {one(after)} {unit}"
+
+
+def _value(v: float | None, unit: str) -> str:
+    if v is None:
+        return "not measured"
+    return f"{v:.0f}%" if unit == "pct" else f"{v:.3g}"
+
+
+def _timing_note(step: Change, sides: tuple[Side, Side]) -> str:
+    if step.judgement.direction == UNMEASURED:
+        return f"step time {times_text(step.before, step.after)} ({step.judgement.reason})"
+    note = f"step {times_text(step.before, step.after)}, within the noise"
+    if any(s.stand_in for s in sides):
+        note += " (a stand-in run times the host, not a GPU)"
+    return note
+
+
+def _exit_note(sides: tuple[Side, Side]) -> list[str]:
+    b, a = sides[0].exit_code, sides[1].exit_code
+    if b not in (None, 0) and a == 0:
+        return [f"the job now completes (exit {b} -> 0)"]
+    return []
+
+
+def _findings_note(delta: FindingsDelta) -> str:
+    parts = []
+    if delta.resolved:
+        parts.append(f"resolved: {', '.join(r.code for r in delta.resolved)}")
+    if delta.new:
+        parts.append(f"new: {', '.join(r.code for r in delta.new)}")
+    if not parts:
+        parts.append("same findings" if delta.still else "no finding in either run")
+    return "; " + "; ".join(parts)

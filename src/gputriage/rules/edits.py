@@ -1,0 +1,379 @@
+"""The fixes as edits: the exact lines of the user's file that a finding's fix changes, for `--patch FILE`.
+
+Pure, like `codefix.py`, and built from the same pieces: an edit is the recorded snippet's lines (`old`) and the
+lines that replace them (`new`), both in the file's own indentation. A rule stores its edits in the finding's
+evidence (`edits`, a list of `Edit.to_json()`), so the fix text and the patch come from one computation; the patch
+writer (`report/patch.py`) only checks that the file on disk still holds `old` and writes the diff.
+
+Only edits that are safe as written are built: one statement (or the line before / after it) changed in place, with
+names the script already has. Anything else stays advice in the fix text, and the patch says so.
+"""
+
+from __future__ import annotations
+
+import ast
+import textwrap
+
+from gputriage.record.edit import Edit
+from gputriage.record.placement import StrayPart, TensorSeen
+from gputriage.record.source import SourceSection
+from gputriage.rules import codefix
+from gputriage.rules.codefix import Statement
+
+# `if step % READ_EVERY_STEPS == 0:` around a per-step print of a device value.
+READ_EVERY_STEPS = 100
+# Calls that only show a value: wrapping them in `if step % N == 0:` changes how often they show it, nothing else.
+_DISPLAY_CALLS = frozenset({"print", "info", "debug", "log", "write", "set_postfix", "add_scalar", "set_description"})
+
+
+def evidence_of(edits: list[Edit]) -> dict[str, object]:
+    """The evidence entry a rule adds: {"edits": [...]}, or nothing."""
+    return {"edits": [e.to_json() for e in edits]} if edits else {}
+
+
+# -- the statement's lines --------------------------------------------------------------------------------------------
+
+
+def _lines(stmt: Statement) -> list[str] | None:
+    last = stmt.first_line + (stmt.node.end_lineno or stmt.node.lineno) - stmt.node.lineno
+    lines = [stmt.snippet.line(n) for n in range(stmt.first_line, last + 1)]
+    return None if any(x is None for x in lines) else [x for x in lines if x is not None]
+
+
+def _indent_of(line: str) -> str:
+    return line[: len(line) - len(line.lstrip())]
+
+
+def _alone(stmt: Statement, lines: list[str]) -> bool:
+    """The statement starts its line (not `for x in xs: f(x)`, not after a `;`) and ends it."""
+    starts = stmt.node.col_offset + stmt.indent == len(_indent_of(lines[0]))
+    end = stmt.node.end_col_offset
+    rest = lines[-1][end + stmt.indent :] if end is not None else ";"
+    return starts and not rest.strip().startswith(";")
+
+
+def insert_before(stmt: Statement, added: list[str], kind: str) -> Edit | None:
+    """`added` on their own lines just above the statement, at its indentation."""
+    lines = _lines(stmt)
+    if not lines or not _alone(stmt, lines):
+        return None
+    pad = _indent_of(lines[0])
+    return Edit(stmt.snippet.path, stmt.first_line, (lines[0],), (*(pad + a for a in added), lines[0]), kind)
+
+
+def insert_after(stmt: Statement, added: list[str], kind: str) -> Edit | None:
+    """`added` on their own lines just below the statement, at its indentation."""
+    lines = _lines(stmt)
+    if not lines or not _alone(stmt, lines):
+        return None
+    pad = _indent_of(lines[0])
+    last = stmt.first_line + len(lines) - 1
+    return Edit(stmt.snippet.path, last, (lines[-1],), (lines[-1], *(pad + a for a in added)), kind)
+
+
+def splice(stmt: Statement, node: ast.AST, text: str, *, at_end: bool, kind: str) -> Edit | None:
+    """The statement's lines with `text` put at the end of `node` (or replacing it when not at_end)."""
+    return splice_many(stmt, [(node, text, at_end)], kind)
+
+
+def splice_many(stmt: Statement, changes: list[tuple[ast.AST, str, bool]], kind: str) -> Edit | None:
+    """Several in-line changes to one statement: (node, text, at_end) each, applied right to left."""
+    lines = _lines(stmt)
+    if not lines:
+        return None
+    new = list(lines)
+    spans = []
+    for node, text, at_end in changes:
+        pos = _file_span(stmt, node)
+        if pos is None:
+            return None
+        (l1, c1), (l2, c2) = pos
+        spans.append(((l2, c2), (l2, c2), text) if at_end else ((l1, c1), (l2, c2), text))
+    for (l1, c1), (l2, c2), text in sorted(spans, key=lambda s: s[0], reverse=True):
+        i1, i2 = l1 - stmt.first_line, l2 - stmt.first_line
+        if not (0 <= i1 <= i2 < len(new)) or c1 > len(new[i1]) or c2 > len(new[i2]):
+            return None
+        merged = new[i1][:c1] + text + new[i2][c2:]
+        new[i1 : i2 + 1] = merged.split("\n")
+    return Edit(stmt.snippet.path, stmt.first_line, tuple(lines), tuple(new), kind)
+
+
+def _file_span(stmt: Statement, node: ast.AST) -> tuple[tuple[int, int], tuple[int, int]] | None:
+    """(line, column) of the node's start and end in the file."""
+    start_line, end_line = getattr(node, "lineno", None), getattr(node, "end_lineno", None)
+    start_col, end_col = getattr(node, "col_offset", None), getattr(node, "end_col_offset", None)
+    if start_line is None or end_line is None or start_col is None or end_col is None:
+        return None
+    # tree columns count from the dedented text: put the indentation back (one-line parses are stripped instead)
+    return (start_line + stmt.offset, start_col + stmt.indent), (end_line + stmt.offset, end_col + stmt.indent)
+
+
+def _parses(edit: Edit) -> bool:
+    """The new lines still form statements (dedented, on their own)."""
+    try:
+        ast.parse(textwrap.dedent("\n".join(edit.new)))
+    except SyntaxError:
+        return False
+    return True
+
+
+def checked(edit: Edit | None) -> Edit | None:
+    return edit if edit is not None and edit.new != edit.old and _parses(edit) else None
+
+
+# -- the edit of each fix ----------------------------------------------------------------------------------------------
+
+
+def move_argument(
+    source: SourceSection | None, where: str | None, argument: str | None, callee: str | None, device: str
+) -> Edit | None:
+    """`x = x.to(device, non_blocking=True)` above `out = model(x)` (the argument is a name); `model(**batch)` gets
+    the dict comprehension; any other argument gets `.to(device, ...)` in place."""
+    stmt = codefix.statement_at(source, where)
+    if stmt is None:
+        return None
+    expr = codefix.call_argument(stmt, argument, callee)
+    if expr is None:
+        return None
+    if isinstance(expr, ast.Name):
+        spread = argument is not None and not argument.startswith("args[") and codefix.is_spread(stmt, expr)
+        line = codefix.moved_spread(expr.id, device) if spread else codefix.moved_argument(stmt, expr, device)
+        return checked(insert_before(stmt, [line], "move-data"))
+    return checked(splice(stmt, expr, f".to({device}, non_blocking=True)", at_end=True, kind="move-data"))
+
+
+def move_model(source: SourceSection | None, model_where: str | None, device: str) -> Edit | None:
+    """`net = Net()` -> `net = Net().to(device)` on the line that builds the model."""
+    stmt = codefix.statement_at(source, model_where)
+    found = codefix.assigned_call(stmt) if stmt is not None else None
+    if stmt is None or found is None:
+        return None
+    return checked(splice(stmt, found[1], f".to({device})", at_end=True, kind="move-model"))
+
+
+def move_after_attach(source: SourceSection | None, attach_where: str | None, device: str) -> Edit | None:
+    """`model.to(device)` right below `model.head = nn.Linear(...)`: the model moves after its last submodule."""
+    stmt = codefix.statement_at(source, attach_where)
+    found = codefix.assigned_attribute(stmt) if stmt is not None else None
+    if stmt is None or found is None:
+        return None
+    root = found[0].split(".", 1)[0].split("[", 1)[0]
+    if not root.isidentifier() or root in ("self", "cls"):
+        return None  # inside the class: the caller moves the model after constructing it
+    return checked(insert_after(stmt, [f"{root}.to({device})"], "move-model"))
+
+
+def register_buffer(stmt: Statement) -> Edit | None:
+    """`self.pe = pe` -> `self.register_buffer("pe", pe)`, in `__init__` only, and only when nothing assigned the
+    attribute earlier in it (register_buffer refuses a name that already exists)."""
+    found = codefix.assigned_attribute(stmt)
+    func = stmt.function
+    if found is None or func is None or func.name != "__init__" or found[0] != "self":
+        return None
+    name = found[1]
+    first_in_tree = stmt.first_line - stmt.offset
+    for earlier in ast.walk(func):
+        if isinstance(earlier, ast.Assign):
+            targets = earlier.targets
+        elif isinstance(earlier, ast.AnnAssign):
+            targets = [earlier.target]
+        else:
+            continue
+        if earlier.lineno < first_in_tree and any(ast.unparse(t) == f"self.{name}" for t in targets):
+            return None
+    node = stmt.node
+    value = node.value if isinstance(node, (ast.Assign, ast.AnnAssign)) else None
+    if value is None:
+        return None
+    lines = _lines(stmt)
+    text = _segment(stmt, value, lines) if lines else None
+    if text is None or not lines or not _alone(stmt, lines):
+        return None
+    body = f'self.register_buffer("{name}", {text})'.split("\n")
+    pad = _indent_of(lines[0])
+    tail = lines[-1][len(lines[-1].rstrip()) :]
+    comment = _trailing_comment(lines[-1])
+    new = [pad + body[0], *body[1:]]
+    new[-1] += f"  {comment}" if comment else tail
+    return checked(Edit(stmt.snippet.path, stmt.first_line, tuple(lines), tuple(new), "register-buffer"))
+
+
+def _segment(stmt: Statement, node: ast.AST, lines: list[str]) -> str | None:
+    """The node's source text, from the statement's lines in the file."""
+    span = _file_span(stmt, node)
+    if span is None:
+        return None
+    (l1, c1), (l2, c2) = span
+    i1, i2 = l1 - stmt.first_line, l2 - stmt.first_line
+    if not 0 <= i1 <= i2 < len(lines):
+        return None
+    if i1 == i2:
+        return lines[i1][c1:c2]
+    return "\n".join([lines[i1][c1:], *lines[i1 + 1 : i2], lines[i2][:c2]])
+
+
+def _trailing_comment(line: str) -> str:
+    text = codefix.without_comments(line.strip())
+    rest = line.strip()[len(text) :].strip()
+    return rest if rest.startswith("#") else ""
+
+
+def device_in_factory(stmt: Statement, device: str) -> Edit | None:
+    """`torch.ones(n, n)` -> `torch.ones(n, n, device=x.device)` on the line that makes the tensor."""
+    call = codefix.factory_call(stmt.node)
+    if call is None or call.end_col_offset is None:
+        return None
+    has_args = bool(call.args or call.keywords)
+    closing = _closing_parenthesis(call, call.end_col_offset)
+    text = f"{', ' if has_args else ''}device={device}"
+    return checked(splice(stmt, closing, text, at_end=True, kind="device-in-forward"))
+
+
+def _closing_parenthesis(call: ast.Call, end_col: int) -> ast.AST:
+    """A zero-width node just before the call's closing parenthesis: where an added argument goes."""
+    closing = ast.Pass()
+    closing.lineno = closing.end_lineno = call.end_lineno or call.lineno
+    closing.col_offset = closing.end_col_offset = end_col - 1
+    return closing
+
+
+def loader_arguments(source: SourceSection | None, where: str | None, wanted: dict[str, str]) -> Edit | None:
+    """The user's `DataLoader(...)` call with `wanted` keywords set (num_workers=3, pin_memory=True, ...)."""
+    stmt = codefix.statement_at(source, where)
+    if stmt is None or not wanted:
+        return None
+    call = next(
+        (n for n in ast.walk(stmt.node) if isinstance(n, ast.Call) and ast.unparse(n.func).endswith("DataLoader")),
+        None,
+    )
+    if call is None or any(kw.arg is None for kw in call.keywords) or call.end_col_offset is None:
+        return None
+    changes: list[tuple[ast.AST, str, bool]] = []
+    missing = []
+    for key, value in wanted.items():
+        given = next((kw for kw in call.keywords if kw.arg == key), None)
+        if given is not None:
+            changes.append((given.value, value, False))
+        else:
+            missing.append(f"{key}={value}")
+    if missing:
+        closing = _closing_parenthesis(call, call.end_col_offset)
+        sep = ", " if call.args or call.keywords else ""
+        changes.append((closing, sep + ", ".join(missing), True))
+    return checked(splice_many(stmt, changes, "loader-args"))
+
+
+def read_rarely(source: SourceSection | None, where: str | None) -> Edit | None:
+    """`print(f"... {loss}")` each step -> the same line under `if step % 100 == 0:`, with the loop's own counter.
+
+    Only a statement that just shows a value (a print or a logging call); a read whose result the loop uses (`x =
+    loss.item()`) changes what the loop computes, and stays advice.
+    """
+    stmt = codefix.statement_at(source, where)
+    if stmt is None or stmt.function is None or not _is_display(stmt.node):
+        return None
+    counter = _loop_counter(stmt)
+    lines = _lines(stmt)
+    if counter is None or not lines:
+        return None
+    pad = _indent_of(lines[0])
+    new = (
+        f"{pad}if {counter} % {READ_EVERY_STEPS} == 0:  # read the device value every {READ_EVERY_STEPS} steps",
+        *(f"    {line}" if line.strip() else line for line in lines),
+    )
+    return checked(Edit(stmt.snippet.path, stmt.first_line, tuple(lines), new, "read-rarely"))
+
+
+def _is_display(node: ast.stmt) -> bool:
+    if not isinstance(node, ast.Expr) or not isinstance(node.value, ast.Call):
+        return False
+    return ast.unparse(node.value.func).split(".")[-1] in _DISPLAY_CALLS
+
+
+def _loop_counter(stmt: Statement) -> str | None:
+    """The step counter of the innermost `for` around the statement: `step` in `for step in range(n)` or
+    `for step, batch in enumerate(loader)`."""
+    assert stmt.function is not None
+    line = stmt.node.lineno
+    loops = [
+        n for n in ast.walk(stmt.function) if isinstance(n, ast.For) and n.lineno < line <= (n.end_lineno or n.lineno)
+    ]
+    if not loops:
+        return None
+    loop = max(loops, key=lambda n: n.lineno)
+    call = ast.unparse(loop.iter.func) if isinstance(loop.iter, ast.Call) else ""
+    if call == "range" and isinstance(loop.target, ast.Name):
+        return loop.target.id
+    if call == "enumerate" and isinstance(loop.target, ast.Tuple) and isinstance(loop.target.elts[0], ast.Name):
+        return loop.target.elts[0].id
+    return None
+
+
+# -- per finding: what the rules call ----------------------------------------------------------------------------------
+
+
+def _unique(found: list[Edit | None]) -> list[Edit]:
+    seen: set[tuple[str, int, tuple[str, ...]]] = set()
+    out = []
+    for edit in found:
+        if edit is not None and (edit.path, edit.line, edit.new) not in seen:
+            seen.add((edit.path, edit.line, edit.new))
+            out.append(edit)
+    return out
+
+
+def data_edits(source: SourceSection | None, tensors: list[TensorSeen]) -> list[Edit]:
+    """Each tensor seen off the device moved before the call that received it, with the script's device expression
+    (none when the script names no device: the fix then says to define one)."""
+    if not tensors:
+        return []
+    device = codefix.device_expression(source, tensors[0].where)
+    if device is None:
+        return []
+    return _merged_inserts(_unique([move_argument(source, t.where, t.argument, t.target, device) for t in tensors]))
+
+
+def _merged_inserts(found: list[Edit]) -> list[Edit]:
+    """Lines inserted above the same statement (the inputs, then the labels) as one edit: edits never overlap."""
+    out: list[Edit] = []
+    for edit in found:
+        twin = next((e for e in out if (e.path, e.line, e.old) == (edit.path, edit.line, edit.old)), None)
+        is_insert = len(edit.old) == 1 and edit.new[-1:] == edit.old
+        if twin is not None and is_insert and twin.new[-1:] == twin.old:
+            out[out.index(twin)] = Edit(twin.path, twin.line, twin.old, (*twin.new[:-1], *edit.new), twin.kind)
+        elif twin is None:
+            out.append(edit)
+    return out
+
+
+def model_edits(source: SourceSection | None, model_where: str | None, called_where: str | None) -> list[Edit]:
+    device = codefix.device_expression(source, model_where or called_where)
+    return _unique([move_model(source, model_where, device)]) if device is not None else []
+
+
+def forward_factory_edits(source: SourceSection | None, where: str | None) -> list[Edit]:
+    """`device=` on the factory call that makes a tensor inside forward (the same statement the fix shows)."""
+    stmt = codefix.factory_statement(source, where)
+    return _unique([device_in_factory(stmt, codefix.forward_device(stmt))]) if stmt is not None else []
+
+
+def stray_edits(source: SourceSection | None, part: StrayPart | None, moved_where: str | None) -> list[Edit]:
+    """The part of a model left behind: made in forward (device=), a plain attribute (register_buffer), or a
+    submodule attached after the move (move again after it)."""
+    if part is None or part.where is None:
+        return []
+    if part.created_in_forward:
+        return forward_factory_edits(source, part.where)
+    if part.kind == "attribute":
+        stmt = codefix.statement_at(source, part.where)
+        return _unique([register_buffer(stmt)]) if stmt is not None else []
+    device = codefix.device_expression(source, moved_where or part.where)
+    return _unique([move_after_attach(source, part.where, device)]) if device is not None else []
+
+
+def loader_edits(source: SourceSection | None, where: str | None, wanted: dict[str, str]) -> list[Edit]:
+    return _unique([loader_arguments(source, where, wanted)]) if wanted else []
+
+
+def read_rarely_edits(source: SourceSection | None, where: str | None) -> list[Edit]:
+    return _unique([read_rarely(source, where)])

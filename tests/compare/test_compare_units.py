@@ -1,0 +1,167 @@
+"""The comparison on hand-built runs (no torch), and `gputriage compare` on hostile input."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+
+from corpus_path import CORPUS
+from gputriage.cli import main
+from gputriage.compare import compare
+from gputriage.compare.stats import BETTER, NOISE, UNMEASURED, WORSE, judge
+from gputriage.diagnosis import Diagnosis, diagnose
+from gputriage.findings import Finding, Severity
+from gputriage.record import Run
+from gputriage.record.gpu import GpuSample, GpuSection, GpuTrack
+from gputriage.record.steps import LoaderInfo, Step, StepsSection
+from gputriage.report.compare import compare_document, render_html
+from gputriage.report.document import build_document, encode_document
+
+
+def _steps(step_s: float, n: int = 20, jitter: float = 0.02, seed: int = 1) -> list[Step]:
+    rng = random.Random(seed)
+    out, t = [], 0.0
+    for i in range(n):
+        wall = step_s * (1 + rng.uniform(-jitter, jitter))
+        data = wall * 0.4
+        out.append(Step(i, t, wall, data_wait_s=data, forward_s=wall - data))
+        t += wall
+    return out
+
+
+def _run(step_s: float, *, seed: int = 1, util: float | None = None, batch: int | None = 32) -> Run:
+    run = Run(command="run")
+    run.steps = StepsSection(steps=_steps(step_s, seed=seed), loader=LoaderInfo(batch_size=batch))
+    if util is not None:
+        samples = [GpuSample(t_s=i * 0.1, gpu_util_pct=util + (i % 3)) for i in range(30)]
+        run.gpu = GpuSection(available=True, devices=[GpuTrack(index=0, cuda_index=0, samples=samples)])
+    return run
+
+
+def _diag(run: Run, findings: list[Finding] | None = None) -> Diagnosis:
+    diag = diagnose(run)
+    if findings is not None:
+        diag.findings = findings
+    return diag
+
+
+def test_the_noise_test() -> None:
+    assert judge([1.0] * 10, [0.5] * 10, 0.1, higher_is_better=False, what="t").direction == BETTER
+    assert judge([1.0] * 10, [1.5] * 10, 0.1, higher_is_better=False, what="t").direction == WORSE
+    assert judge([1.0, 1.2] * 5, [1.2, 1.0] * 5, 0.0, higher_is_better=False, what="t").direction == NOISE
+    assert judge([1.0] * 10, [1.05] * 10, 0.1, higher_is_better=False, what="t").direction == NOISE  # under floor
+    assert judge([1.0] * 3, [0.1] * 3, 0.1, higher_is_better=False, what="t").direction == NOISE  # too few
+    assert judge([], [1.0] * 10, 0.1, higher_is_better=False, what="t").direction == UNMEASURED
+
+
+def test_fixed_with_gpu_busy_step_time_and_throughput() -> None:
+    cause = Finding("input-pipeline-bound", 5, Severity.WARNING, "waits", where="train.py:10")
+    result = compare(
+        _diag(_run(0.154, util=31.0), [cause]), _diag(_run(0.097, seed=2, util=88.0), []), "before", "after"
+    )
+    assert result.status == "fixed"
+    assert result.summary.startswith("fixed: GPU busy 32% -> 89%, step 154 -> 97")
+    assert "(1.59x), input-pipeline-bound resolved" in result.summary
+    assert [r.code for r in result.findings.resolved] == ["input-pipeline-bound"]
+    assert result.throughput is not None and result.throughput.judgement.direction == BETTER
+    data = next(p for p in result.parts if p.key == "data_wait")
+    assert data.judgement.direction == BETTER
+    assert not result.regressed_timing()
+
+
+def test_no_change_and_regressed() -> None:
+    same = compare(_diag(_run(0.1)), _diag(_run(0.1, seed=2)), "a", "b")
+    assert same.status == "no change"
+    assert "within the noise" in same.summary
+    slower = compare(_diag(_run(0.1)), _diag(_run(0.2, seed=2)), "a", "b")
+    assert slower.status == "regressed"
+    assert slower.regressed_timing()
+    assert slower.summary.startswith("regressed: step 100 -> 200 ms (0.50x)")
+
+
+def test_a_new_cause_alone_is_a_regression() -> None:
+    new = Finding("host-sync-in-loop", 4, Severity.WARNING, "syncs", where="train.py:30")
+    result = compare(_diag(_run(0.1), []), _diag(_run(0.1, seed=2), [new]), "a", "b")
+    assert result.status == "regressed"
+    assert [r.code for r in result.findings.new] == ["host-sync-in-loop"]
+    assert not result.regressed_timing()  # --fail-on regression guards the timing only
+
+
+def test_same_finding_on_a_moved_line_is_still_there() -> None:
+    before = Finding("host-sync-in-loop", 4, Severity.WARNING, "syncs", where="train.py:30")
+    after = Finding("host-sync-in-loop", 4, Severity.WARNING, "syncs", where="train.py:32")
+    result = compare(_diag(_run(0.1), [before]), _diag(_run(0.1, seed=2), [after]), "a", "b")
+    assert [r.code for r in result.findings.still] == ["host-sync-in-loop"]
+    assert result.status == "no change"
+
+
+def test_json_document_and_html_escape_what_came_from_files() -> None:
+    hostile = Finding("model-on-cpu", 3, Severity.CRITICAL, "<script>alert(1)</script>", where="t.py:1")
+    before, after = _diag(_run(0.1), [hostile]), _diag(_run(0.05, seed=2), [])
+    result = compare(before, after, "<b>before</b>", "after")
+    doc = compare_document(result)
+    assert doc["schema"] == "gputriage.compare/1"
+    assert doc["verdict"]["status"] == "fixed"
+    assert set(doc) >= {"before", "after", "step_time", "parts", "gpu_busy", "throughput", "findings"}
+    page = render_html(result, before, after)
+    assert "<script>alert(1)" not in page and "&lt;script&gt;" in page
+    assert "<b>before</b>" not in page
+    assert page.count("<svg") >= 3  # two step diagrams and the shared timeline
+
+
+def _save(path: Path, run: Run) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "report.json").write_bytes(encode_document(build_document(diagnose(run))))
+    return path
+
+
+def test_cli_terminal_json_and_fail_on(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    a, b = _save(tmp_path / "a", _run(0.1)), _save(tmp_path / "b", _run(0.2, seed=2))
+    assert main(["compare", str(a), str(b / "report.json")]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("gputriage compare: regressed: step 100 -> 200 ms")
+    assert main(["compare", str(a), str(b), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["verdict"]["status"] == "regressed"
+    assert main(["compare", str(a), str(b), "--fail-on", "regression"]) == 1
+    assert main(["compare", str(b), str(a), "--fail-on", "regression"]) == 0
+    html = tmp_path / "c.html"
+    assert main(["compare", str(a), str(b), "--html", str(html)]) == 0
+    assert "regressed" in html.read_text()
+
+
+@pytest.mark.parametrize(
+    "content",
+    [None, b"", b"not json at all", b"{}", b'{"schema": "gputriage.report/1", "steps": 5}', b"\x00\xff" * 50],
+)
+def test_hostile_input_is_one_line_and_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], content: bytes | None
+) -> None:
+    good = _save(tmp_path / "good", _run(0.1))
+    bad = tmp_path / "bad.json"
+    if content is not None:
+        bad.write_bytes(content)
+    assert main(["compare", str(good), str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("gputriage: error: ") and err.count("\n") == 1, err
+    assert "Traceback" not in err
+
+
+TB_PLUGIN = CORPUS / "traces" / "kineto_tb_plugin" / "2021-02"
+
+
+@pytest.mark.skipif(not TB_PLUGIN.is_dir(), reason="needs ../shared/corpus")
+def test_two_real_traces_before_and_after_a_loader_fix(capsys: pytest.CaptureFixture[str]) -> None:
+    """The TensorBoard plugin's own example: ResNet-50 with num_workers=0, then 4."""
+    before = TB_PLUGIN / "resnet50_num_workers_0" / "worker0.pt.trace.json.gz"
+    after = TB_PLUGIN / "resnet50_num_workers_4" / "worker0.pt.trace.json.gz"
+    assert main(["compare", str(before), str(after), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["verdict"]["status"] == "fixed"
+    assert doc["step_time"]["direction"] == "better"
+    assert [g["key"] for g in doc["gpu_busy"]] == ["gpu_busy_trace"]
+    assert doc["gpu_busy"][0]["direction"] == "better"
+    assert "input-pipeline-bound" in {f["code"] for f in doc["findings"]["resolved"]}
+    assert doc["before"]["steps"] > 0

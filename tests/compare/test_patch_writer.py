@@ -1,0 +1,174 @@
+"""The patch writer on small sources: each edit kind, the parse check, and what stays advice (with its comment)."""
+
+from __future__ import annotations
+
+import ast
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from gputriage.diagnosis import diagnose
+from gputriage.findings import Finding, Severity
+from gputriage.record import Run
+from gputriage.record.edit import Edit
+from gputriage.record.placement import StrayPart, TensorSeen
+from gputriage.record.source import SourceSection, SourceSnippet
+from gputriage.report.patch import build_patch
+from gputriage.rules import edits
+
+TRAIN = """\
+import torch
+from torch import nn
+from torch.utils.data import DataLoader
+
+device = torch.device("cuda")
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 2)
+        self.scale = torch.ones(2)  # a plain attribute
+
+    def forward(self, x):
+        pos = torch.arange(0, x.shape[0])
+        return self.fc(x) * self.scale + pos[:, None]
+
+
+def main():
+    loader = DataLoader(list(range(8)), batch_size=4, num_workers=0)
+    model = Net()
+    model.head = nn.Linear(2, 2)
+    for step, (x, y) in enumerate(loader):
+        out = model(x)
+        loss = nn.functional.cross_entropy(out, y)
+        print(f"step {step} loss {loss}")
+"""
+
+
+def _source(path: str = "train.py", text: str = TRAIN) -> SourceSection:
+    """The whole file as one snippet per top-level def, as the source collector records functions."""
+    tree = ast.parse(text)
+    lines = text.split("\n")
+    snippets = []
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            for fn in [node] if isinstance(node, ast.FunctionDef) else node.body:
+                if isinstance(fn, ast.FunctionDef):
+                    body = "\n".join(lines[fn.lineno - 1 : fn.end_lineno])
+                    snippets.append(SourceSnippet(path, fn.lineno, body, "function", fn.name))
+    snippets += [
+        SourceSnippet(path, n, line, "device") for n, line in enumerate(lines, 1) if line.startswith("device =")
+    ]
+    return SourceSection(snippets)
+
+
+def _line(text: str, needle: str) -> int:
+    return next(i for i, line in enumerate(text.split("\n"), start=1) if needle in line)
+
+
+def _finding(code: str, found: list[Edit], where: str = "train.py:1") -> Finding:
+    return Finding(code, 2, Severity.CRITICAL, code, evidence=edits.evidence_of(found), fix="# the fix", where=where)
+
+
+def _patch(tmp_path: Path, findings: list[Finding], text: str = TRAIN) -> str:
+    (tmp_path / "train.py").write_text(text)
+    diag = diagnose(Run(command="run"))
+    diag.findings = findings
+    return build_patch(diag, tmp_path).text
+
+
+def _at(needle: str) -> str:
+    return f"train.py:{_line(TRAIN, needle)}"
+
+
+def _fixed(tmp_path: Path, by_code: dict[str, list[Edit]]) -> str:
+    """The file after `git apply` of the patch of one finding per code, each with its edits."""
+    return _apply(tmp_path, _patch(tmp_path, [_finding(code, found) for code, found in by_code.items()]))
+
+
+def _apply(tmp_path: Path, patch: str) -> str:
+    (tmp_path / "fix.patch").write_text(patch)
+    if shutil.which("git") is None:
+        pytest.skip("git not installed")
+    subprocess.run(["git", "apply", "fix.patch"], cwd=tmp_path, check=True, capture_output=True)
+    fixed = (tmp_path / "train.py").read_text()
+    ast.parse(fixed)
+    return fixed
+
+
+def test_moving_inputs_uses_the_scripts_names_and_device(tmp_path: Path) -> None:
+    where = f"train.py:{_line(TRAIN, 'out = model(x)')}"
+    seen = TensorSeen("input", "cpu", [4], "float32", target="Net", argument="args[0]", where=where)
+    found = edits.data_edits(_source(), [seen])
+    assert [e.kind for e in found] == ["move-data"]
+    fixed = _apply(tmp_path, _patch(tmp_path, [_finding("data-on-cpu", found, where)]))
+    assert "        x = x.to(device, non_blocking=True)\n        out = model(x)" in fixed
+
+
+def test_model_to_device_and_after_the_last_submodule(tmp_path: Path) -> None:
+    moved = edits.model_edits(_source(), _at("model = Net()"), None)
+    attached = edits.stray_edits(_source(), StrayPart("head", "module", "cpu", 6, _at("model.head =")), None)
+    fixed = _fixed(tmp_path, {"model-on-cpu": moved, "model-partly-on-cpu": attached})
+    assert "    model = Net().to(device)\n" in fixed
+    assert "    model.head = nn.Linear(2, 2)\n    model.to(device)\n" in fixed
+
+
+def test_register_buffer_and_device_in_forward(tmp_path: Path) -> None:
+    buffer = edits.stray_edits(_source(), StrayPart("scale", "attribute", "cpu", 2, _at("self.scale =")), None)
+    made = edits.forward_factory_edits(_source(), _at("torch.arange"))
+    fixed = _fixed(tmp_path, {"model-partly-on-cpu": buffer, "device-mismatch-error": made})
+    assert '        self.register_buffer("scale", torch.ones(2))  # a plain attribute\n' in fixed
+    assert "pos = torch.arange(0, x.shape[0], device=x.device)" in fixed
+
+
+def test_loader_arguments_and_reading_rarely(tmp_path: Path) -> None:
+    wanted = {"num_workers": "3", "persistent_workers": "True", "pin_memory": "True"}
+    loader = edits.loader_edits(_source(), _at("DataLoader(list"), wanted)
+    rarely = edits.read_rarely_edits(_source(), _at("print("))
+    fixed = _fixed(tmp_path, {"input-pipeline-bound": loader, "host-sync-in-loop": rarely})
+    assert "DataLoader(list(range(8)), batch_size=4, num_workers=3, persistent_workers=True, pin_memory=True)" in fixed
+    assert f"        if step % {edits.READ_EVERY_STEPS} == 0:" in fixed
+    assert '            print(f"step {step} loss {loss}")' in fixed
+
+
+def test_a_finding_without_a_safe_edit_stays_advice_in_a_comment(tmp_path: Path) -> None:
+    patch = _patch(tmp_path, [_finding("no-gpu-compute", [], "train.py:3")])
+    assert "# no-gpu-compute at train.py:3: no safe edit; the report's fix stays advice" in patch
+    assert "# nothing to apply" in patch
+    assert "---" not in patch
+
+
+def test_a_read_whose_value_is_used_is_not_edited() -> None:
+    text = "def main():\n    for step in range(3):\n        value = loss.item()\n"
+    assert edits.read_rarely_edits(_source(text=text), "train.py:3") == []
+
+
+def test_a_file_changed_since_the_run_is_left_out(tmp_path: Path) -> None:
+    found = edits.model_edits(_source(), f"train.py:{_line(TRAIN, 'model = Net()')}", None)
+    changed = TRAIN.replace("model = Net()", "model = Net(3)")
+    patch = _patch(tmp_path, [_finding("model-on-cpu", found)], text=changed)
+    assert "changed since the run" in patch
+    assert "+++" not in patch
+
+
+def test_an_edit_that_would_not_parse_is_left_out(tmp_path: Path) -> None:
+    line = _line(TRAIN, "model = Net()")
+    broken = Edit("train.py", line, ("    model = Net()",), ("    model = Net((",), "move-model")
+    patch = _patch(tmp_path, [_finding("model-on-cpu", [broken])])
+    assert "would not parse" in patch
+    assert "+++" not in patch
+
+
+def test_a_path_outside_the_folder_is_left_out(tmp_path: Path) -> None:
+    outside = Edit("../elsewhere.py", 1, ("x",), ("y",), "move-model")
+    assert "is outside" in _patch(tmp_path, [_finding("model-on-cpu", [outside])])
+
+
+def test_info_findings_are_not_patched(tmp_path: Path) -> None:
+    found = edits.model_edits(_source(), f"train.py:{_line(TRAIN, 'model = Net()')}", None)
+    note = _finding("model-on-cpu", found)
+    note.severity = Severity.INFO
+    assert "+++" not in _patch(tmp_path, [note])
