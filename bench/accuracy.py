@@ -16,87 +16,34 @@ times and the row counts how often it was right, and how often a healthy control
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import os
-import shlex
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-CORPUS_SCRIPTS = Path(os.environ.get("GPUTRIAGE_CORPUS", REPO_ROOT.parent / "shared" / "corpus")) / "scripts"
-PROJECT_SCRIPTS = REPO_ROOT / "tests" / "scripts"
+sys.path.insert(0, str(REPO_ROOT / "tests"))
+# The EXPECTED.tsv reader lives with the tests, which read the same files.
+from expected_cases import (  # noqa: E402
+    CORPUS_SCRIPTS,
+    HEALTHY,
+    PROJECT_SCRIPTS,
+    Expected,
+    read_expected,
+    where_matches,
+)
+
+__all__ = ["CORPUS_SCRIPTS", "HEALTHY", "PROJECT_SCRIPTS", "Expected", "read_expected", "where_matches"]
 MODES = ("meta", "cpu", "preflight")
-HEALTHY = "healthy"
 # Rung-1 findings at info say why no GPU is used on this machine; the corpus README allows them everywhere.
 ALWAYS_ALLOWED_INFO = {"no-gpu-visible", "cpu-only-build"}
 RUN_TIMEOUT_S = 600
-
-
-@dataclass(frozen=True)
-class Expected:
-    """One row of an EXPECTED.tsv."""
-
-    case: str
-    args: tuple[str, ...]  # the script (relative to the set's folder) and its arguments
-    root: str  # the expected verdict.root_cause, or "healthy"
-    acceptable: frozenset[str]  # codes that may appear; "code(info)" only at info
-    must_not: frozenset[str]
-    where: tuple[str, ...]  # "path:line" alternatives, relative to the set's folder; empty: no line expected
-    folder: Path
-
-    def acceptable_at(self, code: str, severity: str) -> bool:
-        if code in self.acceptable:
-            return True
-        return severity == "info" and f"{code}(info)" in self.acceptable
-
-
-def read_expected(folder: Path) -> list[Expected]:
-    path = folder / "EXPECTED.tsv"
-    if not path.is_file():
-        return []
-    rows = []
-    with path.open(newline="", encoding="utf-8") as fh:
-        for row in csv.DictReader(fh, delimiter="\t"):
-            rows.append(
-                Expected(
-                    case=row["case"],
-                    args=tuple(shlex.split(row["command args"])),
-                    root=row["expected root cause"].strip(),
-                    acceptable=_codes(row["acceptable codes"]),
-                    must_not=_codes(row["must-not-report codes"]),
-                    where=tuple(
-                        _resolve_mark(folder, w.strip())
-                        for w in row["expected where"].split("|")
-                        if w.strip() not in ("", "-")
-                    ),
-                    folder=folder,
-                )
-            )
-    return rows
-
-
-def _resolve_mark(folder: Path, where: str) -> str:
-    """`script.py:MARK name` is the line carrying `# MARK name` in that script, so an edit above it cannot stale the
-    expectation; a plain `script.py:N` is kept as written (the shared corpus uses line numbers)."""
-    path, _, line = where.partition(":")
-    if not line.startswith("MARK "):
-        return where
-    marker = f"# {line}"
-    for number, text in enumerate((folder / path).read_text(encoding="utf-8").splitlines(), start=1):
-        if text.rstrip().endswith(marker):
-            return f"{path}:{number}"
-    raise ValueError(f"{folder / 'EXPECTED.tsv'}: no '{marker}' in {path}")
-
-
-def _codes(cell: str) -> frozenset[str]:
-    return frozenset(c.strip() for c in cell.split(",") if c.strip() and c.strip() != "-")
 
 
 # -- running a case ----------------------------------------------------------------------------------------------------
@@ -155,18 +102,6 @@ class Score:
 
 def _serious(report: dict[str, Any]) -> list[dict[str, Any]]:
     return [f for f in report.get("findings", []) if f.get("severity") in ("critical", "warning")]
-
-
-def where_matches(where: str | None, expected: Iterable[str]) -> bool:
-    """A finding's `where` (absolute, or relative to the run's folder) matches `path:line` by path suffix and line."""
-    if not where or ":" not in where:
-        return False
-    path, _, line = where.rpartition(":")
-    for alternative in expected:
-        exp_path, _, exp_line = alternative.rpartition(":")
-        if line == exp_line and (path == exp_path or path.endswith("/" + exp_path)):
-            return True
-    return False
 
 
 def score(case: Expected, report: dict[str, Any]) -> Score:

@@ -1,18 +1,18 @@
-"""The corpus's real training scripts and their expectations (EXPECTED.tsv), read once for the tests and benches.
-
-The corpus lives next to the checkout (../shared/corpus/scripts), or where GPUTRIAGE_CORPUS points (a git worktree
-has no ../shared); it is never copied into the project.
+"""The corpus's real training scripts and their expectations, as the preflight's test and benches use them: a view of
+the one EXPECTED.tsv reader (tests/expected_cases.py), with a healthy control's root as None and the acceptable codes
+without their "(info)" qualifier (a preflight's test accepts them at any severity, and checks `must_not` apart).
 """
 
 from __future__ import annotations
 
-import csv
-import os
-import shlex
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the benches import this file by its folder
+from expected_cases import HEALTHY, Expected, corpus_scripts, read_expected, where_matches
+
+__all__ = ["CorpusCase", "corpus_cases", "corpus_scripts", "where_matches"]
 
 
 @dataclass(frozen=True)
@@ -20,41 +20,22 @@ class CorpusCase:
     name: str  # the case's folder, e.g. 09_nanogpt_pos_without_device
     argv: list[str]  # the script (relative to the corpus's scripts folder) and its arguments
     root: str | None  # the expected verdict.root_cause; None for a healthy control
-    acceptable: frozenset[str]  # codes that may appear without the case failing ("code(info)" read as "code")
+    acceptable: frozenset[str]  # codes that may appear without the case failing
     must_not: frozenset[str]  # codes that would be a misdiagnosis as a warning or critical
     where: list[str]  # expected `where` alternatives, as paths relative to the scripts folder
 
-
-def corpus_scripts() -> Path | None:
-    root = Path(os.environ.get("GPUTRIAGE_CORPUS") or REPO_ROOT.parent / "shared" / "corpus")
-    folder = root / "scripts"
-    return folder if (folder / "EXPECTED.tsv").is_file() else None
+    @classmethod
+    def of(cls, case: Expected) -> CorpusCase:
+        return cls(
+            name=case.case,
+            argv=list(case.args),
+            root=None if case.root == HEALTHY else case.root,
+            acceptable=frozenset(code.split("(")[0] for code in case.acceptable),
+            must_not=case.must_not,
+            where=list(case.where),
+        )
 
 
 def corpus_cases(folder: Path, prefixes: list[str] | None = None) -> list[CorpusCase]:
-    cases = []
-    for row in csv.DictReader((folder / "EXPECTED.tsv").read_text().splitlines(), delimiter="\t"):
-        if prefixes and not any(row["case"].startswith(p) for p in prefixes):
-            continue
-        root = row["expected root cause"]
-        cases.append(
-            CorpusCase(
-                name=row["case"],
-                argv=shlex.split(row["command args"]),
-                root=None if root == "healthy" else root,
-                acceptable=frozenset(_codes(row["acceptable codes"], strip_severity=True)),
-                must_not=frozenset(_codes(row["must-not-report codes"])),
-                where=[w for w in row["expected where"].split("|") if w and w != "-"],
-            )
-        )
-    return cases
-
-
-def where_matches(where: str | None, expected: list[str]) -> bool:
-    """A finding's `where` names an expected line: matched by path suffix and line, as the corpus's README says."""
-    return where is not None and any(where.endswith(e) for e in expected)
-
-
-def _codes(text: str, strip_severity: bool = False) -> list[str]:
-    codes = [c.strip() for c in text.split(",") if c.strip() and c.strip() != "-"]
-    return [c.split("(")[0] for c in codes] if strip_severity else codes
+    cases = [CorpusCase.of(case) for case in read_expected(folder)]
+    return [c for c in cases if not prefixes or any(c.name.startswith(p) for p in prefixes)]

@@ -30,7 +30,7 @@ from gputriage.collectors.probe.calls import ModuleCalls
 from gputriage.collectors.probe.census import MixedDeviceMode, MixedDevices, OpCensus
 from gputriage.collectors.probe.clock import PhaseClock
 from gputriage.collectors.probe.loader import LoaderProbe
-from gputriage.collectors.probe.modes import leave_dispatch_mode
+from gputriage.collectors.probe.modes import enter_dispatch_mode, leave_dispatch_mode
 from gputriage.collectors.probe.placement import PlacementProbe, has_tensors
 from gputriage.collectors.probe.state import ProbeState, capturing
 from gputriage.collectors.probe.steps import StepTracker
@@ -181,11 +181,8 @@ class RunProbe:
         if self.state.expected_device == "cuda":
             self._cuda_debug_used = self._cuda_debug.start() or self._cuda_debug_used
         census = OpCensus(self.state, self._syncs, self._mixed)
-        try:
-            census.__enter__()  # type: ignore[no-untyped-call]
-        except Exception:
-            return
-        self._census = census
+        if enter_dispatch_mode(census):
+            self._census = census
 
     def _stop_census(self) -> None:
         self._census_steps.append(self.state.step)
@@ -197,11 +194,8 @@ class RunProbe:
 
     def _start_mixed(self) -> None:
         mode = MixedDeviceMode(self._mixed)
-        try:
-            mode.__enter__()  # type: ignore[no-untyped-call]
-        except Exception:
-            return
-        self._mixed_mode = mode
+        if enter_dispatch_mode(mode):
+            self._mixed_mode = mode
 
     def _stop_mixed(self) -> None:
         if self._mixed_mode is not None:

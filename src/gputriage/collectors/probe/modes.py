@@ -12,6 +12,15 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 
+def enter_dispatch_mode(mode: TorchDispatchMode) -> bool:
+    """Push `mode`; False where torch refuses it (then the probe it serves is simply off)."""
+    try:
+        mode.__enter__()  # type: ignore[no-untyped-call]  # torch leaves the modes untyped
+    except Exception:
+        return False
+    return True
+
+
 def leave_dispatch_mode(mode: TorchDispatchMode) -> None:
     """Take `mode` off the dispatch mode stack; the modes above it stay, in their order. Its own `__exit__` does the
     popping, so torch's module-level "a mode is on" flags are restored as usual."""
