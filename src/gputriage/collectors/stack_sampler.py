@@ -91,6 +91,8 @@ class StackSampler:
         self._phases: dict[str, float] = {}
         self._samples = 0
         self._time_s = 0.0
+        self._stand_in_start_s: float | None = None  # the stand-in's compute clock when the window began
+        self._stand_in_s: float | None = None
         self._busy_s = 0.0
         self._steps_seen: set[int] = set()
         self._busy_clock: Callable[[], float] | None = None  # seconds the thread ran or waited to run
@@ -121,10 +123,15 @@ class StackSampler:
         """On the training thread, as step `first_step` begins."""
         self._busy_clock = busy_clock()
         self._last = (time.perf_counter(), self._read_busy_clock())
+        stand_in = self._state.stand_in_clock
+        self._stand_in_start_s = stand_in() if stand_in is not None else None
         self._thread = threading.Thread(target=self._run, name="gputriage-stack-sampler", daemon=True)
         self._thread.start()
 
     def _end(self) -> None:
+        stand_in = self._state.stand_in_clock
+        if self._stand_in_start_s is not None and self._stand_in_s is None and stand_in is not None:
+            self._stand_in_s = stand_in() - self._stand_in_start_s
         self._stop.set()
         thread = self._thread
         if thread is not None and thread is not threading.current_thread():
@@ -210,6 +217,7 @@ class StackSampler:
             busy_s=round(self._busy_s, 6),
             phase_s={k: round(v, 6) for k, v in self._phases.items()},
             busy_clock=self._busy_clock is not None,
+            stand_in_s=round(self._stand_in_s, 6) if self._stand_in_s is not None else None,
             lines=[
                 SampledLine(
                     where=f"{short_path(filename)}:{line}",
