@@ -3,6 +3,7 @@ stand-in, through the real CLI. The same roots and lines as on meta (test_run_cl
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -110,3 +111,17 @@ def test_preflight_refuses_what_it_cannot_do(tmp_path: Path, options: list[str],
     assert proc.returncode == 2
     assert message in proc.stderr
     assert not (tmp_path / "report.json").exists()
+
+
+def test_a_crash_on_a_cpu_tensor_made_in_forward_points_at_the_line_that_made_it(tmp_path: Path) -> None:
+    """CUDA (here the stand-in) refuses the embedding at step 0; the probes saw where its CPU operand was made."""
+    out = tmp_path / "out"
+    done = subprocess.run(
+        [sys.executable, "-m", "gputriage", "run", "--preflight", "--out", str(out), "pos_arange_in_forward.py"],
+        cwd=SCRIPTS, capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert done.returncode == 1
+    (finding,) = [f for f in json.loads((out / "report.json").read_text())["findings"] if f["severity"] == "critical"]
+    assert finding["code"] == "device-mismatch-error"
+    assert finding["where"].endswith("/" + mark_line("pos_arange_in_forward.py", "device-mismatch-error"))
+    assert "device=idx.device" in finding["fix"]

@@ -339,13 +339,29 @@ def device_mismatch_rule(run: Run) -> list[Finding]:
     if proc.crash_module:
         evidence["module"] = proc.crash_module
     module = f" inside {proc.crash_module}" if proc.crash_module else ""
+    title = f"The script died mixing tensors on {' and '.join(mismatch_devices(message)) or 'two devices'}" + module
+    origin = _crash_origin(run, proc.crash_where)
+    if origin is not None and origin.cpu_tensor_where:
+        # the failing op's CPU operand was made inside forward: that line is the one to change
+        evidence.update(op=origin.name, op_where=origin.where, cpu_tensor_where=origin.cpu_tensor_where)
+        evidence.update(edits.evidence_of(edits.forward_factory_edits(run.source, origin.cpu_tensor_where)))
+        return [
+            Finding(
+                code="device-mismatch-error",
+                rung=3,
+                severity=Severity.CRITICAL,
+                title=f"{title}: the CPU tensor was made at {origin.cpu_tensor_where}",
+                evidence=evidence,
+                fix=_mixed_fix(run, origin),
+                where=origin.cpu_tensor_where,
+            )
+        ]
     return [
         Finding(
             code="device-mismatch-error",
             rung=3,
             severity=Severity.CRITICAL,
-            title=f"The script died mixing tensors on {' and '.join(mismatch_devices(message)) or 'two devices'}"
-            + module,
+            title=title,
             evidence=evidence,
             fix="# move the tensor created on the other device to the model's device, e.g.\n"
             "t = t.to(next(model.parameters()).device)\n"
@@ -353,6 +369,13 @@ def device_mismatch_rule(run: Run) -> list[Finding]:
             where=proc.crash_where,
         )
     ]
+
+
+def _crash_origin(run: Run, crash_where: str | None) -> MixedDeviceOp | None:
+    """The mixed-device op seen at the crash's line, when the probes saw it (its CPU operand's origin is known)."""
+    if run.compute is None or crash_where is None:
+        return None
+    return next((o for o in run.compute.mixed_device_ops if o.where == crash_where and o.cpu_tensor_where), None)
 
 
 def census_mismatch(run: Run) -> list[Finding]:

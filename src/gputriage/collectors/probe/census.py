@@ -209,14 +209,19 @@ class MixedDeviceMode(TorchDispatchMode):  # type: ignore[no-untyped-call]
         try:
             out = func(*args, **kwargs)
         except BaseException as exc:
+            # the op that fails is the one to see: CUDA's (or the preflight's stand-in's) device check raised there
+            self._see(func, args, kwargs, None)
             hide_own_frames(exc)
             raise
+        self._see(func, args, kwargs, out)
+        return out
+
+    def _see(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> None:
         with contextlib.suppress(Exception):  # never break the user's op
             if not self._mixed.ignored() and not capturing():
                 tensors = [a for a in _flat(args) if isinstance(a, torch.Tensor)]
                 tensors += [v for v in kwargs.values() if isinstance(v, torch.Tensor)]
-                self._mixed.see(func, tensors, out, frames_up=2)
-        return out
+                self._mixed.see(func, tensors, out, frames_up=3)
 
 
 def _flat(args: tuple[Any, ...]) -> list[Any]:
