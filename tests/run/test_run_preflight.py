@@ -123,5 +123,5 @@ def test_a_crash_on_a_cpu_tensor_made_in_forward_points_at_the_line_that_made_it
     assert done.returncode == 1
     (finding,) = [f for f in json.loads((out / "report.json").read_text())["findings"] if f["severity"] == "critical"]
     assert finding["code"] == "device-mismatch-error"
-    assert finding["where"].endswith("/" + mark_line("pos_arange_in_forward.py", "device-mismatch-error"))
+    assert Path(finding["where"]).name == mark_line("pos_arange_in_forward.py", "device-mismatch-error")
     assert "device=idx.device" in finding["fix"]
