@@ -452,9 +452,14 @@ def _judge(code: int, out: str, err: str, md: Path) -> Outcome:
     notes = err.splitlines()
     if not notes:
         return Outcome("ok")
-    if len(notes) == 1 and notes[0].startswith("gputriage: left out of the merged report: "):
+    if (len(notes) == 1 and notes[0].startswith("gputriage: left out of the merged report: ")) or _other_job(notes):
         return Outcome("left out", notes[0])  # the bad rank file is named; the others make the report
     return Outcome("unclean", f"exit 0 with stderr {err[:300]!r}")
+
+
+def _other_job(notes: list[str]) -> bool:
+    """A mutated job id makes a rank another job's: it is left out of the merge, named in one line."""
+    return len(notes) == 1 and "rank record(s) of another job" in notes[0]
 
 
 def _judge_refusal(err: str) -> Outcome:

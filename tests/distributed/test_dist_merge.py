@@ -127,6 +127,9 @@ def test_only_the_newest_job_in_a_reused_folder_is_merged(make_rank: RankFactory
     assert merged is not None and merged.ranks is not None
     assert merged.ranks.job_id == "job-new" and merged.ranks.world_size == 2
     assert [i.rank for i in merged.ranks.ranks] == [0, 1]
+    # the other job is not merged, and not dropped in silence either
+    (other,) = merged.ranks.other_jobs
+    assert "4 rank record(s) of another job (job id job-old, world size 4)" in other
 
 
 def test_an_unreadable_rank_file_is_named_not_fatal(make_rank: RankFactory, tmp_path: Path) -> None:

@@ -31,7 +31,7 @@ from terminal_helpers import BOX_CHARS, WIDTHS, lines_over, render_text
 from gputriage.diagnosis import Diagnosis, diagnose
 from gputriage.findings import Finding, Severity
 from gputriage.record.trace import RankTrace, TraceSection
-from gputriage.report.fmt import evidence_value
+from gputriage.report.fmt import evidence_value, shown_evidence
 from gputriage.report.sanitize import terminal_text
 
 RENDERS = Path(__file__).parent / "renders"
@@ -60,7 +60,7 @@ CASES: dict[str, Callable[[], Diagnosis]] = {
 def essential_words(finding: Finding) -> list[str]:
     """What must show whole wherever the finding is shown in full: code, and evidence names and single-word values."""
     words = [finding.code]
-    for key, value in finding.evidence.items():
+    for key, value in shown_evidence(finding.evidence).items():
         words.append(key)
         shown = evidence_value(value)
         if " " not in shown:

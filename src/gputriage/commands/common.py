@@ -9,9 +9,10 @@ from __future__ import annotations
 import argparse
 import math
 import re
+import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, NoReturn, TextIO
 
 from gputriage.findings import Severity
 
@@ -62,10 +63,14 @@ def output_options(args: argparse.Namespace) -> OutputOptions:
     return OutputOptions(json=getattr(args, "json", False), out_dir=args.out, verbose=getattr(args, "verbose", False))
 
 
-def exit_code_for(diag: Diagnosis, fail_on: str | None) -> int:
-    if fail_on is None:
+def exit_code_for(diag: Diagnosis, fail_on: str | None, stream: TextIO | None = None) -> int:
+    """--fail-on: 1 when a finding at that severity or worse exists, said in one line on stderr (a CI log shows why
+    the step failed, after the report)."""
+    if fail_on is None or not diag.worst_at_least(Severity(fail_on)):
         return 0
-    return 1 if diag.worst_at_least(Severity(fail_on)) else 0
+    failing = dict.fromkeys(f.code for f in diag.findings if f.severity.weight <= Severity(fail_on).weight)
+    print(f"gputriage: --fail-on {fail_on}: {', '.join(failing)}; exit 1", file=stream or sys.stderr)
+    return 1
 
 
 # -- flag value types: each raises ArgumentTypeError, which argparse turns into one line and exit 2 ---------------

@@ -74,3 +74,5 @@ def _say_unreadable(run: Run) -> None:
         print(f"gputriage: left out of the merged report: {inline_text(reason)}", file=sys.stderr)
     if len(reasons) > _MAX_NAMED_UNREADABLE:
         print(f"gputriage: and {len(reasons) - _MAX_NAMED_UNREADABLE} more unreadable rank files", file=sys.stderr)
+    for other in run.ranks.other_jobs if run.ranks is not None else []:
+        print(f"gputriage: {inline_text(other)}", file=sys.stderr)

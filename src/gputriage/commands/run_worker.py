@@ -121,13 +121,8 @@ def severity_fail_on(fail_on: str | None) -> str | None:
 def fail_on_code(diag: Diagnosis, fail_on: str | None, stream: TextIO) -> int:
     """--fail-on: 1 when a finding at that severity or worse exists, said in one line after the report (CI logs)."""
     from gputriage.commands.common import exit_code_for
-    from gputriage.findings import Severity
 
-    code = exit_code_for(diag, fail_on)
-    if code and fail_on is not None:
-        failing = dict.fromkeys(f.code for f in diag.findings if f.severity.weight <= Severity(fail_on).weight)
-        print(f"gputriage: --fail-on {fail_on}: {', '.join(failing)}; exit 1", file=stream)
-    return code
+    return exit_code_for(diag, fail_on, stream)
 
 
 # --- the job's side --------------------------------------------------------------------------------------------------

@@ -71,9 +71,17 @@ def _verdict(run: Run, findings: list[Finding]) -> Verdict:
     summary = f"No problem found in what was measured: {topics} ({numbered('rung', measured)})."
     skipped = [c for c in coverage.values() if not c.measured]
     if skipped:
-        summary += " Not measured: " + "; ".join(f"rung {c.rung}, {c.reason}" for c in skipped) + "."
+        summary += " Not measured: " + _not_measured(skipped) + "."
     rung_one = next((f" {f.title}." for f in findings if f.rung == 1), "")  # info: why rung 1 is fine as it is
     return Verdict("healthy", None, summary + rung_one + notes + _ending(run))
+
+
+def _not_measured(skipped: list[RungCoverage]) -> str:
+    """'rung 1, <why>; rungs 2, 3 and 4, <why>': rungs that share a reason say it once."""
+    by_reason: dict[str, list[int]] = {}
+    for c in skipped:
+        by_reason.setdefault(c.reason or "not measured", []).append(c.rung)
+    return "; ".join(f"{numbered('rung', rungs)}, {reason}" for reason, rungs in by_reason.items())
 
 
 # Commands that watch the user's job: their verdict is about the job, so rung 1 alone is not a "healthy" job.

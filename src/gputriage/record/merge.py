@@ -185,7 +185,23 @@ def load_job(folders: Sequence[Path]) -> Run | None:
     assert merged.ranks is not None
     merged.ranks.unreadable = list(unreadable)
     merged.ranks.unreadable_reasons = unreadable
+    merged.ranks.other_jobs = [_describe(key, other) for key, other in jobs.items() if other is not job][
+        :MAX_OTHER_JOBS
+    ]
+
     return merged
+
+
+MAX_OTHER_JOBS = 8
+
+
+def _describe(key: tuple[str | None, int], job: _Job) -> str:
+    """One line for the records of a job that is not the one merged (the newest one is)."""
+    job_id, world_size = key
+    return (
+        f"{len(job.views)} rank record(s) of another job (job id {job_id or 'unknown'}, world size {world_size}): "
+        "left out: a report covers one job (the newest); name that job's folder alone to see it"
+    )
 
 
 def check_rank_record(run: Run, source: str) -> None:

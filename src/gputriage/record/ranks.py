@@ -113,6 +113,9 @@ class RanksSection:
     sources: list[str] = field(default_factory=list)  # the folders the records were read from
     unreadable: list[str] = field(default_factory=list)  # rank files that could not be read (named, not guessed)
     unreadable_reasons: dict[str, str] = field(default_factory=dict)  # each of them -> why, in one line
+    # records of other jobs found beside this one (a reused --out, or folders of two jobs named together): one line
+    # each, never merged into this job's report
+    other_jobs: list[str] = field(default_factory=list)
 
     def measured_rungs(self) -> set[int]:
         return set()  # the merged view; its top level carries the first rank's sections

@@ -84,6 +84,15 @@ def text(value: str | int | None) -> str:
     return NOT_MEASURED if value is None else terminal_text(str(value))
 
 
+# Evidence for programs, not people: `edits` is the structured code edit that `--patch` writes (the fix shows it).
+MACHINE_ONLY_EVIDENCE = frozenset({"edits"})
+
+
+def shown_evidence(evidence: dict[str, Any]) -> dict[str, Any]:
+    """The evidence a person reads: every key but the machine-only ones (report.json keeps them all)."""
+    return {k: v for k, v in evidence.items() if k not in MACHINE_ONLY_EVIDENCE}
+
+
 def evidence_value(value: Any) -> str:
     """Evidence values as the terminal shows them, but readable: None is "n/a", big numbers get thousands separators.
 

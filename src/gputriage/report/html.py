@@ -90,6 +90,7 @@ def _environment() -> Environment:
     env.filters["count"] = fmt.count
     env.filters["text"] = fmt.text
     env.filters["evidence"] = fmt.evidence_value
+    env.filters["shown_evidence"] = fmt.shown_evidence
     return env
 
 

@@ -113,7 +113,7 @@ def _finding(number: int, f: Finding) -> str:
         lines += ["", f"**Where:** {md(f.where)}"]
     if f.evidence:
         lines += ["", "| evidence | value |", "|---|---|"]
-        lines += [f"| {md(k)} | {md(fmt.evidence_value(v))} |" for k, v in f.evidence.items()]
+        lines += [f"| {md(k)} | {md(fmt.evidence_value(v))} |" for k, v in fmt.shown_evidence(f.evidence).items()]
     if f.fix:
         lines += ["", "**Fix:**"]
         for language, code in fmt.fix_blocks(f.fix):  # shell commands fenced as sh, code as python

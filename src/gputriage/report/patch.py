@@ -119,7 +119,8 @@ def _file_diff(entry: _FileEdits, notes: list[str]) -> tuple[str, int]:
     """The unified diff of one file with its edits applied, and how many edits it holds."""
     text = _read(entry.disk)
     if text is None:
-        notes.append(f"{entry.rel}: left out: not a readable UTF-8 file")
+        why = "not a readable UTF-8 file" if entry.disk.exists() else f"not found from {Path.cwd()}"
+        notes.append(f"{entry.rel}: left out: {why} (run where the job ran)")
         return "", 0
     lines = text.splitlines(keepends=True)
     chosen: list[Edit] = []

@@ -330,6 +330,6 @@ def info_line(finding: Finding) -> OneLine:
 
 def _evidence_table(evidence: dict[str, Any]) -> Grid:
     grid = Grid([Column("", style="dim"), Column("", prose=True)], show_header=False)
-    for key, value in evidence.items():
+    for key, value in fmt.shown_evidence(evidence).items():
         grid.add_row(key, fmt.evidence_value(value))
     return grid

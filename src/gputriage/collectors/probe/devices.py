@@ -18,7 +18,7 @@ def resolve_expected_device(requested: str | None) -> str:
             return torch.device(requested).type
         except (RuntimeError, ValueError) as exc:
             raise InputError(
-                f"--expect-device {requested!r} is not a device torch knows (try cuda, mps, xpu, meta or cpu)"
+                f"--expect-device {requested!r} is not a device torch knows (cuda, cuda:1, mps, xpu, meta, cpu)"
             ) from exc
     accelerator = first_accelerator()
     if accelerator is not None:
