@@ -129,7 +129,7 @@ def test_only_the_newest_job_in_a_reused_folder_is_merged(make_rank: RankFactory
     assert [i.rank for i in merged.ranks.ranks] == [0, 1]
     # the other job is not merged, and not dropped in silence either
     (other,) = merged.ranks.other_jobs
-    assert "4 rank record(s) of another job (job id job-old, world size 4)" in other
+    assert "2 rank record(s) of another job (job id job-old, world size 4)" in other  # ranks 0-1 were overwritten
 
 
 def test_an_unreadable_rank_file_is_named_not_fatal(make_rank: RankFactory, tmp_path: Path) -> None:
