@@ -42,8 +42,14 @@ pytest: $(STAMP) browser tmux
 test: lint typecheck pytest
 
 # Speed and memory goals, each printed as a ratio against a baseline run in the same session (about 20 minutes on
-# 2 cores; trace_vs_hta.py builds Holistic Trace Analysis in its own venv, bench/.venv-hta).
-bench: $(STAMP)
+# 2 cores; Holistic Trace Analysis, which trace_vs_hta.py compares against, gets its own venv, bench/.venv-hta).
+HTA_VENV := bench/.venv-hta
+
+$(HTA_VENV)/bin/python:
+	$(PYTHON) -m venv $(HTA_VENV)
+	$(HTA_VENV)/bin/python -m pip install -q traceinsight
+
+bench: $(STAMP) $(HTA_VENV)/bin/python
 	$(BIN)/python bench/run_overhead.py
 	$(BIN)/python bench/sampler_cost.py
 	$(BIN)/python bench/merge_scale.py

@@ -379,3 +379,12 @@ def check_out_dir(out_dir: Path) -> Path:
     except OSError as exc:
         raise InputError(f"--out {out_dir}: cannot write there ({exc.strerror or exc})") from exc
     return path
+
+
+def shown_path(path: Path) -> str:
+    """A path as the user would type it in messages: relative to the working folder when it lies below it (the job
+    may have moved its working folder: then, and outside it, the path as it is)."""
+    try:
+        return str(Path(os.path.abspath(path)).relative_to(Path.cwd()))  # noqa: PTH100  (symlinks as named)
+    except (ValueError, OSError):
+        return str(path)

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
+from gputriage import outdir
 from gputriage.commands.common import existing_path, out_file
 from gputriage.errors import InputError
 from gputriage.report.sanitize import inline_text
@@ -65,8 +66,9 @@ def write_patch(diag: Diagnosis, path: Path | None, root: Path, stream: TextIO |
     write_file(path, patch.text.encode("utf-8"))
     files = ", ".join(patch.files) or "no file"
     advice = f"; {patch.advice} finding(s) left as advice (see its comments)" if patch.advice else ""
-    how = f" (git apply {path})" if patch.files else ""
-    line = inline_text(f"gputriage: patch: {patch.edits} edit(s) in {files} -> {path}{how}{advice}")
+    shown = outdir.shown_path(path)
+    how = f" (git apply {shown})" if patch.files else ""
+    line = inline_text(f"gputriage: patch: {patch.edits} edit(s) in {files} -> {shown}{how}{advice}")
     print(line, file=stream or sys.stderr)
 
 
@@ -94,6 +96,6 @@ def compare_with_baseline(
     except InputError as exc:
         print(f"gputriage: error: --baseline: {inline_text(str(exc))}", file=stream)
         return 0
-    result = compare(before, diag, str(baseline), label)
+    result = compare(before, diag, outdir.shown_path(baseline), outdir.shown_path(Path(label)))
     render_terminal(result, stream)
     return fail_code(result, fail_on)

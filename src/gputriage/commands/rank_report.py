@@ -100,11 +100,12 @@ def report_rank(run: Run, out_dir: Path, stream: TextIO, verbose: bool = False) 
         print(f"gputriage: error: rank {rank} could not write its record into {out_dir}: {exc}", file=stream)
         return
     if outcome.diagnosis is None:
-        print(f"gputriage: rank {rank}: record written to {outcome.record_path}", file=stream)
+        print(f"gputriage: rank {rank}: record written to {outdir.shown_path(outcome.record_path)}", file=stream)
         return
     emit(outcome.diagnosis, OutputOptions(terminal_stream=stream, verbose=verbose))
     absent = f"; ranks {outcome.missing} left no record (yet)" if outcome.missing else ""
-    print(f"gputriage: rank {rank} merged the job's report into {outcome.report_path}{absent}", file=stream)
+    report = outdir.shown_path(outcome.report_path) if outcome.report_path is not None else "?"
+    print(f"gputriage: rank {rank} merged the job's report into {report}{absent}", file=stream)
 
 
 def _present(out_dir: Path, since_s: float, world_size: int) -> set[int]:

@@ -39,6 +39,22 @@ _DEFAULT_REASONS = {
     5: "no step timing and no GPU sampling",
 }
 
+# Which commands measure each rung: said when the command that made the record does not.
+_MEASURED_BY = {
+    1: "`gputriage env` or `run` do",
+    2: "`gputriage run` does",
+    3: "`gputriage run` does",
+    4: "`gputriage run` does",
+    5: "`gputriage run`, `trace` or `watch` do",
+}
+JOB_COMMANDS = ("run", "demo")
+
+
+def _default_reason(run: Run, rung: int) -> str:
+    if run.command and run.command not in JOB_COMMANDS:
+        return f"`gputriage {run.command}` does not measure it ({_MEASURED_BY[rung]})"
+    return _DEFAULT_REASONS[rung]
+
 
 @dataclass(frozen=True)
 class RungCoverage:
@@ -55,7 +71,7 @@ def rung_coverage(run: Run) -> dict[int, RungCoverage]:
         measured |= section.measured_rungs()
         for rung, why in section.unmeasured_rungs().items():
             reasons.setdefault(rung, why)
-    if run.command in ("run", "demo") and run.steps is None:
+    if run.command in JOB_COMMANDS and run.steps is None:
         reasons[5] = "no step completed"
     out = {}
     ending = _ending(run)
@@ -66,7 +82,7 @@ def rung_coverage(run: Run) -> dict[int, RungCoverage]:
         elif rung in measured:
             out[rung] = RungCoverage(rung, True)
         else:
-            out[rung] = RungCoverage(rung, False, reasons.get(rung, _DEFAULT_REASONS[rung]) + ending)
+            out[rung] = RungCoverage(rung, False, reasons.get(rung, _default_reason(run, rung)) + ending)
     return out
 
 

@@ -20,6 +20,7 @@ from rich.padding import Padding
 from rich.syntax import Syntax
 from rich.text import Text
 
+from gputriage import outdir
 from gputriage.diagnosis import Diagnosis, RungView
 from gputriage.findings import Finding, Severity
 from gputriage.record.environment import Environment
@@ -112,7 +113,9 @@ def more_line(diag: Diagnosis, infos: int, out_dir: Path | None) -> Text | None:
         left_out.append("what was measured")
     if not left_out:
         return None
-    files = f"; every detail is in {terminal_text(str(out_dir))}/ (report.md, report.html)" if out_dir else ""
+    files = (
+        f"; every detail is in {terminal_text(outdir.shown_path(out_dir))}/ (report.md, report.html)" if out_dir else ""
+    )
     return Text(f"-v shows {listed(left_out)}{files}", style="dim")
 
 
