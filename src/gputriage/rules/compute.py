@@ -151,7 +151,8 @@ def sampled_cpu_work(run: Run) -> list[Finding]:
     expected = judged_device(run)
     if sampler is None or sampler.samples == 0 or expected in (None, "cpu"):
         return []
-    line = _busiest_cpu_line(sampler)
+    syncs = run.compute.syncs if run.compute is not None else []
+    line = _busiest_cpu_line(sampler, {s.where for s in syncs if s.where})
     if line is None:
         return []
     share_pct = round(sampler.share_pct(line), 1)
@@ -196,12 +197,15 @@ def sampled_cpu_work(run: Run) -> list[Finding]:
     ]
 
 
-def _busiest_cpu_line(sampler: SamplerSection) -> SampledLine | None:
-    """The outermost line that runs (nearly) only in the step's "other" part, busy there above the threshold."""
+def _busiest_cpu_line(sampler: SamplerSection, sync_sites: set[str]) -> SampledLine | None:
+    """The outermost line that runs (nearly) only in the step's "other" part, busy there above the threshold. A line
+    where the step reads a device value on the host (`loss.item()`, `print(loss)`) is host-sync-in-loop's: the time
+    around that read is the wait and its Python, not CPU work to move, and one line gets one cause."""
     candidates = [
         line
         for line in sampler.lines
         if line.time_s > 0
+        and line.where not in sync_sites
         and line.phase_s.get("other", 0.0) >= CPU_WORK_PURITY * line.time_s
         and sampler.share_pct(line) >= CPU_WORK_MIN_PCT
     ]
