@@ -119,33 +119,20 @@ def test_run_with_baseline_prints_the_compare_after_the_report(tmp_path: Path) -
 
 
 # A step of a known length on the meta stand-in, where compute costs next to nothing: the sleep is the step.
-TIMED = """\
-import os, time
-import torch
-from torch import nn
-device = torch.device(os.environ.get("TRIAGE_DEVICE") or "cuda")
-model = nn.Linear(4, 2).to(device)
-opt = torch.optim.SGD(model.parameters(), lr=0.1)
-for step in range(12):
-    x = torch.randn(8, 4, device=device)
-    loss = model(x).sum()
-    opt.zero_grad()
-    loss.backward()
-    opt.step()
-    time.sleep(0.05)  # the step's work
-"""
+# tests/scripts/step_sleep.py: a step that waits `--sleep-ms` (50 ms by default), as README's regression example
+TIMED = (SCRIPTS / "step_sleep.py").read_text()
 
 
 def test_a_no_op_change_is_no_change_and_a_planted_slowdown_regresses(tmp_path: Path) -> None:
     (tmp_path / "timed.py").write_text(TIMED)
     run_meta(tmp_path, "before", "timed.py", [])
-    (tmp_path / "timed.py").write_text(TIMED.replace("# the step's work", "# the step's work (a no-op edit)"))
+    (tmp_path / "timed.py").write_text(TIMED.replace("# the step's own work", "# the step's own work (a no-op edit)"))
     run_meta(tmp_path, "same", "timed.py", [])
     same = compare_json(tmp_path, "before", "same")
     assert same["verdict"]["status"] == "no change", same["verdict"]
     assert "within the noise" in same["verdict"]["summary"]
 
-    (tmp_path / "timed.py").write_text(TIMED.replace("time.sleep(0.05)", "time.sleep(0.05); time.sleep(0.05)"))
+    (tmp_path / "timed.py").write_text(TIMED.replace("default=50.0", "default=100.0"))
     run_meta(tmp_path, "slower", "timed.py", [])
     slower = compare_json(tmp_path, "before", "slower")
     assert slower["verdict"]["status"] == "regressed", slower["verdict"]
