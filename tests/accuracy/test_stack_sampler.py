@@ -76,11 +76,13 @@ def test_the_sampler_thread_ends_with_its_window() -> None:
     assert sampler.section().samples == taken
 
 
-def test_a_stand_ins_compute_is_left_out_of_the_step_a_line_is_a_share_of() -> None:
-    """On a preflight the stand-in computes on the host what a GPU runs on its own: the share is of the host's part."""
+def test_on_a_stand_in_the_share_is_judged_of_the_whole_step_and_shown_of_the_hosts_part() -> None:
+    """A preflight cannot know how long the GPU would compute: the conservative share decides, the host's is shown."""
     from gputriage.record.sampler import SampledLine, SamplerSection
 
     line = SampledLine(where="train.py:34", time_s=0.25, busy_s=0.25, other_busy_s=0.25)
     assert SamplerSection(time_s=1.0, lines=[line]).share_pct(line) == 25.0
-    assert SamplerSection(time_s=1.0, stand_in_s=0.5, lines=[line]).share_pct(line) == 50.0
-    assert SamplerSection(time_s=1.0, stand_in_s=1.0, lines=[line]).share_pct(line) == 0.0
+    assert SamplerSection(time_s=1.0, lines=[line]).host_share_pct(line) is None
+    on_stand_in = SamplerSection(time_s=1.0, stand_in_s=0.5, lines=[line])
+    assert on_stand_in.share_pct(line) == 25.0 and on_stand_in.host_share_pct(line) == 50.0
+    assert SamplerSection(time_s=1.0, stand_in_s=1.0, lines=[line]).host_share_pct(line) is None

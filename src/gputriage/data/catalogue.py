@@ -315,6 +315,7 @@ CATALOGUE: tuple[Entry, ...] = (
             "gpu_idle_during_us",
             "hottest_line_inside",
             "library",
+            "line_pct_of_host_step",
             "line_pct_interval_90",
             "line_pct_of_step",
             "samples",

@@ -45,7 +45,7 @@ class SamplerSection:
     phase_s: dict[str, float] = field(default_factory=dict)  # step part -> time
     busy_clock: bool = False  # the thread's busy clock was readable (else all time counts as busy)
     # On a preflight's stand-in: the host time its ops took to compute inside the window, which a GPU does not spend
-    # on the host; left out of the step time a line's share is taken of, as record/numbers.py leaves it out
+    # on the host (see host_share_pct)
     stand_in_s: float | None = None
     lines: list[SampledLine] = field(default_factory=list)  # the lines with the most time, at most MAX_LINES
 
@@ -56,10 +56,17 @@ class SamplerSection:
         return {}
 
     def share_pct(self, line: SampledLine) -> float:
-        """The line's CPU work in the step's "other" part, as a share of the sampled step time (the host's part of
-        it on a stand-in device)."""
-        host_s = self.time_s - (self.stand_in_s or 0.0)
-        return min(100.0, 100.0 * line.other_busy_s / host_s) if host_s > 0 else 0.0
+        """The line's CPU work in the step's "other" part, as a share of the sampled step time."""
+        return 100.0 * line.other_busy_s / self.time_s if self.time_s > 0 else 0.0
+
+    def host_share_pct(self, line: SampledLine) -> float | None:
+        """On a stand-in: the same share of the host's part of the step (the stand-in's compute left out). What a GPU
+        step would show lies between the two, depending on how long the GPU computes, which a preflight cannot know:
+        the finding is judged on the conservative share_pct and shows this one beside it."""
+        if self.stand_in_s is None:
+            return None
+        host_s = self.time_s - self.stand_in_s
+        return min(100.0, 100.0 * line.other_busy_s / host_s) if host_s > 0 else None
 
     def self_check(self) -> list[str]:
         problems = []

@@ -182,6 +182,9 @@ def sampled_cpu_work(run: Run) -> list[Finding]:
     }
     if per_step_s is not None:
         evidence["cpu_time_per_step_s"] = round(per_step_s, 6)
+    host_pct = sampler.host_share_pct(line)
+    if host_pct is not None:  # a preflight: the share of the host's part of the step, beside the conservative one
+        evidence["line_pct_of_host_step"] = round(host_pct, 1)
     if inner is not None:
         evidence["hottest_line_inside"] = f"{inner.where} ({inner.function}, {inner.library})"
     return [
