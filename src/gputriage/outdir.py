@@ -232,11 +232,14 @@ DEFAULT_MAX_RECORD_BYTES = 256 << 20
 _READ_CHUNK = 1 << 20
 
 
+def record_limit_mb(value: str) -> int | None:
+    """GPUTRIAGE_MAX_RECORD_MB's value as a number of MiB (up to 7 digits); None when it is not one."""
+    return int(value) if value.isascii() and value.isdigit() and 0 < len(value) <= 7 else None
+
+
 def max_record_bytes() -> int:
-    value = os.environ.get(MAX_RECORD_MB_ENV, "")
-    if value.isascii() and value.isdigit() and 0 < len(value) <= 7:
-        return int(value) << 20
-    return DEFAULT_MAX_RECORD_BYTES
+    limit_mb = record_limit_mb(os.environ.get(MAX_RECORD_MB_ENV, ""))
+    return limit_mb << 20 if limit_mb is not None else DEFAULT_MAX_RECORD_BYTES
 
 
 def is_regular_file(path: Path) -> bool:

@@ -17,7 +17,7 @@ from gputriage.commands.rank_report import MERGE_WAIT_ENV
 from gputriage.commands.run_worker import DISABLE_ENV as REPORT_WORKER_ENV
 from gputriage.errors import InputError
 from gputriage.hardware.nvml import FAKE_ENV_VAR, FAKE_JOB_PID_ENV_VAR, fake_scenario_names
-from gputriage.outdir import MAX_RECORD_MB_ENV
+from gputriage.outdir import MAX_RECORD_MB_ENV, record_limit_mb
 
 DEMO_DEVICE_ENV = "GPUTRIAGE_DEMO_DEVICE"
 
@@ -39,12 +39,8 @@ def _pid(value: str) -> str | None:
 
 
 def _megabytes(value: str) -> str | None:
-    # outdir.max_record_bytes reads up to 7 digits
-    return (
-        None
-        if value.isascii() and value.isdigit() and int(value) > 0 and len(value) <= 7
-        else "a size in MiB, 1 to 9999999"
-    )
+    limit_mb = record_limit_mb(value)
+    return None if limit_mb is not None and limit_mb > 0 else "a size in MiB, 1 to 9999999"
 
 
 def _device(value: str) -> str | None:

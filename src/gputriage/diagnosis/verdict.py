@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from gputriage.diagnosis.ladder import rung_one_unjudged
 from gputriage.findings import Finding, Severity
 from gputriage.record import Run
-from gputriage.record.coverage import RUNG_TOPICS, RungCoverage, rung_coverage
+from gputriage.record.coverage import JOB_COMMANDS, RUNG_TOPICS, RungCoverage, rung_coverage
 from gputriage.rules.env_facts import not_rung_one_errors
 from gputriage.wording import counted, numbered
 
@@ -82,10 +82,6 @@ def _not_measured(skipped: list[RungCoverage]) -> str:
     for c in skipped:
         by_reason.setdefault(c.reason or "not measured", []).append(c.rung)
     return "; ".join(f"{numbered('rung', rungs)}, {reason}" for reason, rungs in by_reason.items())
-
-
-# Commands that watch the user's job: their verdict is about the job, so rung 1 alone is not a "healthy" job.
-JOB_COMMANDS = ("run", "demo")
 
 
 def _nothing_measured(run: Run, coverage: dict[int, RungCoverage]) -> str:

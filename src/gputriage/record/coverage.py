@@ -47,6 +47,7 @@ _MEASURED_BY = {
     4: "`gputriage run` does",
     5: "`gputriage run`, `trace` or `watch` do",
 }
+# Commands that watch the user's job: their verdict is about the job, and they measure every rung.
 JOB_COMMANDS = ("run", "demo")
 
 

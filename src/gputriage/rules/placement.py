@@ -343,8 +343,7 @@ def device_mismatch_rule(run: Run) -> list[Finding]:
     origin = _crash_origin(run, proc.crash_where)
     if origin is not None and origin.cpu_tensor_where:
         # the failing op's CPU operand was made inside forward: that line is the one to change
-        evidence.update(op=origin.name, op_where=origin.where, cpu_tensor_where=origin.cpu_tensor_where)
-        evidence.update(edits.evidence_of(edits.forward_factory_edits(run.source, origin.cpu_tensor_where)))
+        evidence.update(_origin_evidence(run, origin))
         return [
             Finding(
                 code="device-mismatch-error",
@@ -387,16 +386,12 @@ def census_mismatch(run: Run) -> list[Finding]:
     first = ops[0]
     made = f" made at {first.cpu_tensor_where}" if first.cpu_tensor_where else ""
     evidence: dict[str, object] = {
-        "op": first.name,
-        "op_where": first.where,
-        "cpu_tensor_where": first.cpu_tensor_where,
+        **_origin_evidence(run, first),
         "cpu_shape": first.cpu_shape,
         "devices": [expected, "cpu"],
         "mixed_ops": [f"{o.name} ×{o.count} at {o.where}" for o in ops[:6]],
         "window_steps": run.compute.window_steps,
     }
-    if first.cpu_tensor_where:
-        evidence.update(edits.evidence_of(edits.forward_factory_edits(run.source, first.cpu_tensor_where)))
     return [
         Finding(
             code="device-mismatch-error",
@@ -411,6 +406,15 @@ def census_mismatch(run: Run) -> list[Finding]:
             where=first.cpu_tensor_where or first.where,
         )
     ]
+
+
+def _origin_evidence(run: Run, op: MixedDeviceOp) -> dict[str, object]:
+    """What a mixed-device op says of its CPU operand: the op and its line, where the operand was made, and the edit
+    that makes it on the device (for --patch)."""
+    evidence: dict[str, object] = {"op": op.name, "op_where": op.where, "cpu_tensor_where": op.cpu_tensor_where}
+    if op.cpu_tensor_where:
+        evidence.update(edits.evidence_of(edits.forward_factory_edits(run.source, op.cpu_tensor_where)))
+    return evidence
 
 
 def _mixed_fix(run: Run, op: MixedDeviceOp) -> str:
