@@ -73,3 +73,17 @@ def test_wilson_interval_holds_the_proportion() -> None:
     interval = wilson_interval_pct(30, 100)
     assert interval.low < 30.0 < interval.high
     assert wilson_interval_pct(0, 0).high == 100.0
+
+
+def test_step_numbers_of_a_record_with_out_of_scale_times_are_none_not_a_crash() -> None:
+    """Found by bench/fuzz.py: a hand-edited rank record whose times are finite but too large to add, or whose
+    stand-in time is negative, gives no step numbers (as a wall time that is not finite does), never OverflowError."""
+    from gputriage.record.numbers import step_numbers
+    from gputriage.record.steps import Step
+
+    huge = [Step(index=i, start_s=float(i), wall_s=0.1, optimizer_s=1e308, other_s=0.1) for i in range(4)]
+    assert step_numbers(huge) is None
+    negative = [Step(index=i, start_s=float(i), wall_s=0.1, other_s=0.1, stand_in_s=-1e308) for i in range(4)]
+    numbers = step_numbers(negative)
+    assert numbers is not None and abs(numbers.step_time_s - 0.1) < 1e-9  # a negative stand-in time takes nothing
+    assert Step(index=0, start_s=0.0, wall_s=0.1, stand_in_s=0.5).host_s() == 0.0  # nor more than the step

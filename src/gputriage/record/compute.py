@@ -68,7 +68,8 @@ class ComputeSection:
 
     def window_host_s(self) -> float:
         """The window's host time: its wall time without the stand-in's compute (all of it on a real device)."""
-        return self.window_wall_s - (self.window_stand_in_s or 0.0)
+        # as Step.stand_in_spent_s: never less than nothing, never more than the window
+        return self.window_wall_s - min(max(self.window_stand_in_s or 0.0, 0.0), max(self.window_wall_s, 0.0))
 
     def self_check(self) -> list[str]:
         problems = []

@@ -99,7 +99,10 @@ def step_numbers(steps: Sequence[Step]) -> StepNumbers | None:
     for step in window:
         for i, part_s in enumerate(host_parts_s(step)):
             totals[i] += part_s
-    shares = largest_remainder([100.0 * t / wall_s for t in totals], total=100.0, step=0.1)
+    raw_shares = [100.0 * t / wall_s for t in totals]
+    if not all(math.isfinite(share) for share in raw_shares):
+        return None  # parts too large for a float (a hand-edited record), as a wall time that is
+    shares = largest_remainder(raw_shares, total=100.0, step=0.1)
     parts = tuple(
         Part(spec.key, spec.label, spec.detail, total / len(window), share)
         for spec, total, share in zip(PARTS, totals, shares, strict=True)
@@ -137,7 +140,7 @@ _STAND_IN_PARTS = ("forward", "backprop", "sync", "other", "h2d")
 def host_parts_s(step: Step) -> list[float]:
     """Each part's time in this step (PARTS order), without a stand-in device's own compute."""
     parts = {spec.key: _part_s(step, spec.fields) for spec in PARTS}
-    left_s = step.stand_in_s or 0.0
+    left_s = step.stand_in_spent_s()
     for key in _STAND_IN_PARTS:
         taken = min(left_s, parts[key])
         parts[key] -= taken

@@ -30,9 +30,14 @@ class Step:
     # would run asynchronously. Part of forward/backward/optimizer, not a phase of its own. None on a real device.
     stand_in_s: float | None = None
 
+    def stand_in_spent_s(self) -> float:
+        """The stand-in's compute in this step, within what the step can hold (a record from a file may say less than
+        0 or more than the whole step: it never takes more than the step's wall time, nor adds any)."""
+        return min(max(self.stand_in_s or 0.0, 0.0), max(self.wall_s, 0.0))
+
     def host_s(self) -> float:
         """The step's time on the host as a GPU run would spend it: the wall time without the stand-in's compute."""
-        return self.wall_s - (self.stand_in_s or 0.0)
+        return self.wall_s - self.stand_in_spent_s()
 
     def phase_sum_s(self) -> float:
         return (
@@ -112,4 +117,6 @@ class StepsSection:
                 )
             if step.wall_s < 0 or min(step.data_wait_s, step.forward_s, step.other_s) < 0:
                 problems.append(f"step {step.index}: negative time")
+            if step.stand_in_s is not None and not 0 <= step.stand_in_s <= step.wall_s + slack_s:
+                problems.append(f"step {step.index}: stand-in time {step.stand_in_s}s outside 0..{step.wall_s}s")
         return problems
