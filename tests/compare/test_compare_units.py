@@ -165,3 +165,28 @@ def test_two_real_traces_before_and_after_a_loader_fix(capsys: pytest.CaptureFix
     assert doc["gpu_busy"][0]["direction"] == "better"
     assert "input-pipeline-bound" in {f["code"] for f in doc["findings"]["resolved"]}
     assert doc["before"]["steps"] > 0
+
+
+def test_two_runs_of_different_jobs_are_compared_with_what_differs_said() -> None:
+    from gputriage.record.process import ProcessSection
+
+    before, after = _run(0.1), _run(0.1, seed=2, batch=64)
+    before.process, after.process = ProcessSection(exit_code=0, target="train.py"), ProcessSection(target="eval.py")
+    before.expect_device, after.expect_device = "cuda", "cpu"
+    result = compare(_diag(before), _diag(after), "a", "b")
+    assert result.caveats == [
+        "different scripts: before ran train.py, after ran eval.py",
+        "different devices: before was judged for cuda, after for cpu",
+        "different batch sizes: 32 before, 64 after: compare samples/s, not step time",
+    ]
+    assert compare_document(result)["caveats"] == result.caveats
+    assert "note: different scripts" in render_html(result, _diag(before), _diag(after))
+    same = compare(_diag(_run(0.1)), _diag(_run(0.1, seed=2)), "a", "b")
+    assert same.caveats == []
+
+
+def test_a_run_against_a_trace_says_the_step_times_are_different_clocks() -> None:
+    trace = Run(command="trace")
+    result = compare(_diag(_run(0.1)), _diag(trace), "run-out", "trace.json")
+    assert len(result.caveats) == 1
+    assert result.caveats[0].startswith("before was measured by `gputriage run` and after by a profiler trace")

@@ -141,20 +141,39 @@ def test_gloo_on_cpu_and_mixed_backends_are_fine(
     assert "gloo-with-cuda" not in codes(report(capsys, write_job(runs)))
 
 
+def _single_process_report(
+    make_rank: RankFactory, tmp_path: Path, capsys: pytest.CaptureFixture[str], wrap: ModelWrap
+) -> dict[str, Any]:
+    """`gputriage report` on the record of one process (no torchrun) that wrapped its model as `wrap` says."""
+    from gputriage.record import save_run
+
+    path = tmp_path / "run.json"
+    save_run(make_rank(0, 1, wrap=wrap, job_id=None), path)
+    return report(capsys, path)
+
+
 def test_dataparallel_over_four_gpus_in_one_process(
     make_rank: RankFactory, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     wrap = ModelWrap(kind="dataparallel", module_class="ResNet", device_ids=[0, 1, 2, 3], gpu_count=4, where="t.py:8")
-    run = make_rank(0, 1, wrap=wrap, job_id=None)
-    path = tmp_path / "run.json"
-    from gputriage.record import save_run
-
-    save_run(run, path)
-    doc = report(capsys, path)
-    dp = finding(doc, "dataparallel-not-ddp")
+    dp = finding(_single_process_report(make_rank, tmp_path, capsys, wrap), "dataparallel-not-ddp")
     assert dp["severity"] == "warning" and dp["where"] == "t.py:8"
     assert dp["rank"] is None  # a single process: no rank to name
     assert "torchrun --nproc_per_node=4" in dp["fix"]
+
+
+@pytest.mark.parametrize(("gpu_count", "seen"), [(1, "over one GPU"), (0, "over no GPU it could see")])
+def test_dataparallel_over_one_gpu_is_a_note_not_a_cause(
+    make_rank: RankFactory, tmp_path: Path, capsys: pytest.CaptureFixture[str], gpu_count: int, seen: str
+) -> None:
+    ids = list(range(gpu_count))
+    wrap = ModelWrap(kind="dataparallel", module_class="NeuralNetwork", device_ids=ids, gpu_count=gpu_count)
+    wrap.where = "train.py:115"
+    doc = _single_process_report(make_rank, tmp_path, capsys, wrap)
+    dp = finding(doc, "dataparallel-not-ddp")
+    assert dp["severity"] == "info" and dp["where"] == "train.py:115"
+    assert seen in dp["title"] and "NeuralNetwork" in dp["title"]
+    assert doc["verdict"]["root_cause"] != "dataparallel-not-ddp"
 
 
 def test_missing_sampler_compares_samples_per_rank_with_the_dataset(

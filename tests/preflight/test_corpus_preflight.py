@@ -24,8 +24,9 @@ KNOWN_GAPS = {
     "13_quickstart_numpy_augment_in_step": "a preflight cannot know how long the GPU computes, so a line's CPU share "
     "is judged of the whole step, stand-in compute included: the NumPy line stays below the threshold (the host-only "
     "share is the upper bound; a healthy nanoGPT's get_batch would cross that one)",
-    "14_quickstart_dataparallel_one_gpu": "dataparallel-not-ddp is for several GPUs; on one (the stand-in's) the "
-    "corpus itself calls silence a defensible miss",
+    "14_quickstart_dataparallel_one_gpu": "dataparallel-not-ddp is a cause on several GPUs; on one (the stand-in's) "
+    "DataParallel calls the model directly, so it is an info note, not a root cause (the corpus itself calls silence "
+    "a defensible miss)",
 }
 WHERE_GAPS: dict[str, str] = {}  # case -> why its `where` is not right yet (checked strictly, as above)
 

@@ -15,6 +15,7 @@ from gputriage.compare.stats import BETTER, NOISE, UNMEASURED, WORSE, Judgement
 from gputriage.diagnosis import Diagnosis
 from gputriage.findings import Finding, Severity
 from gputriage.record import Run
+from gputriage.record.device import judged_device
 from gputriage.record.gpu import GpuTrack
 from gputriage.record.numbers import PARTS, gpu_util_mean_pct, host_parts_s, step_numbers
 from gputriage.record.steps import Step, steady_steps
@@ -76,6 +77,7 @@ class Comparison:
     status: str  # fixed | no change | regressed
     summary: str
     timing_judged: bool = True  # False: stand-in runs across a change of the findings (see `timing_comparable`)
+    caveats: list[str] = field(default_factory=list)  # what differs between the two jobs beyond the change itself
 
     def regressed_timing(self) -> bool:
         """Step time or GPU busy got worse beyond the noise: what `--fail-on regression` guards."""
@@ -273,7 +275,52 @@ def compare(before: Diagnosis, after: Diagnosis, before_label: str, after_label:
     judged = timing_comparable(sides, delta)
     status, summary = verdict(step, busy, delta, sides) if judged else findings_verdict(step, delta, sides)
     throughput = _throughput(before.run, after.run, step)
-    return Comparison(sides[0], sides[1], step, parts, busy, throughput, delta, status, summary, judged)
+    caveats = job_caveats(before.run, after.run)
+    return Comparison(sides[0], sides[1], step, parts, busy, throughput, delta, status, summary, judged, caveats)
+
+
+# -- are these two runs of one job? -----------------------------------------------------------------------------------
+
+
+def _measured_by(run: Run) -> str:
+    """How the run's step time was measured: by `gputriage run` (the host's clock at each step) or from a trace."""
+    return "a profiler trace" if run.command == "trace" else f"`gputriage {run.command}`"
+
+
+def _target(run: Run) -> str | None:
+    return run.process.target if run.process is not None else None
+
+
+def _ranks(run: Run) -> int | None:
+    if run.ranks is not None:
+        return run.ranks.world_size or None
+    if run.rank_info is not None:
+        return run.rank_info.world_size or None
+    return None
+
+
+def job_caveats(before: Run, after: Run) -> list[str]:
+    """What differs between the two runs besides the user's change, each as one line. The comparison still runs (a
+    fixed copy of a script has another name), but the reader is told what the numbers stand on."""
+    out = []
+    if (before.command == "trace") != (after.command == "trace"):
+        out.append(
+            f"before was measured by {_measured_by(before)} and after by {_measured_by(after)}: their step times "
+            "are different clocks, so the step time is compared only where both sides measured it the same way"
+        )
+    b_target, a_target = _target(before), _target(after)
+    if b_target and a_target and b_target != a_target:
+        out.append(f"different scripts: before ran {b_target}, after ran {a_target}")
+    b_device, a_device = judged_device(before), judged_device(after)
+    if b_device and a_device and b_device != a_device:
+        out.append(f"different devices: before was judged for {b_device}, after for {a_device}")
+    b_ranks, a_ranks = _ranks(before), _ranks(after)
+    if b_ranks != a_ranks and b_ranks is not None and a_ranks is not None:
+        out.append(f"different world sizes: {b_ranks} ranks before, {a_ranks} after")
+    b_batch, a_batch = _batch_size(before), _batch_size(after)
+    if b_batch and a_batch and b_batch != a_batch:
+        out.append(f"different batch sizes: {b_batch} before, {a_batch} after: compare samples/s, not step time")
+    return out
 
 
 def timing_comparable(sides: tuple[Side, Side], delta: FindingsDelta) -> bool:

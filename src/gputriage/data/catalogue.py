@@ -546,8 +546,9 @@ CATALOGUE: tuple[Entry, ...] = (
     Entry(
         "dataparallel-not-ddp",
         5,
-        ("warning",),
-        "`nn.DataParallel` on several GPUs, where DistributedDataParallel is meant",
+        ("warning", "info"),
+        "`nn.DataParallel` on several GPUs, where DistributedDataParallel is meant (info: over one GPU or none, a "
+        "wrapper with no speed-up)",
         ("device_ids", "gpu_count", "module_class"),
     ),
 )

@@ -51,6 +51,7 @@ def compare_document(c: Comparison) -> dict[str, Any]:
         "verdict": {"status": c.status, "summary": c.summary},
         "regressed_timing": c.regressed_timing(),
         "timing_judged": c.timing_judged,
+        "caveats": c.caveats,
         "before": _side_doc(c.before),
         "after": _side_doc(c.after),
         "step_time": _change_doc(c.step_time),
@@ -100,6 +101,7 @@ def render_terminal(c: Comparison, stream: TextIO) -> None:
         f"gputriage compare: {c.summary}",
         f"  before: {c.before.label} ({c.before.status}, {c.before.steps} steps)",
         f"  after:  {c.after.label} ({c.after.status}, {c.after.steps} steps)",
+        *(f"  note: {caveat}" for caveat in c.caveats),
         "",
         _row(c.step_time, c.timing_judged),
     ]

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 
 from gputriage.findings import Finding, Severity, root_cause_order
 from gputriage.record import Run
-from gputriage.record.ranks import RankInfo, RankLoader
+from gputriage.record.ranks import ModelWrap, RankInfo, RankLoader
 from gputriage.record.steps import Step
 from gputriage.rules.registry import job_rule, rule
 
@@ -85,7 +85,10 @@ def dataparallel_not_ddp(run: Run) -> Iterator[Finding]:
     """nn.DataParallel replicates the model every step from one Python thread; DDP runs one process per GPU."""
     info = run.rank_info
     wrap = info.wrap if info is not None else None
-    if wrap is None or wrap.kind != "dataparallel" or (wrap.gpu_count or 0) < 2:
+    if wrap is None or wrap.kind != "dataparallel":
+        return
+    if (wrap.gpu_count or 0) < 2:
+        yield _dataparallel_on_one_gpu(wrap)
         return
     yield Finding(
         code="dataparallel-not-ddp",
@@ -97,6 +100,27 @@ def dataparallel_not_ddp(run: Run) -> Iterator[Finding]:
             "# one process per GPU: torchrun --nproc_per_node="
             f"{wrap.gpu_count} train.py\n"
             'dist.init_process_group("nccl")\n' + SET_DEVICE_FIX
+        ),
+        where=wrap.where,
+    )
+
+
+def _dataparallel_on_one_gpu(wrap: ModelWrap) -> Finding:
+    """DataParallel over one GPU (or none it could see) calls the model directly: no speed-up, a wrapper to drop, and
+    not a cause of low utilisation (info). Said because the user most likely meant to use several GPUs."""
+    seen = "one GPU" if wrap.gpu_count == 1 else "no GPU it could see"
+    return Finding(
+        code="dataparallel-not-ddp",
+        rung=5,
+        severity=Severity.INFO,
+        title=(
+            f"nn.DataParallel wraps {wrap.module_class or 'the model'} over {seen}: it then calls the model "
+            "directly, with no speed-up"
+        ),
+        evidence={"gpu_count": wrap.gpu_count or 0, "device_ids": wrap.device_ids, "module_class": wrap.module_class},
+        fix=(
+            "# on one GPU, drop the wrapper: model = model.to(device)\n"
+            "# on several GPUs, one process per GPU instead: torchrun --nproc_per_node=NUM_GPUS train.py"
         ),
         where=wrap.where,
     )
