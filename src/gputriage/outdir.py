@@ -24,6 +24,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from gputriage import envnames
 from gputriage.errors import InputError
 
 REPORT_JSON = "report.json"
@@ -227,7 +228,7 @@ def merge_lock(out_dir: Path) -> Iterator[Path | None]:
 # A saved report or a rank record larger than this is refused before it is read: decoding costs several times the
 # file's size in memory. A long run's record is a few MB (samples are decimated, steps are small); raise the limit with
 # GPUTRIAGE_MAX_RECORD_MB for a record that really is larger.
-MAX_RECORD_MB_ENV = "GPUTRIAGE_MAX_RECORD_MB"
+MAX_RECORD_MB_ENV = envnames.MAX_RECORD_MB
 DEFAULT_MAX_RECORD_BYTES = 256 << 20
 _READ_CHUNK = 1 << 20
 

@@ -25,6 +25,7 @@ LAYER_OF = {
     "gputriage.findings": "base",
     "gputriage.wording": "base",
     "gputriage.outdir": "base",
+    "gputriage.envnames": "base",
     "gputriage.data": "base",
     "gputriage.record": "record",
     "gputriage.hardware": "hardware",

@@ -24,13 +24,14 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from gputriage import envnames
 from gputriage.collectors.identity import IdentityMap
 from gputriage.collectors.patching import Patches
 from gputriage.collectors.usercode import user_where
 from gputriage.record import Run
 from gputriage.record.ranks import CollectiveEvent, CollectiveStats, ModelWrap, NodeGpuProcess, RankInfo, RankLoader
 
-DDP_TIMING_ENV = "GPUTRIAGE_DDP_COMM_TIMING"
+DDP_TIMING_ENV = envnames.DDP_COMM_TIMING
 # Enough for thousands of steps of per-step events; totals keep counting past it.
 MAX_EVENTS = 5000
 MAX_LOAD_SITES = 10

@@ -88,13 +88,15 @@ def build_observers(config: ObserveConfig, judged_device: str) -> list[Observer]
 
 def stand_in_observers(config: ObserveConfig, judged_device: str, probe: RunProbe) -> list[Observer]:
     """--preflight: CUDA simulated on a stand-in; --expect-device meta: meta tensors readable (placeholders)."""
-    from gputriage.collectors.preflight import Backing, MetaStandIn, Preflight
-
     if config.preflight is not None:
+        from gputriage.collectors.preflight import Backing, Preflight
+
         return [Preflight(probe, stop_after_steps=config.steps, backing=Backing(config.preflight))]
     if judged_device == "meta":
+        from gputriage.collectors.preflight import MetaStandIn
+
         return [MetaStandIn()]
-    return []
+    return []  # the stand-ins' modules are not even imported: nothing of them on a real job's start-up
 
 
 class JobObservers:

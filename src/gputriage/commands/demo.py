@@ -6,6 +6,7 @@ import argparse
 import os
 import sys
 
+from gputriage import envnames
 from gputriage.collectors.runner import Target
 from gputriage.commands.common import add_verbose, out_folder, whole_number
 from gputriage.commands.run import DEFAULT_OUT, RunConfig, execute
@@ -40,7 +41,7 @@ def main(args: argparse.Namespace) -> int:
             "(PyTorch runs real dispatch there with no real compute; placement and op census behave as on a GPU).",
             file=sys.stderr,
         )
-    os.environ["GPUTRIAGE_DEMO_DEVICE"] = device
+    os.environ[envnames.DEMO_DEVICE] = device
     print(
         f"gputriage demo: gputriage run --expect-device {device} {TRAIN_SCRIPT.name} --steps {args.steps}",
         file=sys.stderr,

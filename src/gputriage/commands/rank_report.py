@@ -25,14 +25,14 @@ import time
 from pathlib import Path
 from typing import TextIO
 
-from gputriage import outdir
+from gputriage import envnames, outdir
 from gputriage.diagnosis import Diagnosis, diagnose
 from gputriage.record import Run
 from gputriage.record.merge import load_job, own_gpu_tracks
 from gputriage.record.run import encode_run
 from gputriage.report.output import OutputOptions, emit, write_files
 
-MERGE_WAIT_ENV = "GPUTRIAGE_MERGE_WAIT_S"
+MERGE_WAIT_ENV = envnames.MERGE_WAIT_S
 # Rank 0 waits this long for the other ranks' records before merging what it has (a killed rank never writes).
 DEFAULT_MERGE_WAIT_S = 5.0
 POLL_S = 0.1

@@ -31,16 +31,21 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, TextIO
 
+from gputriage import envnames
+
 if TYPE_CHECKING:
     from gputriage.diagnosis import Diagnosis
     from gputriage.record import Run
     from gputriage.record.environment import Environment
 
-DISABLE_ENV = "GPUTRIAGE_REPORT_WORKER"  # "0": do the report's work in the job's process
+DISABLE_ENV = envnames.REPORT_WORKER
 _FRAME = struct.Struct(">II")
 # The worker answers within seconds; under torchrun rank 0 first waits for the other ranks' records (MERGE_WAIT_ENV).
 REPLY_TIMEOUT_S = 120.0
 NICE = 10
+# How long the probe window's partial record waits for the job's final one before it is written anyway: long enough
+# that a job of a few minutes never shares the machine with the report's work, short next to a real training run.
+PARTIAL_WAIT_S = 60.0
 
 
 @dataclass
@@ -272,9 +277,12 @@ def serve() -> None:
         reply = bool(header.pop("reply", False))
         request = ReportRequest(**{k: v for k, v in header.items() if k in ReportRequest.__dataclass_fields__})
         request.expect_device = request.expect_device or options.get("expect_device")
-        following = read_message(stdin) if request.partial and _more_input(stdin) else None
+        # The partial record waits for the job: its final record replaces it (most jobs), the end of the input (a job
+        # killed by SIGKILL, or ended by os._exit) has it written at once, and a job that is still training after
+        # PARTIAL_WAIT_S gets it written then. So the report's work never competes with the job's own steps.
+        following = read_message(stdin) if request.partial and _input_within(stdin, PARTIAL_WAIT_S) else None
         if following is not None:
-            message = following  # the job has already sent its final record: the partial one is out of date
+            message = following  # the job has sent its final record: the partial one is out of date
             continue
         prober.join()
         code = _serve_one(request, message[1], copy.deepcopy(machine.get("env")))
@@ -308,24 +316,29 @@ def _probe_machine(into: dict[str, Environment]) -> None:
 
 def _warm_up() -> None:
     """Do now, while the job runs, what every report needs first: import the diagnosis and the renderers, and run
-    them once on an empty record (the rules' and the terminal renderer's first use builds their tables)."""
+    them once on an empty record (the rules' and the terminal renderer's first use builds their tables, the HTML
+    page's first use compiles its template: 40-80 ms that would otherwise be added to the job's end)."""
     with contextlib.suppress(Exception):
         import io
 
         import gputriage.commands.rank_report  # noqa: F401
         from gputriage.diagnosis import diagnose
         from gputriage.record import Run
-        from gputriage.report.output import OutputOptions, emit
-        from gputriage.report.timeline import build_timeline
+        from gputriage.report.output import OutputOptions, emit, report_files
 
         empty = diagnose(Run(command="run"))
         emit(empty, OutputOptions(terminal_stream=io.StringIO()))
-        build_timeline(empty)
+        report_files(empty)  # every file of --out, not written: the HTML template's compilation is the costly part
 
 
-def _more_input(stream: IO[bytes]) -> bool:
-    """Something (a message, or the end of the input) is waiting to be read."""
-    with contextlib.suppress(Exception):
-        ready, _, _ = select.select([stream], [], [], 0)
-        return bool(ready)
-    return False
+def _input_within(stream: IO[bytes], timeout_s: float) -> bool:
+    """Something (a message, or the end of the input) arrives within `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            ready, _, _ = select.select([stream], [], [], max(0.0, deadline - time.monotonic()))
+            return bool(ready)
+        except InterruptedError:
+            continue
+        except Exception:
+            return False

@@ -11,15 +11,11 @@ import math
 import os
 from collections.abc import Callable, Mapping
 
-from gputriage.collectors.distributed import DDP_TIMING_ENV
+from gputriage import envnames
 from gputriage.commands.common import DEVICE_NAME_RE
-from gputriage.commands.rank_report import MERGE_WAIT_ENV
-from gputriage.commands.run_worker import DISABLE_ENV as REPORT_WORKER_ENV
 from gputriage.errors import InputError
-from gputriage.hardware.nvml import FAKE_ENV_VAR, FAKE_JOB_PID_ENV_VAR, fake_scenario_names
-from gputriage.outdir import MAX_RECORD_MB_ENV, record_limit_mb
-
-DEMO_DEVICE_ENV = "GPUTRIAGE_DEMO_DEVICE"
+from gputriage.hardware.nvml import fake_scenario_names
+from gputriage.outdir import record_limit_mb
 
 
 def _seconds(value: str) -> str | None:
@@ -54,13 +50,13 @@ def _scenario(value: str) -> str | None:
 
 # name -> (what it does, the check: None when the value is good, else what it should be)
 VARIABLES: dict[str, tuple[str, Callable[[str], str | None]]] = {
-    FAKE_ENV_VAR: ("a fake NVML scenario, for demos and docs", _scenario),
-    FAKE_JOB_PID_ENV_VAR: ("the process the fake scenario's job is", _pid),
-    MERGE_WAIT_ENV: ("how long rank 0 waits for the other ranks' records", _seconds),
-    DDP_TIMING_ENV: ("time DDP's gradient communication", _switch),
-    DEMO_DEVICE_ENV: ("the device the demo's script names", _device),
-    REPORT_WORKER_ENV: ("0: write `run`'s report in the job's own process, without the report worker", _switch),
-    MAX_RECORD_MB_ENV: ("the largest record or report.json gputriage reads", _megabytes),
+    envnames.FAKE_NVML: ("a fake NVML scenario, for demos and docs", _scenario),
+    envnames.FAKE_JOB_PID: ("the process the fake scenario's job is", _pid),
+    envnames.MERGE_WAIT_S: ("how long rank 0 waits for the other ranks' records", _seconds),
+    envnames.DDP_COMM_TIMING: ("time DDP's gradient communication", _switch),
+    envnames.DEMO_DEVICE: ("the device the demo's script names", _device),
+    envnames.REPORT_WORKER: ("0: write `run`'s report in the job's own process, without the report worker", _switch),
+    envnames.MAX_RECORD_MB: ("the largest record or report.json gputriage reads", _megabytes),
 }
 
 

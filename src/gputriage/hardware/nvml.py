@@ -14,11 +14,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from gputriage import envnames
 from gputriage.errors import InputError
 from gputriage.record.environment import DriverFacts, GpuDevice
 
-FAKE_ENV_VAR = "GPUTRIAGE_FAKE_NVML"
-FAKE_JOB_PID_ENV_VAR = "GPUTRIAGE_FAKE_JOB_PID"  # "self" or a PID: who the fake scenario's job (pid 4242) is
+FAKE_ENV_VAR = envnames.FAKE_NVML
+FAKE_JOB_PID_ENV_VAR = envnames.FAKE_JOB_PID
 
 
 @dataclass(frozen=True)

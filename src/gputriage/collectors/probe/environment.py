@@ -3,7 +3,6 @@ touches CUDA state before the user's code does."""
 
 from __future__ import annotations
 
-from gputriage.collectors.env_probe import probe_environment
 from gputriage.record import Run
 
 
@@ -16,4 +15,6 @@ class EnvironmentObserver:
 
     def finish(self, run: Run) -> None:
         # In-process: torch is imported already (the import is paid) and a child interpreter would cost seconds.
+        from gputriage.collectors.env_probe import probe_environment  # at the end: not on the job's start-up path
+
         run.environment = probe_environment(self.expect_device, in_process=True)
