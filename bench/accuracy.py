@@ -5,12 +5,13 @@ must-not-report codes, expected where, notes; the format of ../shared/corpus/scr
 - the shared corpus of real public scripts, ../shared/corpus/scripts (read in place, never copied; skipped when absent);
 - the project's own cases, tests/scripts/EXPECTED.tsv (patterns the corpus lacks).
 
-How a case is run is one parameter, `--mode`: `meta` (DEVICE=meta, --expect-device meta), `cpu` (DEVICE=cpu,
---expect-device cpu) or `preflight` (`run --preflight`, the CUDA stand-in, once it exists). Prints one row per case:
+How a case is run is one parameter, `--mode`: `preflight` (the default: `run --preflight`, the CUDA stand-in, the
+scripts pick "cuda" themselves as on the GPU machine), `meta` (DEVICE=meta, --expect-device meta) or `cpu` (DEVICE=cpu,
+--expect-device cpu). Prints one row per case:
 expected cause, what gputriage said, whether `where` was right, and the verdict. With `--repeat N` each case runs N
 times and the row counts how often it was right, and how often a healthy control got a warning or a critical.
 
-    .venv/bin/python bench/accuracy.py [--mode meta] [--set corpus|project|all] [--repeat 1] [--jobs 2] [CASE ...]
+    .venv/bin/python bench/accuracy.py [--mode preflight] [--set corpus|project|all] [--repeat 1] [--jobs 2] [CASE ...]
 """
 
 from __future__ import annotations
@@ -191,7 +192,7 @@ def summary(results: dict[str, list[Score]]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--mode", choices=MODES, default="meta")
+    parser.add_argument("--mode", choices=MODES, default="preflight")
     parser.add_argument("--set", choices=("corpus", "project", "all"), default="all", dest="which")
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--jobs", type=int, default=2, help="cases run at once (the machine has 2 cores)")

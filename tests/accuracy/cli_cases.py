@@ -10,7 +10,9 @@ from typing import Any
 
 import bench_accuracy as accuracy  # bench/accuracy.py, loaded by conftest.py
 
-# How the cases run: "meta" today; the lead switches this to "preflight" once `run --preflight` is in main.
+# How the cases run here: on the meta stand-in. The corpus runs under `run --preflight` in
+# tests/preflight/test_corpus_preflight.py and the project's scenarios in tests/run/test_run_preflight.py;
+# bench/accuracy.py defaults to preflight.
 MODE = os.environ.get("GPUTRIAGE_ACCURACY_MODE", "meta")
 PARALLEL_RUNS = 2
 

@@ -148,3 +148,26 @@ def test_an_indexed_argument_is_moved_in_place() -> None:
     expr = codefix.call_argument(stmt, "args[0]", "Net")
     assert expr is not None
     assert codefix.moved_argument(stmt, expr, "device") == "out = model(batch[0].to(device, non_blocking=True))"
+
+
+def test_an_argument_moved_already_is_not_moved_twice() -> None:
+    """`model(x.to(device))` that still reaches the model on the CPU: `device` names the CPU when the script runs
+    (`"cuda" if torch.cuda.is_available() else "cpu"` without CUDA); a second `.to(device)` fixes nothing."""
+    from gputriage.rules import edits
+
+    code = "for x, y in loader:\n    out = model(x.to(dev))\n    loss = loss_fn(out, y.cuda())"
+    section = SourceSection([SourceSnippet("loop.py", 1, code, "window", None)])
+    stmt = codefix.statement_at(section, "loop.py:2")
+    assert stmt is not None
+    expr = codefix.call_argument(stmt, "args[0]", "Net")
+    assert expr is not None and codefix.moved_already(expr) == "dev"
+    line = codefix.moved_argument(stmt, expr, "dev")
+    assert ".to(dev).to(" not in line and line.startswith("# x.to(dev) is moved already")
+    assert "check where dev is set" in line
+    assert edits.move_argument(section, "loop.py:2", "args[0]", "Net", "dev") is None  # no edit in --patch either
+    loss = codefix.statement_at(section, "loop.py:3")
+    assert loss is not None
+    label = codefix.call_argument(loss, "args[1]", "CrossEntropyLoss")
+    assert label is not None and codefix.moved_already(label) == "cuda"
+    plain = codefix.call_argument(loss, "args[0]", "CrossEntropyLoss")
+    assert plain is not None and codefix.moved_already(plain) is None

@@ -99,6 +99,7 @@ def run_target(target: Target, signals: JobSignals | None = None) -> Outcome:
     """Execute the target in this process and report how it ended. Never raises for the user's errors."""
     saved_argv, saved_path0 = sys.argv[:], sys.path[0] if sys.path else None
     start_s = time.perf_counter()
+    cut_short = False
     try:
         if signals is not None:
             signals.enter_script()  # inside the try: a signal held during start-up is delivered here
@@ -111,10 +112,13 @@ def run_target(target: Target, signals: JobSignals | None = None) -> Outcome:
         outcome = Outcome(exit_code=130, exception=exc, signal="SIGINT")
     except StopRun:
         outcome = Outcome(exit_code=0)
+        cut_short = True  # gputriage ended the job: its threads may wait for a loop that will not come back
     except BaseException as exc:
         _print_traceback(exc)
         outcome = Outcome(exit_code=1, exception=exc)
     finally:
+        if not cut_short:
+            join_job_threads()  # still the script's time: Ctrl-C and SIGTERM keep Python's meaning while it waits
         if signals is not None:
             signals.leave_script()
         sys.argv = saved_argv
@@ -123,6 +127,24 @@ def run_target(target: Target, signals: JobSignals | None = None) -> Outcome:
     outcome.wall_s = time.perf_counter() - start_s
     flush_std_streams()
     return outcome
+
+
+def join_job_threads() -> None:
+    """What Python does once the main script has ended, before its atexit handlers: run the `threading` atexit
+    callbacks (ThreadPoolExecutor's shutdown) and wait for every non-daemon thread. Done here, before the report, so
+    the job's last thread ends (its output, its files) before gputriage writes anything, and the report covers it;
+    Python's own call at exit then finds it done. A failure is reported as Python reports it, and ignored."""
+    shutdown = getattr(threading, "_shutdown", None)
+    if shutdown is None:
+        return
+    try:
+        shutdown()
+    except BaseException:  # KeyboardInterrupt while waiting: as in Python, reported and not raised
+        flush_std_streams()
+        with contextlib.suppress(Exception):
+            print(f"Exception ignored in: {threading!r}", file=sys.stderr)
+            traceback.print_exc()
+            sys.stderr.flush()
 
 
 def _execute(target: Target) -> None:

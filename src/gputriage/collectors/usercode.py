@@ -31,6 +31,9 @@ _LIBRARY_DIRS = _FRAMEWORK_DIRS + tuple(
         sysconfig.get_paths()["stdlib"],
         sysconfig.get_paths()["purelib"],
         sysconfig.get_paths()["platlib"],
+        # console-script launchers (`gputriage`, `torchrun`, `accelerate`): a frame of theirs sits at the bottom of
+        # every stack of a job started through them, and is never the user's line
+        sysconfig.get_paths()["scripts"],
     }
 )
 # The bundled demo job lives inside the package but plays the user's code.

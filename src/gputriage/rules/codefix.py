@@ -250,10 +250,33 @@ def _rank_calls(calls: list[ast.Call], callee: str | None) -> list[ast.Call]:
     return sorted(calls, key=score)
 
 
+def moved_already(expr: ast.expr) -> str | None:
+    """The device an argument is already moved to in the code (`x.to(device)` -> "device", `x.cuda()` -> "cuda"), or
+    None when it is not moved where it is passed."""
+    if not (isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute)):
+        return None
+    if expr.func.attr == "cuda":
+        return "cuda"
+    if expr.func.attr != "to":
+        return None
+    target = next((kw.value for kw in expr.keywords if kw.arg == "device"), None)
+    if target is None and expr.args and not _dtype_like(expr.args[0]):
+        target = expr.args[0]
+    return ast.unparse(target) if target is not None else None
+
+
 def moved_argument(stmt: Statement, expr: ast.expr, device: str) -> str:
     """The line that moves `expr` to the device, in the script's names: `images = images.to(device, ...)` for a name,
-    else the statement itself with `.to(device, ...)` on the argument (`model(batch[0].to(device, ...))`)."""
+    else the statement itself with `.to(device, ...)` on the argument (`model(batch[0].to(device, ...))`). An argument
+    the code already moves (`model(x.to(device))`) that still arrived on the CPU is not moved twice: what is wrong is
+    where its device points when the script runs, and the line says so."""
     text = ast.unparse(expr)
+    target = moved_already(expr)
+    if target is not None:
+        return (
+            f"# {text} is moved already, yet arrived on the CPU: {target} names the CPU when this runs "
+            f"(check where {target} is set, and that torch.cuda.is_available() is True)"
+        )
     if isinstance(expr, ast.Name):
         return f"{text} = {text}.to({device}, non_blocking=True)"
     inline = with_suffix(stmt, expr, f".to({device}, non_blocking=True)")

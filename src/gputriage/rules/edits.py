@@ -133,8 +133,8 @@ def move_argument(
     if stmt is None:
         return None
     expr = codefix.call_argument(stmt, argument, callee)
-    if expr is None:
-        return None
+    if expr is None or codefix.moved_already(expr) is not None:
+        return None  # moved already: the device it names is what is wrong, no edit of this line fixes that
     if isinstance(expr, ast.Name):
         spread = argument is not None and not argument.startswith("args[") and codefix.is_spread(stmt, expr)
         line = codefix.moved_spread(expr.id, device) if spread else codefix.moved_argument(stmt, expr, device)
