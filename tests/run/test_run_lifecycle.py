@@ -135,3 +135,23 @@ def test_a_module_that_does_not_exist_fails_as_python_says(tmp_path: Path) -> No
     plain = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, check=False)
     assert (ours.returncode, ours.stderr) == (plain.returncode, plain.stderr) == (1, plain.stderr)
     assert not (tmp_path / "out" / "report.json").exists()
+
+
+def test_the_report_waits_for_the_jobs_non_daemon_threads(tmp_path: Path) -> None:
+    """Python waits for every non-daemon thread once the main script ends, before its atexit handlers: the job is
+    not over until then, so the report comes after the thread's last line, and its atexit handler still runs after."""
+    script = tmp_path / "late_thread.py"
+    script.write_text(
+        "import atexit, sys, threading, time\n"
+        "def late():\n"
+        "    time.sleep(0.5)\n"
+        "    print('thread done', file=sys.stderr, flush=True)\n"
+        "atexit.register(lambda: print('atexit ran', file=sys.stderr, flush=True))\n"
+        "threading.Thread(target=late).start()\n"
+        "print('main done')\n"
+    )
+    done = gputriage("run", "--expect-device", "cpu", "--out", str(tmp_path / "out"), str(script), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "main done\n"
+    err = done.stderr
+    assert err.index("thread done") < err.index("gputriage verdict") < err.index("atexit ran"), err
