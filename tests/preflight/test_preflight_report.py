@@ -110,6 +110,19 @@ def test_a_sync_inside_library_code_is_a_note_at_the_librarys_line() -> None:
     assert finding.severity.value == "warning" and finding.where == "train.py:94"
 
 
+def test_on_a_stand_in_a_rare_sync_is_judged_by_its_count_not_its_time() -> None:
+    """A loss.item() every 100 batches met once in 3 census steps: on a stand-in its 4.4 ms are the host's own first
+    call (no device to wait for), so the time share says nothing of a GPU run; on a real device it would."""
+    compute = ComputeSection(ops_per_device={"cuda": 900}, window_steps=3, window_wall_s=0.077)
+    compute.syncs = [HostSync("item", "train.py:157", "loss, current = loss.item(), batch * len(X)", 1, 0.0044)]
+    preflight = _run(stand_in=_stand_in(), compute=compute)
+    assert "host-sync-in-loop" not in [f.code for f in diagnose(preflight).findings]
+    on_gpu = _run(compute=compute)
+    on_gpu.stand_in = None
+    finding = next(f for f in diagnose(on_gpu).findings if f.code == "host-sync-in-loop")
+    assert finding.evidence["sync_pct_of_step"] == 5.7
+
+
 def test_plain_attributes_the_completed_steps_never_mixed_in_are_a_note() -> None:
     model = ModelInfo(name="GAN", parameter_count=100, devices={"cuda:0": 100, "cpu": 8})
     model.stray = [StrayPart("validation_z", "attribute", "cpu", 8, "gan.py:40")]

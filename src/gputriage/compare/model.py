@@ -15,7 +15,7 @@ from gputriage.compare.stats import BETTER, NOISE, UNMEASURED, WORSE, Judgement
 from gputriage.diagnosis import Diagnosis
 from gputriage.findings import Finding, Severity
 from gputriage.record import Run
-from gputriage.record.device import judged_device
+from gputriage.record.device import judged_device, on_stand_in
 from gputriage.record.gpu import GpuTrack
 from gputriage.record.numbers import PARTS, gpu_util_mean_pct, host_parts_s, step_numbers
 from gputriage.record.steps import Step, steady_steps
@@ -121,10 +121,6 @@ def _trace_value(run: Run, name: str) -> float | None:
 def _batch_size(run: Run) -> int | None:
     loader = run.steps.loader if run.steps is not None else None
     return loader.batch_size if loader is not None and loader.batch_size else None
-
-
-def is_stand_in(run: Run) -> bool:
-    return run.stand_in is not None or run.expect_device == "meta"
 
 
 # -- the changes ------------------------------------------------------------------------------------------------------
@@ -262,7 +258,7 @@ def _side(label: str, diag: Diagnosis) -> Side:
         diag.verdict.status,
         proc.exit_code if proc is not None else None,
         steps if steps or traced is None else int(traced),
-        is_stand_in(run),
+        on_stand_in(run),
     )
 
 

@@ -80,6 +80,12 @@ def judged_device(run: Run) -> str | None:
     return None
 
 
+def on_stand_in(run: Run) -> bool:
+    """The job ran on a stand-in device (a preflight, or the meta stand-in): its times are the host's, and a host sync
+    waits for no device."""
+    return run.stand_in is not None or judged_device(run) == "meta"
+
+
 def judged_for_nvidia(run: Run) -> bool:
     """NVIDIA-specific findings matter (critical, not info): the run is judged for cuda, or nothing says otherwise."""
     return judged_device(run) in (None, "cuda")

@@ -23,7 +23,7 @@ from __future__ import annotations
 from gputriage.findings import Finding, Severity
 from gputriage.record import Run
 from gputriage.record.compute import ComputeSection
-from gputriage.record.device import judged_device
+from gputriage.record.device import judged_device, on_stand_in
 from gputriage.record.numbers import pct_text, step_numbers, wilson_interval_pct
 from gputriage.record.sampler import SampledLine, SamplerSection
 from gputriage.rules import codefix, edits
@@ -240,11 +240,14 @@ def host_sync_in_loop(run: Run) -> list[Finding]:
     sync_s = sum(s.time_s for s in compute.syncs)
     share_pct = 100.0 * sync_s / compute.window_wall_s if compute.window_wall_s > 0 else 0.0
     hot = [s for s in compute.syncs if s.count / steps >= SYNCS_PER_STEP_MIN]
-    if not hot and share_pct < SYNC_SHARE_MIN_PCT:
+    # On a stand-in a sync waits for no device: its time is the host's own work (a first call's set-up), and only
+    # how often the step reads a device value says anything about the GPU run.
+    costly = share_pct >= SYNC_SHARE_MIN_PCT and not on_stand_in(run)
+    if not hot and not costly:
         return []
     sites = sorted(compute.syncs, key=lambda s: (-s.count, -s.time_s))
     first = sites[0]
-    in_library = share_pct < SYNC_SHARE_MIN_PCT and all(s.library_where is not None for s in hot)
+    in_library = not costly and all(s.library_where is not None for s in hot)
     title = (
         f"The step waits for the device {sum(s.count for s in sites) / steps:.1f} times per step "
         f"({_census_window(compute)})"
