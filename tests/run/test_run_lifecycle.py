@@ -155,3 +155,19 @@ def test_the_report_waits_for_the_jobs_non_daemon_threads(tmp_path: Path) -> Non
     assert done.stdout == "main done\n"
     err = done.stderr
     assert err.index("thread done") < err.index("gputriage verdict") < err.index("atexit ran"), err
+
+
+def test_an_executor_the_job_never_shut_down_does_not_hang_the_report(tmp_path: Path) -> None:
+    """A ThreadPoolExecutor's workers are non-daemon threads that only Python's exit stops: waiting for them before
+    the report would hang a job that Python ends."""
+    script = tmp_path / "executor.py"
+    script.write_text(
+        "from concurrent.futures import ThreadPoolExecutor\n"
+        "pool = ThreadPoolExecutor(2)\n"
+        "print(pool.submit(sum, [1, 2]).result())\n"
+    )
+    out = tmp_path / "out"
+    cmd = [str(BIN / "gputriage"), "run", "--expect-device", "cpu", "--out", str(out), str(script)]
+    done = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0 and done.stdout == "3\n", done.stderr
+    assert (out / "report.json").exists()

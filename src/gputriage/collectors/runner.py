@@ -130,21 +130,37 @@ def run_target(target: Target, signals: JobSignals | None = None) -> Outcome:
 
 
 def join_job_threads() -> None:
-    """What Python does once the main script has ended, before its atexit handlers: run the `threading` atexit
-    callbacks (ThreadPoolExecutor's shutdown) and wait for every non-daemon thread. Done here, before the report, so
-    the job's last thread ends (its output, its files) before gputriage writes anything, and the report covers it;
-    Python's own call at exit then finds it done. A failure is reported as Python reports it, and ignored."""
-    shutdown = getattr(threading, "_shutdown", None)
-    if shutdown is None:
-        return
+    """Wait for the job's non-daemon threads, as Python does once the main script has ended and before its atexit
+    handlers: the job is not over until they end (their output, their files, a training loop run in a thread), so
+    the report waits too, and Python's own wait at exit then finds them done.
+
+    Python first runs the `threading` atexit callbacks, which tell a ThreadPoolExecutor's idle workers to stop; those
+    callbacks are the process's and are left to Python's exit (`run` may be called inside another program), so the
+    executors' workers are not waited for here: waiting would hang on an executor the job never shut down. A failure
+    (Ctrl-C while waiting) is reported as Python reports it, and ignored."""
     try:
-        shutdown()
+        while True:
+            pending = _job_threads()
+            if not pending:
+                return
+            for thread in pending:
+                thread.join()
     except BaseException:  # KeyboardInterrupt while waiting: as in Python, reported and not raised
         flush_std_streams()
         with contextlib.suppress(Exception):
             print(f"Exception ignored in: {threading!r}", file=sys.stderr)
             traceback.print_exc()
             sys.stderr.flush()
+
+
+def _job_threads() -> list[threading.Thread]:
+    executor_threads = getattr(sys.modules.get("concurrent.futures.thread"), "_threads_queues", {})
+    me = threading.current_thread()
+    return [
+        t
+        for t in threading.enumerate()
+        if t is not me and t is not threading.main_thread() and not t.daemon and t not in executor_threads
+    ]
 
 
 def _execute(target: Target) -> None:
