@@ -13,13 +13,16 @@ from torch.utils.data import DataLoader, TensorDataset
 
 
 def random_crop_flip(images: np.ndarray, pad: int = 4) -> np.ndarray:
-    """The standard augmentation, one image at a time: pad 4, random 64x64 crop, random horizontal flip."""
+    """The standard augmentation, one image at a time: pad 4, random 64x64 crop, random horizontal flip, then each
+    image standardised on its own (per-channel mean and std)."""
     out = np.empty_like(images)
     for i, image in enumerate(images):
         dx, dy = np.random.randint(0, 2 * pad + 1, size=2)
         padded = np.pad(image, ((0, 0), (pad, pad), (pad, pad)), mode="reflect")
         cropped = padded[:, dy : dy + 64, dx : dx + 64]
-        out[i] = cropped[:, :, ::-1] if np.random.rand() < 0.5 else cropped
+        flipped = cropped[:, :, ::-1] if np.random.rand() < 0.5 else cropped
+        mean = flipped.mean(axis=(1, 2), keepdims=True)
+        out[i] = (flipped - mean) / (flipped.std(axis=(1, 2), keepdims=True) + 1e-6)
     return out
 
 
