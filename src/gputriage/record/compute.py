@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from gputriage.record.steps import stand_in_within
+
 
 @dataclass
 class OpStat:
@@ -68,8 +70,7 @@ class ComputeSection:
 
     def window_host_s(self) -> float:
         """The window's host time: its wall time without the stand-in's compute (all of it on a real device)."""
-        # as Step.stand_in_spent_s: never less than nothing, never more than the window
-        return self.window_wall_s - min(max(self.window_stand_in_s or 0.0, 0.0), max(self.window_wall_s, 0.0))
+        return self.window_wall_s - stand_in_within(self.window_stand_in_s, self.window_wall_s)
 
     def self_check(self) -> list[str]:
         problems = []

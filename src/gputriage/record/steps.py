@@ -13,6 +13,12 @@ from dataclasses import dataclass, field
 PHASE_SUM_TOLERANCE_S = 1e-6
 
 
+def stand_in_within(stand_in_s: float | None, wall_s: float) -> float:
+    """A stand-in's compute time within the wall time it was part of: a record from a file may say less than 0 or more
+    than the whole span, and the stand-in then takes no more than the wall time, nor adds any."""
+    return min(max(stand_in_s or 0.0, 0.0), max(wall_s, 0.0))
+
+
 @dataclass
 class Step:
     index: int
@@ -31,9 +37,8 @@ class Step:
     stand_in_s: float | None = None
 
     def stand_in_spent_s(self) -> float:
-        """The stand-in's compute in this step, within what the step can hold (a record from a file may say less than
-        0 or more than the whole step: it never takes more than the step's wall time, nor adds any)."""
-        return min(max(self.stand_in_s or 0.0, 0.0), max(self.wall_s, 0.0))
+        """The stand-in's compute in this step, within what the step can hold (see `stand_in_within`)."""
+        return stand_in_within(self.stand_in_s, self.wall_s)
 
     def host_s(self) -> float:
         """The step's time on the host as a GPU run would spend it: the wall time without the stand-in's compute."""
