@@ -162,14 +162,8 @@ def _device_in(tree: ast.AST) -> str | None:
     candidates: dict[str, int] = {}
     for node in ast.walk(tree):
         expr = None
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("to", "cuda"):
-            if node.func.attr == "to" and node.args and not _dtype_like(node.args[0]):
-                expr = node.args[0]
-            for kw in node.keywords:
-                if kw.arg == "device":
-                    expr = kw.value
-        elif isinstance(node, ast.Call):
-            expr = next((kw.value for kw in node.keywords if kw.arg == "device"), None)
+        if isinstance(node, ast.Call):
+            expr = _moved_to(node) if _is_to_call(node) else _device_keyword(node)
         elif isinstance(node, ast.arg) and node.arg == "device":
             candidates["device"] = candidates.get("device", 0) + 1
         elif isinstance(node, ast.Assign):
@@ -180,6 +174,22 @@ def _device_in(tree: ast.AST) -> str | None:
             text = ast.unparse(expr)
             candidates[text] = candidates.get(text, 0) + 2  # a device the script already moves things to
     return max(candidates, key=lambda k: (candidates[k], k == "device")) if candidates else None
+
+
+def _is_to_call(call: ast.Call) -> bool:
+    return isinstance(call.func, ast.Attribute) and call.func.attr == "to"
+
+
+def _device_keyword(call: ast.Call) -> ast.expr | None:
+    return next((kw.value for kw in call.keywords if kw.arg == "device"), None)
+
+
+def _moved_to(call: ast.Call) -> ast.expr | None:
+    """The device of a `.to(...)` call: its `device=` keyword, else its first argument unless that is a dtype."""
+    keyword = _device_keyword(call)
+    if keyword is not None:
+        return keyword
+    return call.args[0] if call.args and not _dtype_like(call.args[0]) else None
 
 
 def _dtype_like(node: ast.expr) -> bool:
@@ -257,11 +267,7 @@ def moved_already(expr: ast.expr) -> str | None:
         return None
     if expr.func.attr == "cuda":
         return "cuda"
-    if expr.func.attr != "to":
-        return None
-    target = next((kw.value for kw in expr.keywords if kw.arg == "device"), None)
-    if target is None and expr.args and not _dtype_like(expr.args[0]):
-        target = expr.args[0]
+    target = _moved_to(expr) if _is_to_call(expr) else None
     return ast.unparse(target) if target is not None else None
 
 
