@@ -340,21 +340,17 @@ def device_mismatch_rule(run: Run) -> list[Finding]:
         evidence["module"] = proc.crash_module
     module = f" inside {proc.crash_module}" if proc.crash_module else ""
     title = f"The script died mixing tensors on {' and '.join(mismatch_devices(message)) or 'two devices'}" + module
+    fix = (
+        "# move the tensor created on the other device to the model's device, e.g.\n"
+        "t = t.to(next(model.parameters()).device)\n"
+        "# tensors made inside forward: torch.zeros(..., device=x.device)"
+    )
+    where = proc.crash_where
     origin = _crash_origin(run, proc.crash_where)
-    if origin is not None and origin.cpu_tensor_where:
-        # the failing op's CPU operand was made inside forward: that line is the one to change
+    if origin is not None:  # the failing op's CPU operand was made inside forward: that line is the one to change
         evidence.update(_origin_evidence(run, origin))
-        return [
-            Finding(
-                code="device-mismatch-error",
-                rung=3,
-                severity=Severity.CRITICAL,
-                title=f"{title}: the CPU tensor was made at {origin.cpu_tensor_where}",
-                evidence=evidence,
-                fix=_mixed_fix(run, origin),
-                where=origin.cpu_tensor_where,
-            )
-        ]
+        title += f": the CPU tensor was made at {origin.cpu_tensor_where}"
+        fix, where = _mixed_fix(run, origin), origin.cpu_tensor_where
     return [
         Finding(
             code="device-mismatch-error",
@@ -362,10 +358,8 @@ def device_mismatch_rule(run: Run) -> list[Finding]:
             severity=Severity.CRITICAL,
             title=title,
             evidence=evidence,
-            fix="# move the tensor created on the other device to the model's device, e.g.\n"
-            "t = t.to(next(model.parameters()).device)\n"
-            "# tensors made inside forward: torch.zeros(..., device=x.device)",
-            where=proc.crash_where,
+            fix=fix,
+            where=where,
         )
     ]
 
