@@ -66,9 +66,10 @@ def output_options(args: argparse.Namespace) -> OutputOptions:
 def exit_code_for(diag: Diagnosis, fail_on: str | None, stream: TextIO | None = None) -> int:
     """--fail-on: 1 when a finding at that severity or worse exists, said in one line on stderr (a CI log shows why
     the step failed, after the report)."""
-    if fail_on is None or not diag.worst_at_least(Severity(fail_on)):
+    bar = Severity(fail_on) if fail_on is not None else None
+    if bar is None or not diag.worst_at_least(bar):
         return 0
-    failing = dict.fromkeys(f.code for f in diag.findings if f.severity.weight <= Severity(fail_on).weight)
+    failing = dict.fromkeys(f.code for f in diag.findings if f.severity.weight <= bar.weight)
     print(f"gputriage: --fail-on {fail_on}: {', '.join(failing)}; exit 1", file=stream or sys.stderr)
     return 1
 

@@ -332,13 +332,9 @@ def _warm_up() -> None:
 
 
 def _input_within(stream: IO[bytes], timeout_s: float) -> bool:
-    """Something (a message, or the end of the input) arrives within `timeout_s`."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            ready, _, _ = select.select([stream], [], [], max(0.0, deadline - time.monotonic()))
-            return bool(ready)
-        except InterruptedError:
-            continue
-        except Exception:
-            return False
+    """Something (a message, or the end of the input) arrives within `timeout_s` (select retries a signal's
+    interruption itself, PEP 475)."""
+    with contextlib.suppress(Exception):
+        ready, _, _ = select.select([stream], [], [], timeout_s)
+        return bool(ready)
+    return False
