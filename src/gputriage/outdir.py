@@ -228,7 +228,6 @@ def merge_lock(out_dir: Path) -> Iterator[Path | None]:
 # A saved report or a rank record larger than this is refused before it is read: decoding costs several times the
 # file's size in memory. A long run's record is a few MB (samples are decimated, steps are small); raise the limit with
 # GPUTRIAGE_MAX_RECORD_MB for a record that really is larger.
-MAX_RECORD_MB_ENV = envnames.MAX_RECORD_MB
 DEFAULT_MAX_RECORD_BYTES = 256 << 20
 _READ_CHUNK = 1 << 20
 
@@ -239,7 +238,7 @@ def record_limit_mb(value: str) -> int | None:
 
 
 def max_record_bytes() -> int:
-    limit_mb = record_limit_mb(os.environ.get(MAX_RECORD_MB_ENV, ""))
+    limit_mb = record_limit_mb(os.environ.get(envnames.MAX_RECORD_MB, ""))
     return limit_mb << 20 if limit_mb is not None else DEFAULT_MAX_RECORD_BYTES
 
 
@@ -316,7 +315,7 @@ def _reason(exc: OSError) -> str:
 def _too_large(path: Path, size: int, limit: int) -> str:
     return (
         f"{path} is larger than {limit >> 20} MiB ({size >> 20} MiB): not a gputriage record, or set "
-        f"{MAX_RECORD_MB_ENV} to read it"
+        f"{envnames.MAX_RECORD_MB} to read it"
     )
 
 

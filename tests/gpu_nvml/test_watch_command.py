@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
+from gputriage import envnames
 from gputriage.cli import main
 from gputriage.diagnosis import gpu_device_verdicts
 from gputriage.hardware.fake_scenarios import SCENARIOS
-from gputriage.hardware.nvml import FAKE_ENV_VAR
 from gputriage.record.gpu import GpuSection
 from gputriage.report.live import print_frame, run_live, sparkline
 
@@ -19,7 +19,7 @@ NO_NVML = {"driver_library_mismatch", "driver_not_loaded", "library_not_found", 
 
 
 def watch_json(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], scenario: str, *extra: str) -> Any:
-    monkeypatch.setenv(FAKE_ENV_VAR, scenario)
+    monkeypatch.setenv(envnames.FAKE_NVML, scenario)
     assert main(["watch", "--once", "--json", *extra]) == 0
     return json.loads(capsys.readouterr().out)
 
@@ -68,7 +68,7 @@ def test_watch_pid_follows_one_job(monkeypatch: pytest.MonkeyPatch, capsys: pyte
 
 
 def test_watch_pid_that_does_not_exist(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    monkeypatch.setenv(FAKE_ENV_VAR, "busy_a100")
+    monkeypatch.setenv(envnames.FAKE_NVML, "busy_a100")
     assert main(["watch", "--once", "--pid", "999999"]) == 2
     assert "no process with pid 999999" in capsys.readouterr().err
 
@@ -77,7 +77,7 @@ def test_watch_pid_that_does_not_exist(monkeypatch: pytest.MonkeyPatch, capsys: 
 def test_without_nvml_watch_says_why_in_one_line_and_exits_2(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], scenario: str
 ) -> None:
-    monkeypatch.setenv(FAKE_ENV_VAR, scenario)
+    monkeypatch.setenv(envnames.FAKE_NVML, scenario)
     assert main(["watch", "--once", "--json"]) == 2
     captured = capsys.readouterr()
     assert captured.out == ""
@@ -89,7 +89,7 @@ def test_without_nvml_watch_says_why_in_one_line_and_exits_2(
 def test_a_version_mismatch_is_named_as_rung1_finding(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setenv(FAKE_ENV_VAR, "driver_library_mismatch")
+    monkeypatch.setenv(envnames.FAKE_NVML, "driver_library_mismatch")
     assert main(["watch"]) == 2
     assert "Driver/library version mismatch) (rung 1: driver-library-mismatch)" in capsys.readouterr().err
 
@@ -98,13 +98,13 @@ def test_a_version_mismatch_is_named_as_rung1_finding(
 def test_bad_options_exit_2(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], argv: list[str]
 ) -> None:
-    monkeypatch.setenv(FAKE_ENV_VAR, "busy_a100")
+    monkeypatch.setenv(envnames.FAKE_NVML, "busy_a100")
     assert main(argv) == 2
     assert capsys.readouterr().err.startswith("gputriage: error: ")
 
 
 def test_watch_once_terminal_frame(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    monkeypatch.setenv(FAKE_ENV_VAR, "power_cap")
+    monkeypatch.setenv(envnames.FAKE_NVML, "power_cap")
     monkeypatch.setenv("COLUMNS", "100")
     assert main(["watch", "--once"]) == 0
     out = capsys.readouterr().out
@@ -115,9 +115,9 @@ def test_watch_once_terminal_frame(monkeypatch: pytest.MonkeyPatch, capsys: pyte
 
 
 def test_fail_on_for_scripts(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    monkeypatch.setenv(FAKE_ENV_VAR, "thermal_throttle")
+    monkeypatch.setenv(envnames.FAKE_NVML, "thermal_throttle")
     assert main(["watch", "--once", "--json", "--fail-on", "warning"]) == 1
-    monkeypatch.setenv(FAKE_ENV_VAR, "busy_a100")
+    monkeypatch.setenv(envnames.FAKE_NVML, "busy_a100")
     assert main(["watch", "--once", "--json", "--fail-on", "warning"]) == 0
     capsys.readouterr()
 
@@ -204,7 +204,7 @@ def test_the_docs_show_real_output() -> None:
         "PATH": os.environ.get("PATH", ""),
         "TERM": "xterm-256color",
         "COLUMNS": "100",
-        FAKE_ENV_VAR: "idle_memory_held",
+        envnames.FAKE_NVML: "idle_memory_held",
     }
     assert in_a_terminal(["watch", "--once"], env).rstrip("\n") == shown
 
@@ -212,7 +212,7 @@ def test_the_docs_show_real_output() -> None:
 def test_a_multi_gpu_node_gets_one_row_per_gpu(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setenv(FAKE_ENV_VAR, "eight_gpus")
+    monkeypatch.setenv(envnames.FAKE_NVML, "eight_gpus")
     monkeypatch.setenv("COLUMNS", "120")
     assert main(["watch", "--once"]) == 0
     lines = capsys.readouterr().out.splitlines()

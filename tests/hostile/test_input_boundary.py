@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from fuzz_records import WORLD_SIZE, rank_record_seeds, report_json_seeds
-from gputriage import outdir
+from gputriage import envnames
 from gputriage.cli import main
 from gputriage.errors import InputError
 from gputriage.record import Run, run_from_dict, run_to_dict
@@ -208,15 +208,15 @@ def test_deep_nesting_is_one_line_even_with_a_raised_recursion_limit(
 def test_a_file_over_the_size_limit_is_refused_unread(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv(outdir.MAX_RECORD_MB_ENV, "1")
+    monkeypatch.setenv(envnames.MAX_RECORD_MB, "1")
     doc = report_doc(0)
     doc["padding"] = ["x" * 1000] * 2000
     (tmp_path / "report.json").write_text(json.dumps(doc))
     assert main(["report", str(tmp_path / "report.json")]) == 2
-    assert f"larger than 1 MiB (1 MiB): not a gputriage record, or set {outdir.MAX_RECORD_MB_ENV}" in one_error_line(
+    assert f"larger than 1 MiB (1 MiB): not a gputriage record, or set {envnames.MAX_RECORD_MB}" in one_error_line(
         capsys
     )
-    monkeypatch.setenv(outdir.MAX_RECORD_MB_ENV, "8")
+    monkeypatch.setenv(envnames.MAX_RECORD_MB, "8")
     assert main(["report", str(tmp_path / "report.json")]) == 0
 
 

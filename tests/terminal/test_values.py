@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from gputriage import envnames
 from gputriage.cli import COMMANDS, build_parser, main
 from gputriage.commands import common
 from gputriage.commands.settings import VARIABLES, check_environment
@@ -69,9 +70,9 @@ def test_good_and_empty_values_pass() -> None:
 
 
 def test_an_unknown_fake_scenario_outside_the_cli_is_an_input_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    from gputriage.hardware.nvml import FAKE_ENV_VAR, open_nvml
+    from gputriage.hardware.nvml import open_nvml
 
-    monkeypatch.setenv(FAKE_ENV_VAR, "no_such_scenario")
+    monkeypatch.setenv(envnames.FAKE_NVML, "no_such_scenario")
     with pytest.raises(InputError, match="no such fake NVML scenario"), open_nvml():
         pass
 

@@ -31,7 +31,6 @@ from gputriage.collectors.usercode import user_where
 from gputriage.record import Run
 from gputriage.record.ranks import CollectiveEvent, CollectiveStats, ModelWrap, NodeGpuProcess, RankInfo, RankLoader
 
-DDP_TIMING_ENV = envnames.DDP_COMM_TIMING
 # Enough for thousands of steps of per-step events; totals keep counting past it.
 MAX_EVENTS = 5000
 MAX_LOAD_SITES = 10
@@ -263,13 +262,13 @@ class DistributedObserver:
             param_device=param_device,
             where=user_where(),
         )
-        if self._environ.get(DDP_TIMING_ENV, "1") == "0":
-            self._stats.ddp_untimed_reason = f"{DDP_TIMING_ENV}=0"
+        if self._environ.get(envnames.DDP_COMM_TIMING, "1") == "0":
+            self._stats.ddp_untimed_reason = f"{envnames.DDP_COMM_TIMING}=0"
 
     def _ddp_forward(self, original: Callable[..., Any], ddp: Any, *args: Any, **kwargs: Any) -> Any:
         if self._ddp_seen.get(ddp) is None:
             self._ddp_seen[ddp] = True
-            if self._environ.get(DDP_TIMING_ENV, "1") != "0":
+            if self._environ.get(envnames.DDP_COMM_TIMING, "1") != "0":
                 with contextlib.suppress(Exception):
                     self._install_comm_timer(ddp)
         return original(ddp, *args, **kwargs)

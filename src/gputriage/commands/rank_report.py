@@ -32,7 +32,6 @@ from gputriage.record.merge import load_job, own_gpu_tracks
 from gputriage.record.run import encode_run
 from gputriage.report.output import OutputOptions, emit, write_files
 
-MERGE_WAIT_ENV = envnames.MERGE_WAIT_S
 # Rank 0 waits this long for the other ranks' records before merging what it has (a killed rank never writes).
 DEFAULT_MERGE_WAIT_S = 5.0
 POLL_S = 0.1
@@ -70,7 +69,7 @@ def finish_rank(run: Run, out_dir: Path, wait_s: float | None = None) -> RankOut
         raise ValueError("finish_rank needs a run with rank_info")
     record = write_rank_record(run, out_dir)
     if wait_s is None:
-        wait_s = float(os.environ.get(MERGE_WAIT_ENV) or DEFAULT_MERGE_WAIT_S)  # checked by commands/settings.py
+        wait_s = float(os.environ.get(envnames.MERGE_WAIT_S) or DEFAULT_MERGE_WAIT_S)  # checked by commands/settings.py
     abnormal = run.process is not None and (bool(run.process.exit_code) or run.process.signal is not None)
     since_s = run.created_at_s - STALE_RECORD_SLACK_S
     deadline = time.monotonic() + (wait_s if info.rank == 0 and not abnormal else 0.0)

@@ -38,9 +38,8 @@ if TYPE_CHECKING:
     from gputriage.record import Run
     from gputriage.record.environment import Environment
 
-DISABLE_ENV = envnames.REPORT_WORKER
 _FRAME = struct.Struct(">II")
-# The worker answers within seconds; under torchrun rank 0 first waits for the other ranks' records (MERGE_WAIT_ENV).
+# The worker answers within seconds; under torchrun rank 0 first waits for the other ranks' records (MERGE_WAIT_S).
 REPLY_TIMEOUT_S = 120.0
 NICE = 10
 # How long the probe window's partial record waits for the job's final one before it is written anyway: long enough
@@ -142,7 +141,7 @@ class ReportWorker:
     @classmethod
     def spawn(cls, expect_device: str | None, stderr_fd: int) -> ReportWorker | None:
         """Start the worker; None where it cannot start (the job's process then does the work itself)."""
-        if os.environ.get(DISABLE_ENV) == "0" or not sys.executable:
+        if os.environ.get(envnames.REPORT_WORKER) == "0" or not sys.executable:
             return None
         root = str(Path(__file__).resolve().parents[2])  # the folder that holds this gputriage package
         # `-c` puts the working directory first on sys.path: replace it by the folder this gputriage came from, so

@@ -18,9 +18,6 @@ from gputriage import envnames
 from gputriage.errors import InputError
 from gputriage.record.environment import DriverFacts, GpuDevice
 
-FAKE_ENV_VAR = envnames.FAKE_NVML
-FAKE_JOB_PID_ENV_VAR = envnames.FAKE_JOB_PID
-
 
 @dataclass(frozen=True)
 class Unavailable:
@@ -36,12 +33,12 @@ class Unavailable:
 def _load_library() -> Any:
     """The real binding, or the fake scenario named in GPUTRIAGE_FAKE_NVML (InputError for a name it does not know,
     or a GPUTRIAGE_FAKE_JOB_PID that is neither "self" nor a process id)."""
-    scenario = os.environ.get(FAKE_ENV_VAR)
+    scenario = os.environ.get(envnames.FAKE_NVML)
     if scenario:
         from gputriage.hardware.fake_scenarios import scenario_library
 
         check_fake_scenario(scenario)
-        return scenario_library(scenario, job_pid=fake_job_pid(os.environ.get(FAKE_JOB_PID_ENV_VAR)))
+        return scenario_library(scenario, job_pid=fake_job_pid(os.environ.get(envnames.FAKE_JOB_PID)))
     import pynvml
 
     return pynvml
@@ -57,7 +54,7 @@ def check_fake_scenario(name: str) -> None:
     """InputError unless `name` is one of the fake scenarios (hardware/fake_scenarios.py)."""
     if name not in fake_scenario_names():
         known = ", ".join(fake_scenario_names())
-        raise InputError(f"{FAKE_ENV_VAR}={name!r}: no such fake NVML scenario; one of {known}")
+        raise InputError(f"{envnames.FAKE_NVML}={name!r}: no such fake NVML scenario; one of {known}")
 
 
 def fake_job_pid(value: str | None) -> int | None:
@@ -68,7 +65,7 @@ def fake_job_pid(value: str | None) -> int | None:
         return os.getpid()
     if value.isdigit() and int(value) > 0:
         return int(value)
-    raise InputError(f"{FAKE_JOB_PID_ENV_VAR}={value!r}: expected 'self' or a process id")
+    raise InputError(f"{envnames.FAKE_JOB_PID}={value!r}: expected 'self' or a process id")
 
 
 class NvmlSession:
