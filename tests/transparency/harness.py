@@ -183,7 +183,7 @@ def _run_case(name: str, base: Path) -> Compared:
     job = CASES[name]
     folder, out = base / name / "job", base / name / "out"
     plain_cmd, traced_cmd = commands(job, out)
-    for attempt in range(2 if job.torchrun else 1):
+    for _ in range(2 if job.torchrun else 1):
         prepare(job, folder)
         plain = observe(job, plain_cmd, folder, None)
         prepare(job, folder)
@@ -192,7 +192,7 @@ def _run_case(name: str, base: Path) -> Compared:
         # torchrun's agent can fail its own teardown (the rendezvous store) on a loaded machine after every rank has
         # done its work, plain or not: such a pair, same output and only the exit code apart, runs once more, and a
         # difference that gputriage makes comes back on the second pair too
-        if not (attempt == 0 and job.torchrun and found and found[0].startswith("exit code") and len(found) == 1):
+        if len(found) != 1 or not found[0].startswith("exit code"):
             break
     return Compared(name, plain, traced, found)
 
