@@ -125,7 +125,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cases", type=int, default=10_000)
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--kinds", nargs="*", default=[*fuzzing.KINDS, "records"])
+    kinds = [*fuzzing.KINDS, "records"]  # "records": rank records and report.json, through the merge and the report
+    parser.add_argument("--kinds", nargs="*", choices=kinds, default=kinds)
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds after which one case is a hang")
     args = parser.parse_args()
     if not fuzzing.have_corpus():
