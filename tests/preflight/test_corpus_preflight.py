@@ -21,14 +21,19 @@ from corpus_cases import CorpusCase, corpus_cases, corpus_scripts, where_matches
 RUN_TIMEOUT_S = 600  # one case at a time: they are CPU-heavy, and rung 5's host side is timed
 # case -> why it is not right yet (checked strictly: an unexpected pass fails, so the list stays true)
 KNOWN_GAPS = {
-    "13_quickstart_numpy_augment_in_step": "a preflight cannot know how long the GPU computes, so a line's CPU share "
-    "is judged of the whole step, stand-in compute included: the NumPy line stays below the threshold (the host-only "
-    "share is the upper bound; a healthy nanoGPT's get_batch would cross that one)",
     "14_quickstart_dataparallel_one_gpu": "dataparallel-not-ddp is a cause on several GPUs; on one (the stand-in's) "
     "DataParallel calls the model directly, so it is an info note, not a root cause (the corpus itself calls silence "
     "a defensible miss)",
 }
 WHERE_GAPS: dict[str, str] = {}  # case -> why its `where` is not right yet (checked strictly, as above)
+# case -> why it sits at its threshold: named in some runs, silent in others (never a wrong cause); when named, every
+# check of a right case applies
+BORDERLINE = {
+    "13_quickstart_numpy_augment_in_step": "a preflight cannot know how long the GPU computes, so a line's CPU share "
+    "is judged of the whole step, stand-in compute included: the NumPy line measures about 20% (90% interval 12-38), "
+    "at the threshold, and is named in some runs only (the host-only share, about 44%, is the upper bound; a healthy "
+    "nanoGPT's get_batch would cross that one)",
+}
 
 
 @dataclass
@@ -76,6 +81,9 @@ def test_corpus_case_under_preflight(tmp_path: Path, case: str) -> None:
         assert root != expected.root, f"{case} is right now: take it out of KNOWN_GAPS"
         assert not [f for f in serious if f["code"] in expected.must_not]  # a miss, never a misdiagnosis
         pytest.xfail(KNOWN_GAPS[case])
+    if case in BORDERLINE and root != expected.root:
+        assert not [f for f in serious if f["code"] in expected.must_not]  # a miss, never a misdiagnosis
+        pytest.xfail(BORDERLINE[case])
     if expected.root is None:
         assert outcome.returncode == 0, outcome.stderr[-3000:]
         if serious and all(f["rung"] == 5 for f in serious):
