@@ -29,3 +29,18 @@ def measure(cmd: list[str], *, may_fail: bool = False) -> tuple[float, float, fl
             return None
         raise SystemExit(f"{' '.join(cmd[:4])} ... failed with exit code {code}")
     return float(wall), float(cpu), int(rss_kib) / 1024
+
+
+_SPIN = "n = 0\nfor i in range(10_000_000): n += i"
+
+
+def parallel_capacity(processes: int) -> float:
+    """How many processes' worth of work this machine really does at once: `processes` copies of a CPU-bound loop
+    run together, against one alone. A container's '2 cores' can be two hyperthreads of one core, or a CPU quota;
+    a --jobs scaling ratio is read against this number, not against the core count."""
+    one = measure([sys.executable, "-c", _SPIN])
+    assert one is not None
+    together = measure([sys.executable, "-c", f"import subprocess, sys\nps = [subprocess.Popen([sys.executable, "
+                        f"'-c', {_SPIN!r}]) for _ in range({processes})]\nfor p in ps: p.wait()"])  # fmt: skip
+    assert together is not None
+    return processes * one[0] / together[0]

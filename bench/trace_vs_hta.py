@@ -28,7 +28,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from measure import measure
+from measure import measure, parallel_capacity
 from trace_gen import generate
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -136,7 +136,12 @@ def main() -> None:
         raise SystemExit(
             f"HTA is not installed: python3 -m venv {HTA_PY.parent.parent} && {HTA_PY.parent}/pip install traceinsight"
         )
-    print(f"{os.cpu_count()} CPU cores; load average now {os.getloadavg()[0]:.1f}", flush=True)
+    cores = os.cpu_count() or 1
+    print(f"{cores} CPU cores; load average now {os.getloadavg()[0]:.1f}", flush=True)
+    if cores > 1:
+        capacity = parallel_capacity(cores)
+        print(f"{cores} CPU-bound processes at once run {capacity:.2f}x the work of one: the ceiling of --jobs scaling "
+              "on this machine", flush=True)  # fmt: skip
     for shape in args.shapes:
         folder = ROOT / "bench" / "out" / f"vs_{shape}"
         folder.mkdir(parents=True, exist_ok=True)

@@ -18,7 +18,6 @@ import contextlib
 import errno
 import os
 import re
-import secrets
 import stat
 import time
 from collections.abc import Iterator
@@ -146,7 +145,7 @@ def _write_temp(path: Path, content: bytes) -> Path:
     """A new file next to `path` (O_EXCL: never an existing file or a planted link), written and fsynced."""
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
     for _ in range(100):
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
         try:
             fd = os.open(tmp, flags, 0o644)
         except FileExistsError:

@@ -7,18 +7,18 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
-
-from rich.console import Console
+from typing import TYPE_CHECKING, TextIO
 
 from gputriage import outdir
 from gputriage.diagnosis import Diagnosis
 from gputriage.errors import InputError
-from gputriage.report import terminal
 from gputriage.report.document import build_document, encode_document
-from gputriage.report.html import render_html
-from gputriage.report.markdown import render_markdown
-from gputriage.report.timeline import build_timeline, encode_timeline
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+# The views (rich for the terminal, Jinja2 for HTML) are imported where they render: `trace --json` and a job's
+# start-up need neither, and together they cost about 50 ms of imports.
 
 
 @dataclass
@@ -44,6 +44,8 @@ def emit(diag: Diagnosis, opts: OutputOptions) -> None:
         sys.stdout.buffer.write(encode_document(build_document(diag)))
         sys.stdout.flush()
     else:
+        from gputriage.report import terminal
+
         stream = opts.terminal_stream if opts.terminal_stream is not None else sys.stdout
         terminal.render(
             diag, make_console(stream, opts.width), verbose=opts.verbose, out_dir=opts.out_dir or opts.details_in
@@ -54,6 +56,8 @@ def emit(diag: Diagnosis, opts: OutputOptions) -> None:
 
 def make_console(stream: TextIO, width: int | None = None, plain: bool | None = None) -> Console:
     """The console of every terminal view; `plain` (default: `plain_output(stream)`) leaves colours and boxes out."""
+    from rich.console import Console
+
     if plain is None:
         plain = plain_output(stream)
     return Console(
@@ -82,6 +86,10 @@ def plain_output(stream: TextIO, environ: Mapping[str, str] | None = None) -> bo
 
 def report_files(diag: Diagnosis) -> dict[str, bytes]:
     """Every file of `--out DIR`, by name. report.json comes first: the others are views of it."""
+    from gputriage.report.html import render_html
+    from gputriage.report.markdown import render_markdown
+    from gputriage.report.timeline import build_timeline, encode_timeline
+
     return {
         outdir.REPORT_JSON: encode_document(build_document(diag)),
         outdir.REPORT_HTML: render_html(diag).encode("utf-8"),

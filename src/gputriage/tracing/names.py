@@ -8,6 +8,8 @@ What is kept is capped (limits.py): a hostile file with millions of distinct or 
 
 from __future__ import annotations
 
+import itertools
+import operator
 import re
 import sys
 from dataclasses import dataclass, field
@@ -173,7 +175,9 @@ class NameTable:
         get = self.ids.get
         found = list(map(get, names))
         if None in found:
-            found = [f if f is not None else self.intern(n) for f, n in zip(found, names, strict=True)]
+            # Only the new names' positions, found by a C-level scan: a batch of 30k events may hold a few new ones.
+            for i in itertools.compress(range(len(found)), map(operator.is_, found, itertools.repeat(None))):
+                found[i] = self.intern(names[i])
         return np.array(found, dtype=np.int32)
 
     def bit_array(self) -> npt.NDArray[np.uint32]:

@@ -8,14 +8,14 @@ same result.
 
 from __future__ import annotations
 
-import multiprocessing
 import sys
 import threading
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
+
+if TYPE_CHECKING:
+    import multiprocessing.context
 
 _Job = TypeVar("_Job")
 _Result = TypeVar("_Result")
@@ -28,6 +28,10 @@ def in_processes(fn: Callable[[_Job], _Result], jobs: list[_Job], workers: int) 
     ctx = _context()
     if ctx is None:
         return [fn(job) for job in jobs]
+    # Imported here: one process (a small trace, --jobs 1) does not pay their 20 ms.
+    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
+
     try:
         with ProcessPoolExecutor(max_workers=min(workers - 1, len(jobs) - 1), mp_context=ctx) as pool:
             futures = [pool.submit(fn, job) for job in jobs[1:]]
@@ -38,6 +42,8 @@ def in_processes(fn: Callable[[_Job], _Result], jobs: list[_Job], workers: int) 
 
 
 def _context() -> multiprocessing.context.BaseContext | None:
+    import multiprocessing
+
     if sys.platform == "linux" and threading.active_count() == 1:
         return multiprocessing.get_context("fork")
     main_file = getattr(sys.modules.get("__main__"), "__file__", None)
