@@ -10,6 +10,7 @@ from gputriage.diagnosis import diagnose
 from gputriage.record.placement import ModelInfo, StrayPart, TensorSeen
 from gputriage.record.source import SourceSection, SourceSnippet
 from gputriage.rules import codefix
+from gputriage.rules.edits import forward_factory_edits
 
 TRAIN = textwrap.dedent(
     """\
@@ -52,6 +53,19 @@ FORWARD = textwrap.dedent(
 ).rstrip("\n")
 
 
+LSTM_FORWARD = textwrap.dedent(
+    """\
+        def forward(self, input, future=0):
+            outputs = []
+            h_t = torch.zeros(input.size(0), 51, dtype=torch.double)
+            c_t = torch.zeros(input.size(0), 51, dtype=torch.double)
+            h_t2 = torch.zeros(input.size(0), 51, dtype=torch.double)
+            mask = torch.ones(3, 3, device=input.device)
+            scale = torch.tensor(2.0)
+    """
+).rstrip("\n")
+
+
 def source() -> SourceSection:
     return SourceSection(
         [
@@ -59,6 +73,7 @@ def source() -> SourceSection:
             SourceSnippet("model.py", 10, ENCODING, "function", "PositionalEncoding.__init__"),
             SourceSnippet("palm.py", 100, MASK, "function", "Block.get_mask"),
             SourceSnippet("gpt.py", 170, FORWARD, "function", "GPT.forward"),
+            SourceSnippet("lstm.py", 15, LSTM_FORWARD, "function", "Sequence.forward"),
             SourceSnippet("main.py", 5, 'device = "cuda" if torch.cuda.is_available() else "cpu"', "device", None),
             SourceSnippet("main.py", 30, "net = Net()  # the model", "window", None),
         ]
@@ -99,6 +114,17 @@ def test_a_tensor_made_in_forward_gets_the_devices_name_on_its_line() -> None:
     assert codefix.with_device(pos, codefix.forward_device(pos)) == (
         "pos = torch.arange(0, t, dtype=torch.long, device=idx.device)"
     )
+
+
+def test_the_same_factory_on_other_lines_of_forward_is_fixed_with_it() -> None:
+    """pytorch/examples time_sequence_prediction moved to a GPU: four torch.zeros lines, one crash at a time."""
+    first = codefix.factory_statement(source(), "lstm.py:17")
+    assert first is not None
+    siblings = codefix.sibling_factory_statements(source(), first)
+    assert [s.first_line for s in siblings] == [18, 19]  # not the mask (has device=), not another factory
+    edits = forward_factory_edits(source(), "lstm.py:17")
+    assert [e.line for e in edits] == [17, 18, 19]
+    assert all("dtype=torch.double, device=input.device)" in e.new[0] for e in edits)
 
 
 def test_the_data_fix_of_a_run_names_images_and_labels() -> None:

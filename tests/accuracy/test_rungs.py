@@ -33,6 +33,17 @@ def test_a_crash_before_any_model_passes_nothing() -> None:
     assert "no batch was seen entering a model or a loss" in verdict.summary
 
 
+def test_what_a_preflight_never_looks_at_is_not_blamed_on_the_crash() -> None:
+    from gputriage.record.stand_in import PREFLIGHT_LABEL, StandInSection
+
+    run = meta_run(process=crash(), placement=PlacementSection())
+    run.stand_in = StandInSection(preflight=True, label=PREFLIGHT_LABEL, simulated="cuda", backing="cpu")
+    ladder = _ladder(run)
+    assert ladder[1] == ("skipped", "a preflight does not look at the GPU machine (run `gputriage env` there)")
+    assert ladder[3] == ("skipped", "no model ran a forward before the script crashed at step 0 (RuntimeError at "
+                                    "train.py:237)")  # fmt: skip
+
+
 def test_rung_5_is_not_measured_on_the_warm_up_step_alone() -> None:
     tensor = TensorSeen(role="input", device="meta", shape=[8, 16], target="Net", argument="args[0]")
     run = meta_run(placement=placement(model_on("meta"), tensor), steps=steps([0.5]))

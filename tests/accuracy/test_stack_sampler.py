@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from pathlib import Path
@@ -9,8 +10,10 @@ from pathlib import Path
 import numpy as np
 
 from gputriage.collectors.probe.state import ProbeState
-from gputriage.collectors.stack_sampler import StackSampler
+from gputriage.collectors.stack_sampler import SAMPLING_SWITCH_INTERVAL_S, StackSampler
 from gputriage.record import Run
+from gputriage.record.sampler import SampledLine, SamplerSection
+from gputriage.rules.steps import loader_hot_line
 
 
 def _numpy_work(seconds: float) -> None:
@@ -88,3 +91,36 @@ def test_on_a_stand_in_the_share_is_judged_of_the_whole_step_and_shown_of_the_ho
     on_stand_in = SamplerSection(time_s=1.0, stand_in_s=0.5, lines=[line])
     assert on_stand_in.share_pct(line) == 25.0 and on_stand_in.host_share_pct(line) == 50.0
     assert SamplerSection(time_s=1.0, stand_in_s=1.0, lines=[line]).host_share_pct(line) is None
+
+
+def test_the_loaders_hot_code_is_the_function_whose_lines_take_the_wait() -> None:
+    """pytorch/examples super_resolution with a hand-written resize in __getitem__: the Python loop's time spreads over
+    its lines, the ToTensor after it sits on one NumPy line; the loop line's own time is the DataLoader's machinery."""
+
+    def waiting(where: str, function: str, self_s: float, depth: int) -> SampledLine:
+        return SampledLine(where, function, 10, self_s, self_s, {"data_wait": self_s}, 0.0, self_s, depth)
+
+    lines = [
+        waiting("main.py:49", "train", 0.30, 1),
+        waiting("data.py:43", "Resize.__call__", 0.25, 4),
+        waiting("data.py:44", "Resize.__call__", 0.35, 4),
+        waiting("data.py:51", "ToTensor.__call__", 0.10, 4),
+    ]
+    run = Run(command="run")
+    run.sampler = SamplerSection(
+        steps=9, samples=200, time_s=2.0, phase_s={"data_wait": 1.0, "forward": 1.0}, lines=lines
+    )
+    assert loader_hot_line(run) == "data.py:44 (Resize.__call__, 2 lines), 60.0% of the wait"
+
+
+def test_the_sampler_shortens_the_switch_interval_only_inside_its_window() -> None:
+    """A sample lands where the time goes only if a thread in a Python loop hands the GIL over soon: the sampler sets
+    a short switch interval for its window, and the job's own is back after it."""
+    before = sys.getswitchinterval()
+    sampler = StackSampler(ProbeState("cpu"), first_step=1, end_step=3)
+    sampler.on_step(1)
+    try:
+        assert sys.getswitchinterval() == SAMPLING_SWITCH_INTERVAL_S
+    finally:
+        sampler.on_step(3)
+    assert sys.getswitchinterval() == before

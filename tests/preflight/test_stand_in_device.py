@@ -223,6 +223,29 @@ def test_checkpoint_written_under_the_preflight_is_plain_cpu_torch(stand_in: Ses
     stand_in.preflight.start(stand_in.run)  # the fixture finishes it again
 
 
+def test_a_checkpoint_saved_and_loaded_in_the_run_comes_back_where_a_gpu_run_puts_it(stand_in: Session) -> None:
+    """The best model reloaded after training (pytorch/examples word_language_model): torch.load without
+    map_location puts cuda tensors back on cuda, so the reloaded model must not land on the CPU; the checkpoint's CPU
+    tensors (the RNG state, Adam's step counts) stay on the CPU."""
+    model = nn.Linear(4, 2).cuda()
+    opt = torch.optim.Adam(model.parameters())
+    model(torch.randn(3, 4, device="cuda")).sum().backward()
+    opt.step()
+    whole, checkpoint = io.BytesIO(), io.BytesIO()
+    torch.save(model, whole)
+    torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "rng": torch.get_rng_state()}, checkpoint)
+    whole.seek(0)
+    checkpoint.seek(0)
+    reloaded = torch.load(whole, weights_only=False)
+    loaded = torch.load(checkpoint)
+    assert reloaded.weight.device.type == "cuda" and isinstance(reloaded.weight, nn.Parameter)
+    assert loaded["model"]["weight"].device.type == "cuda"
+    assert loaded["opt"]["state"][0]["exp_avg"].device.type == "cuda"
+    assert loaded["opt"]["state"][0]["step"].device.type == "cpu" and loaded["rng"].device.type == "cpu"
+    torch.set_rng_state(loaded["rng"])  # a CPU ByteTensor, as torch requires
+    assert reloaded(torch.randn(2, 4, device="cuda")).device.type == "cuda"
+
+
 def test_the_preflight_ends_the_job_at_its_step_budget() -> None:
     from gputriage.collectors.preflight import Preflight
     from gputriage.collectors.runner import StopRun

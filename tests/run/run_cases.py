@@ -89,9 +89,12 @@ def run_case(
     expect_device: str | None = "meta",
     env: dict[str, str] | None = None,
     preflight: bool = False,
+    *,
+    steps: int | None = None,
 ) -> Result:
     """`gputriage run --expect-device DEV` (or `--preflight`, with CUDA simulated) on a script of tests/scripts."""
     mode = ["--preflight"] if preflight else ["--expect-device", str(expect_device)]
+    mode += ["--steps", str(steps)] if steps is not None else []
     cmd = [sys.executable, "-m", "gputriage", "run", *mode, "--out", str(out_dir)]
     cmd += case.argv
     # The scripts are written for CUDA ("cuda" if torch.cuda.is_available() else "cpu"); the meta runs pin meta.

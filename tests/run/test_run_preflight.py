@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from run_cases import SCRIPTS, Case, Result, mark_line, run_many
+from run_cases import SCRIPTS, Case, Result, mark_line, run_case, run_many
 from scenarios import SCENARIOS
 
 LABEL = "preflight on a stand-in device"
@@ -83,6 +83,37 @@ def test_item_every_step_is_a_host_sync_at_its_line(preflights: dict[str, Result
     finding = r.finding("host-sync-in-loop")
     assert finding["where"] == mark_line("item_each_step.py", "host-sync-in-loop")
     assert finding["evidence"]["syncs_per_step"] >= 1
+
+
+def test_a_loop_without_optimizer_or_dataloader_is_cut_into_steps_at_each_backward(tmp_path: Path) -> None:
+    """word_language_model's loop: batches sliced from a tensor and a hand-written update. Without steps the preflight
+    never ended, and the census never ran."""
+    r = run_case(Case(["manual_sgd_no_loader.py"]), tmp_path, preflight=True)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.report["steps"]["step_source"] == "backward" and r.report["steps"]["steps_observed"] == 10
+    assert "reloaded on" not in r.stdout  # ended by the preflight after 10 steps
+    assert _root(r) == "host-sync-in-loop"
+    finding = r.finding("host-sync-in-loop")
+    assert finding["where"] == mark_line("manual_sgd_no_loader.py", "host-sync-in-loop")
+    assert "total_loss += loss.detach()" in finding["fix"]  # the script's own accumulator, kept on the device
+
+
+def test_gradient_accumulation_without_a_dataloader_steps_with_the_optimizer(tmp_path: Path) -> None:
+    """Backwards cut steps only where no optimizer exists: nanoGPT's 40 micro-steps are one step, and the preflight
+    still ends after 10 optimizer steps, not 10 backwards."""
+    r = run_case(Case(["accumulate_no_loader.py"]), tmp_path, preflight=True)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.report["steps"]["step_source"] == "optimizer" and r.report["steps"]["steps_observed"] == 10
+    assert "optimizer step 8" in r.stdout and "optimizer step 10" not in r.stdout
+
+
+def test_the_best_model_saved_and_reloaded_in_the_run_stays_on_the_device(tmp_path: Path) -> None:
+    """torch.load without map_location puts a GPU run's cuda tensors back on cuda: under the preflight the reloaded
+    model was on the CPU, the evaluation after it crashed, and model-on-cpu was blamed on correct code."""
+    r = run_case(Case(["manual_sgd_no_loader.py"]), tmp_path, preflight=True, steps=1000)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "reloaded on cuda:0" in r.stdout
+    assert not {"model-on-cpu", "device-mismatch-error"} & set(r.codes())
 
 
 def test_slow_main_process_pipeline_is_judged_on_the_hosts_time(preflights: dict[str, Result]) -> None:

@@ -37,6 +37,13 @@ SAMPLE_INTERVAL_S = 0.004
 FIRST_SAMPLED_STEP = 1  # step 0 pays for lazy initialisation
 DEFAULT_END_STEP = 201  # without a --steps limit
 MAX_SAMPLES = 2500  # 10 s of sampling is plenty; the thread ends itself then
+# The sampler needs the GIL to read a frame. A training thread in pure Python hands it over only when the waiting
+# sampler forces a switch, after sys.getswitchinterval() (5 ms by default), while one that calls into C code that
+# releases the GIL (a NumPy op on an array) hands it over at once: with 5 ms, every sample that began in the last
+# 5 ms of a Python loop landed on the next NumPy line (a hand-written resize was charged to the ToTensor after it).
+# A short interval while the sampler runs makes where a sample lands follow where the time goes; the user's own
+# interval is back when the window ends. It matters only while a thread waits for the GIL.
+SAMPLING_SWITCH_INTERVAL_S = 0.0005
 # A sample counts as busy when the thread ran or waited for a core at least this share of the time since the last one.
 BUSY_RATIO = 0.5
 MAX_TRACKED_LINES = 2000  # lines counted while sampling; memory stays bounded on any program
@@ -97,6 +104,7 @@ class StackSampler:
         self._steps_seen: set[int] = set()
         self._busy_clock: Callable[[], float] | None = None  # seconds the thread ran or waited to run
         self._last: tuple[float, float] | None = None  # (wall, busy clock) at the last sample
+        self._switch_interval_s: float | None = None  # the job's, while ours is set
 
     # -- Observer ------------------------------------------------------------------------------------------------------
 
@@ -126,6 +134,10 @@ class StackSampler:
         stand_in = self._state.stand_in_clock
         self._stand_in_start_s = stand_in() if stand_in is not None else None
         self._thread = threading.Thread(target=self._run, name="gputriage-stack-sampler", daemon=True)
+        before = sys.getswitchinterval()
+        if before > SAMPLING_SWITCH_INTERVAL_S:
+            sys.setswitchinterval(SAMPLING_SWITCH_INTERVAL_S)
+            self._switch_interval_s = before
         self._thread.start()
 
     def _end(self) -> None:
@@ -136,6 +148,10 @@ class StackSampler:
         thread = self._thread
         if thread is not None and thread is not threading.current_thread():
             thread.join()
+        before, self._switch_interval_s = self._switch_interval_s, None
+        # the job's own value back, unless the job set one of its own meanwhile
+        if before is not None and sys.getswitchinterval() == SAMPLING_SWITCH_INTERVAL_S:
+            sys.setswitchinterval(before)
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval_s) and self._samples < MAX_SAMPLES:

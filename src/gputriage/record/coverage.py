@@ -92,7 +92,11 @@ def measured_rungs(run: Run) -> list[int]:
 
 
 def _not_judged(run: Run, rung: int) -> str | None:
-    """Why a rung's question does not apply to the device the run is judged for; None when it does."""
+    """Why a rung's question does not apply to the device the run is judged for, or is outside what the command
+    looks at (a preflight and the GPU machine); None when it does. How the job ended never explains these."""
+    scope = run.stand_in.unmeasured_rungs().get(rung) if run.stand_in is not None else None
+    if scope is not None:
+        return scope
     judged = judged_device(run)
     if judged == "cpu" and rung in (2, 3, 4):
         return "not judged: no accelerator is expected (the run is judged for cpu), so nothing has to move to one"

@@ -100,7 +100,7 @@ class StepsSection:
     loader: LoaderInfo | None = None
     steps_observed: int = 0  # how many steps the probes watched (--steps)
     steps_total: int | None = None  # how many steps the job ran in all, when counted
-    step_source: str | None = None  # optimizer | dataloader: how steps were detected
+    step_source: str | None = None  # optimizer | dataloader | backward: how steps were detected
     cpu_count: int | None = None  # CPU cores this process may use (sched_getaffinity), for the num_workers fix
 
     def measured_rungs(self) -> set[int]:

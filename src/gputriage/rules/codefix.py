@@ -434,6 +434,28 @@ def factory_statement(source: SourceSection | None, where: str | None) -> Statem
     return statement_at(source, f"{stmt.snippet.path}:{last.lineno + stmt.offset}")
 
 
+def sibling_factory_statements(source: SourceSection | None, stmt: Statement) -> list[Statement]:
+    """The other statements of the same function that call the same factory without `device=`: an LSTM's forward
+    makes h_t, c_t, h_t2 and c_t2 with four `torch.zeros(...)` lines, and fixing only the one that crashed first
+    leaves the next crash for the next run."""
+    call = factory_call(stmt.node)
+    if call is None or stmt.function is None:
+        return []
+    name = ast.unparse(call.func)
+    lines = sorted(
+        {
+            n.lineno + stmt.offset
+            for n in ast.walk(stmt.function)
+            if isinstance(n, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Expr))
+            and n.lineno + stmt.offset != stmt.first_line
+            and (found := factory_call(n)) is not None
+            and ast.unparse(found.func) == name
+        }
+    )
+    found_statements = (statement_at(source, f"{stmt.snippet.path}:{line}") for line in lines)
+    return [s for s in found_statements if s is not None]
+
+
 def _stored_name(node: ast.stmt) -> str | None:
     """`mask` in `self.mask = mask` or `self.register_buffer("mask", mask, ...)`."""
     value: ast.expr | None = None

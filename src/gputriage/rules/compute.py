@@ -28,6 +28,7 @@ from gputriage.record.numbers import pct_text, step_numbers, wilson_interval_pct
 from gputriage.record.sampler import SampledLine, SamplerSection
 from gputriage.rules import codefix, edits
 from gputriage.rules.registry import rule
+from gputriage.rules.syncfix import sync_fix
 from gputriage.wording import counted
 
 CPU_SHARE_MIN_PCT = 20.0
@@ -129,12 +130,6 @@ def census_cpu_compute(run: Run) -> list[Finding]:
     ]
 
 
-USER_SYNC_FIX = (
-    "# keep running values on the device and read them rarely:\n"
-    "running_loss += loss.detach()\n"
-    "if step % 100 == 0:\n"
-    "    print(running_loss.item() / 100); running_loss.zero_()"
-)
 LIBRARY_SYNC_FIX = (
     "# the library reads a device value on the host inside the call your line makes (an `if` on a tensor);\n"
     "# nothing to change on your line: it costs one wait per call, which matters only for very short steps"
@@ -269,7 +264,7 @@ def host_sync_in_loop(run: Run) -> list[Finding]:
             severity=Severity.INFO if in_library else Severity.WARNING,
             title=title,
             evidence=evidence,
-            fix=LIBRARY_SYNC_FIX if in_library else USER_SYNC_FIX,
+            fix=LIBRARY_SYNC_FIX if in_library else sync_fix(run.source, first.where),
             where=hot[0].library_where if in_library else first.where,
         )
     ]

@@ -270,9 +270,9 @@ def read_rarely(source: SourceSection | None, where: str | None) -> Edit | None:
     loss.item()`) changes what the loop computes, and stays advice.
     """
     stmt = codefix.statement_at(source, where)
-    if stmt is None or stmt.function is None or not _is_display(stmt.node):
+    if stmt is None or stmt.function is None or not is_display(stmt.node):
         return None
-    counter = _loop_counter(stmt)
+    counter = loop_counter(stmt)
     lines = _lines(stmt)
     if counter is None or not lines:
         return None
@@ -284,13 +284,13 @@ def read_rarely(source: SourceSection | None, where: str | None) -> Edit | None:
     return checked(Edit(stmt.snippet.path, stmt.first_line, tuple(lines), new, "read-rarely"))
 
 
-def _is_display(node: ast.stmt) -> bool:
+def is_display(node: ast.stmt) -> bool:
     if not isinstance(node, ast.Expr) or not isinstance(node.value, ast.Call):
         return False
     return ast.unparse(node.value.func).split(".")[-1] in _DISPLAY_CALLS
 
 
-def _loop_counter(stmt: Statement) -> str | None:
+def loop_counter(stmt: Statement) -> str | None:
     """The step counter of the innermost `for` around the statement: `step` in `for step in range(n)` or
     `for step, batch in enumerate(loader)`."""
     assert stmt.function is not None
@@ -354,7 +354,11 @@ def model_edits(source: SourceSection | None, model_where: str | None, called_wh
 def forward_factory_edits(source: SourceSection | None, where: str | None) -> list[Edit]:
     """`device=` on the factory call that makes a tensor inside forward (the same statement the fix shows)."""
     stmt = codefix.factory_statement(source, where)
-    return _unique([device_in_factory(stmt, codefix.forward_device(stmt))]) if stmt is not None else []
+    if stmt is None:
+        return []
+    device = codefix.forward_device(stmt)
+    siblings = codefix.sibling_factory_statements(source, stmt)
+    return _unique([device_in_factory(s, device) for s in (stmt, *siblings)])
 
 
 def stray_edits(source: SourceSection | None, part: StrayPart | None, moved_where: str | None) -> list[Edit]:

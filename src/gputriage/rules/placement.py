@@ -232,11 +232,20 @@ def _made_in_forward_fix(run: Run, where: str | None) -> str | None:
     stmt = codefix.factory_statement(run.source, where)
     if stmt is None:
         return None
-    fixed = codefix.with_device(stmt, codefix.forward_device(stmt))
+    device = codefix.forward_device(stmt)
+    fixed = codefix.with_device(stmt, device)
     if fixed is None:
         return None
-    why = f"# made on the CPU inside forward, at every call (line {stmt.first_line}): make it on the input's device"
-    return f"{why}\n{fixed}"
+    siblings = [
+        (s.first_line, codefix.with_device(s, device)) for s in codefix.sibling_factory_statements(run.source, stmt)
+    ]
+    more = [(line, text) for line, text in siblings if text is not None]
+    if not more:
+        why = f"# made on the CPU inside forward, at every call (line {stmt.first_line}): make it on the input's device"
+        return f"{why}\n{fixed}"
+    lines = ", ".join(str(line) for line in sorted([stmt.first_line, *(line for line, _ in more)]))
+    why = f"# made on the CPU inside forward, at every call (lines {lines}): make them on the input's device"
+    return "\n".join([why, fixed, *(text for _, text in more)])
 
 
 # -- data placement --------------------------------------------------------------------------------------------------

@@ -34,6 +34,7 @@ from gputriage.findings import Finding, Severity
 from gputriage.record import Run
 from gputriage.record.device import judged_device
 from gputriage.record.numbers import Interval, bootstrap_share_pct, pct_text, step_numbers
+from gputriage.record.sampler import SampledLine
 from gputriage.record.steps import LoaderInfo, steady_steps
 from gputriage.rules import edits
 from gputriage.rules.registry import rule
@@ -130,10 +131,21 @@ def loader_hot_line(run: Run) -> str | None:
     if sampler is None or wait_s <= 0:
         return None
     inside = [line for line in sampler.lines if line.phase_s.get("data_wait", 0.0) >= 0.9 * line.time_s]
-    hottest = max(inside, key=lambda line: (round(line.self_s, 4), line.depth), default=None)
-    if hottest is None or hottest.self_s < 0.2 * wait_s:
+    # A function's lines together: a Python loop's time spreads over its lines, while one NumPy call's sits on one
+    by_function: dict[tuple[str, str | None], list[SampledLine]] = {}
+    for line in inside:
+        by_function.setdefault((line.where.rpartition(":")[0], line.function), []).append(line)
+    hot = max(
+        by_function.values(), key=lambda lines: (round(sum(x.self_s for x in lines), 4), lines[0].depth), default=None
+    )
+    if hot is None:
         return None
-    return f"{hottest.where} ({hottest.function}), {pct_text(100.0 * hottest.self_s / wait_s)} of the wait"
+    self_s = sum(x.self_s for x in hot)
+    if self_s < 0.2 * wait_s:
+        return None
+    hottest = max(hot, key=lambda line: line.self_s)
+    spread = f", {len(hot)} lines" if len(hot) > 1 else ""
+    return f"{hottest.where} ({hottest.function}{spread}), {pct_text(100.0 * self_s / wait_s)} of the wait"
 
 
 @dataclass(frozen=True)

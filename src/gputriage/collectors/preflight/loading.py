@@ -3,7 +3,10 @@
 A checkpoint saved during a preflight holds plain CPU tensors (see StandIn.__reduce_ex__), so a plain CPU torch reads
 it. Loading it back during the run keeps the script's intent: `map_location="cuda"` (or a cuda device) puts every
 tensor on the stand-in, and a checkpoint saved on a real GPU, loaded without map_location, puts the tensors that were
-on `cuda:N` back on `cuda:N` of the stand-in, as torch would on a GPU machine.
+on `cuda:N` back on `cuda:N` of the stand-in, as torch would on a GPU machine. A checkpoint this run saved, loaded
+without map_location (the best model reloaded after training, a resume), puts back on the stand-in exactly the
+tensors that were stand-ins when saved (known by content, state.storage_key); its CPU tensors (an RNG state, Adam's
+step counts) stay on the CPU, as on a GPU machine.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from typing import Any
 import torch
 
 from gputriage.collectors.patching import Patches
+from gputriage.collectors.preflight.state import STATE
 
 _MAX_DEPTH = 6
 
@@ -38,6 +42,10 @@ def _wrap_load(orig: Callable[..., Any]) -> Callable[..., Any]:
                 on_cuda[storage.data_ptr()] = index or 0
             elif map_location is not None:
                 on_cuda[storage.data_ptr()] = cuda_index(map_location) or 0
+            else:
+                saved_from = STATE.saved_index(storage)
+                if saved_from is not None:  # this run saved it from a stand-in: a GPU run would load it on cuda
+                    on_cuda[storage.data_ptr()] = saved_from
             return storage
 
         loaded = orig(f, keep_on_host, *args, **kwargs)

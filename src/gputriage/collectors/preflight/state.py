@@ -42,6 +42,9 @@ class StandInState:
     lock: threading.Lock = field(default_factory=threading.Lock)
     # called with the kind of each host sync that only the stand-in sees (torch.cuda.synchronize(), event waits)
     sync_listeners: list[Callable[[str], None]] = field(default_factory=list)
+    # what this run pickled from stand-in tensors (torch.save), by content: a checkpoint holds plain CPU tensors,
+    # and torch.load puts these back on the stand-in, as a GPU run's load puts cuda tensors back on cuda
+    saved: dict[tuple[int, bytes], int] = field(default_factory=dict)
     _depth: int = 0
 
     @contextlib.contextmanager
@@ -59,6 +62,14 @@ class StandInState:
             self.backing_s += time.perf_counter() - start_s
             self._depth -= 1
 
+    def remember_saved(self, storage: torch.UntypedStorage, index: int) -> None:
+        if len(self.saved) < MAX_SAVED_STORAGES:
+            self.saved[storage_key(storage)] = index
+
+    def saved_index(self, storage: torch.UntypedStorage) -> int | None:
+        """The stand-in index a loaded storage was saved from during this run; None for any other storage."""
+        return self.saved.get(storage_key(storage)) if self.saved else None
+
     def backing_device(self) -> torch.device:
         return torch.device(self.backing.value)
 
@@ -71,6 +82,24 @@ class StandInState:
         self.pinned = IdentityMap()
         self.placeholder_reads = {}
         self.sync_listeners = []
+        self.saved = {}
+
+
+MAX_SAVED_STORAGES = 1_000_000
+_KEY_EDGE_BYTES = 128
+
+
+def storage_key(storage: torch.UntypedStorage) -> tuple[int, bytes]:
+    """A storage's identity across a save and a load: its size and its first and last bytes (all of them when
+    small). Another storage of the same size with the same edges would be taken for it: a cost of at most 256 bytes
+    read per storage, against hashing a model's every weight."""
+    size = storage.nbytes()
+    if size == 0 or storage.device.type != "cpu":
+        return (size, b"")
+    view = torch.empty(0, dtype=torch.uint8).set_(storage).numpy()
+    if size <= 2 * _KEY_EDGE_BYTES:
+        return (size, view.tobytes())
+    return (size, view[:_KEY_EDGE_BYTES].tobytes() + view[-_KEY_EDGE_BYTES:].tobytes())
 
 
 STATE = StandInState()

@@ -89,6 +89,7 @@ class StandIn(torch.Tensor):
         """A checkpoint holds the values as plain CPU tensors (a parameter stays a Parameter), so a plain CPU torch
         loads it without gputriage; under the preflight, `torch.load(..., map_location="cuda")` maps them back."""
         plain = host_copy(self).detach()
+        STATE.remember_saved(plain.untyped_storage(), self.__dict__[INDEX])
         if self.__dict__.get(_IS_PARAM):
             from collections import OrderedDict
 

@@ -242,6 +242,7 @@ class RunProbe:
         state = self.state
         if state.in_child or capturing():
             return original(*args, **kwargs)
+        self._tracker.backward_start()
         self._tracker.activity()
         state.clock.push("backward")
         try:

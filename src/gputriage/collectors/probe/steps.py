@@ -1,11 +1,14 @@
 """Step detection and step-phase timing.
 
 A step ends at the optimizer's step post-hook (the first optimizer that steps drives the count, so a GAN's two
-optimizers do not double it). A loop with no optimizer (inference) cuts a step at each DataLoader batch instead.
+optimizers do not double it). A loop with no optimizer (inference) cuts a step at each DataLoader batch instead; a
+loop with neither (a hand-written update, `p.data.add_(p.grad, alpha=-lr)`, over tensors it slices itself), and no
+optimizer at all, cuts one at each backward after the first.
 """
 
 from __future__ import annotations
 
+import gc
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -20,6 +23,7 @@ from gputriage.record.steps import Step, StepsSection
 
 OPTIMIZER = "optimizer"
 DATALOADER = "dataloader"
+BACKWARD = "backward"
 
 
 class StepTracker:
@@ -33,6 +37,8 @@ class StepTracker:
         self._driver: weakref.ref[Any] | None = None
         self._hooks: list[RemovableHandle] = []
         self._stand_in_at_cut_s = 0.0
+        self._backward_seen = False
+        self._optimizer_seen: bool | None = None
 
     def start(self) -> None:
         self._hooks.append(quiet_hook(optimizer_mod.register_optimizer_step_pre_hook, self._opt_pre))
@@ -56,6 +62,25 @@ class StepTracker:
         if self.section.step_source != OPTIMIZER and self._state.clock.running:
             self._close_step(keep_running=True, source=DATALOADER)
         self.activity()
+
+    def backward_start(self) -> None:
+        """A backward begins. With no optimizer and no DataLoader to cut steps, each backward after the first starts a
+        new step: the step is then backward, update and the next forward, one iteration's work all the same. An
+        optimizer's first step folds these steps into one, as it folds DataLoader steps (gradient accumulation)."""
+        if self._state.in_child:
+            return
+        cuts = self._backward_seen and self.section.step_source in (None, BACKWARD) and self._state.clock.running
+        if cuts and not self._an_optimizer_exists():
+            self._close_step(keep_running=True, source=BACKWARD)
+        self._backward_seen = True
+
+    def _an_optimizer_exists(self) -> bool:
+        """Whether the job made an optimizer (looked up once, at the second backward, in the warm-up step): with one,
+        backwards are micro-steps of gradient accumulation (nanoGPT's default is 40 per optimizer step), and the
+        optimizer's step cuts the steps."""
+        if self._optimizer_seen is None:
+            self._optimizer_seen = any(isinstance(o, optimizer_mod.Optimizer) for o in gc.get_objects())
+        return self._optimizer_seen
 
     def loader_exhausted(self) -> None:
         """The loop ran out of batches: the step opened by this last `__next__` holds no work, so it is dropped."""

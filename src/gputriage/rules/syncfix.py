@@ -1,0 +1,97 @@
+"""The fix of host-sync-in-loop, written from the line that reads the device value: the user's statement, names and
+loop counter, and the change that fits what the line does with the value.
+
+- an accumulator (`train_loss += loss.item()`): keep it a tensor on the device (`+= loss.detach()`), read it once
+  where it is shown;
+- `torch.cuda.synchronize()`: drop it, or keep it on the steps that are timed or logged;
+- a print or a log call: the same line every READ_EVERY_STEPS steps;
+- anything else (`.cpu().numpy()` for a metric): the user's line, with what to do instead.
+Pure: it reads the recorded source only.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from gputriage.record.source import SourceSection
+from gputriage.rules import codefix, edits
+
+GENERIC_FIX = (
+    "# keep running values on the device and read them rarely:\n"
+    "running_loss += loss.detach()\n"
+    f"if step % {edits.READ_EVERY_STEPS} == 0:\n"
+    f"    print(running_loss.item() / {edits.READ_EVERY_STEPS}); running_loss.zero_()"
+)
+_HOST_READS = frozenset({"item", "cpu", "numpy", "tolist"})
+
+
+def sync_fix(source: SourceSection | None, where: str | None) -> str:
+    stmt = codefix.statement_at(source, where)
+    if stmt is None:
+        return GENERIC_FIX
+    every = edits.READ_EVERY_STEPS
+    counter = (edits.loop_counter(stmt) if stmt.function is not None else None) or "step"
+    node = stmt.node
+    if _calls(node, "synchronize"):
+        return (
+            f"# {stmt.text} waits until the device has finished all its work, every step:\n"
+            f"# drop it, or keep it only on the steps you time or log:\n"
+            f"if {counter} % {every} == 0:\n{_indented(stmt.text)}"
+        )
+    if edits.is_display(node):
+        return (
+            f"# showing a device value waits for the device: show it every {every} steps\n"
+            f"if {counter} % {every} == 0:\n{_indented(stmt.text)}"
+        )
+    accumulated = _accumulated_on_device(node)
+    if accumulated is not None:
+        target, text = accumulated
+        return (
+            f"# keep {target} on the device (a tensor) instead of reading the value every step:\n{text}\n"
+            f"# and read it once where it is shown: {target}.item() (one wait, not one per step)"
+        )
+    return (
+        f"# this line reads a device value on the host every step:\n{stmt.text}\n"
+        "# compute it with torch ops on the device and keep the result a tensor (.detach()),\n"
+        f"# then read it with .item() once where it is shown (every {every} steps, or once per epoch)"
+    )
+
+
+def _calls(node: ast.AST, name: str) -> bool:
+    return any(isinstance(n, ast.Call) and ast.unparse(n.func).split(".")[-1] == name for n in ast.walk(node))
+
+
+class _ItemToDetach(ast.NodeTransformer):
+    """`x.item()` -> `x.detach()`: the same value, left on the device."""
+
+    def __init__(self) -> None:
+        self.changed = 0
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        self.generic_visit(node)
+        func = node.func
+        if isinstance(func, ast.Attribute) and func.attr == "item" and not node.args and not node.keywords:
+            self.changed += 1
+            return ast.Call(func=ast.Attribute(value=func.value, attr="detach", ctx=ast.Load()), args=[], keywords=[])
+        return node
+
+
+def _accumulated_on_device(node: ast.stmt) -> tuple[str, str] | None:
+    """`total += loss.item()` (or `/ n`, `* n`): the target and the statement with `.detach()` for `.item()`, when
+    `.item()` is the line's only host read."""
+    if not isinstance(node, ast.AugAssign):
+        return None
+    reads = {ast.unparse(n.func).split(".")[-1] for n in ast.walk(node.value) if isinstance(n, ast.Call)}
+    if (reads & _HOST_READS) != {"item"}:
+        return None
+    swap = _ItemToDetach()
+    value = swap.visit(ast.parse(ast.unparse(node.value), mode="eval")).body
+    if not swap.changed:
+        return None
+    target = ast.unparse(node.target)
+    op = ast.unparse(ast.AugAssign(target=node.target, op=node.op, value=ast.Constant(0))).split()[1]
+    return target, f"{target} {op} {ast.unparse(value)}"
+
+
+def _indented(text: str) -> str:
+    return "\n".join(f"    {line}" for line in text.splitlines())
