@@ -82,8 +82,13 @@ def test_embedding_fed_cpu_indices_raises_cudas_error(stand_in: Session) -> None
 
 
 def test_cpu_input_into_a_device_layer_raises(stand_in: Session) -> None:
-    with pytest.raises(RuntimeError, match=MISMATCH):
+    with pytest.raises(RuntimeError, match=MISMATCH) as linear:
         nn.Linear(4, 2).cuda()(torch.randn(3, 4))
+    # CUDA's own wrapper names: a structured kernel has one underscore, an unstructured one two
+    assert "mat1 is on cpu, different from other tensors on cuda:0" in str(linear.value)
+    assert str(linear.value).endswith("(when checking argument in method wrapper_CUDA_addmm)")
+    with pytest.raises(RuntimeError, match=r"method wrapper_CUDA__index_select\)"):
+        nn.Embedding(10, 4).cuda()(torch.arange(3))
     with pytest.raises(RuntimeError, match=r"Input type \(torch.FloatTensor\) and weight type \(torch.cuda"):
         nn.Conv2d(3, 4, 3).cuda()(torch.randn(1, 3, 8, 8))
     with pytest.raises(RuntimeError, match="expected self and mask to be on the same device"):

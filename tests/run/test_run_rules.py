@@ -160,6 +160,20 @@ def test_cpu_compute_in_step_needs_share_and_absolute_time() -> None:
     assert _codes(_run(compute=_compute({"meta": 90, "cpu": 9}, {"meta": 0.001, "cpu": 0.0009}, 0.002))) == []
 
 
+def test_cpu_compute_fix_quotes_the_users_line() -> None:
+    """A mixup done on the batch before `.to(device)` (facebookresearch/mixup-cifar10 in an MNIST loop)."""
+    from gputriage.record.source import SourceSection, SourceSnippet
+
+    compute = _compute({"meta": 90, "cpu": 9}, {"meta": 0.001, "cpu": 0.03}, 0.06)
+    compute.top_cpu_ops = [OpStat("aten.mul", "cpu", 6, 0.03, "main.py:50")]
+    text = "    index = torch.randperm(8)\n    mixed_x = lam * x + (1 - lam) * x[index, :]"
+    snippet = SourceSnippet("main.py", 49, text, "window", None)
+    finding = diagnose(_run(compute=compute, source=SourceSection([snippet]))).findings[0]
+    assert finding.code == "cpu-compute-in-step" and finding.where == "main.py:50"
+    assert "mixed_x = lam * x + (1 - lam) * x[index, :]" in finding.fix
+    assert "t = t.to(" not in finding.fix
+
+
 def test_host_sync_per_step_points_at_the_line() -> None:
     compute = _compute({"meta": 90}, {"meta": 0.001}, 0.03)
     compute.syncs = [HostSync(kind="item", where="train.py:52", code="total += loss.item()", count=3, time_s=0.003)]

@@ -280,12 +280,23 @@ def without_ours(exc: BaseException) -> None:
         todo.extend(getattr(current, "exceptions", None) or [])  # an ExceptionGroup's members
 
 
+# torch's Python path into a tensor subclass's __torch_dispatch__ (the preflight's stand-in): a CUDA error raised from
+# C++ has none of these frames below the torch line that called the op.
+_SUBCLASS_DISPATCH_FILES = ("torch/_compile.py", "torch/_dynamo/eval_frame.py", "torch/_ops.py",
+                            "torch/utils/_python_dispatch.py")  # fmt: skip
+
+
 def _filtered(tb: TracebackType | None) -> TracebackType | None:
     kept: list[TracebackType] = []
+    raised_by_us = False
     while tb is not None:
-        if not is_own_file(tb.tb_frame.f_code.co_filename):
+        raised_by_us = is_own_file(tb.tb_frame.f_code.co_filename)
+        if not raised_by_us:
             kept.append(tb)
         tb = tb.tb_next
+    if raised_by_us:  # the stand-in raised CUDA's error: the traceback ends where CUDA's would
+        while kept and kept[-1].tb_frame.f_code.co_filename.replace("\\", "/").endswith(_SUBCLASS_DISPATCH_FILES):
+            kept.pop()
     head: TracebackType | None = None
     for entry in reversed(kept):
         head = TracebackType(head, entry.tb_frame, entry.tb_lasti, entry.tb_lineno)

@@ -124,7 +124,7 @@ def census_cpu_compute(run: Run) -> list[Finding]:
                 "cpu_ops": [f"{s.name} ×{s.count} {s.time_s * 1e3:.2f} ms at {s.where}" for s in top],
                 "window_steps": compute.window_steps,
             },
-            fix=f'# create these tensors on the device, or move them once before the loop:\nt = t.to("{expected}")',
+            fix=_census_cpu_fix(run, top[0].where if top else None, expected),
             where=top[0].where if top else None,
         )
     ]
@@ -134,6 +134,19 @@ LIBRARY_SYNC_FIX = (
     "# the library reads a device value on the host inside the call your line makes (an `if` on a tensor);\n"
     "# nothing to change on your line: it costs one wait per call, which matters only for very short steps"
 )
+
+
+def _census_cpu_fix(run: Run, where: str | None, expected: str) -> str:
+    """The user's line whose ops ran on CPU tensors, and what to change; the general advice without the source."""
+    stmt = codefix.statement_at(run.source, where)
+    if stmt is None:
+        return f'# create these tensors on the device, or move them once before the loop:\nt = t.to("{expected}")'
+    return (
+        f"# the ops of this line run on CPU tensors in every step, while the {expected} device waits ({where}):\n"
+        f"{stmt.text}\n"
+        "# move the tensors it reads to the device before it (or call it on the batch after .to(device)),\n"
+        "# and make the tensors it creates with device=...: on the device this line is a few kernels"
+    )
 
 
 def _census_window(compute: ComputeSection) -> str:

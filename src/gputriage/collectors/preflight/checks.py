@@ -7,6 +7,10 @@ wordings, so the traceback and gputriage's rules read the same as on a GPU.
 
 from __future__ import annotations
 
+import functools
+import importlib.util
+import re
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -113,11 +117,40 @@ def _mismatch(
         return RuntimeError(
             f"Expected all tensors to be on the same device, but found at least two devices, {device} and {odd_device}!"
         )
-    name, method = _REPORTED_AS.get(base, (name, f"_{base}" if func._overloadname == "default" else base))
+    name, method = _REPORTED_AS.get(base, (name, _wrapper_name(base, func._overloadname)))
     return RuntimeError(
         f"Expected all tensors to be on the same device, but got {name} is on {odd_device}, different from other "
         f"tensors on {device} (when checking argument in method wrapper_CUDA_{method})"
     )
+
+
+def _wrapper_name(base: str, overload: str) -> str:
+    """The kernel wrapper CUDA's message names: `addmm` (a structured kernel: `wrapper_CUDA_addmm`), `_index_select`
+    (not structured, its default overload: `wrapper_CUDA__index_select`), as torchgen generates them."""
+    qualified = base if overload == "default" else f"{base}.{overload}"
+    if qualified in _structured_ops():
+        return base if overload == "default" else f"{base}_{overload}"
+    return f"_{base}" if overload == "default" else base
+
+
+@functools.cache
+def _structured_ops() -> frozenset[str]:
+    """The ops torch generates structured kernels for, read from the native_functions.yaml that torch's wheel ships
+    in torchgen (a text scan: only at a crash's message, once); empty when it is not there."""
+    spec = importlib.util.find_spec("torchgen")
+    if spec is None or spec.origin is None:
+        return frozenset()
+    path = Path(spec.origin).parent / "packaged" / "ATen" / "native" / "native_functions.yaml"
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError:
+        return frozenset()
+    found = set()
+    for entry in re.split(r"^- func: ", text, flags=re.MULTILINE)[1:]:
+        head, _, body = entry.partition("\n")
+        if re.search(r"^  (structured: True|structured_delegate: )", body, flags=re.MULTILINE):
+            found.add(head.split("(", 1)[0])
+    return frozenset(found)
 
 
 def _argument_name(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], odd: torch.Tensor) -> str:
