@@ -44,6 +44,20 @@ def test_what_a_preflight_never_looks_at_is_not_blamed_on_the_crash() -> None:
                                     "train.py:237)")  # fmt: skip
 
 
+def test_a_preflight_with_loader_workers_does_not_pass_rung_5() -> None:
+    """The loader's wait is the one rung-5 question a preflight answers, and not for a loader with workers."""
+    from gputriage.record.stand_in import PREFLIGHT_LABEL, StandInSection
+
+    run = meta_run(placement=placement(model_on("meta")), steps=steps([0.001] * 10))
+    run.stand_in = StandInSection(preflight=True, label=PREFLIGHT_LABEL, simulated="cuda", backing="cpu")
+    status, reason = _ladder(run)[5]
+    assert status == "skipped" and reason is not None
+    assert reason.startswith("a preflight does not judge a DataLoader with workers")
+    assert run.steps is not None and run.steps.loader is not None
+    run.steps.loader.num_workers = 0
+    assert _ladder(run)[5] == ("pass", None)
+
+
 def test_rung_5_is_not_measured_on_the_warm_up_step_alone() -> None:
     tensor = TensorSeen(role="input", device="meta", shape=[8, 16], target="Net", argument="args[0]")
     run = meta_run(placement=placement(model_on("meta"), tensor), steps=steps([0.5]))

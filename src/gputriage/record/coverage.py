@@ -97,6 +97,11 @@ def _not_judged(run: Run, rung: int) -> str | None:
     scope = run.stand_in.unmeasured_rungs().get(rung) if run.stand_in is not None else None
     if scope is not None:
         return scope
+    if rung == 5 and preflight_skips_loader(run):
+        return (
+            "a preflight does not judge a DataLoader with workers: they share this machine's cores with the "
+            "stand-in's compute (`gputriage run` on the GPU machine does)"
+        )
     judged = judged_device(run)
     if judged == "cpu" and rung in (2, 3, 4):
         return "not judged: no accelerator is expected (the run is judged for cpu), so nothing has to move to one"
@@ -108,6 +113,13 @@ def _not_judged(run: Run, rung: int) -> str | None:
             "(rung 1's findings are notes here)"
         )
     return None
+
+
+def preflight_skips_loader(run: Run) -> bool:
+    """A preflight's DataLoader with workers: its wait is not judged (rung 5's one question a preflight answers)."""
+    loader = run.steps.loader if run.steps is not None else None
+    preflight = run.stand_in is not None and run.stand_in.preflight
+    return preflight and loader is not None and (loader.num_workers or 0) > 0
 
 
 def _torch_reaches_an_accelerator(run: Run) -> bool:

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 
 from gputriage.findings import Finding, Severity
 from gputriage.record import Run
+from gputriage.record.coverage import preflight_skips_loader
 from gputriage.record.device import judged_device
 from gputriage.record.numbers import Interval, bootstrap_share_pct, pct_text, step_numbers
 from gputriage.record.sampler import SampledLine
@@ -61,7 +62,7 @@ def input_pipeline_bound(run: Run) -> list[Finding]:
     if run.steps is None:
         return []
     loader = run.steps.loader or LoaderInfo()
-    if run.stand_in is not None and run.stand_in.preflight and (loader.num_workers or 0) > 0:
+    if preflight_skips_loader(run):
         return []
     numbers = step_numbers(run.steps.steps)
     if numbers is None:
