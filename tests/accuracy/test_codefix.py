@@ -10,7 +10,7 @@ from gputriage.diagnosis import diagnose
 from gputriage.record.placement import ModelInfo, StrayPart, TensorSeen
 from gputriage.record.source import SourceSection, SourceSnippet
 from gputriage.rules import codefix
-from gputriage.rules.edits import forward_factory_edits
+from gputriage.rules.edits import forward_factory_edits, move_argument
 
 TRAIN = textwrap.dedent(
     """\
@@ -174,6 +174,22 @@ def test_an_indexed_argument_is_moved_in_place() -> None:
     expr = codefix.call_argument(stmt, "args[0]", "Net")
     assert expr is not None
     assert codefix.moved_argument(stmt, expr, "device") == "out = model(batch[0].to(device, non_blocking=True))"
+
+
+def test_a_tensor_inside_a_tuple_argument_moves_with_its_siblings() -> None:
+    """yunjey's language model: `model(inputs, states)` with states = (h, c) made on the CPU; a tuple has no .to()."""
+    snippet = SourceSnippet(
+        "lm.py", 74, "states = detach(states)\noutputs, states = model(inputs, states)", "window", None
+    )
+    source = SourceSection([snippet])
+    stmt = codefix.statement_at(source, "lm.py:75")
+    assert stmt is not None
+    expr = codefix.call_argument(stmt, "args[1][0]", "RNNLM")
+    assert expr is not None
+    moved = codefix.moved_argument(stmt, expr, "device", "args[1][0]")
+    assert moved == "states = tuple(t.to(device, non_blocking=True) for t in states)"
+    edit = move_argument(source, "lm.py:75", "args[1][0]", "RNNLM", "device")
+    assert edit is not None and edit.new[0] == moved
 
 
 def test_an_argument_moved_already_is_not_moved_twice() -> None:

@@ -110,6 +110,24 @@ def test_gradient_accumulation_without_a_dataloader_steps_with_the_optimizer(tmp
     assert "optimizer step 8" in r.stdout and "optimizer step 10" not in r.stdout
 
 
+def test_grad_scalers_own_read_is_the_librarys_not_the_users_line(tmp_path: Path) -> None:
+    """The AMP recipe: `scaler.step(opt)` reads found_inf once per step inside torch; the user's line cannot drop it."""
+    r = run_case(Case(["amp_grad_scaler.py"]), tmp_path, preflight=True)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert not [f for f in r.report["findings"] if f["severity"] != "info"]
+    sync = r.finding("host-sync-in-loop")
+    assert sync["severity"] == "info" and "grad_scaler.py" in sync["where"]
+
+
+def test_a_second_loop_with_a_new_optimizer_keeps_counting_steps(tmp_path: Path) -> None:
+    """The first optimizer drove the count; once it is gone, the new one does (the AMP recipe's second loop was never
+    observed, and nothing said so)."""
+    r = run_case(Case(["two_loops_new_optimizer.py"]), tmp_path, preflight=True, steps=9)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "first loop done" in r.stdout and "second loop done" not in r.stdout  # ended at step 9, in the second
+    assert r.report["steps"]["steps_observed"] == 9
+
+
 def test_the_best_model_saved_and_reloaded_in_the_run_stays_on_the_device(tmp_path: Path) -> None:
     """torch.load without map_location puts a GPU run's cuda tensors back on cuda: under the preflight the reloaded
     model was on the CPU, the evaluation after it crashed, and model-on-cpu was blamed on correct code."""

@@ -174,6 +174,21 @@ def test_cpu_compute_fix_quotes_the_users_line() -> None:
     assert "t = t.to(" not in finding.fix
 
 
+def test_a_read_in_one_census_step_is_not_a_sync_every_step() -> None:
+    """minGPT samples text every 500 iterations (in iteration 0's callback): 513 reads in one step of three are not
+    "171 syncs per step"; the per-step synchronize() that the same window holds is the finding."""
+    compute = _compute({"meta": 90}, {"meta": 0.001}, 0.03)
+    sample = HostSync(kind="scalar", where="chargpt.py:122", code="completion = ...", count=513, time_s=0.01, steps=1)
+    compute.syncs = [sample]
+    assert _codes(_run(compute=compute)) == []
+    each_step = HostSync(kind="cuda-sync", where="chargpt.py:110", code="torch.cuda.synchronize()", count=3, steps=3)
+    compute.syncs = [sample, each_step]
+    finding = diagnose(_run(compute=compute)).findings[0]
+    assert finding.code == "host-sync-in-loop" and finding.where == "chargpt.py:110"
+    assert finding.evidence["syncs_per_step"] == 1.0
+    assert "in 1 of 3 steps at chargpt.py:122" in finding.evidence["sites"][1]
+
+
 def test_host_sync_per_step_points_at_the_line() -> None:
     compute = _compute({"meta": 90}, {"meta": 0.001}, 0.03)
     compute.syncs = [HostSync(kind="item", where="train.py:52", code="total += loss.item()", count=3, time_s=0.003)]

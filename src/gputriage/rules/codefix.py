@@ -271,7 +271,7 @@ def moved_already(expr: ast.expr) -> str | None:
     return ast.unparse(target) if target is not None else None
 
 
-def moved_argument(stmt: Statement, expr: ast.expr, device: str) -> str:
+def moved_argument(stmt: Statement, expr: ast.expr, device: str, argument: str | None = None) -> str:
     """The line that moves `expr` to the device, in the script's names: `images = images.to(device, ...)` for a name,
     else the statement itself with `.to(device, ...)` on the argument (`model(batch[0].to(device, ...))`). An argument
     the code already moves (`model(x.to(device))`) that still arrived on the CPU is not moved twice: what is wrong is
@@ -283,10 +283,18 @@ def moved_argument(stmt: Statement, expr: ast.expr, device: str) -> str:
             f"# {text} is moved already, yet arrived on the CPU: {target} names the CPU when this runs "
             f"(check where {target} is set, and that torch.cuda.is_available() is True)"
         )
+    if isinstance(expr, ast.Name) and in_container(argument):
+        # `model(inputs, states)` with states = (h, c): a tuple has no .to(); each of its tensors moves
+        return f"{text} = tuple(t.to({device}, non_blocking=True) for t in {text})"
     if isinstance(expr, ast.Name):
         return f"{text} = {text}.to({device}, non_blocking=True)"
     inline = with_suffix(stmt, expr, f".to({device}, non_blocking=True)")
     return inline if inline is not None else f"# pass {text}.to({device}, non_blocking=True) instead of {text}"
+
+
+def in_container(argument: str | None) -> bool:
+    """The probe saw the tensor inside a tuple or list passed as the argument: "args[1][0]", "hx[1]"."""
+    return argument is not None and argument.count("[") > (1 if argument.startswith("args[") else 0)
 
 
 def with_suffix(stmt: Statement, node: ast.expr, suffix: str) -> str | None:
@@ -369,7 +377,7 @@ def _moved_line(source: SourceSection | None, t: TensorSeen, device: str) -> tup
     spread = t.argument is not None and not t.argument.startswith("args[") and is_spread(stmt, expr)
     if spread and isinstance(expr, ast.Name):
         return before, moved_spread(expr.id, device)
-    return before, moved_argument(stmt, expr, device)
+    return before, moved_argument(stmt, expr, device, t.argument)
 
 
 def is_spread(stmt: Statement, expr: ast.expr) -> bool:

@@ -20,9 +20,11 @@ Thresholds (documented here, calibrated so that they hold on `meta`, where devic
 
 from __future__ import annotations
 
+import math
+
 from gputriage.findings import Finding, Severity
 from gputriage.record import Run
-from gputriage.record.compute import ComputeSection
+from gputriage.record.compute import ComputeSection, HostSync
 from gputriage.record.device import judged_device, on_stand_in
 from gputriage.record.numbers import pct_text, step_numbers, wilson_interval_pct
 from gputriage.record.sampler import SampledLine, SamplerSection
@@ -238,6 +240,19 @@ def _cpu_work_fix(run: Run, line: SampledLine, expected: str) -> str:
     )
 
 
+def _recurs(site: HostSync, window_steps: int) -> bool:
+    """The read happens in most steps, not in one: 513 reads while sampling text once every 500 iterations are not a
+    sync "every step". A record without the count (steps 0) is judged by the count alone."""
+    if site.steps == 0:
+        return True
+    return site.steps >= max(min(2, window_steps), math.ceil(window_steps / 2))
+
+
+def _site_text(site: HostSync, window_steps: int) -> str:
+    seen = f", in {site.steps} of {window_steps} steps" if site.steps and site.steps < window_steps else ""
+    return f"{site.kind} ×{site.count / window_steps:.1f}/step{seen} at {site.where}: {site.code}"
+
+
 @rule
 def host_sync_in_loop(run: Run) -> list[Finding]:
     judged = _judged(run)
@@ -247,26 +262,25 @@ def host_sync_in_loop(run: Run) -> list[Finding]:
     steps = compute.window_steps
     sync_s = sum(s.time_s for s in compute.syncs)
     share_pct = 100.0 * sync_s / compute.window_wall_s if compute.window_wall_s > 0 else 0.0
-    hot = [s for s in compute.syncs if s.count / steps >= SYNCS_PER_STEP_MIN]
+    hot = [s for s in compute.syncs if s.count / steps >= SYNCS_PER_STEP_MIN and _recurs(s, steps)]
     # On a stand-in a sync waits for no device: its time is the host's own work (a first call's set-up), and only
     # how often the step reads a device value says anything about the GPU run.
     costly = share_pct >= SYNC_SHARE_MIN_PCT and not on_stand_in(run)
     if not hot and not costly:
         return []
-    sites = sorted(compute.syncs, key=lambda s: (-s.count, -s.time_s))
+    sites = sorted(compute.syncs, key=lambda s: (-_recurs(s, steps), -s.count, -s.time_s))
+    recurring = [s for s in sites if _recurs(s, steps)] or sites
     first = sites[0]
     in_library = not costly and all(s.library_where is not None for s in hot)
-    title = (
-        f"The step waits for the device {sum(s.count for s in sites) / steps:.1f} times per step "
-        f"({_census_window(compute)})"
-    )
+    per_step = sum(s.count for s in recurring) / steps
+    title = f"The step waits for the device {per_step:.1f} times per step ({_census_window(compute)})"
     if in_library:
         title += f", read inside library code ({hot[0].library_where})"
     evidence: dict[str, object] = {
-        "syncs_per_step": round(sum(s.count for s in sites) / steps, 2),
+        "syncs_per_step": round(per_step, 2),
         "sync_time_per_step_s": round(sync_s / steps, 6),
         "sync_pct_of_step": round(share_pct, 1),
-        "sites": [f"{s.kind} ×{s.count / steps:.1f}/step at {s.where}: {s.code}" for s in sites[:6]],
+        "sites": [_site_text(s, steps) for s in sites[:6]],
     }
     if not in_library:
         evidence.update(edits.evidence_of(edits.read_rarely_edits(run.source, first.where)))

@@ -101,7 +101,9 @@ class StepTracker:
         self._close_step(keep_running=True, source=OPTIMIZER)
 
     def _is_driver(self, opt: Any) -> bool:
-        if self._driver is None:
+        """The first optimizer that steps drives the count, until it is gone: a script that trains again with a new
+        optimizer (`opt = torch.optim.SGD(...)` for a second loop) counts that loop's steps."""
+        if self._driver is None or self._driver() is None:
             self._driver = weakref.ref(opt)
             return True
         return self._driver() is opt

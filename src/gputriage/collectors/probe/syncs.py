@@ -35,6 +35,7 @@ class SyncRecorder:
         self._state = state
         self.recording = False
         self.by_site: dict[tuple[str, str | None], HostSync] = {}
+        self._last_step: dict[tuple[str, str | None], int] = {}
 
     def record(self, kind: str, device: str, time_s: float, skip_frames: int = 0) -> None:
         start = sys._getframe(skip_frames + 1)
@@ -50,14 +51,24 @@ class SyncRecorder:
             entry.library_where = library_issuer(start, frame)
         entry.count += 1
         entry.time_s += time_s
+        if self._last_step.get(key) != self._state.step:
+            self._last_step[key] = self._state.step
+            entry.steps += 1
+
+
+# torch's own code that reads a device value by design, once per call: GradScaler.step checks `found_inf` on the host
+# before it steps the optimizer. The user's `scaler.step(optimizer)` cannot drop that read; it is the library's.
+_TORCH_READS_BY_DESIGN = ("torch/amp/grad_scaler.py", "torch/cuda/amp/grad_scaler.py")
 
 
 def library_issuer(start: FrameType, user: FrameType | None) -> str | None:
-    """file:line of the innermost library frame (not torch, not gputriage) below the user's frame, if any."""
+    """file:line of the innermost library frame (not torch, not gputriage) below the user's frame, if any, or of
+    torch's own code that reads the value by design (_TORCH_READS_BY_DESIGN)."""
     frame: FrameType | None = start
     while frame is not None and frame is not user:
         filename = frame.f_code.co_filename
-        if not is_framework_file(filename) and not is_user_file(filename):
+        by_design = filename.replace("\\", "/").endswith(_TORCH_READS_BY_DESIGN)
+        if (by_design or not is_framework_file(filename)) and not is_user_file(filename):
             return frame_where(frame)
         frame = frame.f_back
     return None
