@@ -54,6 +54,8 @@ def _write(tmp_path: Path, text: str, name: str = "t.json") -> Path:
     [
         (_kernel(ts=5 * 10**15, dur=5 * 10**15), "ts + dur out of range"),
         (_kernel(cat=[]), "cat is not a string"),
+        (_kernel(dur=-40), "dur negative"),  # a time that runs backwards
+        (_kernel(ts=0), "ts more than a day away from the rest of the trace"),  # a 53-year window otherwise
         (
             '{"ph": "X", "cat": "kernel", "name": "k", "ts": 1e999999, "dur": 1, "args": {"stream": 7}}',
             "ts out of range",
@@ -73,7 +75,7 @@ def test_one_bad_event_is_dropped_and_counted(tmp_path: Path, event: dict[str, A
     clean = analyse_trace(_write(tmp_path, _loop_with(), "clean.json"))
     r = analyse_trace(_write(tmp_path, _loop_with(event)))
     assert r.events_dropped == 1
-    assert any(note.startswith("1 events dropped: " + reason) for note in r.notes), r.notes
+    assert any(note.startswith("1 event dropped: " + reason) for note in r.notes), r.notes
     assert (r.busy_pct, r.gpu_events, r.steps) == (clean.busy_pct, clean.gpu_events, clean.steps)
 
 
@@ -204,3 +206,19 @@ def test_odd_threads_and_streams(tmp_path: Path) -> None:
     b._x("kernel", "k3", 300, 10, 0, 7, stream=2**70, correlation="12")
     r = analyse_trace(b.write(tmp_path / "odd.json"))
     assert r.gpu_events == 3 and r.cpu_ops == 1 and r.events_dropped == 0
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ('{"traceEvents": []}', "holds no event"),
+        ('{"traceEvents": [{"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "x"}}]}', "not a timed one"),
+        ('{"traceEvents": [], "x": 1, "traceEvents": [' + json.dumps(_kernel()) + "]}", "two traceEvents lists"),
+    ],
+)
+def test_a_trace_with_nothing_timed_is_refused_not_called_healthy(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str, said: str
+) -> None:
+    assert main(["trace", str(_write(tmp_path, text))]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and said in err

@@ -91,3 +91,25 @@ def test_no_temporary_file_is_left(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     with pytest.raises(InputError):
         analyse_trace(bad.write(tmp_path / "bad.json"))
     assert list((tmp_path / "tmp").iterdir()) == []
+
+
+def test_a_large_key_after_the_events_is_read_exactly_and_within_bounds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Chrome JSON may carry stackFrames or a blob after traceEvents: a byte range cut inside it held the list's end
+    and the file was refused as corrupt. One process then reads it exactly, keeping only a bounded part of the tail."""
+    from gputriage.tracing import reader
+
+    b = training_loop(steps=12, loader_us=1500, kernel_us=100)
+    clean = b.write(tmp_path / "clean.json")
+    text = clean.read_text()
+    big = tmp_path / "big_tail.json"
+    blob = '{"frame": {"name": "x", "parent": 1}}, ' * 20_000
+    big.write_text(text[:-1] + ', "stackFrames": [' + blob + '{"frame": 0}], "junk": "' + "y" * 400_000 + '"}')
+    _split_small(monkeypatch, big.stat().st_size, 4)
+    monkeypatch.setattr(reader, "MAX_TAIL_BYTES", 64 << 10)
+    monkeypatch.setattr(reader, "CHUNK_BYTES", 64 << 10)
+    r = analyse_trace(big, jobs=4)
+    expected = analyse_trace(clean, jobs=1)
+    assert (r.steps, r.gpu_events, r.busy_pct) == (expected.steps, expected.gpu_events, expected.busy_pct)
+    assert any("after traceEvents were not read" in n for n in r.notes), r.notes

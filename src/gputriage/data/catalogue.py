@@ -427,9 +427,11 @@ CATALOGUE: tuple[Entry, ...] = (
         "low-gpu-utilization",
         5,
         ("warning", "info"),
-        "measured GPU busy time is low and no lower finding explains it",
+        "measured GPU busy time is low (of the steps' time when a trace marks steps, else of the profiled window) "
+        "and no lower finding explains at least half of the idle time",
         (
             "busy_pct",
+            "busy_pct_of_steps",
             "command",
             "dram_active_mean_pct",
             "gpu",

@@ -225,13 +225,19 @@ class TraceSection:
     note: str | None = None
 
     def measured_rungs(self) -> set[int]:
-        return {4, 5} if self.ranks else set()
+        if not self.ranks:
+            return set()
+        # how busy the GPU is needs a kernel on it: a CPU-only trace answers rung 4 (nothing ran there), not rung 5
+        return {4, 5} if self._device_work() else {4}
 
     def unmeasured_rungs(self) -> dict[int, str]:
         if self.ranks:
-            return {}
+            return {} if self._device_work() else {5: "the trace holds no kernel on any accelerator (a CPU-only trace)"}
         reason = f"the profiler trace gave nothing ({self.note})" if self.note else "the profiler trace gave nothing"
         return {4: reason, 5: reason}
+
+    def _device_work(self) -> bool:
+        return any(r.gpu_events != 0 for r in self.ranks)  # None: a record that did not count them
 
     def self_check(self) -> list[str]:
         return [p for r in self.ranks for p in r.self_check()]

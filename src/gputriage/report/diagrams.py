@@ -163,10 +163,17 @@ def build_relationship(run: Run) -> RelationshipDiagram:
                     _attr("device", _device_text(model)),
                 ],
             ),
-            Entity("gpu", "GPU", [_attr("device", device), _attr("usage", usage), _attr("memory", memory)]),
+            _accelerator(run, device, usage, memory),
         ],
         edge_labels=["runs", "feeds batches", "runs on"],
     )
+
+
+def _accelerator(run: Run, device: str | None, usage: str | None, memory: str | None) -> Entity:
+    ranks = run.trace.ranks if run.trace is not None else []
+    if ranks and all(r.gpu_events == 0 for r in ranks) and device is None:
+        return Entity("gpu", "Accelerator", [_attr("device", "none: the trace holds no device kernel")])
+    return Entity("gpu", "GPU", [_attr("device", device), _attr("usage", usage), _attr("memory", memory)])
 
 
 def _load_text(loader: LoaderInfo | None) -> str | None:
@@ -178,6 +185,8 @@ def _load_text(loader: LoaderInfo | None) -> str | None:
 
 
 PARTICIPANTS = [("loader", "DataLoader"), ("host", "Training loop (CPU)"), ("gpu", "GPU")]
+# A trace without any device kernel: nothing in the report speaks of a GPU.
+CPU_TRACE_PARTICIPANTS = [*PARTICIPANTS[:2], ("gpu", "CPU ops (no accelerator kernel in the trace)")]
 
 # (source, target) of each arrow of record/numbers.py's PARTS, in order; "other" has no arrow.
 _ENDS = {
@@ -281,7 +290,8 @@ def _sequence_from_trace(run: Run) -> SequenceDiagram:
         _highlight(messages)
     where = f", rank {first.rank}" if first.rank is not None else ""
     basis = f"from the profiler trace{where}: mean ProfilerStep, split by the step partition"
-    return SequenceDiagram(PARTICIPANTS, messages, step_time_s, None, basis)
+    participants = PARTICIPANTS if first.gpu_events != 0 else CPU_TRACE_PARTICIPANTS
+    return SequenceDiagram(participants, messages, step_time_s, None, basis)
 
 
 def _highlight(messages: list[Message]) -> None:

@@ -14,12 +14,15 @@ from gputriage.record import Run
 from gputriage.record.device import NOT_ACCELERATORS, judged_device
 from gputriage.record.trace import RankTrace, TraceSection
 from gputriage.rules.registry import rule
+from gputriage.wording import counted
 
 # input-pipeline-bound. The TensorBoard plugin advised on DataLoader time above 5% of the step; its share only
 # counts loader time that no kernel, copy or runtime call hides, so 5% of the step is 5% of GPU time lost. In the
 # corpus the starved ResNet-50 (num_workers=0) sits at 20.3% and every fed trace at or under 0.1%. From 40% on,
 # the GPU waits for data for most of the step (owlv2 on H100: 51%): critical.
 LOADER_WARN_PCT = 5.0
+# Fewer profiled steps than this make a step-share finding info: a trace of one step may be a warm-up step.
+TRACE_MIN_STEPS = 3
 LOADER_CRITICAL_PCT = 40.0
 # Without ProfilerStep spans: GPU idle gaps of 1 ms+ spent in the DataLoader, as a share of the GPU window, over at
 # least a few loader calls (one slow first batch is worker start-up, not a pipeline problem).
@@ -73,8 +76,18 @@ def _ran_on_accelerator(r: RankTrace) -> bool:
     return r.gpu_events != 0  # None: a record that did not count them
 
 
+def _judged_busy(r: RankTrace) -> tuple[float | None, str]:
+    """The busy share a verdict rests on, and its window: of the steps' time when the trace marks steps (a step that
+    spends 218 ms preprocessing video on the CPU before 160 ms of kernels is not 99% busy), else of the profiled
+    window, first kernel to last."""
+    if r.busy_pct_of_steps is not None:
+        return r.busy_pct_of_steps, "of the steps' time"
+    return r.busy_pct, "of the profiled window"
+
+
 def _healthy(r: RankTrace) -> bool:
-    return r.busy_pct is not None and r.busy_pct >= HEALTHY_BUSY_PCT
+    busy, _ = _judged_busy(r)
+    return busy is not None and busy >= HEALTHY_BUSY_PCT
 
 
 def _soften(r: RankTrace, severity: Severity) -> Severity:
@@ -122,6 +135,8 @@ def input_pipeline_bound(section: TraceSection, r: RankTrace) -> Finding | None:
         if share < LOADER_WARN_PCT:
             return None
         severity = Severity.CRITICAL if share >= LOADER_CRITICAL_PCT else Severity.WARNING
+        if r.steps is not None and r.steps < TRACE_MIN_STEPS:
+            severity = Severity.INFO  # a share from one or two steps: a lead, not a finding (they may be warm-up)
         evidence = {
             "dataloader_pct_of_step": share,
             "dataloader_us_per_step": r.dataloader_us_per_step,
@@ -129,7 +144,8 @@ def input_pipeline_bound(section: TraceSection, r: RankTrace) -> Finding | None:
             "busy_pct_of_steps": r.busy_pct_of_steps,
             "steps": r.steps,
         }
-        title = (
+        few = f"From {counted(r.steps, 'step')} only: " if r.steps is not None and r.steps < TRACE_MIN_STEPS else ""
+        title = few + (
             f"The GPU waits for the DataLoader {share:.1f}% of each step{_suffix(section, r)}"
             if _ran_on_accelerator(r)
             # A trace without any device kernel says nothing about a GPU: the loop itself waits.
@@ -309,10 +325,32 @@ _EXPLAINING: tuple[Callable[[TraceSection, RankTrace], Finding | None], ...] = (
 )
 
 
+# What share of the window each explaining finding accounts for, by its evidence (no-gpu-compute: all of it).
+_EXPLAINED_PCT_KEYS = (
+    "idle_after_sync_pct",
+    "idle_in_short_gaps_pct_of_window",
+    "gpu_idle_during_pct",
+    "dataloader_pct_of_step",
+    "dataloader_idle_pct_of_window",
+)
+
+
+def _explained_pct(f: Finding) -> float:
+    if f.code == "no-gpu-compute":
+        return 100.0
+    return max((float(v) for k in _EXPLAINED_PCT_KEYS if isinstance(v := f.evidence.get(k), (int, float))), default=0.0)
+
+
 def low_gpu_utilization(section: TraceSection, r: RankTrace) -> Finding | None:
-    if r.busy_pct is None or r.busy_pct >= LOW_UTIL_PCT:
+    busy, window = _judged_busy(r)
+    if busy is None or busy >= LOW_UTIL_PCT:
         return None
-    if any((f := check(section, r)) is not None and f.severity is not Severity.INFO for check in _EXPLAINING):
+    explaining = [
+        f for check in _EXPLAINING if (f := check(section, r)) is not None and f.severity is not Severity.INFO
+    ]
+    # Said by the findings that explain it, unless they account for under half of the idle time: a sync after which
+    # the GPU idles 13% does not explain a GPU idle 81% of the time.
+    if explaining and sum(_explained_pct(f) for f in explaining) >= (100.0 - busy) / 2:
         return None
     gaps = r.gaps
     by_activity = gaps.by_activity_us if gaps is not None else {}
@@ -321,9 +359,10 @@ def low_gpu_utilization(section: TraceSection, r: RankTrace) -> Finding | None:
         code="low-gpu-utilization",
         rung=5,
         severity=Severity.WARNING,
-        title=f"The GPU is busy only {r.busy_pct:.1f}% of the profiled window{_suffix(section, r)}",
+        title=f"The GPU is busy only {busy:.1f}% {window}{_suffix(section, r)}",
         evidence={
             "busy_pct": r.busy_pct,
+            "busy_pct_of_steps": r.busy_pct_of_steps,
             "idle_pct": r.idle_pct,
             "window_us": r.window_us,
             "long_gaps": gaps.count if gaps is not None else None,

@@ -40,6 +40,7 @@ I64 = npt.NDArray[np.int64]
 _D2H_KEEP = 1 << 20  # device-to-host copies whose correlation ids are kept (each a few per step in real traces)
 _WHERE_CACHE = 65_536
 _CODE_WORDS = {MISSING: "missing", NOT_A_NUMBER: "not a number"}
+_MAX_SPREAD_NS = 86_400 * 10**9  # a day: no profiler window is longer
 OTHER_THREADS = ("<other threads>", "")
 _TS, _DUR, _NAME = operator.attrgetter("ts"), operator.attrgetter("dur"), operator.attrgetter("name")
 _PID, _TID, _ARGS = operator.attrgetter("pid"), operator.attrgetter("tid"), operator.attrgetter("args")
@@ -217,6 +218,10 @@ class Collector:
             name, name_ok, kinds = name[index], name_ok[index], kinds[index]
         ts, end, ok = self._times(events)
         ok &= name_ok
+        far = self._far_from_the_rest(ts, ok)
+        if far.any():
+            self.dropped["ts more than a day away from the rest of the trace"] += int(far.sum())
+            ok &= ~far
         if (kinds == DEVICE).any():
             rows = np.flatnonzero(kinds == DEVICE)
             self._add_device(ts[rows], end[rows], name[rows], ok[rows], device_args)
@@ -242,6 +247,10 @@ class Collector:
         ts, ts_code = us_to_ns(list(map(_TS, events)))
         dur, dur_code = us_to_ns(list(map(_DUR, events)))
         ok = (ts_code == OK) & (dur_code == OK)
+        negative = ok & (dur < 0)  # a time cannot run backwards: such an event is dropped, and counted
+        if negative.any():
+            self.dropped["dur negative"] += int(negative.sum())
+            ok &= ~negative
         dur = np.maximum(dur, 0)
         overflow = ok & (dur > I64_MAX - np.maximum(ts, 0))
         ok &= ~overflow
@@ -252,6 +261,14 @@ class Collector:
                 self.dropped["ts + dur out of range"] += int(overflow.sum())
         end = np.where(ok, ts + np.where(ok, dur, 0), ts)
         return ts, end, ok
+
+    def _far_from_the_rest(self, ts: I64, ok: npt.NDArray[np.bool_]) -> npt.NDArray[np.bool_]:
+        """Events more than a day from the batch's median start: one kernel at ts 0 among events of 2023 would make
+        the window 53 years long and the GPU "0.0% busy". A profiler window lasts seconds to minutes."""
+        if ok.sum() < 3:
+            return np.zeros(len(ts), dtype=bool)
+        middle = int(np.median(ts[ok]))
+        return ok & (np.abs(ts - middle) > _MAX_SPREAD_NS)
 
     def _count_bad(self, field_name: str, codes: npt.NDArray[np.int8]) -> None:
         for code, count in zip(*np.unique(codes[codes != OK], return_counts=True), strict=True):

@@ -28,6 +28,7 @@ from gputriage.tracing.numbers import small_count
 from gputriage.tracing.source import Source
 
 CHUNK_BYTES = 4 << 20
+MAX_TAIL_BYTES = 16 << 20  # of the keys after traceEvents, kept to read (see _read_bounded_tail)
 _CUT_TRIES = 8  # decode attempts per chunk before the exact framing (each failed try moves the cut one event back)
 _WS = b" \t\r\n"
 _BOM = b"\xef\xbb\xbf"
@@ -267,6 +268,11 @@ def _iter_batches(
                 yield from _final_batches(source.path, decoder, header, buf, bare)
                 return
             cut = _cut_and_decode(buf, decoder) or _exact_cut(buf, decoder)
+            if cut is None and last and _list_closes_in(buf):
+                # the events end in this window: what follows is the trace's trailing keys, read up to a bound
+                _read_bounded_tail(source, buf, header)
+                yield from _final_batches(source.path, decoder, header, buf, bare)
+                return
             if cut is None:  # no complete event in this window: read a bigger one
                 if len(buf) > MAX_PIECE_BYTES:
                     raise InputError(f"{source.path} is corrupt: no complete trace event in {len(buf) >> 20} MiB")
@@ -278,6 +284,25 @@ def _iter_batches(
             yield batch
     finally:
         source.close()
+
+
+def _list_closes_in(buf: bytearray) -> bool:
+    return framing.list_elements(memoryview(buf)[_lead(buf) :]).list_end is not None
+
+
+def _read_bounded_tail(source: Source, buf: bytearray, header: TraceHeader) -> None:
+    """The rest of the file after the events, kept up to MAX_TAIL_BYTES: the keys a trace writes there (traceName,
+    baseTimeNanoseconds, distributedInfo) are small; a stack-frame table or a blob of hundreds of MiB is skipped,
+    with a note, so memory stays bounded whatever the file carries besides its events."""
+    skipped = 0
+    while not source.eof:
+        piece = source.read(CHUNK_BYTES)
+        if len(buf) < MAX_TAIL_BYTES:
+            buf += piece
+        else:
+            skipped += len(piece)
+    if skipped:
+        header.notes.append(f"{skipped >> 20} MiB after traceEvents were not read (only the events are analysed)")
 
 
 def _decode_or_corrupt(path: Path, decoder: EventDecoder, payload: bytes) -> Families:
@@ -362,10 +387,14 @@ def _final_batches(
     if body:
         yield _decode_or_corrupt(path, decoder, b"[" + body + b"]")
     tail = bytes(buf[end + 1 :]).strip(_WS)
-    _read_tail(tail, bare, header)
+    _read_tail(path, tail, bare, header)
 
 
-def _read_tail(tail: bytes, bare: bool, header: TraceHeader) -> None:
+def _read_tail(path: Path, tail: bytes, bare: bool, header: TraceHeader) -> None:
+    second = re.search(rb'"traceEvents"\s*:', tail) and tail.startswith(b",")
+    if not bare and second and framing.key_at_top_level(b"{" + tail[1:], b"traceEvents") is not None:
+        # JSON leaves duplicate keys to the reader (Python's json takes the last, this reader the first): say so
+        raise InputError(f"{path} holds two traceEvents lists (a duplicated key): which one is meant is not clear")
     if bare:
         if tail:
             header.notes.append("text after the list of events was ignored")

@@ -66,7 +66,13 @@ def _collect(path: Path, limits: TraceLimits, spill: SpillDir, jobs: int | None)
     header, bare, bounds = planned
     budget = max(MEMORY_BUDGET_ROWS // len(bounds), _MIN_WORKER_BUDGET)
     work = [_Range(path, start, stop, bare, limits, spill.path, budget) for start, stop in bounds]
-    parts = in_processes(_collect_range, work, len(work))
+    try:
+        parts = in_processes(_collect_range, work, len(work))
+    except InputError:
+        # A cut fell after the end of the events (a large key after traceEvents: stackFrames, a blob), so a range
+        # held the list's end and what follows. The byte ranges are a guess; one process reads the file exactly, and
+        # says what is really wrong with it, if anything is.
+        return _collect(path, limits, spill, jobs=1)
     for _, tail in parts:
         header.fill_from(tail)
     merged = merge([c for c, _ in parts])

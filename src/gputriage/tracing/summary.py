@@ -26,6 +26,7 @@ from gputriage.tracing.reader import TraceHeader
 from gputriage.tracing.split import collect
 from gputriage.tracing.store import SpillDir
 from gputriage.tracing.sweep import Context, Window, context_of, iterate_windows
+from gputriage.wording import counted
 
 F64 = npt.NDArray[np.float64]
 
@@ -67,10 +68,16 @@ def analyse_trace_with_collectives(
 
 
 def _refuse_when_nothing_is_usable(path: Path, col: Collected) -> None:
+    """Nothing timed to judge is refused: a report would say "healthy" about a trace that measured nothing."""
     kept = sum(run.count for runs in col.runs.values() for run in runs)
     if kept == 0 and col.dropped:
         reasons = ", ".join(f"{count} {reason}" for reason, count in col.dropped.most_common(3))
         raise InputError(f"{path} has no usable event: every timed event was dropped ({reasons})")
+    if kept == 0:
+        held = {0: "no event", 1: "1 event, not a timed one"}.get(
+            col.events, f"{col.events:,} events, none of them timed"
+        )
+        raise InputError(f"{path} has nothing to analyse: its traceEvents list holds {held} (no op, no kernel)")
 
 
 @dataclass
@@ -188,7 +195,7 @@ class Sweep:
 
 def _notes(col: Collected, header: TraceHeader, forced_cuts: int, many_streams: bool) -> list[str]:
     notes = list(header.notes)
-    notes += [f"{count} events dropped: {reason}" for reason, count in col.dropped.most_common()]
+    notes += [f"{counted(count, 'event')} dropped: {reason}" for reason, count in col.dropped.most_common()]
     if col.names_overflowed:
         notes.append(f"{col.names_overflowed} distinct event names beyond the first {MAX_NAMES:,} were pooled")
     if col.lanes_overflowed:
