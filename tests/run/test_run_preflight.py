@@ -128,6 +128,20 @@ def test_a_second_loop_with_a_new_optimizer_keeps_counting_steps(tmp_path: Path)
     assert r.report["steps"]["steps_observed"] == 9
 
 
+def test_a_tensor_put_on_the_gpu_in_a_loader_worker_dies_as_on_cuda_and_is_named(tmp_path: Path) -> None:
+    """`.to(device)` in __getitem__ with worker processes: CUDA's own error, and the dataset's line, not "a crash
+    that is not a placement problem" (karpathy/minGPT's CharDataset with device='cuda')."""
+    r = run_case(Case(["device_in_worker.py"]), tmp_path, preflight=True)
+    assert r.returncode == 1
+    assert "RuntimeError: Cannot re-initialize CUDA in forked subprocess" in r.stderr
+    assert _root(r) == "device-in-loader-worker"
+    finding = r.finding("device-in-loader-worker")
+    assert finding["where"] == mark_line("device_in_worker.py", "device-in-loader-worker")
+    assert "return (features, i % 2)" in finding["fix"]
+    assert "features = features.to(device, non_blocking=True)" in finding["fix"]
+    assert "labels = labels.to(device, non_blocking=True)" in finding["fix"]
+
+
 def test_the_best_model_saved_and_reloaded_in_the_run_stays_on_the_device(tmp_path: Path) -> None:
     """torch.load without map_location puts a GPU run's cuda tensors back on cuda: under the preflight the reloaded
     model was on the CPU, the evaluation after it crashed, and model-on-cpu was blamed on correct code."""

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from gputriage.collectors.observer import Observer
 from gputriage.collectors.runner import Outcome
 from gputriage.collectors.textsafe import encode_safely
+from gputriage.collectors.usercode import worker_user_where
 from gputriage.record import Run
 from gputriage.record.process import ProcessSection
 
@@ -148,6 +149,7 @@ class JobObservers:
                 if explain is not None:
                     with contextlib.suppress(Exception):
                         section.crash_where, section.crash_module = explain(exc)
+            section.worker_where = worker_user_where(section.exception_message)
         return section
 
     def _guarded(self, step: Callable[[Run], None]) -> bool:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import sys
 import sysconfig
 from pathlib import Path
@@ -134,4 +135,19 @@ def traceback_user_where(tb: TracebackType | None) -> str | None:
         if is_user_file(tb.tb_frame.f_code.co_filename):
             found = f"{short_path(tb.tb_frame.f_code.co_filename)}:{tb.tb_lineno}"
         tb = tb.tb_next
+    return found
+
+
+_FRAME_LINE = re.compile(r'^  File "(?P<file>[^"\n]+)", line (?P<line>\d+), in ', re.MULTILINE)
+
+
+def worker_user_where(message: str | None) -> str | None:
+    """file:line of the innermost frame of the user's code in the "Original Traceback" that a DataLoader worker's
+    exception carries as text into the training process (its frames are not the main process's traceback)."""
+    if not message or "Original Traceback" not in message:
+        return None
+    found = None
+    for frame in _FRAME_LINE.finditer(message.split("Original Traceback", 1)[1]):
+        if is_user_file(frame["file"]):
+            found = f"{short_path(frame['file'])}:{frame['line']}"
     return found

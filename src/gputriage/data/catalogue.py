@@ -212,6 +212,15 @@ CATALOGUE: tuple[Entry, ...] = (
         ),
     ),
     Entry(
+        "device-in-loader-worker",
+        2,
+        ("critical",),
+        "a DataLoader worker process makes or moves a tensor onto the GPU (`.to(device)` or `device=` in "
+        '`Dataset.__getitem__`): CUDA cannot run in a forked worker, and the job dies with "Cannot re-initialize '
+        'CUDA in forked subprocess"; the fix keeps `__getitem__` on the CPU and moves the batch in the loop',
+        ("crash_where", "error", "worker_where"),
+    ),
+    Entry(
         "cpu-run",
         2,
         ("info",),

@@ -15,6 +15,8 @@ class ProcessSection:
     wall_s: float | None = None  # from the first line of the user's code to its end
     crash_where: str | None = None  # file:line of the innermost frame of the user's code in the traceback
     crash_module: str | None = None  # the innermost nn.Module whose forward was running, e.g. "Net.head (Linear)"
+    # a DataLoader worker's crash: file:line of the user's code in the worker's own traceback (`__getitem__`)
+    worker_where: str | None = None
 
     def measured_rungs(self) -> set[int]:
         return set()  # how the job ended bounds what the verdict can say; it answers no rung itself

@@ -535,3 +535,48 @@ def forward_device(stmt: Statement) -> str:
         if func.args.args and func.args.args[0].arg == "self":
             return "next(self.parameters()).device"
     return "x.device"
+
+
+class _NoDeviceMoves(ast.NodeTransformer):
+    """`x.to(device)` -> `x`, `x.cuda()` -> `x`, `torch.zeros(3, device=d)` -> `torch.zeros(3)`."""
+
+    def __init__(self) -> None:
+        self.changed = 0
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        self.generic_visit(node)
+        func = node.func
+        if isinstance(func, ast.Attribute) and (func.attr == "cuda" or (_is_to_call(node) and _device_target_of(node))):
+            self.changed += 1
+            return func.value
+        kept = [kw for kw in node.keywords if kw.arg != "device"]
+        if len(kept) != len(node.keywords):
+            self.changed += 1
+            node.keywords = kept
+        return node
+
+
+def _device_target_of(call: ast.Call) -> bool:
+    target = _moved_to(call)
+    return target is not None and not _dtype_like(target)
+
+
+def without_device_moves(stmt: Statement) -> str | None:
+    """The statement with its moves to a device taken out (a DataLoader worker must stay on the CPU); None when it
+    has none."""
+    tree = ast.parse(ast.unparse(stmt.node))
+    undo = _NoDeviceMoves()
+    fixed = undo.visit(tree)
+    return ast.unparse(fixed) if undo.changed else None
+
+
+def loop_targets(source: SourceSection | None, where: str | None) -> list[str]:
+    """The names the `for` loop on the `where` line binds (`for x, y in loader:` -> ["x", "y"]); [] otherwise."""
+    parsed = split_where(where)
+    snippet = source.around(where) if source is not None and where is not None else None
+    line = snippet.line(parsed[1]) if snippet is not None and parsed is not None else None
+    tree = _parse(line.strip() + " pass") if line is not None and line.strip().startswith("for ") else None
+    loop = tree.body[0] if tree is not None and tree.body else None
+    if not isinstance(loop, ast.For):
+        return []
+    return [n.id for n in ast.walk(loop.target) if isinstance(n, ast.Name)]

@@ -331,6 +331,46 @@ def placement_rule(run: Run) -> list[Finding]:
     return [*data_findings(run), *model_findings(run)]
 
 
+# CUDA's message when a forked child (a DataLoader worker) touches the device the parent initialised.
+FORKED_CUDA = "Cannot re-initialize CUDA in forked subprocess"
+
+
+@rule
+def device_in_loader_worker(run: Run) -> list[Finding]:
+    """device-in-loader-worker: the job died because a DataLoader worker put a tensor on the GPU."""
+    proc = run.process
+    if proc is None or FORKED_CUDA not in (proc.exception_message or ""):
+        return []
+    where = proc.worker_where or proc.crash_where
+    return [
+        Finding(
+            code="device-in-loader-worker",
+            rung=2,
+            severity=Severity.CRITICAL,
+            title=f"A DataLoader worker puts a tensor on the GPU at {where}, which CUDA forbids in a forked worker",
+            evidence={"error": FORKED_CUDA, "worker_where": proc.worker_where, "crash_where": proc.crash_where},
+            fix=_worker_fix(run, proc.worker_where, proc.crash_where),
+            where=where,
+        )
+    ]
+
+
+def _worker_fix(run: Run, worker_where: str | None, loop_where: str | None) -> str:
+    """The dataset's line without its device move, and the loop's move of the batch, in the script's names."""
+    lines = ["# keep __getitem__ on the CPU (workers load in parallel; pin_memory=True speeds the copy):"]
+    stmt = codefix.statement_at(run.source, worker_where)
+    on_cpu = codefix.without_device_moves(stmt) if stmt is not None else None
+    lines.append(on_cpu if on_cpu is not None else "# in __getitem__: no .to(device) / .cuda() / device=")
+    device = codefix.device_expression(run.source, worker_where) or codefix.device_expression(run.source, loop_where)
+    device = device or '"cuda"'
+    batch = codefix.loop_targets(run.source, loop_where)
+    lines.append("# and move the batch in the training loop, where it arrives:")
+    lines += [f"{name} = {name}.to({device}, non_blocking=True)" for name in batch] or [
+        f"x = x.to({device}, non_blocking=True)"
+    ]
+    return "\n".join(lines)
+
+
 @rule
 def device_mismatch_rule(run: Run) -> list[Finding]:
     """device-mismatch-error, when the crash is a device mismatch (or, before any crash, the op census saw a CPU

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import enum
+import os
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -45,6 +46,8 @@ class StandInState:
     # what this run pickled from stand-in tensors (torch.save), by content: a checkpoint holds plain CPU tensors,
     # and torch.load puts these back on the stand-in, as a GPU run's load puts cuda tensors back on cuda
     saved: dict[tuple[int, bytes], int] = field(default_factory=dict)
+    owner_pid: int = field(default_factory=os.getpid)  # the job's process; a DataLoader worker is forked from it
+    used: bool = False  # the job touched the device: CUDA is initialised, and a forked child cannot use it
     _depth: int = 0
 
     @contextlib.contextmanager
@@ -61,6 +64,14 @@ class StandInState:
         finally:
             self.backing_s += time.perf_counter() - start_s
             self._depth -= 1
+
+    def touch_device(self) -> None:
+        """CUDA's rule for a forked child (a DataLoader worker that makes or moves a tensor onto the device in
+        __getitem__): once the parent initialised CUDA, the child cannot, and CUDA says so."""
+        if os.getpid() == self.owner_pid:
+            self.used = True
+        elif self.used:
+            raise RuntimeError(FORKED_CUDA_ERROR)
 
     def remember_saved(self, storage: torch.UntypedStorage, index: int) -> None:
         if len(self.saved) < MAX_SAVED_STORAGES:
@@ -83,8 +94,14 @@ class StandInState:
         self.placeholder_reads = {}
         self.sync_listeners = []
         self.saved = {}
+        self.owner_pid = os.getpid()
+        self.used = False
 
 
+FORKED_CUDA_ERROR = (
+    "Cannot re-initialize CUDA in forked subprocess. To use CUDA with multiprocessing, you must use the 'spawn' "
+    "start method"
+)
 MAX_SAVED_STORAGES = 100_000  # at most ~30 MB of keys (256 bytes each), whatever the job saves
 _KEY_EDGE_BYTES = 128
 

@@ -30,6 +30,7 @@ class StandIn(torch.Tensor):
 
     @staticmethod
     def __new__(cls, backing: torch.Tensor, index: int = 0, requires_grad: bool = False) -> StandIn:
+        STATE.touch_device()
         out = torch.Tensor._make_wrapper_subclass(
             cls,
             backing.size(),
@@ -204,6 +205,7 @@ def _no_dispatch() -> Any:
 
 def dispatch(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """Run `func` on the backing tensors, after CUDA's device checks, and wrap what comes back."""
+    STATE.touch_device()
     with STATE.timed():
         return _dispatch(func, args, kwargs)
 
