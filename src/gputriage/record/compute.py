@@ -27,13 +27,14 @@ class HostSync:
     code: str | None = None  # the source line, stripped
     count: int = 0  # inside the probe window
     time_s: float = 0.0  # inside the probe window
+    device: str | None = None
+    # file:line in a library (not torch, save torch's reads by design: GradScaler's found_inf) that issued the read,
+    # when the user's line only called into it (transformers' BERT reads `padding_mask.all()` inside forward); None
+    # when the user's own line reads the value
+    library_where: str | None = None
     # census steps in which it happened: a read every step is in all of them, a periodic log or a sample drawn every
     # 500 iterations in one (0: not counted, a record from before the count)
     steps: int = 0
-    device: str | None = None
-    # file:line in a library (not torch) that issued the read, when the user's line only called into it (transformers'
-    # BERT reads `padding_mask.all()` inside forward); None when the user's own line reads the value
-    library_where: str | None = None
 
 
 @dataclass
