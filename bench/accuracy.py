@@ -195,7 +195,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--mode", choices=MODES, default="preflight")
     parser.add_argument("--set", choices=("corpus", "project", "all"), default="all", dest="which")
     parser.add_argument("--repeat", type=int, default=1)
-    parser.add_argument("--jobs", type=int, default=2, help="cases run at once (the machine has 2 cores)")
+    # One case at a time: two preflights at once on this 2-core machine (about 1.1 cores of real work, see
+    # bench/measure.py parallel_capacity) slow the stand-in's multi-threaded compute tenfold, and the step shares
+    # with it.
+    parser.add_argument("--jobs", type=int, default=1, help="cases run at once")
     parser.add_argument("--work", type=Path, default=None, help="scratch folder (default: a temporary one)")
     parser.add_argument("cases", nargs="*")
     args = parser.parse_args(argv)
