@@ -192,6 +192,19 @@ def test_a_tensor_inside_a_tuple_argument_moves_with_its_siblings() -> None:
     assert edit is not None and edit.new[0] == moved
 
 
+def test_a_tensor_of_a_tuple_written_in_the_call_is_moved_by_its_name() -> None:
+    """`lstm(x, (h0, c0))` with h0 and c0 made on the CPU: each name moves, never `(h0, c0).to(...)`."""
+    snippet = SourceSnippet("rnn.py", 7, "out, _ = lstm(x, (h0, c0))", "window", None)
+    source = SourceSection([snippet])
+    stmt = codefix.statement_at(source, "rnn.py:7")
+    assert stmt is not None
+    expr = codefix.call_argument(stmt, "args[1][1]", "LSTM")
+    assert expr is not None
+    assert codefix.moved_argument(stmt, expr, "device", "args[1][1]") == "c0 = c0.to(device, non_blocking=True)"
+    edit = move_argument(source, "rnn.py:7", "args[1][0]", "LSTM", "device")
+    assert edit is not None and edit.new[0] == "h0 = h0.to(device, non_blocking=True)"
+
+
 def test_an_argument_moved_already_is_not_moved_twice() -> None:
     """`model(x.to(device))` that still reaches the model on the CPU: `device` names the CPU when the script runs
     (`"cuda" if torch.cuda.is_available() else "cpu"` without CUDA); a second `.to(device)` fixes nothing."""

@@ -89,6 +89,10 @@ def test_cpu_input_into_a_device_layer_raises(stand_in: Session) -> None:
     assert str(linear.value).endswith("(when checking argument in method wrapper_CUDA_addmm)")
     with pytest.raises(RuntimeError, match=r"method wrapper_CUDA__index_select\)"):
         nn.Embedding(10, 4).cuda()(torch.arange(3))
+    lstm, x = nn.LSTM(4, 8, batch_first=True).cuda(), torch.randn(2, 5, 4, device="cuda")
+    hidden = "Input and hidden tensors are not at the same device, found input tensor at cuda:0 and hidden tensor at"
+    with pytest.raises(RuntimeError, match=hidden):  # cuDNN's RNN check, not the CPU layer's op name
+        lstm(x, (torch.zeros(1, 2, 8), torch.zeros(1, 2, 8)))
     with pytest.raises(RuntimeError, match=r"Input type \(torch.FloatTensor\) and weight type \(torch.cuda"):
         nn.Conv2d(3, 4, 3).cuda()(torch.randn(1, 3, 8, 8))
     with pytest.raises(RuntimeError, match="expected self and mask to be on the same device"):

@@ -283,13 +283,30 @@ def moved_argument(stmt: Statement, expr: ast.expr, device: str, argument: str |
             f"# {text} is moved already, yet arrived on the CPU: {target} names the CPU when this runs "
             f"(check where {target} is set, and that torch.cuda.is_available() is True)"
         )
-    if isinstance(expr, ast.Name) and in_container(argument):
+    element = container_element(expr, argument)
+    if element is not None:  # `lstm(x, (h0, c0))`: the tensor is one name of the tuple written in the call
+        return f"{element.id} = {element.id}.to({device}, non_blocking=True)"
+    if in_container(argument) and isinstance(expr, ast.Name):
         # `model(inputs, states)` with states = (h, c): a tuple has no .to(); each of its tensors moves
         return f"{text} = tuple(t.to({device}, non_blocking=True) for t in {text})"
+    if in_container(argument):
+        return f"# move each tensor of {text} to {device} before this line"
     if isinstance(expr, ast.Name):
         return f"{text} = {text}.to({device}, non_blocking=True)"
     inline = with_suffix(stmt, expr, f".to({device}, non_blocking=True)")
     return inline if inline is not None else f"# pass {text}.to({device}, non_blocking=True) instead of {text}"
+
+
+def container_element(expr: ast.expr, argument: str | None) -> ast.Name | None:
+    """The name at the probe's inner index of a tuple or list written in the call: `(h0, c0)` and "args[1][1]" give
+    `c0`; None otherwise."""
+    if not in_container(argument) or not isinstance(expr, (ast.Tuple, ast.List)) or argument is None:
+        return None
+    inner = argument.rsplit("[", 1)[1].rstrip("]")
+    if not inner.isdigit() or int(inner) >= len(expr.elts):
+        return None
+    element = expr.elts[int(inner)]
+    return element if isinstance(element, ast.Name) else None
 
 
 def in_container(argument: str | None) -> bool:

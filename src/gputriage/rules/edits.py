@@ -139,6 +139,9 @@ def move_argument(
         spread = argument is not None and not argument.startswith("args[") and codefix.is_spread(stmt, expr)
         line = codefix.moved_spread(expr.id, device) if spread else codefix.moved_argument(stmt, expr, device, argument)
         return checked(insert_before(stmt, [line], "move-data"))
+    if codefix.container_element(expr, argument) is not None:
+        line = codefix.moved_argument(stmt, expr, device, argument)
+        return checked(insert_before(stmt, [line], "move-data"))
     if codefix.in_container(argument):
         return None  # an element of a container written out in the call: advice, not an edit
     return checked(splice(stmt, expr, f".to({device}, non_blocking=True)", at_end=True, kind="move-data"))

@@ -25,7 +25,7 @@ MISMATCH_PATTERNS = (
     re.compile(r"Placeholder storage has not been allocated on MPS device"),  # mps
     re.compile(r"Expected object of device type \w+ but got device type \w+"),  # torch < 1.5
     re.compile(r"is on (?:CPU|cpu|GPU|cuda)[^,]*, but expected (?:it )?to be on (?:GPU|CPU|cuda|cpu)"),
-    re.compile(r"Input and parameter tensors are not at the same device"),  # RNNs
+    re.compile(r"Input and (?:parameter|hidden) tensors are not at the same device"),  # RNNs
     re.compile(r"to have the same device as tensor for argument"),
     re.compile(r"indices should be either on cpu or on the same device as the indexed tensor"),
     re.compile(r"Expected (?:a|all) \w+ tensors? to be on the same device"),

@@ -38,6 +38,7 @@ _CONVOLUTIONS = {"convolution", "_convolution", "cudnn_convolution", "conv_depth
 _MASKED_FILL = {"masked_fill", "masked_fill_"}
 # Ops whose CUDA check names another op (embedding runs index_select on the device).
 _REPORTED_AS = {"embedding": ("index", "_index_select")}
+_RNN_LAYERS = frozenset({"mkldnn_rnn_layer"})
 _SEEDED: dict[Any, bool] = {}
 _POINTWISE: dict[Any, bool] = {}
 
@@ -109,6 +110,15 @@ def _mismatch(
     if base in _CONVOLUTIONS and len(args) >= 2:
         return RuntimeError(_conv_message(args[0], args[1]))
     name = _argument_name(func, args, kwargs, odd)
+    if base in _RNN_LAYERS:
+        # nn.LSTM: the CPU backing runs it as one mkldnn layer; CUDA's RNN checks name the input against the
+        # parameters, then against the hidden state
+        other = "parameter" if name.startswith("weight") else "hidden"
+        at = (odd_device, device) if name == "input" else (device, odd_device)
+        return RuntimeError(
+            f"Input and {other} tensors are not at the same device, found input tensor at {at[0]} and {other} "
+            f"tensor at {at[1]}"
+        )
     if base in _MASKED_FILL:
         return RuntimeError(
             f"expected self and {name} to be on the same device, but got {name} on {odd_device} and self on {device}"
