@@ -28,12 +28,14 @@ cannot help: the loading itself is CPU-bound.
 from __future__ import annotations
 
 import math
+import textwrap
 from dataclasses import dataclass
 
 from gputriage.findings import Finding, Severity
 from gputriage.record import Run
 from gputriage.record.coverage import preflight_skips_loader
 from gputriage.record.device import judged_device
+from gputriage.record.edit import Edit
 from gputriage.record.numbers import Interval, bootstrap_share_pct, pct_text, step_numbers
 from gputriage.record.sampler import SampledLine
 from gputriage.record.steps import LoaderInfo, steady_steps
@@ -101,7 +103,8 @@ def input_pipeline_bound(run: Run) -> list[Finding]:
     if hot is not None:
         evidence["loader_hot_line"] = hot
     wanted = loader_arguments(loader, run.steps.cpu_count, judged_device(run), sizing)
-    evidence.update(edits.evidence_of(edits.loader_edits(run.source, loader.where, wanted)))
+    loader_edits = edits.loader_edits(run.source, loader.where, wanted)
+    evidence.update(edits.evidence_of(loader_edits))
     share = pct_text(wait.share_pct)
     if severity is Severity.INFO:
         title = (
@@ -118,7 +121,7 @@ def input_pipeline_bound(run: Run) -> list[Finding]:
             severity=severity,
             title=title,
             evidence=evidence,
-            fix=loader_fix(loader, run.steps.cpu_count, judged_device(run), sizing),
+            fix=loader_fix(loader, run.steps.cpu_count, judged_device(run), sizing, loader_edits[:1]),
             where=loader.where,
         )
     ]
@@ -249,14 +252,22 @@ def _ms(seconds: float) -> str:
 
 
 def loader_fix(
-    loader: LoaderInfo, cpu_count: int | None, expected: str | None, sizing: WorkerSizing | None = None
+    loader: LoaderInfo,
+    cpu_count: int | None,
+    expected: str | None,
+    sizing: WorkerSizing | None = None,
+    own_call: list[Edit] | None = None,
 ) -> str:
+    """The fix; `own_call`: the edit of the user's own DataLoader(...) statement, shown as the patch writes it (their
+    names, their collate_fn and sampler kept), instead of a generic call."""
     workers = suggested_workers(cpu_count, sizing)
     current = loader.num_workers or 0
     args = [f"batch_size={loader.batch_size}" if loader.batch_size else "batch_size=...", "shuffle=..."]
     args += [f"{key}={value}" for key, value in loader_arguments(loader, cpu_count, expected, sizing).items()]
     lines = sizing_comments(loader, sizing, cpu_count) if sizing is not None else []
-    if len(args) > 2:
+    if own_call:
+        lines.append(textwrap.dedent("\n".join(own_call[0].new)))
+    elif len(args) > 2:
         lines.append(f"loader = DataLoader({loader.dataset_class or 'dataset'}(...), {', '.join(args)})")
     if current >= workers and sizing is None:
         lines.append(
@@ -267,7 +278,9 @@ def loader_fix(
         lines.append(
             "# move the augmentation out of __getitem__ and run it on the batch on the device, after .to(device)"
         )
-    if expected == "cuda":
+    if expected == "cuda" and own_call:
+        lines.append("# in the loop, .to(device, non_blocking=True): with pin_memory=True the copy overlaps compute")
+    elif expected == "cuda":
         lines.append("x = x.to(device, non_blocking=True)  # with pin_memory=True the copy overlaps compute")
     return "\n".join(lines)
 
