@@ -205,6 +205,17 @@ def test_a_tensor_of_a_tuple_written_in_the_call_is_moved_by_its_name() -> None:
     assert edit is not None and edit.new[0] == "h0 = h0.to(device, non_blocking=True)"
 
 
+def test_modules_in_a_plain_container_become_a_module_list_or_dict() -> None:
+    text = "self.blocks = [nn.Linear(32, 32) for _ in range(3)]\nself.heads = {'a': nn.Linear(2, 2)}\nself.t = (a, b)"
+    source = SourceSection([SourceSnippet("net.py", 9, text, "window", None)])
+    fixes = [codefix.module_container_fix(codefix.statement_at(source, f"net.py:{n}")) for n in (9, 10, 11)]  # type: ignore[arg-type]
+    assert fixes == [
+        "self.blocks = nn.ModuleList([nn.Linear(32, 32) for _ in range(3)])",
+        "self.heads = nn.ModuleDict({'a': nn.Linear(2, 2)})",
+        "self.t = nn.ModuleList([a, b])",
+    ]
+
+
 def test_an_argument_moved_already_is_not_moved_twice() -> None:
     """`model(x.to(device))` that still reaches the model on the CPU: `device` names the CPU when the script runs
     (`"cuda" if torch.cuda.is_available() else "cpu"` without CUDA); a second `.to(device)` fixes nothing."""

@@ -15,7 +15,9 @@ class StrayPart:
     """
 
     path: str
-    kind: str  # module | parameter | buffer | attribute (a plain tensor attribute, not a registered buffer)
+    # module | parameter | buffer | attribute (a plain tensor attribute, not a registered buffer) | listed (modules in
+    # a plain list, tuple or dict attribute: neither .to() nor .parameters() sees them)
+    kind: str
     device: str  # "cpu", "cuda:0", "meta"
     numel: int = 0
     where: str | None = None  # file:line where it was created or attached to the model

@@ -422,6 +422,22 @@ def assigned_attribute(stmt: Statement) -> tuple[str, str, str] | None:
     return ast.unparse(target.value), target.attr, ast.unparse(value)
 
 
+def module_container_fix(stmt: Statement) -> str | None:
+    """`self.blocks = [nn.Linear(...) for _ in range(3)]` -> `self.blocks = nn.ModuleList([...])` (a dict:
+    nn.ModuleDict); None when the line is not such an assignment."""
+    found = assigned_attribute(stmt)
+    node = stmt.node
+    value = node.value if isinstance(node, (ast.Assign, ast.AnnAssign)) else None
+    if found is None or value is None:
+        return None
+    owner, name, text = found
+    if isinstance(value, (ast.Dict, ast.DictComp)):
+        return f"{owner}.{name} = nn.ModuleDict({text})"
+    if isinstance(value, ast.Tuple):
+        return f"{owner}.{name} = nn.ModuleList([{', '.join(ast.unparse(e) for e in value.elts)}])"
+    return f"{owner}.{name} = nn.ModuleList({text})"
+
+
 def register_buffer_fix(stmt: Statement) -> str | None:
     """`self.register_buffer("pe", pe)` for `self.pe = pe`."""
     found = assigned_attribute(stmt)

@@ -194,8 +194,14 @@ def _unused_attributes(run: Run, model: ModelInfo) -> bool:
     return run.steps is not None and bool(run.steps.steps_total)
 
 
+_KIND_TEXTS = {
+    "attribute": "plain tensor attribute, not a registered buffer",
+    "listed": "modules in a plain Python container, not an nn.ModuleList",
+}
+
+
 def _kind_text(part: StrayPart) -> str:
-    kind = "plain tensor attribute, not a registered buffer" if part.kind == "attribute" else part.kind
+    kind = _KIND_TEXTS.get(part.kind, part.kind)
     return f"{kind}, made inside forward" if part.created_in_forward else kind
 
 
@@ -217,6 +223,14 @@ def _partly_fix(run: Run, model: ModelInfo, part: StrayPart | None) -> str:
         return (
             "# a plain tensor attribute never follows model.to(); register it as a buffer in __init__:\n"
             f'{target}.register_buffer("{leaf}", torch.ones(...))  # instead of {target}.{leaf} = torch.ones(...)'
+        )
+    if part is not None and part.kind == "listed":
+        stmt = codefix.statement_at(run.source, part.where)
+        fixed = codefix.module_container_fix(stmt) if stmt is not None else None
+        return (
+            f"# {part.path} keeps modules in a plain Python container: model.to() never moves them, and\n"
+            "# model.parameters() never yields them (the optimizer does not train them either); register them:\n"
+            + (fixed or f"self.{part.path.rpartition('.')[2]} = nn.ModuleList([...])  # or nn.ModuleDict({{...}})")
         )
     moved = f" (the model was moved at {model.moved_where})" if model.moved_where else ""
     name = part.path if part is not None else "the new layer"

@@ -122,7 +122,7 @@ class PlacementProbe:
         original(module, name, value)
         # Parameters and buffers have registration hooks; a plain tensor attribute has only this.
         plain = isinstance(value, torch.Tensor) and not isinstance(value, nn.Parameter)
-        if plain and name not in module.__dict__.get("_buffers", {}):
+        if (plain and name not in module.__dict__.get("_buffers", {})) or _listed_modules(value):
             self._remember_member(module, name)
 
     def _move(self, original: Any, module: nn.Module, *args: Any, **kwargs: Any) -> Any:
@@ -282,12 +282,19 @@ class PlacementProbe:
                 total[prefix] = total.get(prefix, 0) + 1
                 if t.device.type != self._state.expected_device:
                     off_count[prefix] = off_count.get(prefix, 0) + 1
-                if kind != "attribute":
+                if kind not in ("attribute", "listed"):
                     registered.add(prefix)
         modules = dict(model.named_modules())
         parts: list[StrayPart] = []
         covered: set[str] = set()
         for path, kind, t in off:
+            if kind == "listed":  # `self.blocks = [nn.Linear(...), ...]`: the list is what to name and change
+                if path not in covered:
+                    covered.add(path)
+                    part = self._member_part(modules, path, kind, t)
+                    part.numel = sum(m.numel() for p, k, m in off if k == "listed" and p == path)
+                    parts.append(part)
+                continue
             # A submodule whose only tensors are plain attributes (a positional encoding's `pe`) is not "a module
             # attached after .to()": the attribute itself is what never follows .to(), so it is named.
             whole = next(
@@ -373,10 +380,28 @@ def named_members(model: nn.Module) -> Iterator[tuple[str, str, torch.Tensor]]:
         for name, value in vars(sub).items():
             if isinstance(value, torch.Tensor):
                 yield (f"{mod_path}.{name}" if mod_path else name), "attribute", value
+            # modules kept in a plain list, tuple or dict: model.to() and model.parameters() never see them
+            for listed in _listed_modules(value):
+                for t in (*listed.parameters(), *listed.buffers()):
+                    yield (f"{mod_path}.{name}" if mod_path else name), "listed", t
+
+
+def _listed_modules(value: Any) -> list[nn.Module]:
+    """The nn.Modules inside a plain list, tuple or dict attribute (not an nn.ModuleList / ModuleDict)."""
+    if isinstance(value, dict):
+        items = list(value.values())[:_MAX_LISTED]
+    elif isinstance(value, (list, tuple)):
+        items = list(value[:_MAX_LISTED])
+    else:
+        return []
+    return [item for item in items if isinstance(item, nn.Module)]
 
 
 def has_tensors(module: nn.Module) -> bool:
     return next(iter(named_members(module)), None) is not None
+
+
+_MAX_LISTED = 256  # elements of one plain container looked at
 
 
 def _module_prefixes(path: str) -> list[str]:
