@@ -216,6 +216,20 @@ def test_modules_in_a_plain_container_become_a_module_list_or_dict() -> None:
     ]
 
 
+def test_the_models_argument_is_found_among_chained_methods() -> None:
+    """Lightning's DQN: `self.net(states).gather(1, ...).squeeze(-1)`: the tensor is `states`, never the `-1`."""
+    text = "q = self.net(states).gather(1, actions.unsqueeze(-1)).squeeze(-1)\nv = self.target_net(nxt).max(1)[0]"
+    source = SourceSection([SourceSnippet("q.py", 311, text, "window", None)])
+    for line, name in ((311, "states"), (312, "nxt")):
+        stmt = codefix.statement_at(source, f"q.py:{line}")
+        assert stmt is not None
+        expr = codefix.call_argument(stmt, "args[0]", "DQN")
+        assert (
+            expr is not None
+            and codefix.moved_argument(stmt, expr, "device") == f"{name} = {name}.to(device, non_blocking=True)"
+        )
+
+
 def test_an_argument_moved_already_is_not_moved_twice() -> None:
     """`model(x.to(device))` that still reaches the model on the CPU: `device` names the CPU when the script runs
     (`"cuda" if torch.cuda.is_available() else "cpu"` without CUDA); a second `.to(device)` fixes nothing."""

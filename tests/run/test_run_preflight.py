@@ -142,6 +142,13 @@ def test_a_tensor_put_on_the_gpu_in_a_loader_worker_dies_as_on_cuda_and_is_named
     assert "labels = labels.to(device, non_blocking=True)" in finding["fix"]
 
 
+def test_unused_modules_in_a_plain_dict_are_not_a_stray_part(tmp_path: Path) -> None:
+    """Only a module that ran counts: SimCLR keeps both backbones in a plain dict and uses one (a false critical)."""
+    r = run_case(Case(["backbone_choices.py"]), tmp_path, preflight=True)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert not [f for f in r.report["findings"] if f["severity"] != "info"], r.codes()
+
+
 def test_the_best_model_saved_and_reloaded_in_the_run_stays_on_the_device(tmp_path: Path) -> None:
     """torch.load without map_location puts a GPU run's cuda tensors back on cuda: under the preflight the reloaded
     model was on the CPU, the evaluation after it crashed, and model-on-cpu was blamed on correct code."""

@@ -189,6 +189,17 @@ def test_a_read_in_one_census_step_is_not_a_sync_every_step() -> None:
     assert "in 1 of 3 steps at chargpt.py:122" in finding.evidence["sites"][1]
 
 
+def test_the_users_own_read_is_named_before_one_inside_a_library() -> None:
+    """language_translation: nn.Transformer checks its mask on the host twice per step (inside torch), and the loop
+    reads `losses += loss.item()` once: the line and the fix go to the loop's read."""
+    compute = _compute({"meta": 90}, {"meta": 0.001}, 0.03)
+    inside = HostSync("scalar", "src/model.py:71", "outs = self.transformer(", 6, 0.001, "meta", "torch/nn/x.py:9", 3)
+    own = HostSync("item", "main.py:144", "losses += loss.item()", 3, 0.001, "meta", None, 3)
+    compute.syncs = [inside, own]
+    finding = diagnose(_run(compute=compute)).findings[0]
+    assert finding.where == "main.py:144"
+
+
 def test_host_sync_per_step_points_at_the_line() -> None:
     compute = _compute({"meta": 90}, {"meta": 0.001}, 0.03)
     compute.syncs = [HostSync(kind="item", where="train.py:52", code="total += loss.item()", count=3, time_s=0.003)]

@@ -222,6 +222,8 @@ def call_argument(stmt: Statement, argument: str | None, callee: str | None) -> 
     index = _positional_index(argument)
     for call in _rank_calls(calls, callee):
         if index is not None and index < len(call.args) and not isinstance(call.args[index], ast.Starred):
+            if _literal(call.args[index]):
+                continue  # `.squeeze(-1)`, `.max(1)`: a number is never the tensor the probe saw
             return call.args[index]
         if index is None:
             key = argument.split("[", 1)[0]
@@ -232,6 +234,12 @@ def call_argument(stmt: Statement, argument: str | None, callee: str | None) -> 
             if spread is not None:
                 return spread
     return None
+
+
+def _literal(node: ast.expr) -> bool:
+    if isinstance(node, ast.UnaryOp):
+        node = node.operand
+    return isinstance(node, ast.Constant)
 
 
 def _positional_index(argument: str) -> int | None:
@@ -249,6 +257,8 @@ def _rank_calls(calls: list[ast.Call], callee: str | None) -> list[ast.Call]:
         wanted = (callee or "").lower()
         if wanted and name == wanted:
             return 0
+        if isinstance(call.func, ast.Attribute) and isinstance(call.func.value, (ast.Call, ast.Subscript)):
+            return 4  # a method chained on a result (`.gather(...)`, `.squeeze(-1)`): not a module's call
         if wanted.endswith("loss") and ("loss" in name or "criterion" in name):
             return 1
         a_loss = "loss" in name or "criterion" in name

@@ -268,7 +268,9 @@ def host_sync_in_loop(run: Run) -> list[Finding]:
     costly = share_pct >= SYNC_SHARE_MIN_PCT and not on_stand_in(run)
     if not hot and not costly:
         return []
-    sites = sorted(compute.syncs, key=lambda s: (-_recurs(s, steps), -s.count, -s.time_s))
+    # the user's own reads first: the line and the fix go to what the user can change, not to a read inside torch
+    # or a library that their line only calls into (nn.Transformer's mask check)
+    sites = sorted(compute.syncs, key=lambda s: (-_recurs(s, steps), s.library_where is not None, -s.count, -s.time_s))
     recurring = [s for s in sites if _recurs(s, steps)] or sites
     first = sites[0]
     in_library = not costly and all(s.library_where is not None for s in hot)

@@ -24,6 +24,11 @@ _NEEDS_CUDA = re.compile(r"cuda>=([0-9]{1,2}\.[0-9])|driver ([0-9]{1,2}\.[0-9]) 
 _BUILT_FOR = re.compile(r"built for NVIDIA Driver Release ([0-9.]{3,12}) or later, but\s+version ([0-9.]{3,12})")
 _INIT = re.compile(r"CUDA initialization:[ \t]*(.{1,300}?)(?:[ \t]*\(Triggered internally.*)?$")
 _CAPABILITY = re.compile(r"^[>\s*`'\"-]*(.{1,80}?) with CUDA capability sm_([0-9]{1,2})([0-9]) is not compatible")
+# Where a GPU's product name starts, when the reporter's words run into it on the same line ("Heya, get this error
+# NVIDIA GeForce RTX 5080 with CUDA capability sm_120 ...").
+_PRODUCT_START = re.compile(
+    r"\b(?:NVIDIA|GeForce|Tesla|Quadro|TITAN|Jetson|RTX|GTX|[AHLBTPV]\d{1,3}\b|GB\d{3}|GH\d{3})", re.IGNORECASE
+)
 _ARCHS = re.compile(r"supports CUDA capabilities((?:[ \t]+(?:sm|compute)_[0-9]{2,3}a?){1,40})")
 _FOUND_GPU = re.compile(
     r"Found GPU([0-9]{1,3}) (.{1,80}?) which is of (?:cuda|compute) capability (?:\(CC\) )?([0-9]{1,2})\.([0-9])",
@@ -136,12 +141,12 @@ def apply_torch_warnings(text: str, env: Environment) -> None:
     for full_line in text.splitlines()[:2000]:
         line = full_line[:400]
         if m := _CAPABILITY.match(line):
-            _torch_device(env, name=m.group(1).strip(), capability=f"{m.group(2)}.{m.group(3)}")
+            _torch_device(env, name=_product_name(m.group(1)), capability=f"{m.group(2)}.{m.group(3)}")
         if (archs := _ARCHS.search(line)) and t.arch_list is None:
             t.arch_list = archs.group(1).split()
         for m in _FOUND_GPU.finditer(line):
             index = small_int(m.group(1), 999)
-            _torch_device(env, name=m.group(2).strip(), capability=f"{m.group(3)}.{m.group(4)}", index=index)
+            _torch_device(env, name=_product_name(m.group(2)), capability=f"{m.group(3)}.{m.group(4)}", index=index)
         if (minimum := _MIN_CC.search(line)) and t.min_capability is None:
             t.min_capability = minimum.group(1)
 
@@ -167,3 +172,10 @@ def _torch_device(env: Environment, *, name: str, capability: str, index: int | 
 def _same_prefix(listed: str, named: str) -> bool:
     """nvidia-smi cuts long names ("NVIDIA GeForce ..."): the cut name must be a prefix of torch's full one."""
     return listed.endswith("...") and named.startswith(listed[:-3].rstrip())
+
+
+def _product_name(raw: str) -> str:
+    """The GPU's name from where its product name starts; the text as it is when no known token is in it."""
+    text = raw.strip()
+    start = _PRODUCT_START.search(text)
+    return text[start.start() :] if start is not None else text

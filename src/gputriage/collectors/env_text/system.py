@@ -19,6 +19,13 @@ _OTHER_GPU = re.compile(
     r"((?:Mesa |AMD |Advanced Micro Devices|Intel|Apple|Radeon)[^,;|]{0,60})",
     re.IGNORECASE,
 )
+# A non-NVIDIA GPU named in prose or a system summary ("My PC is Intel(R) Iris Xe Graphics", "i have Intel HD
+# graphics 4000", "GPU: AMD Radeon RX 6700"): on a machine that shows nothing NVIDIA, the only graphics there are.
+_OTHER_GPU_NAME = re.compile(
+    r"\b((?:Intel(?:\(R\)|®)?[ \t]*(?:R[ \t]+)?(?:U?HD|Iris|lris|Arc)\b[\w \t()®]{0,24}?Graphics(?:[ \t]+\d{3,4})?)"
+    r"|(?:AMD[ \t]+)?Radeon(?:\(TM\)|™)?[ \t]+(?:RX[ \t]+)?(?:Pro[ \t]+)?[0-9]{3,4}[A-Z]{0,2}(?:[ \t]+XT)?)",
+    re.IGNORECASE,
+)
 _NVRM_VERSION = re.compile(
     r"NVRM version: NVIDIA UNIX[\w ]{0,40}Kernel Module[ \t]+([0-9]{2,4}\.[0-9]{1,4}(?:\.[0-9]{1,4})?)"
 )
@@ -32,7 +39,9 @@ _NO_GPU = re.compile(
     r"\b(?:i (?:do not|don't|dont|do n't) have (?:a |an |any )?(?:nvidia |cuda[- ]capable |dedicated )?gpu|"
     r"(?:machine|computer|laptop|server|pc) (?:without|with no) (?:a |an )?(?:nvidia )?gpu|"
     r"no (?:nvidia )?gpu (?:on|in) (?:this|my|the) (?:machine|computer|laptop|server|pc)|"
-    r"since i (?:do not|don't) have (?:a |an )?gpu)\b",
+    r"since i (?:do not|don't) have (?:a |an )?gpu|"
+    r"(?:i am|i'm|im) not using (?:a |an |any )?nvidia(?: gpu| graphics| card)?|"
+    r"i (?:do not|don't|dont) have (?:a |an |any )?nvidia(?: gpu| graphics| card)?)\b",
     re.IGNORECASE,
 )
 _WSL = re.compile(r"\bwsl ?2?\b|microsoft-standard|/usr/lib/wsl/|windows subsystem for linux", re.IGNORECASE)
@@ -75,8 +84,9 @@ def extract(paste: Paste, env: Environment) -> None:
 
 def _hardware(text: str, low: str, env: Environment) -> None:
     h = env.host
-    if (other := _OTHER_GPU.search(text)) and "nvidia" not in low and len(h.other_gpus) < MAX_ITEMS:
-        h.other_gpus.append(cap(other.group(1)))
+    other = _OTHER_GPU.search(text) or _OTHER_GPU_NAME.search(text)
+    if other and len(h.other_gpus) < MAX_ITEMS and ("nvidia" not in low or _NO_GPU.search(text)):
+        h.other_gpus.append(cap(other.group(1).strip()))
     if m := _NVRM_VERSION.search(text):
         first(h, "proc_driver_version", m.group(1))
     if m := _DRIVER_PACKAGE.search(text):

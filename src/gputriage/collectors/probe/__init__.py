@@ -120,7 +120,6 @@ class RunProbe:
 
     def explain_crash(self, exc: BaseException) -> tuple[str | None, str | None]:
         """(file:line in the user's code, the nn.Module whose forward was running) for a crash."""
-        self._placement.rescan_models()  # a mask cached inside the forward that crashed exists only now
         where = traceback_user_where(exc.__traceback__)
         module = None
         tb = exc.__traceback__
@@ -129,6 +128,8 @@ class RunProbe:
             if isinstance(candidate, nn.Module) and tb.tb_frame.f_code.co_name == "forward":
                 module = candidate
             tb = tb.tb_next
+        # a mask cached inside the forward that crashed exists only now; the module that crashed surely ran
+        self._placement.rescan_models(ran=module)
         return where, self._placement.describe_module(module) if module is not None else None
 
     def _remove_everything(self) -> None:

@@ -18,7 +18,7 @@ import functools
 import sys
 import threading
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from types import FrameType
 from typing import Any
 
@@ -95,6 +95,9 @@ class PlacementProbe:
         # module -> names of the members above that were set inside a forward (a mask or cache made on the fly)
         self._set_in_forward: IdentityMap[nn.Module, set[str]] = IdentityMap()
         self._moved: IdentityMap[nn.Module, tuple[str, str | None]] = IdentityMap()  # module -> (device, file:line)
+        # modules known to have run (the one a crash was inside): a module in a plain container counts only if the
+        # model runs it (a dict of candidate backbones keeps the unused ones on the CPU, harmlessly)
+        self._called: IdentityMap[nn.Module, bool] = IdentityMap()
         self._models: dict[int, tuple[weakref.ref[nn.Module], ModelInfo]] = {}
         self._calls_recorded: dict[str, int] = {}
 
@@ -248,7 +251,7 @@ class PlacementProbe:
 
     def _describe_model(self, model: nn.Module) -> ModelInfo:
         expected = self._state.expected_device
-        members = list(named_members(model))
+        members = list(named_members(model, self._was_called))
         devices: dict[str, int] = {}
         for _, _, t in members:
             devices[device_name(t)] = devices.get(device_name(t), 0) + t.numel()
@@ -321,10 +324,12 @@ class PlacementProbe:
         in_forward = owner is not None and leaf in (self._set_in_forward.get(owner) or set())
         return StrayPart(path, kind, device_name(t), t.numel(), sites.get(leaf), in_forward)
 
-    def rescan_models(self) -> None:
+    def rescan_models(self, ran: nn.Module | None = None) -> None:
         """Look at the models again after their first forward (at the window's end, or at a crash): a buffer or a
         plain tensor attribute made inside forward (a cached causal mask) did not exist at the first pre-hook."""
         expected = self._state.expected_device
+        if ran is not None:
+            self._called[ran] = True
         for ref, info in list(self._models.values()):
             model = ref()
             on_expected = any(d.split(":", 1)[0] == expected for d in info.devices)
@@ -342,12 +347,15 @@ class PlacementProbe:
             return
         known = [p.path for p in info.stray]
         modules = dict(model.named_modules())
-        for path, kind, t in named_members(model):
+        members = list(named_members(model, self._was_called))
+        for path, kind, t in members:
             if kind == "parameter" or t.device.type == expected or t.dim() == 0:
                 continue
             if any(path == k or path.startswith(k + ".") for k in known):
                 continue
             part = self._member_part(modules, path, kind, t)
+            if kind == "listed":
+                part.numel = sum(m.numel() for p, k, m in members if k == "listed" and p == path)
             if part.where is None:
                 continue  # not set while gputriage watched: it was there (and counted) at the first forward
             info.stray.append(part)
@@ -355,6 +363,11 @@ class PlacementProbe:
             known.append(path)
             if len(info.stray) >= MAX_STRAY_PARTS:
                 return
+
+    def _was_called(self, module: nn.Module) -> bool:
+        """The module ran: the crash was inside it, or a backward reached its parameters. Inner module calls are not
+        watched (one wrapper sees only the outermost call), so a module that ran without either is not known."""
+        return self._called.get(module) is not None or any(p.grad is not None for p in module.parameters())
 
     def describe_module(self, module: nn.Module) -> str | None:
         """'Net.head (Linear)' for a module inside a model seen so far."""
@@ -370,8 +383,11 @@ class PlacementProbe:
         return type(module).__name__
 
 
-def named_members(model: nn.Module) -> Iterator[tuple[str, str, torch.Tensor]]:
-    """(path, kind, tensor) for every parameter, buffer and plain tensor attribute of the model."""
+def named_members(
+    model: nn.Module, called: Callable[[nn.Module], bool] | None = None
+) -> Iterator[tuple[str, str, torch.Tensor]]:
+    """(path, kind, tensor) for every parameter, buffer and plain tensor attribute of the model, and the tensors of
+    the modules in its plain containers that `called` says ran (none without it)."""
     for path, p in model.named_parameters():
         yield path, "parameter", p
     for path, b in model.named_buffers():
@@ -381,7 +397,8 @@ def named_members(model: nn.Module) -> Iterator[tuple[str, str, torch.Tensor]]:
             if isinstance(value, torch.Tensor):
                 yield (f"{mod_path}.{name}" if mod_path else name), "attribute", value
             # modules kept in a plain list, tuple or dict: model.to() and model.parameters() never see them
-            for listed in _listed_modules(value):
+            ran = [m for m in _listed_modules(value) if called(m)] if called is not None else []
+            for listed in ran:
                 for t in (*listed.parameters(), *listed.buffers()):
                     yield (f"{mod_path}.{name}" if mod_path else name), "listed", t
 
