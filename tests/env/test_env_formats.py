@@ -355,3 +355,16 @@ def test_a_traceback_alone_is_never_healthy(text: str, code: str | None) -> None
     assert status != "healthy"
     if code is not None:
         assert (status, root) == ("idle", code)
+
+
+def test_a_gpu_name_starts_at_its_product_name_not_at_the_reporters_words() -> None:
+    env = parse(
+        "Heya, get this error NVIDIA GeForce RTX 5080 with CUDA capability sm_120 is not compatible with the current "
+        "PyTorch installation.\n"
+    )
+    assert [d.name for d in env.driver.devices] == ["NVIDIA GeForce RTX 5080"]
+
+
+def test_an_intel_laptop_named_in_prose_has_no_nvidia_gpu() -> None:
+    env = parse("AssertionError: Torch not compiled with CUDA enabled\n\nMy PC is Intel R lris Xe Graphics ,help me\n")
+    assert env.host.other_gpus == ["Intel R lris Xe Graphics"]
