@@ -149,6 +149,17 @@ def test_unused_modules_in_a_plain_dict_are_not_a_stray_part(tmp_path: Path) -> 
     assert not [f for f in r.report["findings"] if f["severity"] != "info"], r.codes()
 
 
+def test_a_device_flag_left_at_cpu_is_named_instead_of_more_moves(tmp_path: Path) -> None:
+    """Everything is moved with .to(DEVICE) and DEVICE is the CPU: the fix is where DEVICE is chosen."""
+    r = run_case(Case(["device_flag_cpu.py"]), tmp_path, preflight=True)
+    assert r.returncode == 0, r.stderr[-2000:]
+    fix = r.finding(_root(r) or "")["fix"]
+    assert "DEVICE was the CPU when this ran" in fix
+    assert 'DEVICE = torch.device("cuda" if args.backend == "gpu" and torch.cuda.is_available() else "cpu")' in fix
+    assert ".to(DEVICE, non_blocking=True)" not in fix
+    assert not [f for f in r.report["findings"] if f["evidence"].get("edits")]  # no patch of moves that change nothing
+
+
 def test_the_best_model_saved_and_reloaded_in_the_run_stays_on_the_device(tmp_path: Path) -> None:
     """torch.load without map_location puts a GPU run's cuda tensors back on cuda: under the preflight the reloaded
     model was on the CPU, the evaluation after it crashed, and model-on-cpu was blamed on correct code."""

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ast
 import io
+import re
 import textwrap
 import tokenize
 from dataclasses import dataclass
@@ -352,6 +353,31 @@ def assigned_call(stmt: Statement) -> tuple[str, ast.Call] | None:
 def moved_spread(name: str, device: str) -> str:
     """A batch passed as `model(**batch)`: move every tensor of the dict."""
     return f"{name} = {{k: v.to({device}, non_blocking=True) for k, v in {name}.items()}}"
+
+
+_ONLY_AVAILABILITY = re.compile(
+    r"""(?:torch\.device\()?["']cuda(?::0)?["'] if torch\.cuda\.is_available\(\) else ["']cpu["']\)?"""
+)
+
+
+def device_definition(source: SourceSection | None, where: str | None, name: str) -> tuple[str, str] | None:
+    """(file:line, text) of the file's assignment of the device variable `name` (`DEVICE = torch.device("cuda" if
+    args.backend == "gpu" else "cpu")`), among the device lines the record carries; None when it is not there."""
+    parsed = split_where(where)
+    if source is None or parsed is None:
+        return None
+    found = []
+    for snippet in source.device_lines(parsed[0]):
+        tree = _parse(snippet.text.strip())
+        if tree is not None and tree.body and _device_target(tree.body[0]) is not None:
+            targets = [t for n in tree.body if isinstance(n, ast.Assign) for t in n.targets]
+            if any(isinstance(t, ast.Name) and t.id == name for t in targets):
+                found.append((f"{snippet.path}:{snippet.first_line}", snippet.text.strip()))
+    # The one that can choose the CPU where CUDA is available (a flag, a config) is the one that did: a bare
+    # `"cuda" if torch.cuda.is_available() else "cpu"` chose CUDA under the preflight.
+    deciding = [f for f in found if not _ONLY_AVAILABILITY.fullmatch(f[1].split("=", 1)[-1].strip())]
+    chosen = deciding or found
+    return chosen[-1] if chosen else None
 
 
 def device_for(source: SourceSection | None, where: str | None, expected: str) -> tuple[str, list[str]]:

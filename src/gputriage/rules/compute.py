@@ -29,6 +29,7 @@ from gputriage.record.device import judged_device, on_stand_in
 from gputriage.record.numbers import pct_text, step_numbers, wilson_interval_pct
 from gputriage.record.sampler import SampledLine, SamplerSection
 from gputriage.rules import codefix, edits
+from gputriage.rules.placement import cpu_chosen
 from gputriage.rules.registry import rule
 from gputriage.rules.syncfix import sync_fix
 from gputriage.wording import counted
@@ -80,6 +81,9 @@ def no_gpu_compute(run: Run) -> list[Finding]:
 
 def _no_compute_fix(run: Run, expected: str, where: str | None) -> str:
     """Move the model and the batches, with the script's own names where its source is known."""
+    chosen = cpu_chosen(run)
+    if chosen is not None:
+        return chosen.fix(expected)
     placement = run.placement
     models = [m for m in placement.models if m.where] if placement is not None else []
     device, lines = codefix.device_for(run.source, models[0].where if models else where, expected)

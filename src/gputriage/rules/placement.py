@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 from gputriage.findings import Finding, Severity
 from gputriage.record import Run
@@ -108,6 +109,38 @@ def model_findings(run: Run) -> Iterator[Finding]:
             yield _model_partly_on_cpu(run, model, expected, off, total)
 
 
+@dataclass(frozen=True)
+class CpuChosen:
+    """The script moved its model to the CPU itself: its device expression chose the CPU when it ran (a `--backend`
+    flag left at "cpu", a config). Moving more tensors "to the device" changes nothing; where it is chosen does."""
+
+    moved_where: str  # the `.to(DEVICE)` that sent the model to the CPU
+    expression: str | None  # DEVICE
+    defined: tuple[str, str] | None  # (file:line, text) of `DEVICE = ...`
+
+    def fix(self, expected: str) -> str:
+        name = self.expression or "the device"
+        lines = [f"# {name} was the CPU when this ran: the model was moved there at {self.moved_where}"]
+        if self.defined is not None:
+            lines += [f"# {self.defined[0]} chooses it:", self.defined[1]]
+        lines.append(f"# make it choose {expected} on the GPU machine (the flag, config or condition it reads)")
+        return "\n".join(lines)
+
+
+def cpu_chosen(run: Run) -> CpuChosen | None:
+    """The script's own device choice is the CPU, when a model was moved there explicitly with the script's device
+    expression (`model.to(DEVICE)` with DEVICE = cpu); None otherwise."""
+    placement = run.placement
+    for model in placement.models if placement is not None else []:
+        if model.moved_to is not None and device_type(model.moved_to) == "cpu" and model.moved_where:
+            name = codefix.device_expression(run.source, model.moved_where)
+            defined = None
+            if name is not None and name.isidentifier():
+                defined = codefix.device_definition(run.source, model.moved_where, name)
+            return CpuChosen(model.moved_where, name, defined)
+    return None
+
+
 def _model_on_cpu(run: Run, model: ModelInfo, expected: str) -> Finding:
     devices = sorted({device_type(d) for d in model.devices})
     evidence: dict[str, object] = {
@@ -119,7 +152,8 @@ def _model_on_cpu(run: Run, model: ModelInfo, expected: str) -> Finding:
     if model.called_where:
         evidence["first_forward_where"] = model.called_where
     evidence.update(crash_evidence(run))
-    evidence.update(edits.evidence_of(edits.model_edits(run.source, model.where, model.called_where)))
+    if cpu_chosen(run) is None:  # a model moved to the CPU on purpose: another .to() changes nothing
+        evidence.update(edits.evidence_of(edits.model_edits(run.source, model.where, model.called_where)))
     return Finding(
         code="model-on-cpu",
         rung=3,
@@ -133,6 +167,9 @@ def _model_on_cpu(run: Run, model: ModelInfo, expected: str) -> Finding:
 
 def _model_fix(run: Run, model: ModelInfo, expected: str) -> str:
     """`net = Net().to(device)` on the line that builds the model, in the script's names."""
+    chosen = cpu_chosen(run)
+    if chosen is not None:
+        return chosen.fix(expected)
     device, define = codefix.device_for(run.source, model.where or model.called_where, expected)
     moved = codefix.moved_model_line(run.source, model.where, device)
     if moved is not None:
@@ -312,7 +349,8 @@ def _data_on_cpu(run: Run, inputs: list[TensorSeen], labels: list[TensorSeen], e
         "expected_device": expected,
     }
     evidence.update(crash_evidence(run))
-    evidence.update(edits.evidence_of(edits.data_edits(run.source, both)))
+    if cpu_chosen(run) is None:
+        evidence.update(edits.evidence_of(edits.data_edits(run.source, both)))
     if inputs and labels:
         what = "The inputs and the labels reach the model and the loss"
     elif inputs:
@@ -332,6 +370,9 @@ def _data_on_cpu(run: Run, inputs: list[TensorSeen], labels: list[TensorSeen], e
 
 def _data_fix(run: Run, inputs: list[TensorSeen], labels: list[TensorSeen], expected: str) -> str:
     """`images = images.to(device, non_blocking=True)` before `output = model(images)`, in the script's names."""
+    chosen = cpu_chosen(run)
+    if chosen is not None:
+        return chosen.fix(expected)
     device, lines = codefix.device_for(run.source, (inputs or labels)[0].where, expected)
     return "\n".join([*lines, *codefix.moved_tensor_lines(run.source, [*inputs, *labels], device)])
 
