@@ -132,7 +132,9 @@ def cpu_chosen(run: Run) -> CpuChosen | None:
     expression (`model.to(DEVICE)` with DEVICE = cpu); None otherwise."""
     placement = run.placement
     for model in placement.models if placement is not None else []:
-        if model.moved_to is not None and device_type(model.moved_to) == "cpu" and model.moved_where:
+        # on the CPU when it ran (not a model that leaves the device at the end: Lightning's teardown calls .cpu())
+        on_cpu = bool(model.devices) and all(device_type(d) == "cpu" for d in model.devices)
+        if on_cpu and model.moved_to is not None and device_type(model.moved_to) == "cpu" and model.moved_where:
             name = codefix.device_expression(run.source, model.moved_where)
             defined = None
             if name is not None and name.isidentifier():
