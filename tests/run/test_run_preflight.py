@@ -160,6 +160,15 @@ def test_a_device_flag_left_at_cpu_is_named_instead_of_more_moves(tmp_path: Path
     assert not [f for f in r.report["findings"] if f["evidence"].get("edits")]  # no patch of moves that change nothing
 
 
+def test_boolean_mask_indexing_every_step_is_a_host_sync(tmp_path: Path) -> None:
+    """SimCLR's negatives `sim[~mask]`: CUDA counts the mask on the host; rung 4 said pass."""
+    r = run_case(Case(["mask_indexing.py"]), tmp_path, preflight=True)
+    assert r.returncode == 0, r.stderr[-2000:]
+    finding = r.finding("host-sync-in-loop")
+    assert finding["where"] == mark_line("mask_indexing.py", "host-sync-in-loop")
+    assert "torch.where(mask, x, fill)" in finding["fix"]
+
+
 def test_the_best_model_saved_and_reloaded_in_the_run_stays_on_the_device(tmp_path: Path) -> None:
     """torch.load without map_location puts a GPU run's cuda tensors back on cuda: under the preflight the reloaded
     model was on the CPU, the evaluation after it crashed, and model-on-cpu was blamed on correct code."""

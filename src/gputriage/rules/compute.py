@@ -252,6 +252,12 @@ def _recurs(site: HostSync, window_steps: int) -> bool:
     return site.steps >= max(min(2, window_steps), math.ceil(window_steps / 2))
 
 
+def _not_the_users(site: HostSync) -> bool:
+    """A read issued inside a library, or by autograd in `loss.backward()` (the backward of `x[mask]` counts the mask
+    again): the line to change is the user's own read, in the forward."""
+    return site.library_where is not None or ".backward(" in (site.code or "")
+
+
 def _site_text(site: HostSync, window_steps: int) -> str:
     seen = f", in {site.steps} of {window_steps} steps" if site.steps and site.steps < window_steps else ""
     return f"{site.kind} ×{site.count / window_steps:.1f}/step{seen} at {site.where}: {site.code}"
@@ -274,7 +280,7 @@ def host_sync_in_loop(run: Run) -> list[Finding]:
         return []
     # the user's own reads first: the line and the fix go to what the user can change, not to a read inside torch
     # or a library that their line only calls into (nn.Transformer's mask check)
-    sites = sorted(compute.syncs, key=lambda s: (-_recurs(s, steps), s.library_where is not None, -s.count, -s.time_s))
+    sites = sorted(compute.syncs, key=lambda s: (-_recurs(s, steps), _not_the_users(s), -s.count, -s.time_s))
     recurring = [s for s in sites if _recurs(s, steps)] or sites
     first = sites[0]
     in_library = not costly and all(s.library_where is not None for s in hot)
@@ -297,7 +303,7 @@ def host_sync_in_loop(run: Run) -> list[Finding]:
             severity=Severity.INFO if in_library else Severity.WARNING,
             title=title,
             evidence=evidence,
-            fix=LIBRARY_SYNC_FIX if in_library else sync_fix(run.source, first.where),
+            fix=LIBRARY_SYNC_FIX if in_library else sync_fix(run.source, first.where, first.kind),
             where=hot[0].library_where if in_library else first.where,
         )
     ]

@@ -25,8 +25,16 @@ GENERIC_FIX = (
 _HOST_READS = frozenset({"item", "cpu", "numpy", "tolist"})
 
 
-def sync_fix(source: SourceSection | None, where: str | None) -> str:
+def sync_fix(source: SourceSection | None, where: str | None, kind: str | None = None) -> str:
     stmt = codefix.statement_at(source, where)
+    if kind == "nonzero":
+        line = f"{stmt.text}\n" if stmt is not None else ""
+        return (
+            "# a data-dependent shape (x[mask], nonzero, unique, masked_select) makes the host wait for the device to\n"
+            f"# count the result, every step:\n{line}"
+            "# keep the shape fixed on the device: torch.where(mask, x, fill), x.masked_fill(~mask, fill), or indices\n"
+            "# computed once outside the loop when the mask does not change (a fixed eye/diagonal mask)"
+        )
     if stmt is None:
         return GENERIC_FIX
     every = edits.READ_EVERY_STEPS

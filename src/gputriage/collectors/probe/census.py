@@ -31,6 +31,9 @@ aten = torch.ops.aten
 _SCALAR_READS = {aten._local_scalar_dense.default}
 # Ops whose output size depends on the data: on CUDA they wait for the device to know how much to allocate.
 _DATA_DEPENDENT = {aten.nonzero.default, aten.masked_select.default, aten._unique2.default, aten.unique_dim.default}
+# Indexing with a boolean mask: its output size depends on the mask's values, so CUDA syncs to count them.
+_MASK_INDEXING = {aten.index.Tensor, aten.index_put_.default, aten.index_put.default}
+_MASK_DTYPES = (torch.bool, torch.uint8)
 TOP_CPU_OPS = 12
 
 
@@ -266,6 +269,8 @@ def _sync_kind(func: Any, tensors: list[torch.Tensor], kwargs: dict[str, Any]) -
         kind = "scalar"
     elif func in _DATA_DEPENDENT and source == "cuda":
         kind = "nonzero"
+    elif func in _MASK_INDEXING and source == "cuda" and any(t.dtype in _MASK_DTYPES for t in tensors[1:]):
+        kind = "nonzero"  # x[mask], x[mask] = v: CUDA turns the boolean mask into indices on the host first
     elif func is aten._to_copy.default and isinstance(target, torch.device) and target.type == "cpu":
         kind = "to-cpu"
     return kind
