@@ -252,6 +252,11 @@ def _recurs(site: HostSync, window_steps: int) -> bool:
     return site.steps >= max(min(2, window_steps), math.ceil(window_steps / 2))
 
 
+def _line_order(site: HostSync) -> tuple[str, int]:
+    path, _, line = (site.where or "").rpartition(":")
+    return path, int(line) if line.isdigit() else 0
+
+
 def _not_the_users(site: HostSync) -> bool:
     """A read issued inside a library, or by autograd in `loss.backward()` (the backward of `x[mask]` counts the mask
     again): the line to change is the user's own read, in the forward."""
@@ -280,7 +285,8 @@ def host_sync_in_loop(run: Run) -> list[Finding]:
         return []
     # the user's own reads first: the line and the fix go to what the user can change, not to a read inside torch
     # or a library that their line only calls into (nn.Transformer's mask check)
-    sites = sorted(compute.syncs, key=lambda s: (-_recurs(s, steps), _not_the_users(s), -s.count, -s.time_s))
+    # equal counts: the first read in the file, not the one that happened to take longer on a noisy machine
+    sites = sorted(compute.syncs, key=lambda s: (-_recurs(s, steps), _not_the_users(s), -s.count, _line_order(s)))
     recurring = [s for s in sites if _recurs(s, steps)] or sites
     first = sites[0]
     in_library = not costly and all(s.library_where is not None for s in hot)

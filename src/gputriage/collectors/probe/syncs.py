@@ -56,9 +56,10 @@ class SyncRecorder:
             entry.steps += 1
 
 
-# torch's own code that reads a device value by design, once per call: GradScaler.step checks `found_inf` on the host
-# before it steps the optimizer. The user's `scaler.step(optimizer)` cannot drop that read; it is the library's.
-_TORCH_READS_BY_DESIGN = ("torch/amp/grad_scaler.py", "torch/cuda/amp/grad_scaler.py")
+# torch's own library code that reads a device value by design: GradScaler.step checks `found_inf` on the host,
+# nn.Transformer checks whether a mask is causal. The user's call (`scaler.step(opt)`, `self.transformer(...)`) cannot
+# drop that read; it is the library's. (torch's tensor protocol, `_tensor.py`'s print and item, is the user's read.)
+_TORCH_READS_BY_DESIGN = ("/torch/amp/", "/torch/cuda/amp/", "/torch/nn/", "/torch/optim/")
 
 
 def library_issuer(start: FrameType, user: FrameType | None) -> str | None:
@@ -67,7 +68,7 @@ def library_issuer(start: FrameType, user: FrameType | None) -> str | None:
     frame: FrameType | None = start
     while frame is not None and frame is not user:
         filename = frame.f_code.co_filename
-        by_design = filename.replace("\\", "/").endswith(_TORCH_READS_BY_DESIGN)
+        by_design = any(part in filename.replace("\\", "/") for part in _TORCH_READS_BY_DESIGN)
         if (by_design or not is_framework_file(filename)) and not is_user_file(filename):
             return frame_where(frame)
         frame = frame.f_back
