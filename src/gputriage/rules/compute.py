@@ -28,6 +28,7 @@ from gputriage.record.compute import ComputeSection, HostSync
 from gputriage.record.device import judged_device, on_stand_in
 from gputriage.record.numbers import pct_text, step_numbers, wilson_interval_pct
 from gputriage.record.sampler import SampledLine, SamplerSection
+from gputriage.record.source import split_where
 from gputriage.rules import codefix, edits
 from gputriage.rules.placement import cpu_chosen
 from gputriage.rules.registry import rule
@@ -253,8 +254,7 @@ def _recurs(site: HostSync, window_steps: int) -> bool:
 
 
 def _line_order(site: HostSync) -> tuple[str, int]:
-    path, _, line = (site.where or "").rpartition(":")
-    return path, int(line) if line.isdigit() else 0
+    return split_where(site.where) or ("", 0)
 
 
 def _not_the_users(site: HostSync) -> bool:

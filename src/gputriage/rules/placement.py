@@ -154,7 +154,8 @@ def _model_on_cpu(run: Run, model: ModelInfo, expected: str) -> Finding:
     if model.called_where:
         evidence["first_forward_where"] = model.called_where
     evidence.update(crash_evidence(run))
-    if cpu_chosen(run) is None:  # a model moved to the CPU on purpose: another .to() changes nothing
+    chosen = cpu_chosen(run)
+    if chosen is None:  # a model moved to the CPU on purpose: another .to() changes nothing
         evidence.update(edits.evidence_of(edits.model_edits(run.source, model.where, model.called_where)))
     return Finding(
         code="model-on-cpu",
@@ -162,16 +163,13 @@ def _model_on_cpu(run: Run, model: ModelInfo, expected: str) -> Finding:
         severity=Severity.CRITICAL,
         title=f"The model {model.name} is on {'/'.join(devices)}, not on {expected}",
         evidence=evidence,
-        fix=_model_fix(run, model, expected),
+        fix=chosen.fix(expected) if chosen is not None else _model_fix(run, model, expected),
         where=model.where or model.called_where,
     )
 
 
 def _model_fix(run: Run, model: ModelInfo, expected: str) -> str:
     """`net = Net().to(device)` on the line that builds the model, in the script's names."""
-    chosen = cpu_chosen(run)
-    if chosen is not None:
-        return chosen.fix(expected)
     device, define = codefix.device_for(run.source, model.where or model.called_where, expected)
     moved = codefix.moved_model_line(run.source, model.where, device)
     if moved is not None:
@@ -351,7 +349,8 @@ def _data_on_cpu(run: Run, inputs: list[TensorSeen], labels: list[TensorSeen], e
         "expected_device": expected,
     }
     evidence.update(crash_evidence(run))
-    if cpu_chosen(run) is None:
+    chosen = cpu_chosen(run)
+    if chosen is None:
         evidence.update(edits.evidence_of(edits.data_edits(run.source, both)))
     if inputs and labels:
         what = "The inputs and the labels reach the model and the loss"
@@ -365,16 +364,13 @@ def _data_on_cpu(run: Run, inputs: list[TensorSeen], labels: list[TensorSeen], e
         severity=Severity.CRITICAL,
         title=f"{what} on {device_type(first.device)}, not on {expected}",
         evidence=evidence,
-        fix=_data_fix(run, inputs, labels, expected),
+        fix=chosen.fix(expected) if chosen is not None else _data_fix(run, inputs, labels, expected),
         where=first.where,
     )
 
 
 def _data_fix(run: Run, inputs: list[TensorSeen], labels: list[TensorSeen], expected: str) -> str:
     """`images = images.to(device, non_blocking=True)` before `output = model(images)`, in the script's names."""
-    chosen = cpu_chosen(run)
-    if chosen is not None:
-        return chosen.fix(expected)
     device, lines = codefix.device_for(run.source, (inputs or labels)[0].where, expected)
     return "\n".join([*lines, *codefix.moved_tensor_lines(run.source, [*inputs, *labels], device)])
 

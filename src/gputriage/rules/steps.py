@@ -121,7 +121,7 @@ def input_pipeline_bound(run: Run) -> list[Finding]:
             severity=severity,
             title=title,
             evidence=evidence,
-            fix=loader_fix(loader, run.steps.cpu_count, judged_device(run), sizing, loader_edits[:1]),
+            fix=loader_fix(loader, run.steps.cpu_count, judged_device(run), sizing, next(iter(loader_edits), None)),
             where=loader.where,
         )
     ]
@@ -256,7 +256,7 @@ def loader_fix(
     cpu_count: int | None,
     expected: str | None,
     sizing: WorkerSizing | None = None,
-    own_call: list[Edit] | None = None,
+    own_call: Edit | None = None,
 ) -> str:
     """The fix; `own_call`: the edit of the user's own DataLoader(...) statement, shown as the patch writes it (their
     names, their collate_fn and sampler kept), instead of a generic call."""
@@ -265,8 +265,8 @@ def loader_fix(
     args = [f"batch_size={loader.batch_size}" if loader.batch_size else "batch_size=...", "shuffle=..."]
     args += [f"{key}={value}" for key, value in loader_arguments(loader, cpu_count, expected, sizing).items()]
     lines = sizing_comments(loader, sizing, cpu_count) if sizing is not None else []
-    if own_call:
-        lines.append(textwrap.dedent("\n".join(own_call[0].new)))
+    if own_call is not None:
+        lines.append(textwrap.dedent("\n".join(own_call.new)))
     elif len(args) > 2:
         lines.append(f"loader = DataLoader({loader.dataset_class or 'dataset'}(...), {', '.join(args)})")
     if current >= workers and sizing is None:
@@ -278,7 +278,7 @@ def loader_fix(
         lines.append(
             "# move the augmentation out of __getitem__ and run it on the batch on the device, after .to(device)"
         )
-    if expected == "cuda" and own_call:
+    if expected == "cuda" and own_call is not None:
         lines.append("# in the loop, .to(device, non_blocking=True): with pin_memory=True the copy overlaps compute")
     elif expected == "cuda":
         lines.append("x = x.to(device, non_blocking=True)  # with pin_memory=True the copy overlaps compute")

@@ -96,9 +96,7 @@ def _accumulated_on_device(node: ast.stmt) -> tuple[str, str] | None:
     value = swap.visit(ast.parse(ast.unparse(node.value), mode="eval")).body
     if not swap.changed:
         return None
-    target = ast.unparse(node.target)
-    op = ast.unparse(ast.AugAssign(target=node.target, op=node.op, value=ast.Constant(0))).split()[1]
-    return target, f"{target} {op} {ast.unparse(value)}"
+    return ast.unparse(node.target), ast.unparse(ast.AugAssign(target=node.target, op=node.op, value=value))
 
 
 def _indented(text: str) -> str:

@@ -267,8 +267,11 @@ def _iter_batches(
             if source.eof:
                 yield from _final_batches(source.path, decoder, header, buf, bare)
                 return
-            cut = _cut_and_decode(buf, decoder) or _exact_cut(buf, decoder)
-            if cut is None and last and _list_closes_in(buf):
+            cut = _cut_and_decode(buf, decoder)
+            closed = False
+            if cut is None:
+                cut, closed = _exact_cut(buf, decoder)
+            if cut is None and last and closed:
                 # the events end in this window: what follows is the trace's trailing keys, read up to a bound
                 _read_bounded_tail(source, buf, header)
                 yield from _final_batches(source.path, decoder, header, buf, bare)
@@ -284,10 +287,6 @@ def _iter_batches(
             yield batch
     finally:
         source.close()
-
-
-def _list_closes_in(buf: bytearray) -> bool:
-    return framing.list_elements(memoryview(buf)[_lead(buf) :]).list_end is not None
 
 
 def _read_bounded_tail(source: Source, buf: bytearray, header: TraceHeader) -> None:
@@ -358,17 +357,20 @@ def _cut_and_decode(buf: bytearray, decoder: EventDecoder) -> tuple[int, Familie
     return None
 
 
-def _exact_cut(buf: bytearray, decoder: EventDecoder) -> tuple[int, Families] | None:
-    """The last complete event found by exact framing (the cheap guesses all failed)."""
+def _exact_cut(buf: bytearray, decoder: EventDecoder) -> tuple[tuple[int, Families] | None, bool]:
+    """The last complete event found by exact framing (the cheap guesses all failed), and whether the list of events
+    closes in this window (then there is no cut: what follows the list is the trace's trailing keys)."""
     lead = _lead(buf)
     elements = framing.list_elements(memoryview(buf)[lead:])
-    if elements.list_end is not None or not len(elements.ends):
-        return None
+    if elements.list_end is not None:
+        return None, True
+    if not len(elements.ends):
+        return None, False
     end = lead + int(elements.ends[-1])
     try:
-        return end, decoder.decode(b"[" + bytes(buf[lead:end]) + b"]")
+        return (end, decoder.decode(b"[" + bytes(buf[lead:end]) + b"]")), False
     except msgspec.DecodeError:
-        return None
+        return None, False
 
 
 def _final_batches(

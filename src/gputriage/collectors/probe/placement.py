@@ -295,7 +295,7 @@ class PlacementProbe:
                 if path not in covered:
                     covered.add(path)
                     part = self._member_part(modules, path, kind, t)
-                    part.numel = sum(m.numel() for p, k, m in off if k == "listed" and p == path)
+                    part.numel = _listed_numel(off, path)
                     parts.append(part)
                 continue
             # A submodule whose only tensors are plain attributes (a positional encoding's `pe`) is not "a module
@@ -355,7 +355,7 @@ class PlacementProbe:
                 continue
             part = self._member_part(modules, path, kind, t)
             if kind == "listed":
-                part.numel = sum(m.numel() for p, k, m in members if k == "listed" and p == path)
+                part.numel = _listed_numel(members, path)
             if part.where is None:
                 continue  # not set while gputriage watched: it was there (and counted) at the first forward
             info.stray.append(part)
@@ -401,6 +401,11 @@ def named_members(
             for listed in ran:
                 for t in (*listed.parameters(), *listed.buffers()):
                     yield (f"{mod_path}.{name}" if mod_path else name), "listed", t
+
+
+def _listed_numel(members: list[tuple[str, str, torch.Tensor]], path: str) -> int:
+    """Elements of every tensor of the modules in the plain container at `path` (one stray part, many tensors)."""
+    return sum(t.numel() for p, kind, t in members if kind == "listed" and p == path)
 
 
 def _listed_modules(value: Any) -> list[nn.Module]:
