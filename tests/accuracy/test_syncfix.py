@@ -55,3 +55,47 @@ def test_other_reads_quote_the_users_line_with_what_to_do() -> None:
 def test_without_the_source_the_fix_is_the_general_one() -> None:
     assert sync_fix(None, "main.py:94") == GENERIC_FIX
     assert sync_fix(SourceSection([]), None) == GENERIC_FIX
+
+
+LOGGED = textwrap.dedent(
+    """\
+    def train(epoch):
+        for batch_idx, (data, target) in enumerate(train_loader):
+            loss = F.nll_loss(model(data), target)
+            if batch_idx % args.save_every == 0:
+                torch.save(model.state_dict(), "ckpt.pt")
+            torch.cuda.synchronize()
+            print(f"loss {loss.item():.3f}")
+            if batch_idx % args.log_interval == 0:
+                logger.info("epoch %d", epoch)
+            for k in range(4):
+                if k % 2 == 0:
+                    pass
+    """
+).rstrip("\n")
+
+WHILE_LOOP = textwrap.dedent(
+    """\
+    while True:
+        if iter_num % eval_interval == 0 and master_process:
+            losses = estimate_loss()
+        loss.backward()
+        print(f"iter {iter_num}: loss {loss.item():.4f}")
+        iter_num += 1
+    """
+).rstrip("\n")
+
+
+def test_the_scripts_own_logging_interval_is_used_over_a_save_interval_and_a_fixed_100() -> None:
+    source = SourceSection([SourceSnippet("main.py", 10, LOGGED, "function", "train")])
+    sync = sync_fix(source, "main.py:15")
+    assert "if batch_idx % args.log_interval == 0:\n    torch.cuda.synchronize()" in sync
+    shown = sync_fix(source, "main.py:16")
+    assert "show it every args.log_interval steps" in shown and "% 100" not in shown
+
+
+def test_a_while_loop_takes_the_counter_and_interval_from_its_own_modulo_test() -> None:
+    # nanoGPT's loop is `while True` at module level: no `for` counter, but its eval test names one.
+    source = SourceSection([SourceSnippet("train.py", 200, WHILE_LOOP, "window", None)])
+    fix = sync_fix(source, "train.py:204")
+    assert 'if iter_num % eval_interval == 0:\n    print(f"iter {iter_num}: loss {loss.item():.4f}")' in fix

@@ -160,6 +160,20 @@ def test_a_device_flag_left_at_cpu_is_named_instead_of_more_moves(tmp_path: Path
     assert not [f for f in r.report["findings"] if f["evidence"].get("edits")]  # no patch of moves that change nothing
 
 
+def test_a_framework_told_to_use_the_cpu_is_named_at_its_call(tmp_path: Path) -> None:
+    """Lightning's Trainer(accelerator="cpu") places the model and the batches: the fix is that keyword at the Trainer
+    line, not .to() lines the script does not have."""
+    r = run_case(Case(["lightning_cpu_accelerator.py"]), tmp_path, preflight=True)
+    assert r.returncode == 0, r.stderr[-2000:]
+    where = mark_line("lightning_cpu_accelerator.py", "data-on-cpu")
+    for code in ("data-on-cpu", "model-on-cpu", "no-gpu-compute"):
+        finding = r.finding(code)
+        assert finding["where"] == where, code
+        assert 'trainer = L.Trainer(\n    accelerator="gpu", devices=1, max_epochs=1' in finding["fix"]
+        assert ".to(" not in finding["fix"].replace("no .to() in the script", "")
+    assert r.finding("model-on-cpu")["evidence"]["device_chosen_by"] == 'accelerator="cpu"'
+
+
 def test_boolean_mask_indexing_every_step_is_a_host_sync(tmp_path: Path) -> None:
     """SimCLR's negatives `sim[~mask]`: CUDA counts the mask on the host; rung 4 said pass."""
     r = run_case(Case(["mask_indexing.py"]), tmp_path, preflight=True)

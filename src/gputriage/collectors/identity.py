@@ -47,3 +47,12 @@ class IdentityMap(Generic[K, V]):
             return found
         self[key] = default
         return default
+
+    def items(self) -> list[tuple[K, V]]:
+        """The live entries (a snapshot: iterating may run callbacks that drop entries)."""
+        out = []
+        for ref, value in list(self._entries.values()):
+            key = ref()
+            if key is not None:
+                out.append((key, value))
+        return out

@@ -148,7 +148,30 @@ class _File:
                 last = node.end_lineno or node.lineno
                 out.append(SourceSnippet(path, node.lineno, self.text(node.lineno, last), "device", None))
         out.sort(key=lambda s: s.first_line)
-        return out[:MAX_DEVICE_LINES]
+        return out[:MAX_DEVICE_LINES] + self._device_choices(path)[:MAX_DEVICE_LINES]
+
+    def _device_choices(self, path: str) -> list[SourceSnippet]:
+        """The statements that call a framework with a device keyword (`trainer = Trainer(accelerator="cpu")`): the
+        framework, not a `.to()` of the script, then places the model and the batches."""
+        assert self.tree is not None
+        out = []
+        for node in ast.walk(self.tree):
+            if isinstance(node, (ast.Assign, ast.AnnAssign, ast.Expr, ast.Return)) and _chooses_device(node):
+                last = node.end_lineno or node.lineno
+                out.append(SourceSnippet(path, node.lineno, self.text(node.lineno, last), "device-choice", None))
+        out.sort(key=lambda s: s.first_line)
+        return out
+
+
+# Keywords by which Lightning's Trainer/Fabric, accelerate's Accelerator and transformers' TrainingArguments or
+# from_pretrained choose where the whole job runs.
+DEVICE_CHOICE_KEYWORDS = frozenset({"accelerator", "gpus", "cpu", "no_cuda", "use_cpu", "device_map"})
+
+
+def _chooses_device(node: ast.stmt) -> bool:
+    return any(
+        isinstance(n, ast.Call) and any(k.arg in DEVICE_CHOICE_KEYWORDS for k in n.keywords) for n in ast.walk(node)
+    )
 
 
 def _targets(node: ast.Assign | ast.AnnAssign) -> list[ast.expr]:

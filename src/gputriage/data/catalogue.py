@@ -186,11 +186,15 @@ CATALOGUE: tuple[Entry, ...] = (
         "data-on-cpu",
         2,
         ("critical",),
-        "inputs or labels reach the model or the loss on the CPU",
+        "inputs or labels reach the model or the loss on the CPU. When the script's device choice was the CPU (a flag "
+        'left at "cpu", or a framework call such as `Trainer(accelerator="cpu")`), `device_chosen_at` names that line '
+        "and the fix changes the choice instead of adding moves",
         (
             "crash_module",
             "crash_where",
             "crashed_with",
+            "device_chosen_at",
+            "device_chosen_by",
             "edits",
             "expected_device",
             "inputs_off_device",
@@ -231,11 +235,14 @@ CATALOGUE: tuple[Entry, ...] = (
         "model-on-cpu",
         3,
         ("critical", "info"),
-        "the model's parameters are on the CPU while the job should use the accelerator",
+        "the model's parameters are on the CPU while the job should use the accelerator (`device_chosen_at`: as for "
+        "data-on-cpu)",
         (
             "crash_module",
             "crash_where",
             "crashed_with",
+            "device_chosen_at",
+            "device_chosen_by",
             "edits",
             "elements_per_device",
             "expected_device",
@@ -290,9 +297,11 @@ CATALOGUE: tuple[Entry, ...] = (
         "no-gpu-compute",
         4,
         ("critical",),
-        "the training steps ran no op or kernel on the accelerator",
+        "the training steps ran no op or kernel on the accelerator (`device_chosen_at`: as for data-on-cpu)",
         (
             "cpu_ops",
+            "device_chosen_at",
+            "device_chosen_by",
             "expected_device",
             "gpu_events",
             "launch_calls",

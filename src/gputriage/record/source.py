@@ -4,8 +4,9 @@ The rules are pure and never read files: `gputriage report report.json` must re-
 machine, where the user's files are not. So the run's collector copies, once the job has ended, the few pieces of the
 user's source that the findings point at (`collectors/source_capture.py`): the whole function around each `where`
 line (or a window of lines when the function is long), and the lines of each file that assign a device
-(`device = torch.device(...)`), since a fix should move tensors with the expression the script already uses. The
-rules read these snippets through `rules/codefix.py`.
+(`device = torch.device(...)`), since a fix should move tensors with the expression the script already uses, and the
+framework calls that choose the device for the script (`Trainer(accelerator="cpu")`). The rules read these snippets
+through `rules/codefix.py`.
 
 Bounded: at most MAX_SNIPPETS snippets of at most MAX_SNIPPET_LINES lines each.
 """
@@ -25,7 +26,9 @@ class SourceSnippet:
     path: str  # as the `where` strings write it: relative to the working directory when below it
     first_line: int  # 1-based number of the first line of `text`
     text: str
-    kind: str = "function"  # function (a whole def) | window (lines around a where) | device (one device assignment)
+    # function (a whole def) | window (lines around a where) | device (one device assignment) | device-choice (a
+    # framework call with a device keyword: `Trainer(accelerator="cpu")`, `Accelerator(cpu=True)`)
+    kind: str = "function"
     function: str | None = None  # qualified name of the enclosing function, e.g. "GPT.forward"
 
     @property
@@ -65,12 +68,16 @@ class SourceSection:
             return None
         path, line = parsed
         for s in self.snippets:
-            if s.kind != "device" and s.path == path and s.first_line <= line <= s.last_line:
+            if s.kind in ("function", "window") and s.path == path and s.first_line <= line <= s.last_line:
                 return s
         return None
 
     def device_lines(self, path: str) -> list[SourceSnippet]:
         return [s for s in self.snippets if s.kind == "device" and s.path == path]
+
+    def device_choices(self) -> list[SourceSnippet]:
+        """The framework calls that choose the job's device (`Trainer(accelerator=...)`), in every captured file."""
+        return [s for s in self.snippets if s.kind == "device-choice"]
 
 
 def split_where(where: str | None) -> tuple[str, int] | None:

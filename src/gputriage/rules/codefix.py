@@ -64,6 +64,7 @@ class Statement:
     function: ast.FunctionDef | ast.AsyncFunctionDef | None  # the enclosing def, when the snippet is a function
     offset: int  # file line = the parsed tree's line + offset
     indent: int  # columns that dedenting removed before parsing (tree column + indent = file column)
+    tree: ast.Module  # what was parsed: the function, the window, or the line alone
 
 
 def statement_at(source: SourceSection | None, where: str | None) -> Statement | None:
@@ -73,11 +74,11 @@ def statement_at(source: SourceSection | None, where: str | None) -> Statement |
     if parsed is None or snippet is None:
         return None
     line = parsed[1]
-    tree = _parse(snippet.text)
+    tree = parse_code(snippet.text)
     offset, indent = snippet.first_line - 1, _indent(snippet.text)
     if tree is None:  # a window cut through a block: the line alone
         one = snippet.line(line)
-        tree = _parse(one.strip()) if one is not None else None
+        tree = parse_code(one.strip()) if one is not None else None
         offset, indent = line - 1, _indent(one or "")
     if tree is None:
         return None
@@ -87,7 +88,9 @@ def statement_at(source: SourceSection | None, where: str | None) -> Statement |
         return None
     first, last = found.lineno + offset, (found.end_lineno or found.lineno) + offset
     text = "\n".join(filter(None, (snippet.line(n) for n in range(first, last + 1))))
-    return Statement(found, line, first, without_comments(textwrap.dedent(text)), snippet, function, offset, indent)
+    return Statement(
+        found, line, first, without_comments(textwrap.dedent(text)), snippet, function, offset, indent, tree
+    )
 
 
 def without_comments(code: str) -> str:
@@ -104,7 +107,7 @@ def without_comments(code: str) -> str:
     return "\n".join(line.rstrip() for line in lines).strip()
 
 
-def _parse(text: str) -> ast.Module | None:
+def parse_code(text: str) -> ast.Module | None:
     try:
         return ast.parse(textwrap.dedent(text))
     except (SyntaxError, ValueError):
@@ -145,13 +148,13 @@ def device_expression(source: SourceSection | None, where: str | None) -> str | 
     snippet = source.around(where) if source is not None else None
     if snippet is None or source is None:
         return None
-    tree = _parse(snippet.text)
+    tree = parse_code(snippet.text)
     if tree is not None:
         found = _device_in(tree)
         if found is not None:
             return found
     for line in source.device_lines(snippet.path):
-        parsed = _parse(line.text)
+        parsed = parse_code(line.text)
         if parsed is not None and parsed.body:
             target = _device_target(parsed.body[0])
             if target is not None:
@@ -368,7 +371,7 @@ def device_definition(source: SourceSection | None, where: str | None, name: str
         return None
     found = []
     for snippet in source.device_lines(parsed[0]):
-        tree = _parse(snippet.text.strip())
+        tree = parse_code(snippet.text.strip())
         if tree is not None and tree.body and _device_target(tree.body[0]) is not None:
             targets = [t for n in tree.body if isinstance(n, ast.Assign) for t in n.targets]
             if any(isinstance(t, ast.Name) and t.id == name for t in targets):
@@ -644,7 +647,7 @@ def loop_targets(source: SourceSection | None, where: str | None) -> list[str]:
     parsed = split_where(where)
     snippet = source.around(where) if source is not None and where is not None else None
     line = snippet.line(parsed[1]) if snippet is not None and parsed is not None else None
-    tree = _parse(line.strip() + " pass") if line is not None and line.strip().startswith("for ") else None
+    tree = parse_code(line.strip() + " pass") if line is not None and line.strip().startswith("for ") else None
     loop = tree.body[0] if tree is not None and tree.body else None
     if not isinstance(loop, ast.For):
         return []

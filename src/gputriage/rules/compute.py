@@ -30,7 +30,7 @@ from gputriage.record.numbers import pct_text, step_numbers, wilson_interval_pct
 from gputriage.record.sampler import SampledLine, SamplerSection
 from gputriage.record.source import split_where
 from gputriage.rules import codefix, edits
-from gputriage.rules.placement import cpu_chosen
+from gputriage.rules.devicechoice import cpu_chosen
 from gputriage.rules.registry import rule
 from gputriage.rules.syncfix import sync_fix
 from gputriage.wording import counted
@@ -62,6 +62,7 @@ def no_gpu_compute(run: Run) -> list[Finding]:
     if total_ops == 0 or compute.ops_per_device.get(expected, 0) > 0:
         return []
     top = compute.top_cpu_ops[0] if compute.top_cpu_ops else None
+    chosen = cpu_chosen(run)
     return [
         Finding(
             code="no-gpu-compute",
@@ -73,9 +74,10 @@ def no_gpu_compute(run: Run) -> list[Finding]:
                 "op_time_s_per_device": {k: round(v, 6) for k, v in compute.op_time_s_per_device.items()},
                 "window_steps": compute.window_steps,
                 "expected_device": expected,
+                **(chosen.evidence() if chosen is not None else {}),
             },
             fix=_no_compute_fix(run, expected, top.where if top else None),
-            where=top.where if top else None,
+            where=(chosen.where if chosen is not None else None) or (top.where if top else None),
         )
     ]
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import textwrap
+from dataclasses import dataclass
 
 from gputriage.record.edit import Edit
 from gputriage.record.placement import StrayPart, TensorSeen
@@ -269,7 +270,8 @@ def loader_arguments(source: SourceSection | None, where: str | None, wanted: di
 
 
 def read_rarely(source: SourceSection | None, where: str | None) -> Edit | None:
-    """`print(f"... {loss}")` each step -> the same line under `if step % 100 == 0:`, with the loop's own counter.
+    """`print(f"... {loss}")` each step -> the same line under the script's own logging test (`if iter_num %
+    log_interval == 0:`), or `if step % 100 == 0:` with the loop's own counter.
 
     Only a statement that just shows a value (a print or a logging call); a read whose result the loop uses (`x =
     loss.item()`) changes what the loop computes, and stays advice.
@@ -277,16 +279,76 @@ def read_rarely(source: SourceSection | None, where: str | None) -> Edit | None:
     stmt = codefix.statement_at(source, where)
     if stmt is None or stmt.function is None or not is_display(stmt.node):
         return None
-    counter = loop_counter(stmt)
+    interval = read_interval(stmt)
     lines = _lines(stmt)
-    if counter is None or not lines:
+    if interval is None or not lines:
         return None
     pad = _indent_of(lines[0])
     new = (
-        f"{pad}if {counter} % {READ_EVERY_STEPS} == 0:  # read the device value every {READ_EVERY_STEPS} steps",
+        f"{pad}if {interval.test}:  # read the device value every {interval.every} steps",
         *(f"    {line}" if line.strip() else line for line in lines),
     )
     return checked(Edit(stmt.snippet.path, stmt.first_line, tuple(lines), new, "read-rarely"))
+
+
+@dataclass(frozen=True)
+class Interval:
+    """How often a fix reads a device value: `test` is the `if` condition, `every` the steps between reads."""
+
+    test: str  # "iter_num % log_interval == 0"
+    every: str  # "log_interval"
+
+
+# A modulo test whose divisor names one of these is the script's logging interval, preferred over an eval interval.
+_LOG_WORDS = ("log", "print", "display", "report", "verbose")
+# ... and one that names these is when a checkpoint is written, not a time to read a value.
+_SAVE_WORDS = ("save", "ckpt", "checkpoint")
+
+
+def read_interval(stmt: Statement) -> Interval | None:
+    """The script's own `if <counter> % <interval> == 0:` test in the code around the statement (nanoGPT's `iter_num %
+    log_interval`, the examples' `batch_idx % args.log_interval`), a logging one first; else `<counter> % 100` with the
+    loop's counter; None when the loop has no counter."""
+    counter = loop_counter(stmt) if stmt.function is not None else None
+    tests = _modulo_tests(stmt.function if stmt.function is not None else stmt.tree)
+    if counter is not None:
+        tests = [t for t in tests if counter in t[2]]
+    logging = [t for t in tests if any(word in t[1].lower() for word in _LOG_WORDS)]
+    other = [t for t in tests if not any(word in t[1].lower() for word in _SAVE_WORDS)]
+    chosen = logging or other
+    if chosen:
+        return Interval(f"{chosen[0][0]} == 0", chosen[0][1])
+    if counter is None:
+        return None
+    return Interval(f"{counter} % {READ_EVERY_STEPS} == 0", str(READ_EVERY_STEPS))
+
+
+def _modulo_tests(scope: ast.AST) -> list[tuple[str, str, set[str]]]:
+    """Each `a % b == 0` (or `not a % b`) in the scope: the modulo text, the divisor text and the names in `a`. A small
+    literal divisor (`% 2`, alternating steps) is not an interval for reading values."""
+    found = []
+    for node in ast.walk(scope):
+        modulo = _zero_modulo(node)
+        if modulo is None:
+            continue
+        divisor = modulo.right
+        if isinstance(divisor, ast.Constant) and not (isinstance(divisor.value, int) and divisor.value >= 10):
+            continue
+        names = {n.id for n in ast.walk(modulo.left) if isinstance(n, ast.Name)}
+        if names:
+            found.append((ast.unparse(modulo), ast.unparse(divisor), names))
+    return found
+
+
+def _zero_modulo(node: ast.AST) -> ast.BinOp | None:
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        node = node.operand
+        return node if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod) else None
+    if not (isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], ast.Eq)):
+        return None
+    left, right = node.left, node.comparators[0]
+    zero = isinstance(right, ast.Constant) and right.value == 0 and not isinstance(right.value, bool)
+    return left if zero and isinstance(left, ast.BinOp) and isinstance(left.op, ast.Mod) else None
 
 
 def is_display(node: ast.stmt) -> bool:

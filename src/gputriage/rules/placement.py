@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 from gputriage.findings import Finding, Severity
 from gputriage.record import Run
@@ -17,6 +16,7 @@ from gputriage.record.compute import MixedDeviceOp
 from gputriage.record.device import judged_device
 from gputriage.record.placement import ModelInfo, StrayPart, TensorSeen
 from gputriage.rules import codefix, edits
+from gputriage.rules.devicechoice import cpu_chosen
 from gputriage.rules.registry import rule
 
 # The texts of a device-mismatch RuntimeError, per backend and per PyTorch generation.
@@ -103,44 +103,17 @@ def model_findings(run: Run) -> Iterator[Finding]:
         total, off = _total_numel(model), _off_numel(model, expected)
         if total == 0 or off == 0:
             continue
-        if off == total:
+        if off == total and not _only_listed_parts_off(model, expected):
             yield _model_on_cpu(run, model, expected)
         else:
             yield _model_partly_on_cpu(run, model, expected, off, total)
 
 
-@dataclass(frozen=True)
-class CpuChosen:
-    """The script moved its model to the CPU itself: its device expression chose the CPU when it ran (a `--backend`
-    flag left at "cpu", a config). Moving more tensors "to the device" changes nothing; where it is chosen does."""
-
-    moved_where: str  # the `.to(DEVICE)` that sent the model to the CPU
-    expression: str | None  # DEVICE
-    defined: tuple[str, str] | None  # (file:line, text) of `DEVICE = ...`
-
-    def fix(self, expected: str) -> str:
-        name = self.expression or "the device"
-        lines = [f"# {name} was the CPU when this ran: the model was moved there at {self.moved_where}"]
-        if self.defined is not None:
-            lines += [f"# {self.defined[0]} chooses it:", self.defined[1]]
-        lines.append(f"# make it choose {expected} on the GPU machine (the flag, config or condition it reads)")
-        return "\n".join(lines)
-
-
-def cpu_chosen(run: Run) -> CpuChosen | None:
-    """The script's own device choice is the CPU, when a model was moved there explicitly with the script's device
-    expression (`model.to(DEVICE)` with DEVICE = cpu); None otherwise."""
-    placement = run.placement
-    for model in placement.models if placement is not None else []:
-        # on the CPU when it ran (not a model that leaves the device at the end: Lightning's teardown calls .cpu())
-        on_cpu = bool(model.devices) and all(device_type(d) == "cpu" for d in model.devices)
-        if on_cpu and model.moved_to is not None and device_type(model.moved_to) == "cpu" and model.moved_where:
-            name = codefix.device_expression(run.source, model.moved_where)
-            defined = None
-            if name is not None and name.isidentifier():
-                defined = codefix.device_definition(run.source, model.moved_where, name)
-            return CpuChosen(model.moved_where, name, defined)
-    return None
+def _only_listed_parts_off(model: ModelInfo, expected: str) -> bool:
+    """A model moved to the device whose tensors all sit in modules kept in a plain list (`self.layers = [...]`): the
+    list, not a missing .to(), is what left them behind, so it is a partly-moved model with the list as its part."""
+    moved = model.moved_to is not None and device_type(model.moved_to) == expected
+    return moved and bool(model.stray) and all(p.kind == "listed" for p in model.stray)
 
 
 def _model_on_cpu(run: Run, model: ModelInfo, expected: str) -> Finding:
@@ -157,6 +130,8 @@ def _model_on_cpu(run: Run, model: ModelInfo, expected: str) -> Finding:
     chosen = cpu_chosen(run)
     if chosen is None:  # a model moved to the CPU on purpose: another .to() changes nothing
         evidence.update(edits.evidence_of(edits.model_edits(run.source, model.where, model.called_where)))
+    else:
+        evidence.update(chosen.evidence())
     return Finding(
         code="model-on-cpu",
         rung=3,
@@ -164,7 +139,7 @@ def _model_on_cpu(run: Run, model: ModelInfo, expected: str) -> Finding:
         title=f"The model {model.name} is on {'/'.join(devices)}, not on {expected}",
         evidence=evidence,
         fix=chosen.fix(expected) if chosen is not None else _model_fix(run, model, expected),
-        where=model.where or model.called_where,
+        where=(chosen.where if chosen is not None else None) or model.where or model.called_where,
     )
 
 
@@ -352,6 +327,8 @@ def _data_on_cpu(run: Run, inputs: list[TensorSeen], labels: list[TensorSeen], e
     chosen = cpu_chosen(run)
     if chosen is None:
         evidence.update(edits.evidence_of(edits.data_edits(run.source, both)))
+    else:
+        evidence.update(chosen.evidence())
     if inputs and labels:
         what = "The inputs and the labels reach the model and the loss"
     elif inputs:
@@ -365,7 +342,7 @@ def _data_on_cpu(run: Run, inputs: list[TensorSeen], labels: list[TensorSeen], e
         title=f"{what} on {device_type(first.device)}, not on {expected}",
         evidence=evidence,
         fix=chosen.fix(expected) if chosen is not None else _data_fix(run, inputs, labels, expected),
-        where=first.where,
+        where=(chosen.where if chosen is not None else None) or first.where,
     )
 
 

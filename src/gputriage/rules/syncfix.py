@@ -4,7 +4,7 @@ loop counter, and the change that fits what the line does with the value.
 - an accumulator (`train_loss += loss.item()`): keep it a tensor on the device (`+= loss.detach()`), read it once
   where it is shown;
 - `torch.cuda.synchronize()`: drop it, or keep it on the steps that are timed or logged;
-- a print or a log call: the same line every READ_EVERY_STEPS steps;
+- a print or a log call: the same line under the script's own logging test, or every READ_EVERY_STEPS steps;
 - anything else (`.cpu().numpy()` for a metric): the user's line, with what to do instead.
 Pure: it reads the recorded source only.
 """
@@ -37,19 +37,19 @@ def sync_fix(source: SourceSection | None, where: str | None, kind: str | None =
         )
     if stmt is None:
         return GENERIC_FIX
-    every = edits.READ_EVERY_STEPS
-    counter = (edits.loop_counter(stmt) if stmt.function is not None else None) or "step"
+    interval = edits.read_interval(stmt) or edits.Interval(f"step % {edits.READ_EVERY_STEPS} == 0", "100")
+    every = interval.every
     node = stmt.node
     if _calls(node, "synchronize"):
         return (
             f"# {stmt.text} waits until the device has finished all its work, every step:\n"
             f"# drop it, or keep it only on the steps you time or log:\n"
-            f"if {counter} % {every} == 0:\n{_indented(stmt.text)}"
+            f"if {interval.test}:\n{_indented(stmt.text)}"
         )
     if edits.is_display(node):
         return (
             f"# showing a device value waits for the device: show it every {every} steps\n"
-            f"if {counter} % {every} == 0:\n{_indented(stmt.text)}"
+            f"if {interval.test}:\n{_indented(stmt.text)}"
         )
     accumulated = _accumulated_on_device(node)
     if accumulated is not None:

@@ -129,6 +129,8 @@ class RunProbe:
                 module = candidate
             tb = tb.tb_next
         # a mask cached inside the forward that crashed exists only now; the module that crashed surely ran
+        if module is not None:
+            self._placement.adopt_owner(module)
         self._placement.rescan_models(ran=module)
         return where, self._placement.describe_module(module) if module is not None else None
 

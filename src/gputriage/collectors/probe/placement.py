@@ -266,7 +266,8 @@ class PlacementProbe:
             called_where=where_now(),
         )
         off = [(path, kind, t) for path, kind, t in members if t.device.type != expected]
-        if off and len(off) < len(members):
+        # modules in a plain list are stray parts even when they are all the model has (a model of listed layers)
+        if off and (len(off) < len(members) or any(kind == "listed" for _, kind, _ in off)):
             info.stray = self._stray_parts(model, members, off)
         return info
 
@@ -323,6 +324,29 @@ class PlacementProbe:
         sites = (self._member_sites.get(owner) or {}) if owner is not None else {}
         in_forward = owner is not None and leaf in (self._set_in_forward.get(owner) or set())
         return StrayPart(path, kind, device_name(t), t.numel(), sites.get(leaf), in_forward)
+
+    def adopt_owner(self, module: nn.Module) -> None:
+        """A module that crashed outside every model seen so far, its forward called directly (`self.forward(x)`,
+        `layer.train(...)`), so no hook saw a model: the module moved to the device whose plain list or dict holds it
+        is the model, and that container is why its .to() left the module behind (mnist_forward_forward's `Net`)."""
+        expected = self._state.expected_device
+        if any(self._holds(ref(), module) for ref, _ in self._models.values()):
+            return
+        for owner, (target, _) in self._moved.items():
+            if target.split(":", 1)[0] != expected or not any(module is m for m in _contained(owner)):
+                continue
+            self._called[module] = True
+            info = self._describe_model(owner)
+            info.called_where = None  # never called: where_now() would be the crash handler's line
+            self._models[id(owner)] = (weakref.ref(owner), info)
+            self.section.models.append(info)
+            return
+
+    @staticmethod
+    def _holds(model: nn.Module | None, module: nn.Module) -> bool:
+        if model is None:
+            return False
+        return any(sub is module for sub in model.modules()) or any(m is module for m in _contained(model))
 
     def rescan_models(self, ran: nn.Module | None = None) -> None:
         """Look at the models again after their first forward (at the window's end, or at a crash): a buffer or a
@@ -401,6 +425,13 @@ def named_members(
             for listed in ran:
                 for t in (*listed.parameters(), *listed.buffers()):
                     yield (f"{mod_path}.{name}" if mod_path else name), "listed", t
+
+
+def _contained(model: nn.Module) -> Iterator[nn.Module]:
+    """The modules kept in plain containers anywhere in the model."""
+    for sub in model.modules():
+        for value in vars(sub).values():
+            yield from _listed_modules(value)
 
 
 def _listed_numel(members: list[tuple[str, str, torch.Tensor]], path: str) -> int:
