@@ -160,6 +160,16 @@ def test_a_device_flag_left_at_cpu_is_named_instead_of_more_moves(tmp_path: Path
     assert not [f for f in r.report["findings"] if f["evidence"].get("edits")]  # no patch of moves that change nothing
 
 
+def test_a_scalar_written_through_a_mask_is_not_a_sync_but_values_are(tmp_path: Path) -> None:
+    """`x[dones] = 0.0` goes to masked_fill_ on CUDA (no count of the mask on the host): a healthy DQN step got a
+    host-sync warning. `x[dones] = r[dones]` does sync, and is named at its line."""
+    healthy = run_case(Case(["mask_fill_write.py"]), tmp_path / "scalar", preflight=True)
+    assert healthy.returncode == 0, healthy.stderr[-2000:]
+    assert "host-sync-in-loop" not in healthy.codes()
+    values = run_case(Case(["mask_fill_write.py", "--write-values"]), tmp_path / "values", preflight=True)
+    assert values.finding("host-sync-in-loop")["where"] == mark_line("mask_fill_write.py", "host-sync-in-loop")
+
+
 def test_a_framework_told_to_use_the_cpu_is_named_at_its_call(tmp_path: Path) -> None:
     """Lightning's Trainer(accelerator="cpu") places the model and the batches: the fix is that keyword at the Trainer
     line, not .to() lines the script does not have."""

@@ -84,7 +84,7 @@ class OpCensus(TorchDispatchMode):  # type: ignore[no-untyped-call]
         device = _op_device(tensors, kwargs)
         self.mixed.see(func, tensors, out)
         if not self._state.in_sync_call:
-            kind = _sync_kind(func, tensors, kwargs)
+            kind = _sync_kind(func, args, tensors, kwargs)
             host_read = self._state.stand_in_host_read
             if kind is not None and (host_read is None or host_read(func, tensors)):
                 self._syncs.record(kind, kind_device(tensors), elapsed_s, skip_frames=0)
@@ -254,7 +254,23 @@ def kind_device(tensors: list[torch.Tensor]) -> str:
     return sorted(kinds)[0] if kinds else "cpu"
 
 
-def _sync_kind(func: Any, tensors: list[torch.Tensor], kwargs: dict[str, Any]) -> str | None:
+def _fills_a_mask(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    """`x[mask] = 0.0`: ATen's index_put_ hands a single mask on the tensor's device with a one-element host value to
+    masked_fill_ (canDispatchToMaskedFill), which never counts the mask, so no sync. On CUDA a Python scalar becomes
+    a CPU tensor for this; under a stand-in it may be made on the stand-in device, as a 0-d tensor."""
+    if func is aten.index.Tensor or len(args) < 3:
+        return False
+    accumulate = args[3] if len(args) > 3 else kwargs.get("accumulate", False)
+    self_tensor, indices, value = args[0], args[1], args[2]
+    if accumulate or not isinstance(value, torch.Tensor) or value.numel() != 1:
+        return False
+    if value.device.type != "cpu" and value.dim() != 0:
+        return False
+    defined = [i for i in indices if isinstance(i, torch.Tensor)]
+    return len(defined) == 1 and defined[0].dtype in _MASK_DTYPES and defined[0].device == self_tensor.device
+
+
+def _sync_kind(func: Any, args: tuple[Any, ...], tensors: list[torch.Tensor], kwargs: dict[str, Any]) -> str | None:
     """The kind of host sync this op is, or None. Only ops that read a device tensor on the host qualify."""
     if func is aten.copy_.default:
         # copy_(dst, src): a host destination filled from a device source
@@ -270,7 +286,8 @@ def _sync_kind(func: Any, tensors: list[torch.Tensor], kwargs: dict[str, Any]) -
     elif func in _DATA_DEPENDENT and source == "cuda":
         kind = "nonzero"
     elif func in _MASK_INDEXING and source == "cuda" and any(t.dtype in _MASK_DTYPES for t in tensors[1:]):
-        kind = "nonzero"  # x[mask], x[mask] = v: CUDA turns the boolean mask into indices on the host first
+        # x[mask], x[mask] = v: CUDA turns the boolean mask into indices on the host first
+        kind = None if _fills_a_mask(func, args, kwargs) else "nonzero"
     elif func is aten._to_copy.default and isinstance(target, torch.device) and target.type == "cpu":
         kind = "to-cpu"
     return kind
