@@ -153,7 +153,9 @@ def test_a_device_flag_left_at_cpu_is_named_instead_of_more_moves(tmp_path: Path
     """Everything is moved with .to(DEVICE) and DEVICE is the CPU: the fix is where DEVICE is chosen."""
     r = run_case(Case(["device_flag_cpu.py"]), tmp_path, preflight=True)
     assert r.returncode == 0, r.stderr[-2000:]
-    fix = r.finding(_root(r) or "")["fix"]
+    root = r.finding(_root(r) or "")
+    assert root["where"] == mark_line("device_flag_cpu.py", "data-on-cpu")  # the line to change, not a batch's
+    fix = root["fix"]
     assert "DEVICE was the CPU when this ran" in fix
     assert 'DEVICE = torch.device("cuda" if args.backend == "gpu" and torch.cuda.is_available() else "cpu")' in fix
     assert ".to(DEVICE, non_blocking=True)" not in fix

@@ -9,7 +9,7 @@ from torch import nn
 parser = argparse.ArgumentParser()
 parser.add_argument("--backend", default="cpu", choices=["cpu", "gpu"])
 args = parser.parse_args()
-DEVICE = torch.device("cuda" if args.backend == "gpu" and torch.cuda.is_available() else "cpu")
+DEVICE = torch.device("cuda" if args.backend == "gpu" and torch.cuda.is_available() else "cpu")  # MARK data-on-cpu
 
 model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 4)).to(DEVICE)
 opt = torch.optim.SGD(model.parameters(), lr=0.1)

@@ -41,9 +41,11 @@ class CpuChosen:
 
     @property
     def where(self) -> str | None:
-        """The line a finding should point at instead of its own: the framework call, which decides for every model
-        and batch (a moved model keeps its own line: the `.to()` is where the choice took effect)."""
-        return self.framework.where if self.framework is not None else None
+        """The line a finding should point at instead of its own: the one that chose the CPU for every model and
+        batch (the framework call, or the device variable's assignment); None when the choice was not found."""
+        if self.framework is not None:
+            return self.framework.where
+        return self.defined[0] if self.defined is not None else None
 
     def evidence(self) -> dict[str, object]:
         if self.framework is not None:
@@ -67,7 +69,7 @@ class CpuChosen:
         name = self.expression or "the device"
         lines = [f"# {name} was the CPU when this ran: the model was moved there at {self.moved_where}"]
         if self.defined is not None:
-            lines += [f"# {self.defined[0]} chooses it:", self.defined[1]]
+            lines += [f"# {self.defined[0]} chooses it:", codefix.without_comments(self.defined[1])]
         lines.append(f"# make it choose {expected} on the GPU machine (the flag, config or condition it reads)")
         return "\n".join(lines)
 
