@@ -162,6 +162,15 @@ def test_a_device_flag_left_at_cpu_is_named_instead_of_more_moves(tmp_path: Path
     assert not [f for f in r.report["findings"] if f["evidence"].get("edits")]  # no patch of moves that change nothing
 
 
+def test_legacy_cuda_tensor_classes_build_tensors_on_the_stand_in(tmp_path: Path) -> None:
+    """torch.cuda.FloatTensor(n, 1), t.type(torch.cuda.FloatTensor), FloatTensor(np_array) and isinstance checks ran
+    on a GPU machine, and died under the preflight: a healthy job must behave as it would there."""
+    r = run_case(Case(["legacy_cuda_tensors.py"]), tmp_path, preflight=True)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "built on cuda:0 cuda:0 cuda:0" in r.stdout
+    assert not [f for f in r.report["findings"] if f["severity"] != "info"], r.codes()
+
+
 def test_a_scalar_written_through_a_mask_is_not_a_sync_but_values_are(tmp_path: Path) -> None:
     """`x[dones] = 0.0` goes to masked_fill_ on CUDA (no count of the mask on the host): a healthy DQN step got a
     host-sync warning. `x[dones] = r[dones]` does sync, and is named at its line."""

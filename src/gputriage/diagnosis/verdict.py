@@ -1,5 +1,6 @@
 """The one-line verdict: idle, underused, healthy on what was measured (named), inconclusive (rung 1 lacks the facts
-it needs, and the next command to paste is named), or unknown."""
+it needs, and the next command to paste is named; or the script crashed before the ladder was measured), or
+unknown."""
 
 from __future__ import annotations
 
@@ -73,7 +74,21 @@ def _verdict(run: Run, findings: list[Finding]) -> Verdict:
     if skipped:
         summary += " Not measured: " + _not_measured(skipped) + "."
     rung_one = next((f" {f.title}." for f in findings if f.rung == 1), "")  # info: why rung 1 is fine as it is
+    if _crash_cut_short(run, skipped):
+        # A job that died before the rest of the ladder could be measured is not "healthy": its crash comes first.
+        return Verdict("inconclusive", None, summary + rung_one + notes + _ending(run) + _rerun(run))
     return Verdict("healthy", None, summary + rung_one + notes + _ending(run))
+
+
+def _crash_cut_short(run: Run, skipped: list[RungCoverage]) -> bool:
+    """The script crashed (no rule blamed the crash) and a rung of the job was left unmeasured."""
+    proc = run.process
+    crashed = proc is not None and bool(proc.exception_type) and proc.exception_type != "SystemExit"
+    return crashed and run.command in JOB_COMMANDS and any(c.rung > 1 for c in skipped)
+
+
+def _rerun(run: Run) -> str:
+    return " Fix that error, then run the same gputriage command again to measure the rest."
 
 
 def _not_measured(skipped: list[RungCoverage]) -> str:

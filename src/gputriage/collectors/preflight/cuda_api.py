@@ -18,6 +18,7 @@ from typing import Any
 import torch
 
 from gputriage.collectors.patching import Patches
+from gputriage.collectors.preflight.redirect import legacy_cuda_types
 from gputriage.collectors.preflight.state import STATE
 
 DEVICE_NAME = "gputriage stand-in (CUDA simulated)"
@@ -427,6 +428,9 @@ def install(patches: Patches) -> None:
                 patches.set(nvtx, name, _nvtx_call)
     _install_accelerator(patches)
     _install_cudnn(patches)
+    for name, legacy in legacy_cuda_types().items():
+        if hasattr(cuda, name):
+            patches.set(cuda, name, legacy)
 
 
 def _nvtx_call(*args: Any, **kwargs: Any) -> int:

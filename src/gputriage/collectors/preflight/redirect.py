@@ -241,6 +241,10 @@ def _type(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         if isinstance(t, StandIn) and not kwargs:
             return backing_of(t).type().replace("torch.", "torch.cuda.", 1)
         return func(*args, **kwargs)
+    if isinstance(target, LegacyCudaType):  # t.type(torch.cuda.FloatTensor), the class that stands in for it
+        return _to(Tensor.to, (t, "cuda", target.dtype), {})
+    if type(target).__name__ == "tensortype":  # t.type(torch.FloatTensor): the class, named as its string form
+        target = f"{target.__module__}.{target.__name__}"
     if isinstance(target, str):  # t.type("torch.cuda.FloatTensor"): a legacy type name carries the device
         on_cuda = target.startswith("torch.cuda.")
         dtype = _LEGACY_TYPES.get(target.replace("torch.cuda.", "torch.", 1))
@@ -261,6 +265,44 @@ _LEGACY_TYPES = {
     "torch.ByteTensor": torch.uint8,
     "torch.BoolTensor": torch.bool,
 }
+
+
+class LegacyCudaType:
+    """`torch.cuda.FloatTensor` and its siblings during a preflight. torch without CUDA refuses them ("type
+    torch.cuda.FloatTensor not available"), yet old scripts (PyTorch-GAN's `Tensor = torch.cuda.FloatTensor if cuda
+    else torch.FloatTensor`) build every tensor with them: `Tensor(n, 1)`, `Tensor(np_array)`, `t.type(Tensor)`, and
+    `isinstance(t, Tensor)`. Each becomes the same tensor on the stand-in device."""
+
+    def __init__(self, name: str, dtype: torch.dtype) -> None:
+        self.__name__ = self.__qualname__ = name
+        self.__module__ = "torch.cuda"
+        self.dtype = dtype
+
+    def __repr__(self) -> str:
+        return f"<class 'torch.cuda.{self.__name__}'>"
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Tensor:
+        if kwargs.get("device") is not None:
+            raise TypeError(f"{self.__name__}: legacy constructor expects device type: cuda but device type: ...")
+        if not args:
+            return torch.empty(0, dtype=self.dtype, device="cuda")
+        if len(args) == 1 and not isinstance(args[0], (int, torch.Size)):
+            data = args[0]
+            if isinstance(data, Tensor):
+                return data.to("cuda", self.dtype)
+            return torch.tensor(data, dtype=self.dtype, device="cuda")
+        return torch.empty(*args, dtype=self.dtype, device="cuda")
+
+    def __instancecheck__(self, instance: Any) -> bool:
+        return isinstance(instance, StandIn) and instance.dtype == self.dtype
+
+
+def legacy_cuda_types() -> dict[str, LegacyCudaType]:
+    """torch.cuda's legacy tensor classes, by attribute name, as the preflight's stand-ins."""
+    return {
+        name.removeprefix("torch."): LegacyCudaType(name.removeprefix("torch."), dtype)
+        for name, dtype in _LEGACY_TYPES.items()
+    }
 
 
 def _type_as(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
