@@ -221,6 +221,14 @@ SIGNATURES: tuple[ErrorSignature, ...] = (
             "nvrm: the nvidia probe routine was not called",
             "nvrm: no nvidia graphics adapter probed",
             "nvml error: driver not loaded",
+            "nvidia kernel module not found",
+            "falling back to nouveau",
+            "could not insert 'nvidia",
+            "key was rejected by service",
+            "[drm] initialized nouveau",
+            "nvidia: module verification failed",
+            "nvidia kernel module is not loaded",
+            "kernel module nvidia is not loaded",
         ),
         "driver-not-loaded",
         "the NVIDIA kernel module is not loaded (missing for this kernel, or another driver such as nouveau holds "
@@ -258,6 +266,15 @@ SIGNATURES: tuple[ErrorSignature, ...] = (
         "nvidia-smi   # inside WSL 2; if it fails: install the Windows NVIDIA driver, then wsl --update && "
         "wsl --shutdown",
         "https://github.com/NVIDIA/nvidia-docker/issues/1786",
+    ),
+    ErrorSignature(
+        "no-hip-gpu",
+        ("no hip gpus are available",),
+        NO_DEVICE,
+        "a ROCm (AMD) build of torch finds no AMD GPU it can use: the GPU is not an AMD one ROCm supports, or the "
+        "ROCm build was installed where a CUDA (or the CPU) build was meant",
+        'python -c "import torch; print(torch.__version__, torch.version.hip, torch.version.cuda)"',
+        "https://github.com/comfyanonymous/ComfyUI/issues/5138",
     ),
     # --- the build ----------------------------------------------------------------------------------------------------
     ErrorSignature(

@@ -34,6 +34,9 @@ class TorchFacts:
     companions: dict[str, str] = field(default_factory=dict)  # torchvision / torchaudio / xformers -> version seen
     # Other torch builds the report names ("swapped 2.9.1+cu128 for 2.9.0+cpu"), besides `version`.
     other_versions: list[str] = field(default_factory=list)
+    # A pasted report where another session answers is_available() True (another container, before / after a
+    # change): which torch answered it, "unknown" when that session did not print its version.
+    available_elsewhere: str | None = None
 
 
 @dataclass
@@ -84,6 +87,15 @@ class HostFacts:
     no_gpu_stated: bool | None = None  # the reporter says the machine has no (NVIDIA) GPU
     runtime: str | None = None  # a hosted runtime named in the text: colab | kaggle
     nvidia_smi_missing: bool | None = None  # "nvidia-smi: command not found" where it was run
+    # An NVIDIA Jetson (Tegra SoC: integrated GPU, no nvidia-smi, CUDA from JetPack): the mark that showed it
+    # ("Jetson Nano", "L4T 32.4.3", "tegra"), and the JetPack version when the text gives it.
+    jetson: str | None = None
+    jetpack_version: str | None = None
+    # What showed a container as a fact (/.dockerenv, a `docker run` line, a container prompt, the NVIDIA container
+    # banner), as opposed to prose that only mentions one; the runtime when it is not docker (enroot, singularity, ...).
+    container_evidence: str | None = None
+    gpu_named: str | None = None  # a GPU the reporter names without a driver's listing ("GTX 1080Ti"); not proof
+    secure_boot: bool | None = None  # the kernel says Secure Boot is enabled (it refuses unsigned modules)
 
 
 @dataclass

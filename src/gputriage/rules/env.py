@@ -9,6 +9,7 @@ When the job is meant for another device (--expect-device meta/mps/xpu/cpu), NVI
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 from gputriage.data.cuda_tables import (
@@ -41,7 +42,7 @@ from gputriage.rules.env_facts import (
     nvidia_nodes,
     parse_visible_devices,
 )
-from gputriage.rules.env_fixes import absence, arch_fix, cpu_build_fix, driver_fix
+from gputriage.rules.env_fixes import MPS_FIX, absence, arch_fix, cpu_build_fix, driver_fix
 from gputriage.rules.registry import rule
 
 RUNG = 1
@@ -165,12 +166,33 @@ def _container_lacks_gpu(env: Environment) -> str | None:
     other_causes = errors_pointing_to(
         env, "driver-too-old", "cuda-init-failed", "arch-not-supported", "driver-library-mismatch", "cpu-only-build"
     )
-    if env.torch.is_available is False and not other_causes and not env.torch.is_cpu_build:
+    # is_available() False alone is the container's fault only when nothing in the report shows the GPU reachable
+    # from a container on the same set-up: another session answering True (another container, before / after) says
+    # the runtime passes the GPU, and the build is the difference.
+    shown = env.torch.available_elsewhere is None
+    if env.torch.is_available is False and shown and not other_causes and not env.torch.is_cpu_build:
         return "torch sees no CUDA device inside the container"
     return None
 
 
+_RUNTIME_FIXES = {
+    "enroot": (
+        "# enroot / pyxis: the driver is mounted only when NVIDIA_VISIBLE_DEVICES names the GPUs (the hook reads it)\n"
+        "export NVIDIA_VISIBLE_DEVICES=all NVIDIA_DRIVER_CAPABILITIES=compute,utility\n"
+        "srun --gpus=1 --container-image=IMAGE nvidia-smi   # pyxis: ask SLURM for the GPU; must list it"
+    ),
+    "singularity": "singularity exec --nv IMAGE nvidia-smi   # --nv binds the host driver and /dev/nvidia*",
+    "apptainer": "apptainer exec --nv IMAGE nvidia-smi   # --nv binds the host driver and /dev/nvidia*",
+    "lxd": (
+        "lxc config device add CONTAINER gpu gpu   # pass the GPU in\n"
+        "lxc config set CONTAINER nvidia.runtime=true && lxc restart CONTAINER   # mounts the host driver"
+    ),
+}
+
+
 def _container_gpu_fix(kind: str | None) -> str:
+    if kind in _RUNTIME_FIXES:
+        return _RUNTIME_FIXES[kind]
     docker = (
         "# on the host: install the NVIDIA Container Toolkit once, then start the container with the GPUs\n"
         "docker run --gpus all IMAGE ...\n"
@@ -243,7 +265,7 @@ def driver_not_loaded(run: Run) -> Iterator[Finding]:
 @rule
 def no_gpu_visible(run: Run) -> Iterator[Finding]:
     env = _env(run)
-    if env is None or is_rocm(env):
+    if env is None or (is_rocm(env) and not has_error(env, "no-hip-gpu")):
         return
     presence = gpu_presence(env)
     no_driver = env.source == "text" and presence == "unknown" and errors_pointing_to(env, NO_DRIVER)
@@ -273,13 +295,28 @@ def no_gpu_visible(run: Run) -> Iterator[Finding]:
         "no-gpu-visible",
         title,
         evidence,
-        "# run on a machine (or cloud instance type) that has an NVIDIA GPU, then check with:\nnvidia-smi -L"
-        + (
-            "\n# this is a container: start it with the GPUs: docker run --gpus all IMAGE ..."
-            if env.host.in_container
-            else ""
-        ),
+        _no_gpu_fix(env),
     )
+
+
+def _no_gpu_fix(env: Environment) -> str:
+    if env.source == "text" and env.host.os_name == "darwin":
+        return MPS_FIX
+    amd = next((g for g in env.host.other_gpus if re.search(r"\b(?:amd|radeon|rx)\b", g, re.IGNORECASE)), None)
+    if amd is not None or has_error(env, "no-hip-gpu"):
+        named = f" ({amd})" if amd else ""
+        return (
+            f"# the GPU is AMD{named}: CUDA builds cannot use it; install PyTorch's ROCm build (Linux)\n"
+            "python -m pip uninstall -y torch torchvision torchaudio\n"
+            "python -m pip install torch torchvision torchaudio --index-url https://download.pytorch.org/whl/rocm6.2\n"
+            "# pick the rocmX.Y index matching the installed ROCm (https://pytorch.org/get-started/locally/); "
+            "torch.cuda.is_available() is True on ROCm builds"
+        )
+    fix = "# run on a machine (or cloud instance type) that has an NVIDIA GPU, then check with:\nnvidia-smi -L"
+    if env.host.in_container:
+        runtime = _RUNTIME_FIXES.get(env.host.container_kind or "", "docker run --gpus all IMAGE ...")
+        fix += "\n# this is a container: start it with the GPUs: " + runtime.split("\n")[0]
+    return fix
 
 
 @rule
@@ -617,6 +654,8 @@ def cuda_unavailable_unexplained(run: Run) -> Iterator[Finding]:
     t = env.torch
     said = [e for e in env.errors if e.finding is not None] if env.source == "text" else []
     unavailable = t.is_available is False and not t.is_cpu_build and gpu_presence(env) == "present"
+    if unavailable and env.host.jetson and not (t.version or t.cuda_version):
+        unavailable = False  # on a Jetson the build decides (NVIDIA's or PyPI's CPU wheel): ask for it, not a guess
     if not (unavailable or said):
         return
     if any(f.severity is not Severity.INFO for r in _SPECIFIC_RULES for f in r(run)):

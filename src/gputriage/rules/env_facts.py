@@ -69,6 +69,7 @@ def gpu_presence(env: Environment) -> str:
         or nvidia_nodes(env)
         or h.proc_driver_version
         or torch_sees
+        or h.jetson  # a Jetson's GPU is integrated: there even without nvidia-smi or a PCI listing
     ):
         return "present"
     if env.driver.no_devices_reported or h.no_gpu_stated or (h.other_gpus and not env.driver.driver_version):

@@ -7,7 +7,7 @@ xformers) to the same variant, and pins versions that exist in the release table
 
 from __future__ import annotations
 
-from gputriage.data.cuda_tables import min_driver_for
+from gputriage.data.cuda_tables import min_driver_for, version_tuple
 from gputriage.record.environment import Environment
 from gputriage.rules.env_facts import (
     arch_variant_for,
@@ -26,9 +26,33 @@ EXTRA_INDEX_NOTE = (
 )
 
 
+JETSON_WHEELS = "https://developer.download.nvidia.com/compute/redist/jp/"
+MPS_FIX = (
+    "# macOS has no CUDA: use Apple's GPU through MPS (Apple Silicon, macOS 12.3+) instead\n"
+    'python -c "import torch; print(torch.backends.mps.is_available())"   # must print True\n'
+    "device = torch.device('mps')   # or --device mps where the tool takes a device"
+)
+
+
+def jetson_wheels(env: Environment) -> str:
+    """NVIDIA's "PyTorch for Jetson" wheels: built for one JetPack each, the only pip builds with CUDA on a Jetson."""
+    jetpack = env.host.jetpack_version
+    folder = f"v{jetpack.replace('.', '')}/pytorch/" if jetpack else "v<JetPack version without dots>/pytorch/"
+    which = f"JetPack {jetpack}" if jetpack else "your JetPack (cat /etc/nv_tegra_release gives the L4T release)"
+    return (
+        f"# a Jetson needs NVIDIA's torch built for {which}: PyPI's aarch64 wheels have no CUDA\n"
+        "python -m pip uninstall -y torch torchvision torchaudio\n"
+        f"# pick the torch-*.whl for your Python from {JETSON_WHEELS}{folder}\n"
+        f"python -m pip install --no-cache {JETSON_WHEELS}{folder}<torch-...-linux_aarch64.whl>\n"
+        "# or use NVIDIA's l4t-pytorch container for this L4T release (torchvision is built from source to match)"
+    )
+
+
 def cpu_build_fix(env: Environment, presence: str) -> str:
     if env.host.os_name == "darwin":
-        return "# macOS has no CUDA: use Apple's GPU through MPS instead\ndevice = torch.device('mps')"
+        return MPS_FIX
+    if env.host.jetson:
+        return jetson_wheels(env)
     lines = ["# nothing to change here; on a machine with an NVIDIA GPU:"] if presence == "none" else []
     variant = cuda_variant_for(env)
     if variant is None:
@@ -54,6 +78,11 @@ def cpu_build_fix(env: Environment, presence: str) -> str:
 
 def driver_fix(env: Environment, need: str | None) -> str:
     target = f">= {need}" if need else "one that supports this build's CUDA"
+    if env.host.jetson:
+        return (
+            "# on a Jetson the driver's CUDA comes with JetPack (L4T) and cannot be upgraded alone: flash a newer\n"
+            "# JetPack, or use a torch built for the CUDA of this one\n" + jetson_wheels(env)
+        )
     if has_error(env, "container-cuda-requirement") or (env.host.in_container and env.torch.version is None):
         return (
             f"# upgrade the host's NVIDIA driver to {target} (https://www.nvidia.com/Download/index.aspx),\n"
@@ -79,7 +108,7 @@ def arch_fix(env: Environment, capability: str | None) -> str:
     sm = "sm_" + capability.replace(".", "")
     found = arch_variant_for(capability, env)
     if found is None:
-        return f'# no published build has {sm} kernels: build from source with TORCH_CUDA_ARCH_LIST="{capability}"'
+        return _too_old_or_source_build(capability, sm)
     release, cuda, command = found
     lines = [*uninstall_lines(env), command] if not command.startswith("conda") else [command]
     if driver_cuda(env) is None:
@@ -87,6 +116,23 @@ def arch_fix(env: Environment, capability: str | None) -> str:
     elif min_driver_for(cuda, env.host.os_name):
         lines.append(f"# torch {release} + CUDA {cuda}: the newest build with {sm} kernels that the driver runs")
     return "\n".join(lines)
+
+
+# The last CUDA toolkit that can compile for a compute capability (CUDA release notes: 9.0 dropped Fermi sm_2x,
+# 11.0 dropped Kepler sm_30/sm_32): below these a source build with today's CUDA is impossible too.
+_LAST_CUDA_FOR = (((3, 0), "8.0"), ((3, 5), "10.2"))
+
+
+def _too_old_or_source_build(capability: str, sm: str) -> str:
+    cc = version_tuple(capability)[:2]
+    last = next((cuda for below, cuda in _LAST_CUDA_FOR if cc < below), None)
+    if last is None:
+        return f'# no published build has {sm} kernels: build from source with TORCH_CUDA_ARCH_LIST="{capability}"'
+    return (
+        f"# this GPU is too old for current PyTorch: CUDA {last} is the last CUDA that can compile {sm} kernels, and\n"
+        f"# PyTorch's own builds need compute capability >= 3.5; a source build is possible only with CUDA <= {last}\n"
+        "# and a PyTorch old enough to build with it: run on the CPU (device = 'cpu') or use a newer GPU"
+    )
 
 
 def absence(env: Environment) -> str:

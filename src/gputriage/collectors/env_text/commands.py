@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 
+from gputriage.collectors.env_text.facts import first
 from gputriage.collectors.env_text.limits import cap
 from gputriage.collectors.env_text.lines import Line, Paste
 from gputriage.record.environment import Environment
@@ -72,13 +73,16 @@ def _containers(paste: Paste, env: Environment) -> None:
             h.in_container = True
             h.container_kind = "podman" if run.group(1) == "podman" else "docker"
             h.container_gpu_requested = bool(run.group(1) == "nvidia-docker" or _GPU_FLAG.search(line.text))
+            first(h, "container_evidence", f"`{run.group(1)} run`")
         if "nvidia.com/gpu" in line.low or "runtime: nvidia" in line.low or "capabilities: [gpu" in line.low:
             h.in_container = True
             h.container_kind = h.container_kind or ("kubernetes" if "nvidia.com/gpu" in line.low else "docker")
             h.container_gpu_requested = True if h.container_gpu_requested is None else h.container_gpu_requested
+            first(h, "container_evidence", "a GPU request in a container spec")
         if "could not select device driver" in line.low:
             h.in_container, h.container_kind = True, h.container_kind or "docker"
             h.container_gpu_requested = True
+            first(h, "container_evidence", "docker's GPU request error")
         if "nvidia-container-cli" in line.low:
             h.container_kind = h.container_kind or "docker"
     _manifest_gpu_request(paste, env)
@@ -102,4 +106,5 @@ def _manifest_gpu_request(paste: Paste, env: Environment) -> None:
         asks_gpu = asks_gpu or any(word in line.low for word in _COMPOSE_GPU) or "nvidia_visible_devices" in line.low
     if compose or k8s:
         h.in_container, h.container_gpu_requested = True, asks_gpu
+        first(h, "container_evidence", "a Kubernetes manifest" if k8s else "a compose file")
         h.container_kind = h.container_kind or ("kubernetes" if k8s else "docker")

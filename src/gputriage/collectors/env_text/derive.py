@@ -24,6 +24,7 @@ def derive_build(env: Environment) -> None:
     if t.cpuonly_package:
         t.cpu_build_evidence = t.cpu_build_evidence or "conda's cpuonly package is installed"
     _conflicting_builds(env)
+    _jetson_build(env)
     _platform_wheel(env)
     infer_from_command(env)
     if t.cpu_build_evidence:
@@ -54,6 +55,27 @@ def _conflicting_builds(env: Environment) -> None:
     t.version, t.cuda_version, t.cuda_version_inferred_from = cpu, None, None
 
 
+_NV_TAG = re.compile(r"\.nv[0-9]{2}\.[0-9]{1,2}\b")
+_CUDA_BUILD_ERRORS = ("driver-too-old", "cuda-init-failed", "arch-not-supported", "no-device")
+
+
+def _jetson_build(env: Environment) -> None:
+    """On a Jetson, torch reaches the GPU only as NVIDIA's own build ("2.0.0a0+...nv23.05", the JetPack wheels) or a
+    build made there with CUDA. A plain release number that answers is_available() False, with no sign of a CUDA
+    build (its CUDA, a CUDA error that only a CUDA build prints), is PyPI's aarch64 wheel, which is CPU-only."""
+    t = env.torch
+    if not env.host.jetson or not t.version or t.is_available is not False or t.cuda_version or t.hip_version:
+        return
+    if t.cpu_build_evidence or _NV_TAG.search(t.version) or "+" in t.version:
+        return
+    if any(e.finding in _CUDA_BUILD_ERRORS for e in env.errors):
+        return
+    t.cpu_build_evidence = (
+        f"torch {t.version} on a Jetson without NVIDIA's build tag (nvYY.MM) answers is_available() False: "
+        "PyPI's aarch64 wheels are CPU-only"
+    )
+
+
 def _platform_wheel(env: Environment) -> None:
     """PyPI's torch wheels for Windows and macOS are CPU-only: a plain version from pip there is a CPU build."""
     t = env.torch
@@ -75,6 +97,8 @@ def _infer_pypi_wheel(env: Environment) -> None:
     t = env.torch
     if not t.version or t.install_method != "pip" or "+" in t.version or env.host.os_name not in ("linux", None):
         return
+    if env.host.machine == "aarch64" or env.host.jetson:
+        return  # the release table's default CUDA wheel is the x86_64 one
     if "index-url" in (t.install_command or ""):
         return
     release = TORCH_RELEASES.get(release_of(t.version))
@@ -90,7 +114,7 @@ def has_any_fact(env: Environment) -> bool:
         t.cpu_build_evidence, t.gpu_use_evidence, t.install_command, t.cuda_version,
         d.driver_version, d.cuda_driver_version, d.nvml_error, d.no_devices_reported,
         h.in_container, h.pci_nvidia_devices, h.proc_driver_version, h.no_gpu_stated, h.nvidia_smi_missing,
-        h.cuda_toolkit_version,
+        h.cuda_toolkit_version, h.jetson, h.gpu_named, h.container_evidence,
     )  # fmt: skip
     return any(v is not None for v in values) or bool(d.devices or env.env_vars or env.errors or h.other_gpus)
 

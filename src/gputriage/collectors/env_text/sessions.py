@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 
 from gputriage.collectors.env_text.facts import fail_wins, first
-from gputriage.collectors.env_text.limits import small_int, version
+from gputriage.collectors.env_text.limits import MAX_ITEMS, small_int, version
 from gputriage.collectors.env_text.lines import Line, Paste
 from gputriage.record.environment import Environment
 
@@ -19,28 +19,31 @@ _QUERY = re.compile(
     r"(\w{1,20})\.(__version__|version\.cuda)\b"
 )
 _HAS_DIGIT = re.compile(r"device_count\W{0,12}[0-9]")
-_QUERY_WORDS = ("available", "device_count", "version", "arch_list", "count", "gpus", "devices")
+_QUERY_WORDS = ("available", "device_count", "version", "arch_list", "count", "gpus", "devices", "torch", "cuda")
 _MAX_QUERIES = 400  # a report asks torch a handful of times; a paste asking more is not a session to follow
 _TRUE = ("true", "ture", "treu", "yes")
 _FALSE = ("false", "flase", "fasle", "fales", "flse", "no")
 _VALUE = re.compile(r"^(?:Out\[[0-9]{1,5}\]:[ \t]*)?['\"]?([\w.+\-]{1,60})['\"]?[ \t]*$")
 _LIST = re.compile(r"^(?:Out\[[0-9]{1,5}\]:[ \t]*)?(\[(?:'[\w]{1,12}'(?:,[ \t]*)?){1,40}\])")
 _PROSE = re.compile(
-    r"(torch\.)?cuda\.(is_available|device_count)\b(?:\(\))?`?[ \t]*"
-    r"(?:returns?|returned|returning|is returning|is still|is|shows?|showing|gives?|giving|prints?|outputs?|"
-    r"evaluates to|=+|-+>|→|:)?[ \t]*(?:always[ \t]+)?(?:returns?[ \t]+)?"
-    r"[`'\"*]*(true|false|ture|flase|fasle|[0-9]{1,3})\b",
+    r"(?:(?:torch\.)?cuda\.(?P<what>is_available|device_count)\b(?:\(\))?|"
+    r"\b(?P<bare>is_available|device_count)\(\))"  # bare `is_available()`: the call's parentheses say it is torch's
+    r"[)`]{0,3}[ \t]*"  # print(torch.cuda.is_available()) gives ...
+    r"(?:returns?|returned|returning|is returning|is still|is|shows?|showing|gives?|giving|gave|prints?|printed|"
+    r"outputs?|output|says?|said|yields?|evaluates to|=+|-+>|→|:)?[ \t]*(?:always[ \t]+|still[ \t]+|only[ \t]+)?"
+    r"(?:returns?[ \t]+)?[`'\"*]*(?P<value>true|false|ture|flase|fasle|[0-9]{1,3})\b",
     re.IGNORECASE,
 )
 _PRINT_LABEL = re.compile(r"^[ \t]*(?:cuda available|is cuda available|gpu available)[ \t]*:?[ \t]*$", re.IGNORECASE)
-# A script's own labelled prints: "torch version: 2.2.1", "cuda available: Flase", "cuda version: None", "GPU count: 0".
+# A script's own labelled prints and the reporter's set-up lists: "torch version: 2.2.1", "cuda available: Flase",
+# "cuda version: None", "GPU count: 0", "- CUDA: 11.3", "--pytorch 1.10.0", "pytorch version 1.10".
 _LABELLED = re.compile(
-    r"^[ \t]*(?:(?P<version>(?:py)?torch(?:[ \t]+version|\.__version__)?)|"
+    r"^[ \t]*(?:[-*•+]{1,2}[ \t]*)?(?:(?P<version>(?:py)?torch(?:[ \t]+version|\.__version__)?)|"
     r"(?P<avail>(?:is[ \t]+)?(?:torch[ \t]+)?cuda(?:[ \t]+is)?[ \t]+available\??|torch\.cuda\.is_available\(\))|"
-    r"(?P<cuda>(?:torch[ \t]+)?cuda[ \t]+version|torch\.version\.cuda)|"
+    r"(?P<cuda>(?:torch[ \t]+)?cuda(?:[ \t]+version)?|torch\.version\.cuda)|"
     r"(?P<count>(?:cuda[ \t]+)?(?:device|gpu)[ \t]+count|number[ \t]+of[ \t]+(?:cuda[ \t]+)?(?:gpus|devices)|"
     r"torch\.cuda\.device_count\(\)))"
-    r"[ \t]*[:=][ \t]*['\"]?(?P<value>[\w.+\-]{1,40})['\"]?[ \t]*$",
+    r"(?:[ \t]*[:=][ \t]*|[ \t]+)['\"]?(?P<value>[\w.+\-]{1,40})['\"]?[ \t]*$",
     re.IGNORECASE,
 )
 _SKIP = ("warn", "return torch._c", "(triggered internally", "traceback", "  file ", "userwarning")
@@ -50,7 +53,11 @@ _OTHER_GPU_LIBS = ("cupy", "tensorflow", "tf", "jax", "numba")
 def extract(paste: Paste, env: Environment) -> None:
     lines = paste.lines
     asked = 0
+    session: list[str | None] = [None]  # the torch version the current interpreter printed
+    answers_by_version: list[tuple[str | None, bool]] = []
     for line in paste.facts():
+        if line.prompt and line.low.strip() in ("import torch", "python", "python3"):
+            session[0] = None  # a new interpreter (or a fresh import): a new session
         if not any(word in line.low for word in _QUERY_WORDS):
             continue
         queries = list(_QUERY.finditer(line.text)) if asked < _MAX_QUERIES else []
@@ -59,9 +66,53 @@ def extract(paste: Paste, env: Environment) -> None:
             answers = _answers_after(lines, line.index + 1, len(queries))
             for query, answer in zip(queries, answers, strict=False):
                 _record(env, query, answer, line)
+                _follow_session(query, answer, session, answers_by_version)
         _prose_answer(line, env)
         _printed_label(lines, line, env)
         _labelled_print(line, env)
+    _sessions_disagree(answers_by_version, env)
+
+
+def _follow_session(
+    query: re.Match[str], answer: str, session: list[str | None], answers: list[tuple[str | None, bool]]
+) -> None:
+    what = query.group(2) or query.group(4)
+    if what == "__version__" and (v := version(answer)):
+        session[0] = v
+    elif what == "is_available" and (flag := _bool(answer)) is not None:
+        answers.append((session[0], flag))
+
+
+_CUDA_BUILD_TAG = re.compile(r"\+cu[0-9]{2,3}\b|\.nv[0-9]{2}\.[0-9]{1,2}\b")
+
+
+def _sessions_disagree(answers: list[tuple[str | None, bool]], env: Environment) -> None:
+    """Two sessions in one report (two containers, before and after): one torch answers is_available() True, another
+    build answers False. The build is the difference: the failing one is judged, and when only the working one
+    carries a CUDA build tag (`+cu121`, NVIDIA's `nv23.05`), the failing one is a build without CUDA."""
+    t = env.torch
+    if not (any(ok for _, ok in answers) and any(not ok for _, ok in answers)):
+        return
+    working = next((v for v, ok in answers if ok and v), None)
+    t.available_elsewhere = working or "unknown"
+    failing = next((v for v, ok in answers if not ok and v and v != working), None)
+    if working is None:
+        return
+    if failing is None:
+        if t.version == working and all(v in (None, working) for v, ok in answers if not ok):
+            t.version = None  # only the working session printed a version: the failing build is not known
+            if len(t.other_versions) < MAX_ITEMS:
+                t.other_versions.append(working)
+        return
+    t.version = failing
+    if working not in t.other_versions and len(t.other_versions) < MAX_ITEMS:
+        t.other_versions.append(working)
+    if _CUDA_BUILD_TAG.search(working) and not _CUDA_BUILD_TAG.search(failing) and "+" not in failing:
+        first(
+            t,
+            "cpu_build_evidence",
+            f"torch {failing} answers is_available() False where torch {working} in the same report answers True",
+        )
 
 
 def _asks(line: Line) -> bool:
@@ -125,8 +176,8 @@ def _prose_answer(line: Line, env: Environment) -> None:
     ):
         return
     for match in _PROSE.finditer(line.text):
-        value = match.group(3).lower()
-        if match.group(2) == "device_count":
+        value = match.group("value").lower()
+        if (match.group("what") or match.group("bare")).lower() == "device_count":
             first(env.torch, "device_count", small_int(value, 4096))
         elif (flag := _bool(value)) is not None:
             fail_wins(env.torch, "is_available", flag)
@@ -158,6 +209,9 @@ def _labelled_print(line: Line, env: Environment) -> None:
         first(t, "cpu_build_evidence", line.text.strip())
     elif match.group("cuda") and match.group("cuda").lower() == "torch.version.cuda":
         first(t, "cuda_version", version(value))
+    elif match.group("cuda") and value[:1].isdigit():
+        # "CUDA: 11.3" in a set-up list: the CUDA the reporter has (toolkit or driver), not the build's
+        first(env.host, "cuda_toolkit_version", version(value))
     elif match.group("count") and (count := small_int(value, 4096)) is not None:
         first(t, "device_count", count)
 

@@ -23,11 +23,19 @@ _OTHER_GPU = re.compile(
 # graphics 4000", "GPU: AMD Radeon RX 6700"): on a machine that shows nothing NVIDIA, the only graphics there are.
 _OTHER_GPU_NAME = re.compile(
     r"\b((?:Intel(?:\(R\)|®)?[ \t]*(?:R[ \t]+)?(?:U?HD|Iris|lris|Arc)\b[\w \t()®]{0,24}?Graphics(?:[ \t]+\d{3,4})?)"
-    r"|(?:AMD[ \t]+)?Radeon(?:\(TM\)|™)?[ \t]+(?:RX[ \t]+)?(?:Pro[ \t]+)?[0-9]{3,4}[A-Z]{0,2}(?:[ \t]+XT)?)",
+    r"|(?:AMD[ \t]+)?Radeon(?:\(TM\)|™)?[ \t]+(?:RX[ \t]+)?(?:Pro[ \t]+)?[0-9]{3,4}[A-Z]{0,2}(?:[ \t]+XT)?"
+    r"|AMD[ \t]+(?:gpu|graphics card|graphics|video card)|\bRX[ \t]?[4-9][0-9]{2,3}(?:[ \t]?XT)?)\b",
     re.IGNORECASE,
 )
 _NVRM_VERSION = re.compile(
     r"NVRM version: NVIDIA UNIX[\w ]{0,40}Kernel Module[ \t]+([0-9]{2,4}\.[0-9]{1,4}(?:\.[0-9]{1,4})?)"
+)
+# dmesg when the user-space driver and the loaded kernel module differ: both versions, for driver-library-mismatch.
+_API_MISMATCH = re.compile(
+    r"API mismatch: the client has the version ([0-9]{2,4}\.[0-9]{1,4}(?:\.[0-9]{1,4})?), but[\W\d]{1,40}?"
+    r"(?:NVRM:[ \t]*)?"
+    r"this kernel module has the version ([0-9]{2,4}\.[0-9]{1,4}(?:\.[0-9]{1,4})?)",
+    re.IGNORECASE,
 )
 _DRIVER_PACKAGE = re.compile(r"\bnvidia-driver-[0-9]{3}(?::\w+)?[ \t]+([0-9]{3}\.[0-9]{1,3}(?:\.[0-9]{1,3})?)")
 _NVCC = re.compile(r"Cuda compilation tools, release ([0-9]{1,2}\.[0-9])")
@@ -56,6 +64,40 @@ _CONTAINER_WORDS = re.compile(
 
 
 _CONTAINER_HINTS = ("docker", "container", "kube", "pod", "--gpus")
+# An NVIDIA Jetson (Tegra SoC): its GPU is integrated, there is no nvidia-smi, CUDA comes with JetPack / L4T.
+_JETSON = re.compile(
+    r"\b(jetson(?:[ \t]+(?:agx|orin|xavier|nano|tx[12]|nx|thor|super|developer kit)){0,3}|"
+    r"l4t(?:[ \t]+r?[0-9]{2}\.[0-9](?:\.[0-9])?)?|jetpack|tegra|nv_tegra_release|"
+    r"(?:agx|jetson)[ \t_-]?(?:orin|xavier)|orin[ \t_-]?(?:nano|nx|agx)|xavier[ \t_-]?nx)\b",
+    re.IGNORECASE,
+)
+_JETSON_WORDS = ("jetson", "l4t", "jetpack", "tegra", "orin", "xavier")
+_JETPACK = re.compile(r"jetpack[ \t]*(?:version)?[ \t:=(]*v?([4-9]\.[0-9](?:\.[0-9])?)\b", re.IGNORECASE)
+# A GPU the reporter names in a set-up list or prose, without nvidia-smi ("--GTX 1080Ti 11.0GB", "GPU: RTX 3090").
+_GPU_NAMED = re.compile(
+    r"\b((?:nvidia[ \t]+)?(?:geforce[ \t]+)?(?:gtx|rtx)[ \t]?[0-9]{3,4}(?:[ \t]?(?:ti|super)\b)?|"
+    r"(?:nvidia[ \t]+)?(?:tesla|quadro)[ \t]+[a-z]{0,3}[0-9]{2,4}[a-z]{0,2}|titan[ \t]+(?:x|xp|v|rtx)\b)",
+    re.IGNORECASE,
+)
+# Facts that show a container (the user's own machine printed or ran them), and the runtime when it is not docker.
+_CONTAINER_FACT = re.compile(
+    r"/\.dockerenv|/run/\.containerenv|"
+    r"the nvidia driver was not detected\. gpu functionality will not be available|"
+    r"use the nvidia container toolkit to start this container|"
+    r"\b(?:srun|salloc)\b.{0,200}--container-image|\benroot[ \t]+(?:start|import|create)\b|"
+    r"\b(?:singularity|apptainer)[ \t]+(?:exec|run|shell)\b|\blxc[ \t]+(?:exec|launch|config)\b",
+    re.IGNORECASE,
+)
+_RUNTIMES = (
+    ("pyxis", "enroot"),
+    ("--container-image", "enroot"),
+    ("enroot", "enroot"),
+    ("apptainer", "apptainer"),
+    ("singularity", "singularity"),
+    ("lxc ", "lxd"),
+    ("lxd", "lxd"),
+)
+_SECURE_BOOT = re.compile(r"secure ?boot(?: is)? enabled|secureboot enabled|secure boot: enabled", re.IGNORECASE)
 
 
 def extract(paste: Paste, env: Environment) -> None:
@@ -63,12 +105,21 @@ def extract(paste: Paste, env: Environment) -> None:
     pci = 0
     for line in paste.facts():
         low = line.low
-        if "controller" in low or "graphic" in low or "nvrm" in low or "driver" in low or "gpu" in low:
+        if any(w in low for w in ("controller", "graphic", "nvrm", "driver", "gpu", "radeon", "rx")):
             pci += bool(_LSPCI.search(line.text))
             _hardware(line.text, low, env)
         _software(line.text, low, env)
         if "aarch64" in low and h.machine is None:  # uname -m, collect_env's platform, "an aarch64 box"
             h.machine = "aarch64"
+        if any(word in low for word in _JETSON_WORDS):
+            _jetson(line.text, env)
+        named = h.gpu_named is None and any(w in low for w in ("gtx", "rtx", "tesla", "quadro", "titan"))
+        if named and (m := _GPU_NAMED.search(line.text)):
+            h.gpu_named = cap(m.group(1).strip())
+        if "secure" in low and _SECURE_BOOT.search(line.text):
+            h.secure_boot = True
+    _container_facts(paste, env)
+    _api_mismatch(paste, env)
     if pci:
         first(h, "pci_nvidia_devices", pci)
     for line in paste.lines:  # prose about the set-up, whoever wrote it, tells where the job runs
@@ -80,6 +131,52 @@ def extract(paste: Paste, env: Environment) -> None:
     first(h, "os_name", os_from(" ".join(line.text for line in paste.lines[:400])))
     if h.wsl:
         h.os_name = "linux"
+
+
+def _api_mismatch(paste: Paste, env: Environment) -> None:
+    """dmesg prints the mismatch over two lines ("... client has the version X, but" / "NVRM: this kernel module has
+    the version Y"): read the line with the next one joined on."""
+    for line in paste.containing("api mismatch"):
+        following = paste.window(line.index + 1, 1)
+        joined = line.text + " " + (following[0].text if following else "")
+        if m := _API_MISMATCH.search(joined):
+            first(env.driver, "driver_version", version(m.group(1)))
+            first(env.host, "proc_driver_version", m.group(2))
+            return
+
+
+def _jetson(text: str, env: Environment) -> None:
+    h = env.host
+    if m := _JETSON.search(text):
+        first(h, "jetson", m.group(1))
+        h.machine = h.machine or "aarch64"
+    if m := _JETPACK.search(text):
+        first(h, "jetpack_version", m.group(1))
+
+
+def _container_facts(paste: Paste, env: Environment) -> None:
+    """A container shown by what ran in it or started it, and which runtime (enroot, singularity, LXD) it is."""
+    h = env.host
+    for line in paste.lines:
+        low = line.low
+        if not (
+            "docker" in low
+            or "container" in low
+            or "enroot" in low
+            or "singularity" in low
+            or "lxc" in low
+            or "apptainer" in low
+            or "gpu functionality" in low
+            or "srun" in low
+            or "salloc" in low
+        ):
+            continue
+        if line.fact and h.container_evidence is None and (m := _CONTAINER_FACT.search(line.text)):
+            h.container_evidence = cap(m.group(0))
+            h.in_container = True
+        kind = next((k for word, k in _RUNTIMES if word in low), None)
+        if kind and (line.fact or line.prompt) and h.container_kind in (None, "docker"):
+            h.container_kind = kind
 
 
 def _hardware(text: str, low: str, env: Environment) -> None:
@@ -107,6 +204,7 @@ def _software(text: str, low: str, env: Environment) -> None:
         first(h, "os_name", os_from(m.group(1)))
     if low.startswith("root@") and _DOCKER_HOST.match(text):
         h.in_container, h.container_kind = True, h.container_kind or "docker"
+        first(h, "container_evidence", "a container's shell prompt (root@<container id>)")
     if ("wsl" in low or "microsoft" in low or "subsystem" in low) and _WSL.search(text):
         h.wsl = True
     if ("colab" in low or "/content/" in low) and _COLAB.search(text):
