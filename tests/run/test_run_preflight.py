@@ -162,6 +162,30 @@ def test_a_device_flag_left_at_cpu_is_named_instead_of_more_moves(tmp_path: Path
     assert not [f for f in r.report["findings"] if f["evidence"].get("edits")]  # no patch of moves that change nothing
 
 
+@pytest.mark.parametrize("peek", [False, True])
+def test_an_evaluation_before_training_is_not_the_training_steps(tmp_path: Path, peek: bool) -> None:
+    """llama2.c evaluates under no_grad before its first optimizer step: its batches were counted as steps, the
+    preflight ended inside the evaluation and its once-per-batch .item() became a false host-sync warning."""
+    r = run_case(Case(["eval_before_training.py", *(["--peek"] if peek else [])]), tmp_path, preflight=True)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "training" in r.stdout  # the job got past the evaluation into its training loop
+    assert not [f for f in r.report["findings"] if f["severity"] != "info"], r.codes()
+    assert r.report["steps"]["step_source"] == "optimizer"
+
+
+def test_a_batch_built_on_the_device_gets_workers_only_after_it_moves_out(tmp_path: Path) -> None:
+    """collate_fn builds the batch on the GPU: num_workers alone would die with "Cannot re-initialize CUDA in forked
+    subprocess", and the stand-in's compute inside the wait made the wait 104% of the step."""
+    r = run_case(Case(["collate_on_device.py"]), tmp_path, preflight=True)
+    assert r.returncode == 0, r.stderr[-2000:]
+    finding = r.finding("input-pipeline-bound")
+    assert finding["where"] == mark_line("collate_on_device.py", "input-pipeline-bound")
+    assert finding["evidence"]["batch_device"] == "cuda:0"
+    assert "Worker processes cannot use CUDA" in finding["fix"]
+    assert 0 < finding["evidence"]["data_wait_pct_of_step"] <= 100
+    assert finding["evidence"]["data_wait_pct_interval_90"][1] <= 100
+
+
 def test_legacy_cuda_tensor_classes_build_tensors_on_the_stand_in(tmp_path: Path) -> None:
     """torch.cuda.FloatTensor(n, 1), t.type(torch.cuda.FloatTensor), FloatTensor(np_array) and isinstance checks ran
     on a GPU machine, and died under the preflight: a healthy job must behave as it would there."""
@@ -179,6 +203,18 @@ def test_a_scalar_written_through_a_mask_is_not_a_sync_but_values_are(tmp_path: 
     assert "host-sync-in-loop" not in healthy.codes()
     values = run_case(Case(["mask_fill_write.py", "--write-values"]), tmp_path / "values", preflight=True)
     assert values.finding("host-sync-in-loop")["where"] == mark_line("mask_fill_write.py", "host-sync-in-loop")
+
+
+def test_submodules_called_on_their_own_inherit_the_device_choice_of_their_holder(tmp_path: Path) -> None:
+    """cleanrl run with --cuda False: only agent.actor / agent.critic are called, the agent was moved to the CPU by a
+    flag; every finding points at the device choice, and the models are named by their place in the agent."""
+    r = run_case(Case(["flag_off_submodules.py"]), tmp_path, preflight=True)
+    assert r.returncode == 0, r.stderr[-2000:]
+    where = mark_line("flag_off_submodules.py", "data-on-cpu")
+    assert r.finding("data-on-cpu")["where"] == where
+    models = [f for f in r.report["findings"] if f["code"] == "model-on-cpu"]
+    assert {f["evidence"]["model"] for f in models} == {"Agent.actor (Sequential)", "Agent.critic (Sequential)"}
+    assert all(f["where"] == where and "device was the CPU when this ran" in f["fix"] for f in models)
 
 
 def test_a_framework_told_to_use_the_cpu_is_named_at_its_call(tmp_path: Path) -> None:

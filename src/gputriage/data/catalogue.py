@@ -414,6 +414,7 @@ CATALOGUE: tuple[Entry, ...] = (
             "reaches below the threshold"
         ),
         (
+            "batch_device",
             "batch_load_cpu_s",
             "batch_load_s",
             "batch_load_source",

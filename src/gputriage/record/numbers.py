@@ -133,14 +133,20 @@ def _part_s(step: Step, fields: tuple[str, ...]) -> float:
     return sum(float(getattr(step, name)) for name in fields)
 
 
-# The parts a stand-in's own compute lands in, in the order its time is taken out of them.
-_STAND_IN_PARTS = ("forward", "backprop", "sync", "other", "h2d")
+# The parts a stand-in's own compute lands in, in the order its time is taken out of them. Last the data wait: a
+# collate_fn or Dataset that builds the batch on the device computes there, and what is left of the stand-in's time
+# can only have been spent in it (so the parts add up to the host's step, and no share passes 100%).
+_STAND_IN_PARTS = ("forward", "backprop", "sync", "other", "h2d", "data_wait")
 
 
 def host_parts_s(step: Step) -> list[float]:
-    """Each part's time in this step (PARTS order), without a stand-in device's own compute."""
+    """Each part's time in this step (PARTS order), without a stand-in device's own compute: the part measured inside
+    the data wait comes off the wait, the rest off the parts it can have fallen in."""
     parts = {spec.key: _part_s(step, spec.fields) for spec in PARTS}
     left_s = step.stand_in_spent_s()
+    in_wait_s = min(max(step.wait_stand_in_s or 0.0, 0.0), left_s, parts["data_wait"])
+    parts["data_wait"] -= in_wait_s
+    left_s -= in_wait_s
     for key in _STAND_IN_PARTS:
         taken = min(left_s, parts[key])
         parts[key] -= taken

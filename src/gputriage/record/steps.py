@@ -35,6 +35,8 @@ class Step:
     # On a stand-in device (run --preflight): host time inside its ops, which the host computes for real but a GPU
     # would run asynchronously. Part of forward/backward/optimizer, not a phase of its own. None on a real device.
     stand_in_s: float | None = None
+    # Of stand_in_s, the part spent inside the data wait (a collate_fn or Dataset that builds the batch on the device).
+    wait_stand_in_s: float | None = None
 
     def stand_in_spent_s(self) -> float:
         """The stand-in's compute in this step, within what the step can hold (see `stand_in_within`)."""
@@ -92,6 +94,9 @@ class LoaderInfo:
     # loading is CPU work, and workers beyond the cores cannot speed it up; far below, it waits (files, network) and
     # more workers than cores still help. None with workers: their CPU time is not seen from the loop.
     batch_load_cpu_s: float | None = None
+    # The device of the first tensor of the first batch the loop received: not "cpu" when the Dataset or the collate_fn
+    # makes the batch on the device itself (then workers cannot help until that moves into the loop). None: not seen.
+    batch_device: str | None = None
 
 
 @dataclass

@@ -84,6 +84,13 @@ def cpu_chosen(run: Run) -> CpuChosen | None:
         for m in (placement.models if placement is not None else [])
         if m.devices and all(device_type(d) == "cpu" for d in m.devices)
     ]
+    if not on_cpu_models:
+        return None
+    # A framework told in so many words to use the CPU decides first: it moved the model itself (Lightning's strategy
+    # calls .to() from inside fit(), which looks like a move by the script's line).
+    framework = framework_cpu_choice(run.source)
+    if framework is not None:
+        return CpuChosen(None, None, None, framework)
     for model in on_cpu_models:
         # moved there by the script (not a model that leaves the device at the end: Lightning's teardown calls .cpu())
         if model.moved_to is not None and device_type(model.moved_to) == "cpu" and model.moved_where:
@@ -92,8 +99,7 @@ def cpu_chosen(run: Run) -> CpuChosen | None:
             if name is not None and name.isidentifier():
                 defined = codefix.device_definition(run.source, model.moved_where, name)
             return CpuChosen(model.moved_where, name, defined)
-    framework = framework_cpu_choice(run.source) if on_cpu_models else None
-    return CpuChosen(None, None, None, framework) if framework is not None else None
+    return None
 
 
 # keyword -> (the constant that chooses the CPU, the one that chooses the GPU)

@@ -151,8 +151,17 @@ def _model_fix(run: Run, model: ModelInfo, expected: str) -> str:
         return "\n".join([*define, moved])
     built = f"  # {model.where}" if model.where else ""
     return "\n".join(
-        [*define, f"model = {model.name}(...).to({device}){built}", "# and move every batch too, before the model"]
+        [
+            *define,
+            f"model = {_class_name(model.name)}(...).to({device}){built}",
+            "# and move every batch too, before the model",
+        ]
     )
+
+
+def _class_name(name: str) -> str:
+    """'Sequential' for a model named 'Agent.actor (Sequential)' (a submodule called on its own)."""
+    return name.rpartition(" (")[2].rstrip(")") if name.endswith(")") else name
 
 
 def _model_partly_on_cpu(run: Run, model: ModelInfo, expected: str, off: int, total: int) -> Finding:

@@ -89,6 +89,8 @@ def input_pipeline_bound(run: Run) -> list[Finding]:
         "iterable_dataset": loader.is_iterable_dataset,
         "cpu_count": run.steps.cpu_count,
     }
+    if _made_on_device(loader):
+        evidence["batch_device"] = loader.batch_device
     sizing = size_workers(loader, numbers.step_time_s - wait.time_s, numbers.window.count, run.steps.cpu_count)
     if sizing is not None:
         evidence.update(
@@ -262,9 +264,10 @@ def loader_fix(
     names, their collate_fn and sampler kept), instead of a generic call."""
     workers = suggested_workers(cpu_count, sizing)
     current = loader.num_workers or 0
+    lines = _device_batch_comments(loader) if _made_on_device(loader) else []
     args = [f"batch_size={loader.batch_size}" if loader.batch_size else "batch_size=...", "shuffle=..."]
     args += [f"{key}={value}" for key, value in loader_arguments(loader, cpu_count, expected, sizing).items()]
-    lines = sizing_comments(loader, sizing, cpu_count) if sizing is not None else []
+    lines += sizing_comments(loader, sizing, cpu_count) if sizing is not None else []
     if own_call is not None:
         lines.append(textwrap.dedent("\n".join(own_call.new)))
     elif len(args) > 2:
@@ -283,6 +286,22 @@ def loader_fix(
     elif expected == "cuda":
         lines.append("x = x.to(device, non_blocking=True)  # with pin_memory=True the copy overlaps compute")
     return "\n".join(lines)
+
+
+def _made_on_device(loader: LoaderInfo) -> bool:
+    """The Dataset or collate_fn builds the batch on the device, in the loop's own process."""
+    device = loader.batch_device
+    return device is not None and device.split(":", 1)[0] != "cpu" and not loader.num_workers
+
+
+def _device_batch_comments(loader: LoaderInfo) -> list[str]:
+    """Workers first need the batch built on the CPU: a worker process cannot use CUDA, and the advice applied as it
+    stands would kill the job with "Cannot re-initialize CUDA in forked subprocess"."""
+    return [
+        f"# the batch leaves the DataLoader already on {loader.batch_device}: its collate_fn or __getitem__ makes it",
+        "# there. Worker processes cannot use CUDA, so first build the batch on the CPU there (drop device= and",
+        "# .to(device) in collate_fn / __getitem__) and move it in the loop with .to(device, non_blocking=True); then:",
+    ]
 
 
 def _all_workers(count: int) -> str:

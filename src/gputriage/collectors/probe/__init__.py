@@ -86,6 +86,7 @@ class RunProbe:
         )
         self._loader.on_batch_start = self._tracker.batch_start
         self._loader.on_exhausted = self._tracker.loader_exhausted
+        self._loader.on_wait_stand_in = self._tracker.stand_in_in_wait
 
     # -- Observer ------------------------------------------------------------------------------------------------------
 
@@ -238,7 +239,7 @@ class RunProbe:
             timed = isinstance(module, nn.modules.loss._Loss) or has_tensors(module)
             self._timed_modules[module] = timed
         if timed:
-            self._tracker.activity()
+            self._tracker.model_work()
         return timed
 
     def _backward(self, original: Any, *args: Any, **kwargs: Any) -> Any:
@@ -246,7 +247,7 @@ class RunProbe:
         if state.in_child or capturing():
             return original(*args, **kwargs)
         self._tracker.backward_start()
-        self._tracker.activity()
+        self._tracker.model_work()
         state.clock.push("backward")
         try:
             return original(*args, **kwargs)

@@ -16,6 +16,7 @@ computes (CPU-bound: no more workers than cores help) from loading that waits fo
 
 from __future__ import annotations
 
+import contextlib
 import statistics
 import threading
 import time
@@ -29,6 +30,7 @@ from torch.utils.data import dataloader as dataloader_mod
 
 from gputriage.collectors.identity import IdentityMap
 from gputriage.collectors.patching import Patches
+from gputriage.collectors.probe.placement import device_name, iter_tensors
 from gputriage.collectors.probe.state import ProbeState
 from gputriage.collectors.usercode import where_now
 from gputriage.record.steps import LoaderInfo
@@ -100,6 +102,7 @@ class LoaderProbe:
         self.on_batch_start: Callable[[], None] = lambda: None
         self.on_batch_end: Callable[[], None] = lambda: None
         self.on_exhausted: Callable[[], None] = lambda: None
+        self.on_wait_stand_in: Callable[[float], None] = lambda seconds: None
 
     def start(self) -> None:
         self._patches.wrap(DataLoader, "__init__", self._loader_init)
@@ -143,6 +146,8 @@ class LoaderProbe:
         state.in_loader += 1
         start_s = clock.now()
         cpu_start_s = time.thread_time()
+        stand_in = state.stand_in_clock
+        stand_in_start_s = stand_in() if stand_in is not None else 0.0
         clock.push("data_wait")
         try:
             batch = original(it)
@@ -157,6 +162,10 @@ class LoaderProbe:
             raise
         clock.pop()
         state.in_loader -= 1
+        if stand_in is not None:
+            self.on_wait_stand_in(stand_in() - stand_in_start_s)
+        if info.batch_device is None:
+            info.batch_device = _batch_device(batch)
         if clock.running:
             end_s = clock.now()
             info.batches += 1
@@ -198,3 +207,11 @@ def describe_loader(loader: DataLoader[Any], where: str | None) -> LoaderInfo:
         where=where,
         has_transform=getattr(dataset, "transform", None) is not None,
     )
+
+
+def _batch_device(batch: Any) -> str | None:
+    """The device of the batch's first tensor (a collate_fn may build it on the GPU), or None when it holds none."""
+    with contextlib.suppress(Exception):  # an odd batch type must never break the user's loop
+        for _, t in iter_tensors(batch):
+            return device_name(t)
+    return None

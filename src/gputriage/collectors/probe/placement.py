@@ -256,8 +256,16 @@ class PlacementProbe:
         for _, _, t in members:
             devices[device_name(t)] = devices.get(device_name(t), 0) + t.numel()
         moved = self._moved.get(model)
+        name = type(model).__name__
+        if moved is None:
+            # A submodule called on its own (cleanrl's agent.actor(x), agent.critic(x)): the module that was moved
+            # holds it, so its move (and the device expression behind it) is this model's, and so is its name.
+            held = self._moved_holder(model)
+            if held is not None:
+                holder, path, moved = held
+                name = f"{type(holder).__name__}.{path} ({name})"
         info = ModelInfo(
-            name=type(model).__name__,
+            name=name,
             parameter_count=sum(p.numel() for p in model.parameters()),
             devices=devices,
             where=self._created.get(model),
@@ -270,6 +278,17 @@ class PlacementProbe:
         if off and (len(off) < len(members) or any(kind == "listed" for _, kind, _ in off)):
             info.stray = self._stray_parts(model, members, off)
         return info
+
+    def _moved_holder(self, model: nn.Module) -> tuple[nn.Module, str, tuple[str, str | None]] | None:
+        """(the moved module that holds `model`, the path of `model` in it, that module's move), the innermost one."""
+        found = None
+        for holder, move in self._moved.items():
+            if holder is model:
+                continue
+            path = next((p for p, sub in holder.named_modules() if sub is model), None)
+            if path is not None and (found is None or len(path) < len(found[1])):
+                found = (holder, path, move)
+        return found
 
     def _stray_parts(
         self,

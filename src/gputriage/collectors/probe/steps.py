@@ -13,6 +13,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
+import torch
 from torch.optim import optimizer as optimizer_mod
 from torch.utils.hooks import RemovableHandle
 
@@ -39,6 +40,8 @@ class StepTracker:
         self._stand_in_at_cut_s = 0.0
         self._backward_seen = False
         self._optimizer_seen: bool | None = None
+        self._model_work = False  # a model's forward or a backward ran in the open step
+        self._wait_stand_in_s = 0.0  # the stand-in's compute inside the open step's data wait
 
     def start(self) -> None:
         self._hooks.append(quiet_hook(optimizer_mod.register_optimizer_step_pre_hook, self._opt_pre))
@@ -58,10 +61,29 @@ class StepTracker:
             self._state.clock.begin()
             self._stand_in_since_cut()  # the stand-in's work before this step is not the step's
 
+    def stand_in_in_wait(self, seconds: float) -> None:
+        """The stand-in computed inside a DataLoader wait (the batch is built on the device)."""
+        if self._state.clock.running:
+            self._wait_stand_in_s += seconds
+
+    def model_work(self) -> None:
+        """A model's forward or a backward: the open step holds a step's work."""
+        self._model_work = True
+        self.activity()
+
     def batch_start(self) -> None:
-        if self.section.step_source != OPTIMIZER and self._state.clock.running:
+        """A DataLoader batch cuts a step (before an optimizer drives the count) only after the model worked on the
+        last one: a batch taken to look at (`sample = next(iter(loader))`) is not a step. Nor is a batch of an
+        evaluation that a training job runs under no_grad before its first optimizer step (llama2.c's estimate_loss
+        at iteration 0): counted as steps, it ended the preflight inside the evaluation and put its reads in the
+        census."""
+        cuts = self.section.step_source != OPTIMIZER and self._state.clock.running and self._model_work
+        if cuts and not self._evaluating():
             self._close_step(keep_running=True, source=DATALOADER)
         self.activity()
+
+    def _evaluating(self) -> bool:
+        return not torch.is_grad_enabled() and self._an_optimizer_exists()
 
     def backward_start(self) -> None:
         """A backward begins. With no optimizer and no DataLoader to cut steps, each backward after the first starts a
@@ -114,6 +136,7 @@ class StepTracker:
         times = self._state.clock.cut(keep_running=keep_running)
         if times is None:
             return
+        self._model_work = False
         self.section.step_source = source
         self.section.steps.append(self._step_from(times))
         self.section.steps_observed = len(self.section.steps)
@@ -132,6 +155,7 @@ class StepTracker:
         first = earlier[0]
         self._state.clock.absorb(first.start_s + self._t0_s, [_phases_of(s) for s in earlier])
         self._stand_in_at_cut_s -= sum(s.stand_in_s or 0.0 for s in earlier)
+        self._wait_stand_in_s += sum(s.wait_stand_in_s or 0.0 for s in earlier)
         self.section.steps = []
         self.section.steps_total = 0
         self._state.step = 0
@@ -157,7 +181,14 @@ class StepTracker:
             optimizer_s=p["optimizer"],
             other_s=p["other"],
             stand_in_s=self._stand_in_since_cut(),
+            wait_stand_in_s=self._wait_stand_in_taken(),
         )
+
+    def _wait_stand_in_taken(self) -> float | None:
+        if self._state.stand_in_clock is None:
+            return None
+        spent_s, self._wait_stand_in_s = self._wait_stand_in_s, 0.0
+        return spent_s
 
 
 def _phases_of(step: Step) -> dict[str, float]:
