@@ -124,3 +124,23 @@ def test_the_sampler_shortens_the_switch_interval_only_inside_its_window() -> No
     finally:
         sampler.on_step(3)
     assert sys.getswitchinterval() == before
+
+
+def test_a_line_large_only_in_the_hosts_part_of_a_stand_in_step_is_a_borderline_note_that_says_so() -> None:
+    """Python batch building beside a wide model: 7% of the stand-in's step (its compute is most of it), 68% of the
+    host's part. It was silent; it is now a borderline note with both numbers and the run that decides."""
+    from gputriage.record.run import Run as RunRecord
+    from gputriage.rules.compute import sampled_cpu_work
+
+    line = SampledLine(
+        where="train.py:16", samples=40, time_s=0.07, busy_s=0.07, phase_s={"other": 0.07}, other_busy_s=0.07
+    )
+    sampler = SamplerSection(steps=9, samples=600, time_s=1.0, busy_s=1.0, phase_s={"other": 0.07, "forward": 0.93},
+                             stand_in_s=0.897, lines=[line], first_step=1, last_step=9)  # fmt: skip
+    run = RunRecord(command="run", expect_device="cuda", resolved_device="cuda")
+    run.sampler = sampler
+    [finding] = sampled_cpu_work(run)
+    assert finding.severity.value == "info" and finding.where == "train.py:16"
+    assert "Borderline" in finding.title and "68.0% of the host's part of the step" in finding.title
+    assert "`gputriage run` on the GPU machine decides" in finding.title
+    assert finding.evidence["line_pct_of_host_step"] == 68.0

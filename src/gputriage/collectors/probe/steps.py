@@ -17,7 +17,7 @@ import torch
 from torch.optim import optimizer as optimizer_mod
 from torch.utils.hooks import RemovableHandle
 
-from gputriage.collectors.patching import quiet_hook
+from gputriage.collectors.patching import Patches, quiet_hook
 from gputriage.collectors.probe.clock import StepTimes
 from gputriage.collectors.probe.state import ProbeState, capturing
 from gputriage.record.steps import Step, StepsSection
@@ -41,17 +41,25 @@ class StepTracker:
         self._backward_seen = False
         self._optimizer_seen: bool | None = None
         self._model_work = False  # a model's forward or a backward ran in the open step
+        self._optimizer_made = False  # the job made an optimizer while it was watched (not one left from before)
+        self._patches = Patches()
         self._wait_stand_in_s = 0.0  # the stand-in's compute inside the open step's data wait
 
     def start(self) -> None:
         self._hooks.append(quiet_hook(optimizer_mod.register_optimizer_step_pre_hook, self._opt_pre))
         self._hooks.append(quiet_hook(optimizer_mod.register_optimizer_step_post_hook, self._opt_post))
+        self._patches.wrap(optimizer_mod.Optimizer, "__init__", self._optimizer_init)
 
     def stop(self) -> None:
         """The end of the window (or of the job): the hooks come off, nothing of the tracker stays on the steps."""
         for handle in self._hooks:
             handle.remove()
         self._hooks.clear()
+        self._patches.restore()
+
+    def _optimizer_init(self, original: Any, opt: Any, *args: Any, **kwargs: Any) -> None:
+        original(opt, *args, **kwargs)
+        self._optimizer_made = True
 
     # -- signals from the probes -------------------------------------------------------------------------------------
 
@@ -83,7 +91,9 @@ class StepTracker:
         self.activity()
 
     def _evaluating(self) -> bool:
-        return not torch.is_grad_enabled() and self._an_optimizer_exists()
+        """Under no_grad in a job that made an optimizer: an evaluation, not an inference job (an optimizer left from
+        before the session, in a notebook or a test process, does not make the job a training one)."""
+        return self._optimizer_made and not torch.is_grad_enabled()
 
     def backward_start(self) -> None:
         """A backward begins. With no optimizer and no DataLoader to cut steps, each backward after the first starts a
