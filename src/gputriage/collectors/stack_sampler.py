@@ -36,6 +36,8 @@ if TYPE_CHECKING:
 SAMPLE_INTERVAL_S = 0.004
 FIRST_SAMPLED_STEP = 1  # step 0 pays for lazy initialisation
 DEFAULT_END_STEP = 201  # without a --steps limit
+# Of the kept lines, places held for the lines with the most CPU work outside the model, and the most DataLoader wait.
+_RESERVED_LINES = 8
 MAX_SAMPLES = 2500  # 10 s of sampling is plenty; the thread ends itself then
 # The sampler needs the GIL to read a frame. A training thread in pure Python hands it over only when the waiting
 # sampler forces a switch, after sys.getswitchinterval() (5 ms by default), while one that calls into C code that
@@ -220,8 +222,30 @@ class StackSampler:
 
     # -- the record ----------------------------------------------------------------------------------------------------
 
+    def _kept_lines(self) -> list[tuple[tuple[str, int], _LineCount]]:
+        """The MAX_LINES lines the record keeps: most by time, but the lines that can be a finding's (CPU work no probe
+        attributed, the DataLoader's wait) are never crowded out by a deep model's forward lines (a GPT's twenty
+        lines of attention took every place, and the step's batch building went unseen)."""
+
+        def by(measure: Callable[[_LineCount], float]) -> list[tuple[str, int]]:
+            busy = [kv for kv in self._lines.items() if measure(kv[1]) > 0]
+            return [k for k, _ in sorted(busy, key=lambda kv: (-measure(kv[1]), kv[1].depth, kv[0]))]
+
+        reserved = (
+            by(lambda c: c.other_busy_s)[:_RESERVED_LINES]
+            + by(lambda c: c.phases.get("data_wait", 0.0))[:_RESERVED_LINES]
+        )
+        keys = list(dict.fromkeys(reserved))
+        for key in by(lambda c: c.time_s) + list(self._lines):
+            if len(keys) >= MAX_LINES:
+                break
+            if key not in keys:
+                keys.append(key)
+        ordered = [(k, self._lines[k]) for k in keys]
+        return sorted(ordered, key=lambda kv: (-kv[1].time_s, kv[1].depth, kv[0]))
+
     def section(self) -> SamplerSection:
-        ordered = sorted(self._lines.items(), key=lambda kv: (-kv[1].time_s, kv[1].depth, kv[0]))[:MAX_LINES]
+        ordered = self._kept_lines()
         steps = sorted(self._steps_seen)
         return SamplerSection(
             interval_s=self.interval_s,

@@ -26,7 +26,7 @@ from gputriage.findings import Finding, Severity
 from gputriage.record import Run
 from gputriage.record.compute import ComputeSection, HostSync
 from gputriage.record.device import judged_device, on_stand_in
-from gputriage.record.numbers import pct_text, step_numbers, wilson_interval_pct
+from gputriage.record.numbers import pct_text, wilson_interval_pct
 from gputriage.record.sampler import SampledLine, SamplerSection
 from gputriage.record.source import split_where
 from gputriage.rules import codefix, edits
@@ -173,8 +173,8 @@ def sampled_cpu_work(run: Run) -> list[Finding]:
     if line is None:
         return []
     share_pct = round(sampler.share_pct(line), 1)
-    numbers = step_numbers(run.steps.steps) if run.steps is not None else None
-    per_step_s = numbers.step_time_s * share_pct / 100 if numbers is not None else None
+    # the line's own CPU time per sampled step (a share of the stand-in's step times the host's step mixed two steps)
+    per_step_s = line.other_busy_s / sampler.steps if sampler.steps else None
     if per_step_s is not None and per_step_s < CPU_TIME_MIN_PER_STEP_S:
         return []
     # the samples are time-weighted; their count sets how sure the share is
