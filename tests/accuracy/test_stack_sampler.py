@@ -164,3 +164,47 @@ def test_the_kept_lines_always_hold_the_cpu_work_and_the_loader_wait_among_many_
     kept = {line.where for line in lines}
     assert {"train.py:214", "data.py:9"} <= kept
     assert f"model.py:{3 * MAX_LINES - 1}" in kept  # the busiest model lines still come first
+
+
+def _stand_in_run(backing: str, syncs_per_step: int) -> Run:
+    """A preflight's record: the stand-in computed half of the sampled step; one line is 20% of it, all CPU work."""
+    from gputriage.record.compute import ComputeSection, HostSync
+    from gputriage.record.stand_in import StandInSection
+
+    line = SampledLine(
+        where="train.py:154", samples=120, time_s=0.2, busy_s=0.2, phase_s={"other": 0.2}, other_busy_s=0.2
+    )
+    run = Run(command="run", expect_device="cuda", resolved_device="cuda")
+    run.stand_in = StandInSection(preflight=True, backing=backing, simulated="cuda")
+    run.sampler = SamplerSection(steps=90, samples=600, time_s=1.0, busy_s=1.0, phase_s={"other": 0.5, "forward": 0.5},
+                                 stand_in_s=0.5, lines=[line], first_step=1, last_step=90)  # fmt: skip
+    syncs = [HostSync("item", "train.py:160", count=3 * syncs_per_step, steps=3)] if syncs_per_step else []
+    run.compute = ComputeSection(ops_per_device={"cuda": 300}, window_steps=3, window_wall_s=0.03, syncs=syncs)
+    return run
+
+
+def test_a_stand_in_line_is_judged_on_the_least_share_it_can_have_of_a_gpu_step() -> None:
+    """numpy augmentation beside a small MLP: 20% of the stand-in's step, whose other half is the stand-in computing
+    the model. A GPU runs that compute beside the host and at least as fast, so its step takes at most half a second
+    of this window's second: the line is at least 40% of it, a warning the sampled share alone left borderline."""
+    from gputriage.rules.compute import sampled_cpu_work
+
+    [finding] = sampled_cpu_work(_stand_in_run("cpu", syncs_per_step=0))
+    assert finding.severity.value == "warning" and finding.where == "train.py:154"
+    assert finding.evidence["line_pct_of_step"] == 20.0
+    assert finding.evidence["line_pct_of_gpu_step_min"] == 40.0
+    low, high = finding.evidence["line_pct_interval_90"]  # type: ignore[misc]
+    assert 20.0 < low < 40.0 < high
+    assert finding.title.startswith("At least 40.0% of a GPU step is CPU work at train.py:154")
+
+
+def test_a_step_that_waits_for_the_device_or_a_meta_stand_in_keeps_the_measured_share() -> None:
+    """A host read every step makes the GPU's compute add to the host's part (the sum the stand-in measured); the
+    meta backing computes nothing, so it bounds nothing: both stay at the 20% share, borderline."""
+    from gputriage.rules.compute import sampled_cpu_work
+
+    [waits] = sampled_cpu_work(_stand_in_run("cpu", syncs_per_step=1))
+    assert waits.evidence["line_pct_of_gpu_step_min"] == 20.0 and waits.severity.value == "info"
+    [meta] = sampled_cpu_work(_stand_in_run("meta", syncs_per_step=0))
+    assert "line_pct_of_gpu_step_min" not in meta.evidence and meta.severity.value == "info"
+    assert meta.title.startswith("Borderline: 20.0% of the step is CPU work")

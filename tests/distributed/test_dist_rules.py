@@ -176,6 +176,26 @@ def test_dataparallel_over_one_gpu_is_a_note_not_a_cause(
     assert doc["verdict"]["root_cause"] != "dataparallel-not-ddp"
 
 
+def test_dataparallel_in_a_preflight_is_a_warning_with_the_count_unmeasured(
+    make_rank: RankFactory, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The preflight's stand-in has one device: that is not the GPU machine's count, and the wrapper is there only
+    for several GPUs, so the advice comes before renting the machine (a real one-GPU run keeps the note above)."""
+    from gputriage.record import save_run
+    from gputriage.record.stand_in import StandInSection
+
+    wrap = ModelWrap(kind="dataparallel", module_class="NeuralNetwork", device_ids=[0], gpu_count=1)
+    wrap.where = "train.py:115"
+    run = make_rank(0, 1, wrap=wrap, job_id=None)
+    run.stand_in = StandInSection(preflight=True, simulated="cuda", device_count=1)
+    save_run(run, tmp_path / "run.json")
+    doc = report(capsys, tmp_path / "run.json")
+    dp = finding(doc, "dataparallel-not-ddp")
+    assert dp["severity"] == "warning" and dp["where"] == "train.py:115"
+    assert dp["evidence"]["gpu_count"] is None  # not measured
+    assert "not measured" in dp["title"] and "torchrun --nproc_per_node" in dp["fix"]
+
+
 def test_missing_sampler_compares_samples_per_rank_with_the_dataset(
     make_rank: RankFactory, write_job: Callable[[list[Run]], Path], capsys: pytest.CaptureFixture[str]
 ) -> None:

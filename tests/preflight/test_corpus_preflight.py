@@ -20,11 +20,7 @@ from corpus_cases import CorpusCase, corpus_cases, corpus_scripts, where_matches
 
 RUN_TIMEOUT_S = 600  # one case at a time: they are CPU-heavy, and rung 5's host side is timed
 # case -> why it is not right yet (checked strictly: an unexpected pass fails, so the list stays true)
-KNOWN_GAPS = {
-    "14_quickstart_dataparallel_one_gpu": "dataparallel-not-ddp is a cause on several GPUs; on one (the stand-in's) "
-    "DataParallel calls the model directly, so it is an info note, not a root cause (the corpus itself calls silence "
-    "a defensible miss)",
-}
+KNOWN_GAPS: dict[str, str] = {}
 WHERE_GAPS: dict[str, str] = {}  # case -> why its `where` is not right yet (checked strictly, as above)
 # case -> why it sits at its threshold: named in some runs, silent in others (never a wrong cause); when named, every
 # check of a right case applies

@@ -42,6 +42,8 @@ class ObserveConfig:
     out_dir: Path | None = None  # where `--trace` writes its profiler trace
     distributed: bool = True  # record this process's place in a torchrun job
     preflight: str | None = None  # run --preflight: the stand-in's backing (cpu | meta); None: the real device
+    # run --preflight without --steps: the job may end after this many steps, once they lasted long enough
+    preflight_min_steps: int | None = None
     # probe the environment (rung 1) in this process at the end; `run` does it in its report worker instead
     environment: bool = True
 
@@ -92,7 +94,9 @@ def stand_in_observers(config: ObserveConfig, judged_device: str, probe: RunProb
     if config.preflight is not None:
         from gputriage.collectors.preflight import Backing, Preflight
 
-        return [Preflight(probe, stop_after_steps=config.steps, backing=Backing(config.preflight))]
+        preflight = Preflight(probe, stop_after_steps=config.steps, backing=Backing(config.preflight))
+        preflight.min_steps = config.preflight_min_steps
+        return [preflight]
     if judged_device == "meta":
         from gputriage.collectors.preflight import MetaStandIn
 

@@ -35,8 +35,11 @@ from gputriage.record.device import judged_device
 
 DEFAULT_OUT = Path("gputriage-out")
 # --preflight: steps the job runs on the stand-in before it is ended (the probes' windows close after step 4; the rest
-# give rung 5's host side steady steps to judge).
+# give rung 5's host side steady steps to judge). Short steps go on, up to PREFLIGHT_MAX_STEPS, until the steps after
+# warm-up have lasted PREFLIGHT_MIN_WINDOW_S: ten 10 ms steps give the stack sampler 25 samples, too few to tell a
+# 20% line from a 40% one, and a second of them costs the user one second.
 PREFLIGHT_STEPS = 10
+PREFLIGHT_MAX_STEPS = 100
 # --trace: steps in the profiler window (it starts after every probe window; see collectors/profiler_window.py).
 DEFAULT_TRACE_STEPS = 3
 
@@ -51,6 +54,8 @@ class RunConfig:
     fail_on: str | None = None  # critical | warning: exit 1 when the job succeeded but such a finding exists (CI)
     trace_steps: int | None = None  # --trace: profile this many steps after warm-up; None: no profiler window
     preflight: str | None = None  # --preflight: the stand-in's backing (cpu | meta); None: a normal run
+    # --preflight without --steps: end after this many steps once they lasted long enough (steps is then the most)
+    preflight_min_steps: int | None = None
     patch: Path | None = None  # --patch FILE: the fixes as a diff
     baseline: Path | None = None  # --baseline DIR: compare with an earlier report after the run
     verbose: bool = False  # -v: the whole report on stderr (the files in out_dir always hold it all)
@@ -84,7 +89,8 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
         type=whole_number(1),
         metavar="N",
         help=f"observe the first N training steps, then let the job run untouched (default {DEFAULT_STEPS}); "
-        f"with --preflight, end the job after N steps (default {PREFLIGHT_STEPS})",
+        f"with --preflight, end the job after N steps (default {PREFLIGHT_STEPS}, or up to {PREFLIGHT_MAX_STEPS} "
+        "while the steps after warm-up have lasted under a second)",
     )
     p.add_argument(
         "--out", type=out_folder, default=DEFAULT_OUT, metavar="DIR", help="report folder (default ./gputriage-out)"
@@ -129,9 +135,11 @@ def config_from(args: argparse.Namespace) -> RunConfig:
     if args.steps is not None and args.steps < 1:
         raise InputError(f"--steps must be at least 1 (got {args.steps})")
     preflight = getattr(args, "preflight", False)
-    steps = args.steps if args.steps is not None else (PREFLIGHT_STEPS if preflight else DEFAULT_STEPS)
+    steps = args.steps if args.steps is not None else (PREFLIGHT_MAX_STEPS if preflight else DEFAULT_STEPS)
     argv = ["-m", *args.module] if args.module else list(args.target)
     config = RunConfig(target, args.expect_device, steps, args.out, argv, getattr(args, "fail_on", None))
+    if preflight and args.steps is None:
+        config.preflight_min_steps = PREFLIGHT_STEPS
     config.trace_steps = trace_steps_from(args, steps)
     config.verbose = getattr(args, "verbose", False)
     if preflight:
@@ -217,6 +225,7 @@ class RunJob:
             self.config.expect_device, self.config.steps, self.config.trace_steps, self.out_dir, environment=False
         )
         observe.preflight = self.config.preflight
+        observe.preflight_min_steps = self.config.preflight_min_steps
         self.observers = JobObservers(run, observe, warn=self._report_stream())
         probe = self.observers.probe
         if probe is not None and not is_multi_rank():

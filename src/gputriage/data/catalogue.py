@@ -319,7 +319,8 @@ CATALOGUE: tuple[Entry, ...] = (
         (
             "a large share of the step's time runs on the CPU: a loss, metrics or augmentation on CPU tensors (the op "
             "census), or NumPy, PIL and Python loops at one line of the user's code (the stack sampler), with the "
-            "line's share of the step and its 90% interval. Info when borderline"
+            "line's share of the step and its 90% interval (on a preflight's stand-in, the least share it can have "
+            "of a GPU step, whose compute runs on the device beside the host). Info when borderline"
         ),
         (
             "cpu_compute_pct_of_steps",
@@ -333,6 +334,7 @@ CATALOGUE: tuple[Entry, ...] = (
             "gpu_idle_during_us",
             "hottest_line_inside",
             "library",
+            "line_pct_of_gpu_step_min",
             "line_pct_of_host_step",
             "line_pct_interval_90",
             "line_pct_of_step",

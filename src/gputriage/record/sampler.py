@@ -68,6 +68,17 @@ class SamplerSection:
         host_s = self.time_s - self.stand_in_s
         return min(100.0, 100.0 * line.other_busy_s / host_s) if host_s > 0 else None
 
+    def gpu_step_bound_s(self, waits_every_step: bool) -> float | None:
+        """On a stand-in that computed for real: the longest a GPU step of the window can take, as long as the GPU
+        runs the stand-in's ops at least as fast as this CPU did (any GPU against a few CPU cores). A GPU computes
+        asynchronously, beside the host's part of the step, unless the step waits for the device in every step (a
+        host read each step): then the two add up, as on the stand-in."""
+        if self.stand_in_s is None or self.time_s <= 0:
+            return None
+        if waits_every_step:
+            return self.time_s
+        return max(self.time_s - self.stand_in_s, self.stand_in_s)
+
     def self_check(self) -> list[str]:
         problems = []
         if abs(sum(self.phase_s.values()) - self.time_s) > 1e-5 * max(1.0, self.time_s):

@@ -26,7 +26,7 @@ from gputriage.findings import Finding, Severity
 from gputriage.record import Run
 from gputriage.record.compute import ComputeSection, HostSync
 from gputriage.record.device import judged_device, on_stand_in
-from gputriage.record.numbers import pct_text, wilson_interval_pct
+from gputriage.record.numbers import Interval, pct_text, wilson_interval_pct
 from gputriage.record.sampler import SampledLine, SamplerSection
 from gputriage.record.source import split_where
 from gputriage.rules import codefix, edits
@@ -178,18 +178,28 @@ def sampled_cpu_work(run: Run) -> list[Finding]:
     if per_step_s is not None and per_step_s < CPU_TIME_MIN_PER_STEP_S:
         return []
     # the samples are time-weighted; their count sets how sure the share is
-    interval = wilson_interval_pct(round(share_pct / 100 * sampler.samples), sampler.samples)
+    measured = wilson_interval_pct(round(share_pct / 100 * sampler.samples), sampler.samples)
+    bound_s = _gpu_step_bound_s(run, sampler)
+    scale = sampler.time_s / bound_s if bound_s else 1.0
+    judged_pct = min(100.0, round(share_pct * scale, 1))
+    interval = Interval(min(100.0, round(measured.low * scale, 1)), min(100.0, round(measured.high * scale, 1)))
     sure = sampler.steps >= MIN_SAMPLED_STEPS and interval.low >= CPU_WORK_MIN_PCT + RUN_TO_RUN_NOISE_PCT
     inner = _hottest_inside(sampler, line)
     callee = inner.function if inner is not None else line.function
     what = ", ".join(x for x in (callee, line.library) if x and x != "<module>")
     window = f"steps {sampler.first_step}-{sampler.last_step}, {counted(sampler.samples, 'sample')}"
-    title = f"{pct_text(share_pct)} of the step is CPU work at {line.where}" + (f" ({what})" if what else "")
-    title += f", outside the model ({window})"
+    at = f" is CPU work at {line.where}" + (f" ({what})" if what else "")
+    if bound_s is None:
+        title = f"{pct_text(share_pct)} of the step{at}, outside the model ({window})"
+    else:
+        title = (
+            f"At least {pct_text(judged_pct)} of a GPU step{at}, outside the model ({window}; "
+            f"{pct_text(share_pct)} of the stand-in's step, whose compute a GPU does faster and beside the host)"
+        )
     host_pct = sampler.host_share_pct(line)
     if not sure:
-        title = f"Borderline: {title}; 90% interval {interval.text()}"
-        if host_pct is not None and host_pct >= CPU_WORK_MIN_PCT + RUN_TO_RUN_NOISE_PCT:
+        title = f"Borderline: {title[0].lower()}{title[1:]}; 90% interval {interval.text()}"
+        if host_pct is not None and host_pct > judged_pct and host_pct >= CPU_WORK_MIN_PCT + RUN_TO_RUN_NOISE_PCT:
             # A preflight cannot know how long the GPU computes: on a GPU faster than the stand-in the line's share
             # rises toward its share of the host's part of the step. Said, with the run that decides it.
             title += (
@@ -209,6 +219,8 @@ def sampled_cpu_work(run: Run) -> list[Finding]:
         evidence["cpu_time_per_step_s"] = round(per_step_s, 6)
     if host_pct is not None:  # a preflight: the share of the host's part of the step, beside the conservative one
         evidence["line_pct_of_host_step"] = round(host_pct, 1)
+    if bound_s is not None:  # what the finding is judged on, and what its interval is of
+        evidence["line_pct_of_gpu_step_min"] = judged_pct
     if inner is not None:
         evidence["hottest_line_inside"] = f"{inner.where} ({inner.function}, {inner.library})"
     return [
@@ -222,6 +234,25 @@ def sampled_cpu_work(run: Run) -> list[Finding]:
             where=line.where,
         )
     ]
+
+
+def _gpu_step_bound_s(run: Run, sampler: SamplerSection) -> float | None:
+    """A preflight's stand-in that computed for real bounds how long the GPU step can take (record/sampler.py); the
+    meta backing computes nothing, so it bounds nothing, and a real device's step is the step itself."""
+    stand_in = run.stand_in
+    if stand_in is None or not stand_in.preflight or stand_in.backing != "cpu":
+        return None
+    return sampler.gpu_step_bound_s(_reads_the_device_every_step(run))
+
+
+def _reads_the_device_every_step(run: Run) -> bool:
+    """The step waits for the device at least once per step, as host-sync-in-loop counts it (a `loss.item()` each
+    step): a GPU's compute then adds to the host's part instead of running beside it."""
+    compute = run.compute
+    if compute is None or compute.window_steps <= 0:
+        return True  # not measured: the conservative sum
+    steps = compute.window_steps
+    return any(s.count / steps >= SYNCS_PER_STEP_MIN and _recurs(s, steps) for s in compute.syncs)
 
 
 def _busiest_cpu_line(sampler: SamplerSection, sync_sites: set[str]) -> SampledLine | None:

@@ -87,6 +87,9 @@ def dataparallel_not_ddp(run: Run) -> Iterator[Finding]:
     wrap = info.wrap if info is not None else None
     if wrap is None or wrap.kind != "dataparallel":
         return
+    if run.stand_in is not None and run.stand_in.preflight and (wrap.gpu_count or 0) < 2:
+        yield _dataparallel_in_preflight(wrap)
+        return
     if (wrap.gpu_count or 0) < 2:
         yield _dataparallel_on_one_gpu(wrap)
         return
@@ -99,6 +102,31 @@ def dataparallel_not_ddp(run: Run) -> Iterator[Finding]:
         fix=(
             "# one process per GPU: torchrun --nproc_per_node="
             f"{wrap.gpu_count} train.py\n"
+            'dist.init_process_group("nccl")\n' + SET_DEVICE_FIX
+        ),
+        where=wrap.where,
+    )
+
+
+def _dataparallel_in_preflight(wrap: ModelWrap) -> Finding:
+    """A preflight's stand-in has one device, so how many GPUs DataParallel will spread over is not measured. The
+    wrapper exists only to use several GPUs, where it is the slow way (one Python thread replicates the model and
+    scatters each batch every step); on one GPU it does nothing. Either way the fix is the same, and it is cheaper
+    to make before renting the machine: a warning, with the count said to be unknown."""
+    return Finding(
+        code="dataparallel-not-ddp",
+        rung=5,
+        severity=Severity.WARNING,
+        title=(
+            f"nn.DataParallel wraps {wrap.module_class or 'the model'}: on several GPUs it replicates the model "
+            "from one Python thread every step (DistributedDataParallel runs one process per GPU), and on one GPU "
+            "it does nothing (the preflight's stand-in has one device, so the GPU machine's count is not measured)"
+        ),
+        # gpu_count null: not measured (the stand-in's one device is not the GPU machine's count)
+        evidence={"gpu_count": None, "device_ids": wrap.device_ids, "module_class": wrap.module_class},
+        fix=(
+            "# one GPU: drop the wrapper, model = model.to(device)\n"
+            "# several GPUs: one process per GPU, torchrun --nproc_per_node=NUM_GPUS train.py, with\n"
             'dist.init_process_group("nccl")\n' + SET_DEVICE_FIX
         ),
         where=wrap.where,

@@ -8,6 +8,7 @@ one mode on the job's thread; nothing is attached to the user's objects.
 from __future__ import annotations
 
 import contextlib
+import time
 from typing import Any, Protocol
 
 import torch
@@ -31,6 +32,9 @@ from gputriage.wording import counted
 
 # Rungs a preflight judges: placement (2, 3), the op census and syncs (4), the host side of rung 5.
 PREFLIGHT_RUNGS = [2, 3, 4, 5]
+# With `min_steps`: the job ends at the first step boundary past min_steps once the steps after warm-up (step 0) have
+# lasted this long; the stack sampler then has a few hundred samples (see commands/run.py's PREFLIGHT_MAX_STEPS).
+MIN_WINDOW_S = 1.0
 
 
 class StepSource(Protocol):
@@ -55,6 +59,8 @@ class Preflight:
         self._mode: CudaRedirect | None = None
         self._stopped_at: int | None = None
         self._compiled_eagerly = False
+        self.min_steps: int | None = None  # end early, after this many steps, once they lasted MIN_WINDOW_S
+        self._after_warm_up_s: float | None = None  # the clock when step 1 began
 
     def start(self, run: Run) -> None:
         STATE.reset(self._backing, device_count=1)
@@ -111,9 +117,22 @@ class Preflight:
         self._probe.state.stand_in_host_read = None
 
     def _on_step(self, step: int) -> None:
-        if self._stop_after_steps is not None and step >= self._stop_after_steps:
+        now_s = time.perf_counter()
+        if step == 1:
+            self._after_warm_up_s = now_s
+        at_most = self._stop_after_steps is not None and step >= self._stop_after_steps
+        if at_most or self._long_enough(step, now_s):
             self._stopped_at = step
             raise StopRun(f"the preflight ends the job after {counted(step, 'step')}")
+
+    def _long_enough(self, step: int, now_s: float) -> bool:
+        started_s = self._after_warm_up_s
+        return (
+            self.min_steps is not None
+            and step >= self.min_steps
+            and started_s is not None
+            and now_s - started_s >= MIN_WINDOW_S
+        )
 
     def _on_compile(self) -> None:
         self._compiled_eagerly = True
