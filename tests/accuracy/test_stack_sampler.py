@@ -5,7 +5,9 @@ from __future__ import annotations
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from types import FrameType
 
 import numpy as np
 
@@ -208,3 +210,52 @@ def test_a_step_that_waits_for_the_device_or_a_meta_stand_in_keeps_the_measured_
     [meta] = sampled_cpu_work(_stand_in_run("meta", syncs_per_step=0))
     assert "line_pct_of_gpu_step_min" not in meta.evidence and meta.severity.value == "info"
     assert meta.title.startswith("Borderline: 20.0% of the step is CPU work")
+
+
+def test_gputriage_frames_on_top_are_not_the_users_cpu_work() -> None:
+    """Under a preflight every op goes through the stand-in's Python dispatch, and the probes wrap a few calls: a
+    sample with gputriage's frame on top is the stand-in computing (a GPU's work) or a probe, never the user's CPU
+    work. Lightning's training_step, whose model calls run outside the forward phase, was charged with the stand-in's
+    compute and came out as CPU work."""
+    from gputriage.collectors.preflight import redirect
+    from gputriage.collectors.stack_sampler import _library_of
+
+    assert _library_of(redirect.__file__) == "gputriage"
+    assert _library_of(np.__file__) == "numpy"
+    assert _library_of(__file__) == "python"  # the user's own code (a test file plays it)
+    sampler = StackSampler(ProbeState("cuda"), first_step=1, end_step=3)
+
+    def users_line(work: Callable[[], FrameType]) -> FrameType:
+        return work()
+
+    redirect_frame = users_line(lambda: _frame_inside(redirect))
+    sampler._count(redirect_frame, "other", busy=True, weight_s=0.004)
+    assert redirect_frame.f_code.co_filename == redirect.__file__
+    counted = [c for (path, _), c in sampler._lines.items() if path == __file__]
+    assert counted and all(c.other_busy_s == 0.0 and c.time_s == 0.004 for c in counted)
+
+
+def _frame_inside(module: object) -> FrameType:
+    """A frame whose code claims to be the module's file: what the sampler sees while the stand-in computes."""
+    code = compile("import sys\nframe = sys._getframe()", getattr(module, "__file__"), "exec")  # noqa: B009
+    scope: dict[str, object] = {}
+    exec(code, scope)
+    frame = scope["frame"]
+    assert isinstance(frame, FrameType)
+    return frame
+
+
+def test_a_shared_machines_stalls_in_the_stand_in_do_not_lengthen_the_gpu_step() -> None:
+    """Ten steps of 4 ms host work and 3 ms stand-in compute, two of which stalled to 150 ms (another process's
+    threads on the same two cores): each step's compute counts at most twice the median, so a GPU step is bounded by
+    4 or 6 ms, never 150."""
+    from gputriage.record.steps import Step
+
+    steps = [Step(i, 0.0, 0.004 + si, stand_in_s=si) for i, si in enumerate([0.003] * 8 + [0.150, 0.150], start=1)]
+    sampler = SamplerSection(first_step=1, last_step=10, steps=10, samples=100, time_s=sum(s.wall_s for s in steps),
+                             stand_in_s=sum(s.stand_in_s or 0.0 for s in steps))  # fmt: skip
+    scale = sampler.gpu_step_scale(steps, waits_every_step=False)
+    assert scale is not None and abs(scale - sum(s.wall_s for s in steps) / (8 * 0.004 + 2 * 0.006)) < 1e-9
+    # a step that waits for the device adds the (capped) compute to the host's part
+    serial = sampler.gpu_step_scale(steps, waits_every_step=True)
+    assert serial is not None and abs(serial - sum(s.wall_s for s in steps) / (8 * 0.007 + 2 * 0.010)) < 1e-9

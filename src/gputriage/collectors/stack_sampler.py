@@ -24,7 +24,7 @@ from types import FrameType
 from typing import TYPE_CHECKING
 
 from gputriage.collectors.probe.state import ProbeState
-from gputriage.collectors.usercode import is_user_file, short_path
+from gputriage.collectors.usercode import is_own_file, is_user_file, short_path
 from gputriage.record import Run
 from gputriage.record.sampler import MAX_LINES, SampledLine, SamplerSection
 
@@ -49,6 +49,7 @@ SAMPLING_SWITCH_INTERVAL_S = 0.0005
 # A sample counts as busy when the thread ran or waited for a core at least this share of the time since the last one.
 BUSY_RATIO = 0.5
 MAX_TRACKED_LINES = 2000  # lines counted while sampling; memory stays bounded on any program
+_DEVICE_WORK = frozenset({"torch", "gputriage"})  # what runs on top when a sample is not the user's CPU work
 
 
 def stack_sampler_observers(steps: int | None, trace_steps: int | None, probe: RunProbe) -> list[StackSampler]:
@@ -209,8 +210,9 @@ class StackSampler:
             count.time_s += weight_s
             count.busy_s += weight_s if busy else 0.0
             # torch's own Python (a functional loss, zero_grad) dispatches work to the device: the op census
-            # judges it; this counts the CPU work it cannot see.
-            if busy and phase == "other" and library != "torch":
+            # judges it; this counts the CPU work it cannot see. gputriage's own frames on top are a probe's or the
+            # stand-in's (computing an op a GPU runs): not the user's CPU work either.
+            if busy and phase == "other" and library not in _DEVICE_WORK:
                 count.other_busy_s += weight_s
             count.depth = min(count.depth, depth)
             count.phases[phase] = count.phases.get(phase, 0.0) + weight_s
@@ -312,6 +314,8 @@ def _library_of(filename: str) -> str:
     """What the innermost frame runs: the user's own Python, or the package it belongs to (numpy, PIL, torch...)."""
     if is_user_file(filename):
         return "python"
+    if is_own_file(filename):  # a probe's wrapper, or a preflight's stand-in computing an op: never the user's work
+        return "gputriage"
     parts = Path(filename).parts
     for marker in ("site-packages", "dist-packages"):
         if marker in parts:

@@ -13,9 +13,16 @@ busy time in the "other" part over all the time sampled inside steps.
 
 from __future__ import annotations
 
+import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from gputriage.record.steps import Step
+
 MAX_LINES = 40
+# A step's stand-in compute counts at most this many times the window's median toward a GPU step (gpu_step_scale): on
+# a shared machine a few steps' compute stalls ten to forty times over (two processes' thread pools on two cores).
+STAND_IN_SPIKE_CAP = 2.0
 
 
 @dataclass
@@ -68,16 +75,33 @@ class SamplerSection:
         host_s = self.time_s - self.stand_in_s
         return min(100.0, 100.0 * line.other_busy_s / host_s) if host_s > 0 else None
 
-    def gpu_step_bound_s(self, waits_every_step: bool) -> float | None:
-        """On a stand-in that computed for real: the longest a GPU step of the window can take, as long as the GPU
-        runs the stand-in's ops at least as fast as this CPU did (any GPU against a few CPU cores). A GPU computes
-        asynchronously, beside the host's part of the step, unless the step waits for the device in every step (a
-        host read each step): then the two add up, as on the stand-in."""
+    def gpu_step_scale(self, steps: Sequence[Step], waits_every_step: bool) -> float | None:
+        """On a stand-in that computed for real: the sampled step time over the longest the same steps can take on a
+        GPU (at least 1), as long as the GPU runs the stand-in's ops at least as fast as this CPU did (any GPU against
+        a few CPU cores). A GPU computes asynchronously, beside the host's part of the step, unless the step waits for
+        the device every step (a host read each step): then the two add up, as on the stand-in. Each step's compute
+        counts at most STAND_IN_SPIKE_CAP times the window's median, so a shared machine's stalls do not lengthen the
+        GPU's step. A line's share of the sampled step times this is the least share it can have of a GPU step."""
         if self.stand_in_s is None or self.time_s <= 0:
             return None
-        if waits_every_step:
-            return self.time_s
-        return max(self.time_s - self.stand_in_s, self.stand_in_s)
+        first, last = self.first_step, self.last_step
+        window = [
+            s
+            for s in steps
+            if first is not None and last is not None and first <= s.index <= last and s.stand_in_s is not None
+        ]
+        if not window:  # only the window's totals
+            host_s = self.time_s - self.stand_in_s
+            bound_s = self.time_s if waits_every_step else max(host_s, self.stand_in_s)
+            return self.time_s / bound_s if bound_s > 0 else None
+        spent = [s.stand_in_spent_s() for s in window]
+        cap_s = STAND_IN_SPIKE_CAP * statistics.median(spent)
+        bound_s = 0.0
+        for step, stand_in_s in zip(window, spent, strict=True):
+            host_s, gpu_s = step.wall_s - stand_in_s, min(stand_in_s, cap_s)
+            bound_s += host_s + gpu_s if waits_every_step else max(host_s, gpu_s)
+        wall_s = sum(s.wall_s for s in window)
+        return max(1.0, wall_s / bound_s) if bound_s > 0 else None
 
     def self_check(self) -> list[str]:
         problems = []

@@ -179,17 +179,17 @@ def sampled_cpu_work(run: Run) -> list[Finding]:
         return []
     # the samples are time-weighted; their count sets how sure the share is
     measured = wilson_interval_pct(round(share_pct / 100 * sampler.samples), sampler.samples)
-    bound_s = _gpu_step_bound_s(run, sampler)
-    scale = sampler.time_s / bound_s if bound_s else 1.0
+    gpu_scale = _gpu_step_scale(run, sampler)
+    scale = gpu_scale or 1.0
     judged_pct = min(100.0, round(share_pct * scale, 1))
     interval = Interval(min(100.0, round(measured.low * scale, 1)), min(100.0, round(measured.high * scale, 1)))
     sure = sampler.steps >= MIN_SAMPLED_STEPS and interval.low >= CPU_WORK_MIN_PCT + RUN_TO_RUN_NOISE_PCT
     inner = _hottest_inside(sampler, line)
     callee = inner.function if inner is not None else line.function
-    what = ", ".join(x for x in (callee, line.library) if x and x != "<module>")
+    what = ", ".join(x for x in (callee, line.library) if x and x not in ("<module>", "gputriage"))
     window = f"steps {sampler.first_step}-{sampler.last_step}, {counted(sampler.samples, 'sample')}"
     at = f" is CPU work at {line.where}" + (f" ({what})" if what else "")
-    if bound_s is None:
+    if gpu_scale is None:
         title = f"{pct_text(share_pct)} of the step{at}, outside the model ({window})"
     else:
         title = (
@@ -219,7 +219,7 @@ def sampled_cpu_work(run: Run) -> list[Finding]:
         evidence["cpu_time_per_step_s"] = round(per_step_s, 6)
     if host_pct is not None:  # a preflight: the share of the host's part of the step, beside the conservative one
         evidence["line_pct_of_host_step"] = round(host_pct, 1)
-    if bound_s is not None:  # what the finding is judged on, and what its interval is of
+    if gpu_scale is not None:  # what the finding is judged on, and what its interval is of
         evidence["line_pct_of_gpu_step_min"] = judged_pct
     if inner is not None:
         evidence["hottest_line_inside"] = f"{inner.where} ({inner.function}, {inner.library})"
@@ -236,13 +236,14 @@ def sampled_cpu_work(run: Run) -> list[Finding]:
     ]
 
 
-def _gpu_step_bound_s(run: Run, sampler: SamplerSection) -> float | None:
+def _gpu_step_scale(run: Run, sampler: SamplerSection) -> float | None:
     """A preflight's stand-in that computed for real bounds how long the GPU step can take (record/sampler.py); the
     meta backing computes nothing, so it bounds nothing, and a real device's step is the step itself."""
     stand_in = run.stand_in
     if stand_in is None or not stand_in.preflight or stand_in.backing != "cpu":
         return None
-    return sampler.gpu_step_bound_s(_reads_the_device_every_step(run))
+    steps = run.steps.steps if run.steps is not None else []
+    return sampler.gpu_step_scale(steps, _reads_the_device_every_step(run))
 
 
 def _reads_the_device_every_step(run: Run) -> bool:
