@@ -134,6 +134,21 @@ def test_loader_arguments_and_reading_rarely(tmp_path: Path) -> None:
     assert '            print(f"step {step} loss {loss}")' in fixed
 
 
+def test_a_comment_that_names_a_changed_keyword_goes_with_the_old_value() -> None:
+    """`num_workers=0,  # num_workers=0: the tensors are in memory` rewritten to 3 would keep a comment that now
+    contradicts the line; a comment about something else stays."""
+    text = TRAIN.replace(
+        "    loader = DataLoader(list(range(8)), batch_size=4, num_workers=0)",
+        "    loader = DataLoader(\n        list(range(8)),  # eight samples\n        batch_size=4,\n"
+        "        num_workers=0,  # num_workers=0: the samples are in memory\n    )",
+    )
+    source = _source(text=text)
+    [edit] = edits.loader_edits(source, f"train.py:{_line(text, 'DataLoader(')}", {"num_workers": "3"})
+    assert "        num_workers=3," in edit.new
+    assert "        list(range(8)),  # eight samples" in edit.new
+    assert not any("in memory" in line for line in edit.new)
+
+
 def test_a_finding_without_a_safe_edit_stays_advice_in_a_comment(tmp_path: Path) -> None:
     patch = _patch(tmp_path, [_finding("no-gpu-compute", [], "train.py:3")])
     assert "# no-gpu-compute at train.py:3: no safe edit; the report's fix stays advice" in patch

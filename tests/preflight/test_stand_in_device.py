@@ -198,6 +198,25 @@ def test_autocast_cuda_casts_and_grad_scaler_steps(stand_in: Session) -> None:
         assert model(torch.randn(2, 8, device="cuda")).dtype == torch.float16  # CUDA's default
 
 
+def test_causal_attention_with_dropout_trains_as_on_cuda(stand_in: Session) -> None:
+    """SDPA's math path (is_causal with dropout, on the CPU backing) built its causal mask from the query's C++
+    options, a plain CPU tensor: nn.Transformer with a causal target mask died in training mode, as no GPU run does.
+    The output is the causal one: with dropout off, equal to an explicit lower-triangular mask."""
+    torch.manual_seed(0)
+    model = nn.Transformer(d_model=16, nhead=2, num_encoder_layers=1, num_decoder_layers=1, dim_feedforward=32)
+    model = model.cuda().train()
+    src, tgt = torch.randn(6, 3, 16, device="cuda"), torch.randn(5, 3, 16, device="cuda")
+    causal = nn.Transformer.generate_square_subsequent_mask(5, device="cuda")
+    model(src, tgt, tgt_mask=causal, tgt_is_causal=True).sum().backward()
+    q, k, v = (torch.randn(2, 2, 5, 8, device="cuda", requires_grad=True) for _ in range(3))
+    out = nn.functional.scaled_dot_product_attention(q, k, v, dropout_p=0.5, is_causal=True)
+    assert out.device.type == "cuda"
+    out.sum().backward()
+    plain = nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+    tril = torch.ones(5, 5, dtype=torch.bool, device="cuda").tril()
+    assert torch.allclose(plain, nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=tril))
+
+
 def test_dataparallel_on_the_one_device(stand_in: Session) -> None:
     model = nn.DataParallel(nn.Linear(4, 2))
     out = model(torch.randn(6, 4))

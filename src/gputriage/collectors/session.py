@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from gputriage.collectors.observer import Observer
 from gputriage.collectors.runner import Outcome
 from gputriage.collectors.textsafe import encode_safely
-from gputriage.collectors.usercode import worker_user_where
+from gputriage.collectors.usercode import is_user_file, worker_user_where
 from gputriage.record import Run
 from gputriage.record.process import ProcessSection
 
@@ -144,7 +144,7 @@ class JobObservers:
         section = ProcessSection(
             exit_code=outcome.exit_code, signal=outcome.signal, target=target, wall_s=outcome.wall_s
         )
-        exc = outcome.exception
+        exc = crash_origin(outcome.exception)
         if exc is not None and outcome.signal is None:
             section.exception_type = type(exc).__name__
             section.exception_message = _message(exc)
@@ -166,6 +166,33 @@ class JobObservers:
                 print(f"gputriage: warning: an observer failed ({type(exc).__name__}: {exc})", file=stream)
             return False
         return True
+
+
+MAX_CHAIN = 8  # exceptions followed back through a chain; a longer one is not a cleanup's
+
+
+def crash_origin(exc: BaseException | None) -> BaseException | None:
+    """The exception the job really died of. One raised while handling another, by a library's code (Lightning's
+    teardown failing after the training step died), is a consequence: the one it was handling is the crash, as the
+    first traceback Python prints. A chain the user's own code made (`except KeyError: raise ValueError(...)`, or
+    any `raise ... from ...`) is kept as raised."""
+    for _ in range(MAX_CHAIN):
+        if exc is None:
+            return None
+        context = exc.__context__
+        if context is None or exc.__cause__ is not None or exc.__suppress_context__ or _raised_by_user(exc):
+            return exc
+        exc = context
+    return exc
+
+
+def _raised_by_user(exc: BaseException) -> bool:
+    tb = exc.__traceback__
+    if tb is None:
+        return True  # nothing says who raised it: keep it
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    return is_user_file(tb.tb_frame.f_code.co_filename)
 
 
 def _message(exc: BaseException) -> str:

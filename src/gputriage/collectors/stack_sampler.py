@@ -6,9 +6,9 @@ code on it, with the phase of the step the probe's clock is in and whether the t
 running on a core or runnable and waiting for one (Linux's per-thread schedstat; elsewhere its CPU clock), as opposed to
 sleeping or blocked. On a busy shared machine a thread that computes gets a fraction of a core, so "got CPU time" would
 undercount; "wanted CPU time" does not. It never touches the user's objects and installs nothing: the thread runs
-only inside its window of steps (from step 1, after warm-up, to the probes' `--steps` limit, ending before a
-`--trace` profiler window, and after at most MAX_SAMPLES samples), and is joined when the window ends, so it costs
-nothing after it.
+only inside its window of steps (from the step after the probes' own windows, the op census's, to the probes'
+`--steps` limit, ending before a `--trace` profiler window, and after at most MAX_SAMPLES samples), and is joined
+when the window ends, so it costs nothing after it.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from types import FrameType
 from typing import TYPE_CHECKING
 
 from gputriage.collectors.probe.state import ProbeState
+from gputriage.collectors.probe.window import PROBE_STEPS
 from gputriage.collectors.usercode import is_own_file, is_user_file, short_path
 from gputriage.record import Run
 from gputriage.record.sampler import MAX_LINES, SampledLine, SamplerSection
@@ -34,7 +35,10 @@ if TYPE_CHECKING:
 # 250 samples per second: a 25 ms step gets 6, and 100 steps 600. One sample (the frame walk of a 30-frame stack, one
 # small /proc read) costs about 30 us of CPU, under 1% of a core at this rate.
 SAMPLE_INTERVAL_S = 0.004
-FIRST_SAMPLED_STEP = 1  # step 0 pays for lazy initialisation
+# Step 0 pays for lazy initialisation, and the op census (probe/window.py) routes every op through Python in the steps
+# after it: ten times the step's host time on a model with many small ops, all of it charged to the model's lines and
+# none of it the job's. Sampling starts once those windows have closed.
+FIRST_SAMPLED_STEP = max(steps.stop for steps in PROBE_STEPS.values())
 DEFAULT_END_STEP = 201  # without a --steps limit
 # Of the kept lines, places held for the lines with the most CPU work outside the model, and the most DataLoader wait.
 _RESERVED_LINES = 8

@@ -12,7 +12,9 @@ names the script already has. Anything else stays advice in the fix text, and th
 from __future__ import annotations
 
 import ast
+import io
 import textwrap
+import tokenize
 from dataclasses import dataclass
 
 from gputriage.record.edit import Edit
@@ -266,7 +268,25 @@ def loader_arguments(source: SourceSection | None, where: str | None, wanted: di
         closing = _closing_parenthesis(call, call.end_col_offset)
         sep = ", " if call.args or call.keywords else ""
         changes.append((closing, sep + ", ".join(missing), True))
-    return checked(splice_many(stmt, changes, "loader-args"))
+    edit = splice_many(stmt, changes, "loader-args")
+    return checked(_without_stale_comments(edit, set(wanted)) if edit is not None else None)
+
+
+def _without_stale_comments(edit: Edit, keys: set[str]) -> Edit:
+    """A comment on the edited lines that names a keyword the edit changes (`# num_workers=0: the files are
+    small`) would contradict the new code: it goes, and the others stay."""
+    new = list(edit.new)
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(textwrap.dedent("\n".join(new)) + "\n").readline))
+    except (tokenize.TokenError, SyntaxError):
+        return edit
+    pad = len(new[0]) - len(textwrap.dedent("\n".join(new)).split("\n", 1)[0]) if new else 0
+    for tok in tokens:
+        if tok.type == tokenize.COMMENT and any(key in tok.string for key in keys):
+            row, col = tok.start[0] - 1, tok.start[1] + pad
+            if 0 <= row < len(new):
+                new[row] = new[row][:col].rstrip()
+    return Edit(edit.path, edit.line, edit.old, tuple(new), edit.kind)
 
 
 def read_rarely(source: SourceSection | None, where: str | None) -> Edit | None:

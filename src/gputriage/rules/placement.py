@@ -292,7 +292,16 @@ def data_findings(run: Run) -> Iterator[Finding]:
         return
     tensors = run.placement.tensors
     off = [t for t in tensors if t.shape and device_type(t.device) != expected]
-    into_model = [t for t in off if t.role == "input" and not _host_side_argument(t, tensors, expected)]
+    on_cpu_models = {
+        m.name for m in run.placement.models if _total_numel(m) and _off_numel(m, expected) == _total_numel(m)
+    }
+    into_model = [
+        t
+        for t in off
+        if t.role == "input"
+        and not _host_side_argument(t, tensors, expected)
+        and not _follows_the_model(t, tensors, on_cpu_models, expected)
+    ]
     # `model(**batch, labels=labels)`: labels that enter the model (which computes the loss) are still the labels
     labels = [t for t in off if t.role == "label" or (t in into_model and _label_keyword(t))]
     inputs = [t for t in into_model if t not in labels]
@@ -318,6 +327,15 @@ def _host_side_argument(t: TensorSeen, seen: list[TensorSeen], expected: str) ->
     if len(t.shape) != 1 or t.dtype not in ("int64", "int32"):
         return False
     if _label_keyword(t):
+        return False
+    return any(o.target == t.target and o.role == "input" and device_type(o.device) == expected for o in seen)
+
+
+def _follows_the_model(t: TensorSeen, seen: list[TensorSeen], on_cpu_models: set[str], expected: str) -> bool:
+    """An input on the CPU into a model that is all on the CPU, beside an input of the same call on the device: the
+    batch was moved, and this one was made from the model's own weights (an RNN's `init_hidden` with
+    `weight.new_zeros`). It follows the model: moving the model is the fix, and model-on-cpu says so."""
+    if t.target not in on_cpu_models:
         return False
     return any(o.target == t.target and o.role == "input" and device_type(o.device) == expected for o in seen)
 

@@ -91,7 +91,10 @@ def input_pipeline_bound(run: Run) -> list[Finding]:
     }
     if _made_on_device(loader):
         evidence["batch_device"] = loader.batch_device
-    sizing = size_workers(loader, numbers.step_time_s - wait.time_s, numbers.window.count, run.steps.cpu_count)
+    # A preflight runs on another machine than the GPU one: its cores do not size the workers there.
+    preflight = run.stand_in is not None and run.stand_in.preflight
+    cores = None if preflight else run.steps.cpu_count
+    sizing = size_workers(loader, numbers.step_time_s - wait.time_s, numbers.window.count, cores)
     if sizing is not None:
         evidence.update(
             batch_load_s=round(sizing.load_s, 6),
@@ -104,7 +107,7 @@ def input_pipeline_bound(run: Run) -> list[Finding]:
     hot = loader_hot_line(run)
     if hot is not None:
         evidence["loader_hot_line"] = hot
-    wanted = loader_arguments(loader, run.steps.cpu_count, judged_device(run), sizing)
+    wanted = loader_arguments(loader, cores, judged_device(run), sizing)
     loader_edits = edits.loader_edits(run.source, loader.where, wanted)
     evidence.update(edits.evidence_of(loader_edits))
     share = pct_text(wait.share_pct)
@@ -123,7 +126,8 @@ def input_pipeline_bound(run: Run) -> list[Finding]:
             severity=severity,
             title=title,
             evidence=evidence,
-            fix=loader_fix(loader, run.steps.cpu_count, judged_device(run), sizing, next(iter(loader_edits), None)),
+            fix=loader_fix(loader, cores, judged_device(run), sizing, next(iter(loader_edits), None))
+            + (_GPU_MACHINE_CORES if preflight else ""),
             where=loader.where,
         )
     ]
@@ -152,6 +156,12 @@ def loader_hot_line(run: Run) -> str | None:
     hottest = max(hot, key=lambda line: line.self_s)
     spread = f", {len(hot)} lines" if len(hot) > 1 else ""
     return f"{hottest.where} ({hottest.function}{spread}), {pct_text(100.0 * self_s / wait_s)} of the wait"
+
+
+_GPU_MACHINE_CORES = (
+    "\n# sized for the GPU machine, whose cores this preflight did not see: the workers and the training loop want "
+    "one core each there"
+)
 
 
 @dataclass(frozen=True)

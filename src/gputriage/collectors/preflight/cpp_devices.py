@@ -1,8 +1,13 @@
-"""torch's C++ helpers that group tensors by device read the stand-in's C++ device ("cpu"); these read Python's.
+"""torch's C++ code that reads the stand-in's C++ device ("cpu") where a GPU run's reads "cuda"; these read Python's.
 
 `clip_grad_norm_` and the foreach optimizers group parameters by (device, dtype) and move results to each group's
 device. Grouped under "cpu", the stand-in's gradients would send their norm to the host and back, a host read that a
 GPU run never makes.
+
+`scaled_dot_product_attention(..., is_causal=True)` with dropout takes the math path on the CPU backing, which builds
+its causal mask with the query's C++ options: a plain CPU tensor, added to the stand-in's scores. A GPU run has no such
+tensor, and the job died with a device mismatch (nn.Transformer with a causal target mask, in training mode). The same
+mask, built on the query's device before the call, is what the math path computes.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from typing import Any
 import torch
 
 from gputriage.collectors.patching import Patches
+from gputriage.collectors.preflight.marks import is_stand_in
 from gputriage.collectors.preflight.tensor import StandIn
 
 
@@ -26,6 +32,28 @@ def install(patches: Patches) -> None:
 
     for module in (optimizer, _foreach_utils):
         patches.set(module, "_foreach_supported_types", [*module._foreach_supported_types, StandIn])
+    # nn.MultiheadAttention calls this module attribute, as the user's code does
+    patches.wrap(torch.nn.functional, "scaled_dot_product_attention", _causal_with_dropout)
+
+
+def _causal_with_dropout(  # noqa: PLR0917  # scaled_dot_product_attention's own positional signature
+    original: Any,
+    query: Any,
+    key: Any,
+    value: Any,
+    attn_mask: Any = None,
+    dropout_p: float = 0.0,
+    is_causal: bool = False,
+    *args: Any,
+    **kwargs: Any,
+) -> Any:
+    if is_causal and attn_mask is None and dropout_p > 0 and is_stand_in(query):
+        # top-left aligned, as SDPA's own: query i sees keys 0..i. Made from the query (not a factory with its
+        # device): nn.MultiheadAttention calls this from inside a __torch_function__ override, where the stand-in's
+        # mode does not see factories.
+        attn_mask = query.new_ones((query.size(-2), key.size(-2)), dtype=torch.bool).tril()
+        is_causal = False
+    return original(query, key, value, attn_mask, dropout_p, is_causal, *args, **kwargs)
 
 
 def _wrap_group(orig: Any) -> Any:

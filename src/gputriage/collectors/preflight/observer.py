@@ -20,6 +20,7 @@ from gputriage.collectors.preflight.placeholders import MetaHostReads, placehold
 from gputriage.collectors.preflight.redirect import CudaRedirect, is_pinned, pin_memory, record_stream
 from gputriage.collectors.preflight.state import STATE, Backing
 from gputriage.collectors.runner import StopRun
+from gputriage.collectors.stack_sampler import FIRST_SAMPLED_STEP
 from gputriage.record import Run
 from gputriage.record.stand_in import (
     PREFLIGHT_CANNOT,
@@ -32,8 +33,8 @@ from gputriage.wording import counted
 
 # Rungs a preflight judges: placement (2, 3), the op census and syncs (4), the host side of rung 5.
 PREFLIGHT_RUNGS = [2, 3, 4, 5]
-# With `min_steps`: the job ends at the first step boundary past min_steps once the steps after warm-up (step 0) have
-# lasted this long; the stack sampler then has a few hundred samples (see commands/run.py's PREFLIGHT_MAX_STEPS).
+# With `min_steps`: the job ends at the first step boundary past min_steps once the steps the stack sampler samples
+# (after warm-up and the op census) have lasted this long: it then has a few hundred samples (see commands/run.py).
 MIN_WINDOW_S = 1.0
 
 
@@ -60,7 +61,7 @@ class Preflight:
         self._stopped_at: int | None = None
         self._compiled_eagerly = False
         self.min_steps: int | None = None  # end early, after this many steps, once they lasted MIN_WINDOW_S
-        self._after_warm_up_s: float | None = None  # the clock when step 1 began
+        self._after_warm_up_s: float | None = None  # the clock when the first sampled step began
 
     def start(self, run: Run) -> None:
         STATE.reset(self._backing, device_count=1)
@@ -118,7 +119,7 @@ class Preflight:
 
     def _on_step(self, step: int) -> None:
         now_s = time.perf_counter()
-        if step == 1:
+        if step == FIRST_SAMPLED_STEP:
             self._after_warm_up_s = now_s
         at_most = self._stop_after_steps is not None and step >= self._stop_after_steps
         if at_most or self._long_enough(step, now_s):
