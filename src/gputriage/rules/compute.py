@@ -332,7 +332,9 @@ def host_sync_in_loop(run: Run) -> list[Finding]:
     first = sites[0]
     in_library = not costly and all(s.library_where is not None for s in hot)
     per_step = sum(s.count for s in recurring) / steps
-    title = f"The step waits for the device {per_step:.1f} times per step ({_census_window(compute)})"
+    # whole reads as whole numbers ("100 times", "once"), an average with its decimal ("1.3 times")
+    times = "once" if per_step == 1 else f"{int(per_step)} times" if per_step.is_integer() else f"{per_step:.1f} times"
+    title = f"The step waits for the device {times} per step ({_census_window(compute)})"
     if in_library:
         title += f", read inside library code ({hot[0].library_where})"
     evidence: dict[str, object] = {
