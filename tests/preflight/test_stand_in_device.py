@@ -87,8 +87,13 @@ def test_cpu_input_into_a_device_layer_raises(stand_in: Session) -> None:
     # CUDA's own wrapper names: a structured kernel has one underscore, an unstructured one two
     assert "mat1 is on cpu, different from other tensors on cuda:0" in str(linear.value)
     assert str(linear.value).endswith("(when checking argument in method wrapper_CUDA_addmm)")
-    with pytest.raises(RuntimeError, match=r"method wrapper_CUDA__index_select\)"):
+    with pytest.raises(RuntimeError, match=r"method wrapper_CUDA__index_select\)") as indices:
         nn.Embedding(10, 4).cuda()(torch.arange(3))
+    assert "index is on cpu, different from other tensors on cuda:0" in str(indices.value)
+    # the model left on the CPU, the batch moved: CUDA's check starts from the weight, and names the index as odd
+    with pytest.raises(RuntimeError, match=r"method wrapper_CUDA__index_select\)") as weight:
+        nn.Embedding(10, 4)(torch.arange(3, device="cuda"))
+    assert "index is on cuda:0, different from other tensors on cpu" in str(weight.value)
     lstm, x = nn.LSTM(4, 8, batch_first=True).cuda(), torch.randn(2, 5, 4, device="cuda")
     hidden = "Input and hidden tensors are not at the same device, found input tensor at cuda:0 and hidden tensor at"
     with pytest.raises(RuntimeError, match=hidden):  # cuDNN's RNN check, not the CPU layer's op name

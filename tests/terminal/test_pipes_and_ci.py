@@ -165,7 +165,7 @@ class Tmux:
         """What the terminal shows, from the top of its history; `joined`: lines the terminal folded, unfolded."""
         return self.tmux("capture-pane", "-p", "-S", "-", *(["-J"] if joined else []), "-t", "t")
 
-    def wait_for(self, text: str, timeout_s: float = 30.0, after: str = "") -> str:
+    def wait_for(self, text: str, timeout_s: float = 90.0, after: str = "") -> str:
         """The screen once `text` shows (past `after`, when given): a line printed in two writes is waited for whole."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:

@@ -128,6 +128,9 @@ def _mismatch(
             f"Expected all tensors to be on the same device, but found at least two devices, {device} and {odd_device}!"
         )
     name, method = _REPORTED_AS.get(base, (name, _wrapper_name(base, func._overloadname)))
+    if base in _REPORTED_AS and args and odd is args[0]:
+        # the weight is the CPU tensor: CUDA's check starts from it (`self`), so the device index is the odd one
+        device, odd_device = odd_device, device
     return RuntimeError(
         f"Expected all tensors to be on the same device, but got {name} is on {odd_device}, different from other "
         f"tensors on {device} (when checking argument in method wrapper_CUDA_{method})"
