@@ -23,7 +23,7 @@ class Classifier(L.LightningModule):
 
 data = TensorDataset(torch.randn(640, 32), torch.randint(0, 4, (640,)))
 trainer = L.Trainer(  # MARK data-on-cpu
-    accelerator="cpu", devices=1, max_epochs=1, logger=False
+    accelerator="cpu", devices=1, max_epochs=1, logger=False, enable_checkpointing=False
 )
 trainer.fit(Classifier(), DataLoader(data, batch_size=32))
 print("trained")
