@@ -18,7 +18,7 @@ vocab: dict[str, int] = {}
 def collate(batch: list[str]) -> torch.Tensor:
     rows = []
     for s in batch:
-        ids = [vocab.setdefault(w, len(vocab) % 1000) for w in s.split() for _ in range(40)][:128]
+        ids = [vocab.setdefault(w, len(vocab) % 1000) for w in s.split() for _ in range(160)][:128]
         rows.append(torch.tensor(ids + [0] * (128 - len(ids)), device=device))
     return torch.stack(rows)
 
