@@ -94,9 +94,8 @@ def stand_in_observers(config: ObserveConfig, judged_device: str, probe: RunProb
     if config.preflight is not None:
         from gputriage.collectors.preflight import Backing, Preflight
 
-        preflight = Preflight(probe, stop_after_steps=config.steps, backing=Backing(config.preflight))
-        preflight.min_steps = config.preflight_min_steps
-        return [preflight]
+        backing = Backing(config.preflight)
+        return [Preflight(probe, config.steps, backing, min_steps=config.preflight_min_steps)]
     if judged_device == "meta":
         from gputriage.collectors.preflight import MetaStandIn
 

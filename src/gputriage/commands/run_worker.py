@@ -67,8 +67,9 @@ class ReportRequest:
 def report_job(run: Run, request: ReportRequest, stream: TextIO, machine: Environment | None = None) -> int:
     """Complete rung 1, then write the report (or this rank's record and the merge). Returns the --fail-on code."""
     from gputriage.collectors.env_probe import probe_environment
+    from gputriage.record.device import is_preflight
 
-    preflight = run.stand_in is not None and run.stand_in.preflight
+    preflight = is_preflight(run)
     if run.environment is None and not preflight:  # a preflight judges the GPU machine's set-up not at all (rung 1)
         if request.torch_raw is None and machine is not None:
             from gputriage.record.environment import TorchFacts  # the worker never imports torch itself

@@ -10,6 +10,7 @@ from gputriage.diagnosis.ladder import rung_one_unjudged
 from gputriage.findings import Finding, Severity
 from gputriage.record import Run
 from gputriage.record.coverage import JOB_COMMANDS, RUNG_TOPICS, RungCoverage, rung_coverage
+from gputriage.record.device import is_preflight
 from gputriage.rules.env_facts import not_rung_one_errors
 from gputriage.wording import counted, numbered
 
@@ -29,9 +30,8 @@ def build_verdict(run: Run, findings: list[Finding]) -> Verdict:
     """`root_cause` is findings[0].code when it is critical or a warning (docs/contract.md); a preflight's verdict
     carries its label and scope."""
     verdict = _verdict(run, findings)
-    stand_in = run.stand_in
-    if stand_in is not None and stand_in.preflight:
-        verdict.label = stand_in.label
+    if is_preflight(run) and run.stand_in is not None:
+        verdict.label = run.stand_in.label
         verdict.scope = preflight_scope(run)
     return verdict
 

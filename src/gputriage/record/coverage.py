@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from gputriage.record.device import NOT_ACCELERATORS, device_type, judged_device
+from gputriage.record.device import NOT_ACCELERATORS, device_type, is_preflight, judged_device
 
 if TYPE_CHECKING:
     from gputriage.record.run import Run
@@ -118,8 +118,7 @@ def _not_judged(run: Run, rung: int) -> str | None:
 def preflight_skips_loader(run: Run) -> bool:
     """A preflight's DataLoader with workers: its wait is not judged (rung 5's one question a preflight answers)."""
     loader = run.steps.loader if run.steps is not None else None
-    preflight = run.stand_in is not None and run.stand_in.preflight
-    return preflight and loader is not None and (loader.num_workers or 0) > 0
+    return is_preflight(run) and loader is not None and (loader.num_workers or 0) > 0
 
 
 def _torch_reaches_an_accelerator(run: Run) -> bool:

@@ -86,6 +86,11 @@ def on_stand_in(run: Run) -> bool:
     return run.stand_in is not None or judged_device(run) == "meta"
 
 
+def is_preflight(run: Run) -> bool:
+    """The job ran under `run --preflight` (not the meta stand-in of `--expect-device meta`)."""
+    return run.stand_in is not None and run.stand_in.preflight
+
+
 def judged_for_nvidia(run: Run) -> bool:
     """NVIDIA-specific findings matter (critical, not info): the run is judged for cuda, or nothing says otherwise."""
     return judged_device(run) in (None, "cuda")

@@ -25,7 +25,7 @@ import math
 from gputriage.findings import Finding, Severity
 from gputriage.record import Run
 from gputriage.record.compute import ComputeSection, HostSync
-from gputriage.record.device import judged_device, on_stand_in
+from gputriage.record.device import is_preflight, judged_device, on_stand_in
 from gputriage.record.numbers import Interval, pct_text, wilson_interval_pct
 from gputriage.record.sampler import SampledLine, SamplerSection
 from gputriage.record.source import split_where
@@ -239,8 +239,7 @@ def sampled_cpu_work(run: Run) -> list[Finding]:
 def _gpu_step_scale(run: Run, sampler: SamplerSection) -> float | None:
     """A preflight's stand-in that computed for real bounds how long the GPU step can take (record/sampler.py); the
     meta backing computes nothing, so it bounds nothing, and a real device's step is the step itself."""
-    stand_in = run.stand_in
-    if stand_in is None or not stand_in.preflight or stand_in.backing != "cpu":
+    if not is_preflight(run) or run.stand_in is None or run.stand_in.backing != "cpu":
         return None
     steps = run.steps.steps if run.steps is not None else []
     return sampler.gpu_step_scale(steps, _reads_the_device_every_step(run))
@@ -252,8 +251,13 @@ def _reads_the_device_every_step(run: Run) -> bool:
     compute = run.compute
     if compute is None or compute.window_steps <= 0:
         return True  # not measured: the conservative sum
+    return bool(_every_step_reads(compute))
+
+
+def _every_step_reads(compute: ComputeSection) -> list[HostSync]:
+    """The sites that read a device value at least once per step, in most census steps."""
     steps = compute.window_steps
-    return any(s.count / steps >= SYNCS_PER_STEP_MIN and _recurs(s, steps) for s in compute.syncs)
+    return [s for s in compute.syncs if s.count / steps >= SYNCS_PER_STEP_MIN and _recurs(s, steps)]
 
 
 def _busiest_cpu_line(sampler: SamplerSection, sync_sites: set[str]) -> SampledLine | None:
@@ -318,7 +322,7 @@ def host_sync_in_loop(run: Run) -> list[Finding]:
     steps = compute.window_steps
     sync_s = sum(s.time_s for s in compute.syncs)
     share_pct = 100.0 * sync_s / compute.window_wall_s if compute.window_wall_s > 0 else 0.0
-    hot = [s for s in compute.syncs if s.count / steps >= SYNCS_PER_STEP_MIN and _recurs(s, steps)]
+    hot = _every_step_reads(compute)
     # On a stand-in a sync waits for no device: its time is the host's own work (a first call's set-up), and only
     # how often the step reads a device value says anything about the GPU run.
     costly = share_pct >= SYNC_SHARE_MIN_PCT and not on_stand_in(run)

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 
 from gputriage.findings import Finding, Severity, root_cause_order
 from gputriage.record import Run
+from gputriage.record.device import is_preflight
 from gputriage.record.ranks import ModelWrap, RankInfo, RankLoader
 from gputriage.record.steps import Step
 from gputriage.rules.registry import job_rule, rule
@@ -87,7 +88,7 @@ def dataparallel_not_ddp(run: Run) -> Iterator[Finding]:
     wrap = info.wrap if info is not None else None
     if wrap is None or wrap.kind != "dataparallel":
         return
-    if run.stand_in is not None and run.stand_in.preflight and (wrap.gpu_count or 0) < 2:
+    if is_preflight(run) and (wrap.gpu_count or 0) < 2:
         yield _dataparallel_in_preflight(wrap)
         return
     if (wrap.gpu_count or 0) < 2:

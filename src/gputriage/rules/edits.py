@@ -276,11 +276,12 @@ def _without_stale_comments(edit: Edit, keys: set[str]) -> Edit:
     """A comment on the edited lines that names a keyword the edit changes (`# num_workers=0: the files are
     small`) would contradict the new code: it goes, and the others stay."""
     new = list(edit.new)
+    dedented = textwrap.dedent("\n".join(new))
     try:
-        tokens = list(tokenize.generate_tokens(io.StringIO(textwrap.dedent("\n".join(new)) + "\n").readline))
+        tokens = list(tokenize.generate_tokens(io.StringIO(dedented + "\n").readline))
     except (tokenize.TokenError, SyntaxError):
         return edit
-    pad = len(new[0]) - len(textwrap.dedent("\n".join(new)).split("\n", 1)[0]) if new else 0
+    pad = len(new[0]) - len(dedented.split("\n", 1)[0]) if new else 0  # the indent dedent took off every line
     for tok in tokens:
         if tok.type == tokenize.COMMENT and any(key in tok.string for key in keys):
             row, col = tok.start[0] - 1, tok.start[1] + pad

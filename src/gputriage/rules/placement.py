@@ -328,6 +328,11 @@ def _host_side_argument(t: TensorSeen, seen: list[TensorSeen], expected: str) ->
         return False
     if _label_keyword(t):
         return False
+    return _beside_a_device_input(t, seen, expected)
+
+
+def _beside_a_device_input(t: TensorSeen, seen: list[TensorSeen], expected: str) -> bool:
+    """Another input of the same call is on the expected device: the batch itself was moved."""
     return any(o.target == t.target and o.role == "input" and device_type(o.device) == expected for o in seen)
 
 
@@ -335,9 +340,7 @@ def _follows_the_model(t: TensorSeen, seen: list[TensorSeen], on_cpu_models: set
     """An input on the CPU into a model that is all on the CPU, beside an input of the same call on the device: the
     batch was moved, and this one was made from the model's own weights (an RNN's `init_hidden` with
     `weight.new_zeros`). It follows the model: moving the model is the fix, and model-on-cpu says so."""
-    if t.target not in on_cpu_models:
-        return False
-    return any(o.target == t.target and o.role == "input" and device_type(o.device) == expected for o in seen)
+    return t.target in on_cpu_models and _beside_a_device_input(t, seen, expected)
 
 
 def _data_on_cpu(run: Run, inputs: list[TensorSeen], labels: list[TensorSeen], expected: str) -> Finding:

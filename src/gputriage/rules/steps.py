@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from gputriage.findings import Finding, Severity
 from gputriage.record import Run
 from gputriage.record.coverage import preflight_skips_loader
-from gputriage.record.device import judged_device
+from gputriage.record.device import is_preflight, judged_device
 from gputriage.record.edit import Edit
 from gputriage.record.numbers import Interval, bootstrap_share_pct, pct_text, step_numbers
 from gputriage.record.sampler import SampledLine
@@ -92,7 +92,7 @@ def input_pipeline_bound(run: Run) -> list[Finding]:
     if _made_on_device(loader):
         evidence["batch_device"] = loader.batch_device
     # A preflight runs on another machine than the GPU one: its cores do not size the workers there.
-    preflight = run.stand_in is not None and run.stand_in.preflight
+    preflight = is_preflight(run)
     cores = None if preflight else run.steps.cpu_count
     sizing = size_workers(loader, numbers.step_time_s - wait.time_s, numbers.window.count, cores)
     if sizing is not None:

@@ -52,7 +52,13 @@ class StepSource(Protocol):
 class Preflight:
     """Observer: the job sees a CUDA device, backed by the CPU (or meta); it is ended after `stop_after_steps`."""
 
-    def __init__(self, probe: StepSource, stop_after_steps: int | None, backing: Backing = Backing.CPU) -> None:
+    def __init__(
+        self,
+        probe: StepSource,
+        stop_after_steps: int | None,
+        backing: Backing = Backing.CPU,
+        min_steps: int | None = None,
+    ) -> None:
         self._probe = probe
         self._stop_after_steps = stop_after_steps
         self._backing = backing
@@ -60,7 +66,7 @@ class Preflight:
         self._mode: CudaRedirect | None = None
         self._stopped_at: int | None = None
         self._compiled_eagerly = False
-        self.min_steps: int | None = None  # end early, after this many steps, once they lasted MIN_WINDOW_S
+        self._min_steps = min_steps  # end early, after this many steps, once they lasted MIN_WINDOW_S
         self._after_warm_up_s: float | None = None  # the clock when the first sampled step began
 
     def start(self, run: Run) -> None:
@@ -129,8 +135,8 @@ class Preflight:
     def _long_enough(self, step: int, now_s: float) -> bool:
         started_s = self._after_warm_up_s
         return (
-            self.min_steps is not None
-            and step >= self.min_steps
+            self._min_steps is not None
+            and step >= self._min_steps
             and started_s is not None
             and now_s - started_s >= MIN_WINDOW_S
         )
