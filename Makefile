@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 
 .PHONY: demo test lint typecheck pytest bench clean browser tmux gpu-check
 
-$(STAMP): pyproject.toml Makefile
+$(STAMP): pyproject.toml setup.py src/gputriage/tracing/_scan.c Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet "$(TORCH_SPEC)"

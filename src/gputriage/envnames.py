@@ -11,3 +11,4 @@ DDP_COMM_TIMING = "GPUTRIAGE_DDP_COMM_TIMING"  # "0": leave DDP's communication 
 DEMO_DEVICE = "GPUTRIAGE_DEMO_DEVICE"  # the device the demo's script names
 REPORT_WORKER = "GPUTRIAGE_REPORT_WORKER"  # "0": do the report's work in the job's process
 MAX_RECORD_MB = "GPUTRIAGE_MAX_RECORD_MB"  # the largest record or report.json gputriage reads
+PURE_PYTHON = "GPUTRIAGE_PURE_PYTHON"  # "1": read traces without the compiled scanner (tracing/scan.py)

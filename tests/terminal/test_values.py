@@ -28,6 +28,7 @@ BAD_VALUES = {
     "GPUTRIAGE_DEMO_DEVICE": ["GPU 0", "cuda:x"],
     "GPUTRIAGE_MAX_RECORD_MB": ["big", "0", "-3", "99999999"],
     "GPUTRIAGE_REPORT_WORKER": ["off", "2"],
+    "GPUTRIAGE_PURE_PYTHON": ["yes", "true"],
 }
 GOOD_VALUES = {
     "GPUTRIAGE_FAKE_NVML": "busy_a100",
@@ -37,6 +38,7 @@ GOOD_VALUES = {
     "GPUTRIAGE_DEMO_DEVICE": "cuda:1",
     "GPUTRIAGE_MAX_RECORD_MB": "512",
     "GPUTRIAGE_REPORT_WORKER": "0",
+    "GPUTRIAGE_PURE_PYTHON": "1",
 }
 
 

@@ -57,6 +57,7 @@ VARIABLES: dict[str, tuple[str, Callable[[str], str | None]]] = {
     envnames.DEMO_DEVICE: ("the device the demo's script names", _device),
     envnames.REPORT_WORKER: ("0: write `run`'s report in the job's own process, without the report worker", _switch),
     envnames.MAX_RECORD_MB: ("the largest record or report.json gputriage reads", _megabytes),
+    envnames.PURE_PYTHON: ("1: read traces with the pure-Python decoder instead of the compiled scanner", _switch),
 }
 
 

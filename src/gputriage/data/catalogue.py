@@ -412,8 +412,9 @@ CATALOGUE: tuple[Entry, ...] = (
         (
             "the step waits for the DataLoader: the share of the step spent waiting for data over the steps after "
             "warm-up, with its 90% interval, the loader's `num_workers`/`pin_memory`, its measured load time per batch "
-            "against the step's own work, and the fix. Info when borderline: too few steps, or an interval that "
-            "reaches below the threshold"
+            "against the step's own work, and the fix; from a trace without step marks, the GPU's idle time in the "
+            "DataLoader among the 10 longest gaps, as a share of the window. Info when borderline: too few steps, or "
+            "an interval that reaches below the threshold"
         ),
         (
             "batch_device",
@@ -426,6 +427,8 @@ CATALOGUE: tuple[Entry, ...] = (
             "data_wait_pct_interval_90",
             "data_wait_pct_of_step",
             "data_wait_s_per_step",
+            "dataloader_idle_pct_of_window",
+            "dataloader_idle_us",
             "dataloader_pct_of_step",
             "dataloader_us_per_step",
             "dataset",
@@ -433,6 +436,7 @@ CATALOGUE: tuple[Entry, ...] = (
             "iterable_dataset",
             "loader_hot_line",
             "num_workers",
+            "of_10_longest_gaps_in_dataloader",
             "persistent_workers",
             "pin_memory",
             "step_s",
@@ -441,6 +445,7 @@ CATALOGUE: tuple[Entry, ...] = (
             "steps",
             "steps_measured",
             "steps_window",
+            "window_us",
             "workers_needed",
         ),
     ),

@@ -25,7 +25,7 @@ from gputriage.record.trace import (
 )
 from gputriage.tracing import names as N
 from gputriage.tracing.analysis import pct
-from gputriage.tracing.decode import CPU_OP
+from gputriage.tracing.families import CPU_OP
 from gputriage.tracing.gaps import ACTIVITIES, LONG_GAP_NS, SHORT_GAP_NS, Gaps
 from gputriage.tracing.intervals import Spans, intersect
 from gputriage.tracing.quantile import Median, median_us

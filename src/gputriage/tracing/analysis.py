@@ -13,7 +13,7 @@ import numpy.typing as npt
 
 from gputriage.record.trace import IdleBreakdown, StepBreakdown, StreamIdle
 from gputriage.tracing import names as N
-from gputriage.tracing.decode import CPU_OP
+from gputriage.tracing.families import CPU_OP
 from gputriage.tracing.intervals import Spans, intersect, union
 from gputriage.tracing.sweep import Window
 

@@ -22,9 +22,11 @@ import numpy.typing as npt
 
 from gputriage.errors import InputError
 from gputriage.tracing import names as N
-from gputriage.tracing.decode import ANNOTATION, CPU_OP, DEVICE, PYTHON, RUNTIME, Families
+from gputriage.tracing.decode import Families
+from gputriage.tracing.families import ANNOTATION, CPU_OP, DEVICE, PYTHON, RUNTIME
 from gputriage.tracing.limits import MAX_LANES, TraceLimits
 from gputriage.tracing.numbers import I64_MAX, MISSING, NOT_A_NUMBER, OK, int_column, us_to_ns
+from gputriage.tracing.scan import Scanned
 from gputriage.tracing.store import (
     CPU_COLUMNS,
     GPU_COLUMNS,
@@ -90,6 +92,29 @@ class Collected:
     lanes_overflowed: int = 0
 
 
+@dataclass
+class _Rows:
+    """One batch's kept events as columns, family by family in file order, before their times are checked.
+
+    The per-family columns line up with that family's rows: stream, device_corr and nbytes with the device rows;
+    lane with the other rows; runtime_corr with the runtime rows; where with the CPU rows (None: no call stacks).
+    """
+
+    kinds: npt.NDArray[np.int8]
+    name: npt.NDArray[np.int32]
+    name_ok: npt.NDArray[np.bool_]
+    ts: I64
+    ts_code: npt.NDArray[np.int8]
+    dur: I64
+    dur_code: npt.NDArray[np.int8]
+    stream: I64 = field(default_factory=lambda: np.zeros(0, np.int64))
+    device_corr: I64 = field(default_factory=lambda: np.zeros(0, np.int64))
+    nbytes: I64 = field(default_factory=lambda: np.zeros(0, np.int64))
+    lane: npt.NDArray[np.int32] = field(default_factory=lambda: np.zeros(0, np.int32))
+    runtime_corr: I64 = field(default_factory=lambda: np.zeros(0, np.int64))
+    where: npt.NDArray[np.int32] | None = None
+
+
 class Collector:
     """Feed decoded batches; `finish()` returns the Collected rows and statistics."""
 
@@ -124,9 +149,12 @@ class Collector:
 
     def _lane_ids(self, pids: list[Any], tids: list[Any]) -> npt.NDArray[np.int32]:
         if set(map(type, pids)) == {int} and set(map(type, tids)) == {int}:
-            fast = self._int_lane_ids(pids, tids)
-            if fast is not None:
-                return fast
+            try:
+                pid, tid = np.array(pids, dtype=np.int64), np.array(tids, dtype=np.int64)
+            except OverflowError:
+                pass
+            else:
+                return self._int_lane_ids(pid, tid)
         get = self._lanes.get
         keys = list(zip(pids, tids, strict=True))
         try:
@@ -138,14 +166,10 @@ class Collector:
             found = [f if f is not None else self._new_lane(k) for f, k in zip(found, keys, strict=True)]
         return np.array(found, dtype=np.int32)
 
-    def _int_lane_ids(self, pids: list[int], tids: list[int]) -> npt.NDArray[np.int32] | None:
+    def _int_lane_ids(self, pid: I64, tid: I64) -> npt.NDArray[np.int32]:
         """The common case, integer pids and tids: one dict lookup per distinct thread, not per event."""
-        try:
-            pid, tid = np.array(pids, dtype=np.int64), np.array(tids, dtype=np.int64)
-        except OverflowError:
-            return None
         if (pid == pid[0]).all() and (tid == tid[0]).all():  # one thread in the whole batch: the usual case
-            return np.full(len(pid), self._lane_of((pids[0], tids[0])), dtype=np.int32)
+            return np.full(len(pid), self._lane_of((int(pid[0]), int(tid[0]))), dtype=np.int32)
         unique, inverse = np.unique(np.column_stack((pid, tid)), axis=0, return_inverse=True)
         ids = [self._lane_of((int(p), int(t))) for p, t in unique.tolist()]
         return np.array(ids, dtype=np.int32)[inverse.reshape(-1)]
@@ -194,58 +218,118 @@ class Collector:
                 f"the trace holds more than {self.limits.max_events:,} events, the limit for one trace "
                 "(raise it with --max-events)"
             )
-        device, device_args = _with_stream(batch.device)
-        groups: list[tuple[int, list[Any]]] = [(DEVICE, device), (RUNTIME, batch.runtime)]
-        groups += [(kind, events) for kind, events in batch.cpu.items()]
-        groups = [(kind, events) for kind, events in groups if events]
-        if groups:
-            self._feed_groups(groups, device_args, batch.stacks)
+        if batch.scanned is not None:
+            self._feed_scanned(batch.scanned)
+        else:
+            device, device_args = _with_stream(batch.device)
+            groups: list[tuple[int, list[Any]]] = [(DEVICE, device), (RUNTIME, batch.runtime)]
+            groups += [(kind, events) for kind, events in batch.cpu.items()]
+            groups = [(kind, events) for kind, events in groups if events]
+            if groups:
+                self._feed_groups(groups, device_args, batch.stacks)
         if sum(s.in_memory for s in self.stores.values()) > self.budget_rows:
             for label, store in self.stores.items():
                 store.spill(self.spill, label)
 
     def _feed_groups(self, groups: list[tuple[int, list[Any]]], device_args: list[Any], stacks: bool) -> None:
-        """All families of one batch at once: one call per column kind, so numpy's per-call cost is paid once."""
+        """All families of one decoded batch at once: one call per column kind, so numpy's per-call cost is paid
+        once. Builds the columns that _add_rows checks and stores."""
         events = list(itertools.chain.from_iterable(e for _, e in groups))
         kinds = np.repeat(np.array([k for k, _ in groups], dtype=np.int8), [len(e) for _, e in groups])
         name, name_ok = self._name_ids(events)
         # with_stack traces hold a frame event per Python call; only the user's own frames can say where, so
         # library frames are dropped before any other work (they are most of the events).
-        library = (kinds == PYTHON) & ((self.bits_of(name) & N.USER_FRAME) == 0)
-        if library.any():
+        library = self._library_frames(kinds, name)
+        if library is not None:
             index = np.flatnonzero(~library)
             events = [events[i] for i in index.tolist()]
             name, name_ok, kinds = name[index], name_ok[index], kinds[index]
-        ts, end, ok = self._times(events)
-        ok &= name_ok
+        ts, ts_code = us_to_ns(list(map(_TS, events)))
+        dur, dur_code = us_to_ns(list(map(_DUR, events)))
+        rows = _Rows(kinds, name, name_ok, ts, ts_code, dur, dur_code)
+        if device_args:
+            rows.stream = int_column([a.stream for a in device_args])
+            rows.device_corr = int_column([a.correlation for a in device_args])
+            rows.nbytes = int_column([a.nbytes for a in device_args])
+        threaded = np.flatnonzero(kinds != DEVICE)
+        if len(threaded):
+            subset = events if len(threaded) == len(events) else [events[i] for i in threaded.tolist()]
+            rows.lane = self._lane_ids(list(map(_PID, subset)), list(map(_TID, subset)))
+            runtime = kinds[threaded] == RUNTIME
+            if runtime.any():
+                rt_events = [subset[i] for i in np.flatnonzero(runtime).tolist()]
+                rows.runtime_corr = int_column([None if a is None else a.correlation for a in map(_ARGS, rt_events)])
+            cpu = ~runtime
+            if cpu.any() and stacks:
+                cpu_events = subset if cpu.all() else [subset[i] for i in np.flatnonzero(cpu).tolist()]
+                rows.where = self._wheres_of(cpu_events, kinds[threaded][cpu])
+        self._add_rows(rows)
+
+    def _feed_scanned(self, batch: Scanned) -> None:
+        """A batch from the compiled scanner: already columns, with plain-integer ids and exact times."""
+        if not len(batch.kinds):
+            return
+        ids = self.names.intern_column(batch.names)
+        name = ids[batch.name_index]
+        kinds = batch.kinds
+        keep = np.arange(len(kinds))
+        library = self._library_frames(kinds, name)
+        if library is not None:
+            keep = np.flatnonzero(~library)
+            kinds, name = kinds[keep], name[keep]
+        valid = np.zeros(len(keep), dtype=np.int8)  # the scanner takes only times that parse (code OK)
+        rows = _Rows(kinds, name, np.ones(len(keep), dtype=bool), batch.ts[keep], valid, batch.dur[keep], valid)
+        device = kinds == DEVICE
+        if device.any():
+            on_device = keep[device]
+            rows.stream, rows.device_corr = batch.stream[on_device], batch.corr[on_device]
+            rows.nbytes = batch.nbytes[on_device]
+        threaded = keep[~device]
+        if len(threaded):
+            pid, tid = batch.pid, batch.tid
+            if isinstance(pid, np.ndarray) and isinstance(tid, np.ndarray):
+                rows.lane = self._int_lane_ids(pid[threaded], tid[threaded])
+            else:  # a string or missing thread id somewhere (older traces): keyed as the Python path keys them
+                rows.lane = self._lane_ids([pid[i] for i in threaded.tolist()], [tid[i] for i in threaded.tolist()])
+            rows.runtime_corr = batch.corr[threaded[kinds[~device] == RUNTIME]]
+        self._add_rows(rows)
+
+    def _library_frames(self, kinds: npt.NDArray[np.int8], name: npt.NDArray[np.int32]) -> npt.NDArray[np.bool_] | None:
+        """The Python frames that are a library's, not the user's; None when there are none."""
+        library = (kinds == PYTHON) & ((self.bits_of(name) & N.USER_FRAME) == 0)
+        return library if library.any() else None
+
+    def _add_rows(self, rows: _Rows) -> None:
+        """Check one batch's times and store its rows by family (both decode paths end here)."""
+        ts, end, ok = self._check_times(rows.ts, rows.ts_code, rows.dur, rows.dur_code)
+        ok &= rows.name_ok
         far = self._far_from_the_rest(ts, ok)
         if far.any():
             self.dropped["ts more than a day away from the rest of the trace"] += int(far.sum())
             ok &= ~far
-        if (kinds == DEVICE).any():
-            rows = np.flatnonzero(kinds == DEVICE)
-            self._add_device(ts[rows], end[rows], name[rows], ok[rows], device_args)
-        threaded = np.flatnonzero(kinds != DEVICE)
+        kinds, name = rows.kinds, rows.name
+        device = kinds == DEVICE
+        if device.any():
+            on_device = np.flatnonzero(device)
+            cols: Columns = {"ts": ts[on_device], "end": end[on_device], "name": name[on_device]}
+            cols |= {"stream": rows.stream, "corr": rows.device_corr, "nbytes": rows.nbytes}
+            self._add_device(_valid(cols, ok[on_device]))
+        threaded = np.flatnonzero(~device)
         if not len(threaded):
             return
-        subset = events if len(threaded) == len(events) else [events[i] for i in threaded.tolist()]
-        lane = self._lane_ids(list(map(_PID, subset)), list(map(_TID, subset)))
         kind = kinds[threaded]
         runtime = kind == RUNTIME
         if runtime.any():
-            rt_events = [subset[i] for i in np.flatnonzero(runtime).tolist()]
-            corr = int_column([None if a is None else a.correlation for a in map(_ARGS, rt_events)])
-            self._add_runtime(_pick(threaded[runtime], ts, end, name, ok), lane[runtime], corr)
+            self._add_runtime(_pick(threaded[runtime], ts, end, name, ok), rows.lane[runtime], rows.runtime_corr)
         cpu = ~runtime
         if cpu.any():
-            cpu_events = subset if cpu.all() else [subset[i] for i in np.flatnonzero(cpu).tolist()]
-            where = self._wheres_of(cpu_events, kind[cpu]) if stacks else np.full(len(cpu_events), -1, np.int32)
-            self._add_cpu(_pick(threaded[cpu], ts, end, name, ok), lane[cpu], kind[cpu], where)
+            where = rows.where if rows.where is not None else np.full(int(cpu.sum()), -1, np.int32)
+            self._add_cpu(_pick(threaded[cpu], ts, end, name, ok), rows.lane[cpu], kind[cpu], where)
 
-    def _times(self, events: list[Any]) -> tuple[I64, I64, npt.NDArray[np.bool_]]:
+    def _check_times(
+        self, ts: I64, ts_code: npt.NDArray[np.int8], dur: I64, dur_code: npt.NDArray[np.int8]
+    ) -> tuple[I64, I64, npt.NDArray[np.bool_]]:
         """Start and end in ns of each event, and which ones are valid (the others are counted as dropped)."""
-        ts, ts_code = us_to_ns(list(map(_TS, events)))
-        dur, dur_code = us_to_ns(list(map(_DUR, events)))
         ok = (ts_code == OK) & (dur_code == OK)
         negative = ok & (dur < 0)  # a time cannot run backwards: such an event is dropped, and counted
         if negative.any():
@@ -280,7 +364,8 @@ class Collector:
         if set(map(type, raw)) <= {str}:
             return self.names.intern_column(raw), np.ones(len(raw), dtype=bool)
         ok = np.array([type(n) is str or n is None for n in raw], dtype=bool)
-        self.dropped["name is not a string"] += int((~ok).sum())
+        if not ok.all():  # a missing name (None) is kept as "", and is not counted
+            self.dropped["name is not a string"] += int((~ok).sum())
         return self.names.intern_column([n if type(n) is str else "" for n in raw]), ok
 
     def _wheres_of(self, events: list[Any], kinds: npt.NDArray[np.int8]) -> npt.NDArray[np.int32]:
@@ -289,18 +374,7 @@ class Collector:
         where[(kinds != CPU_OP) & (kinds != ANNOTATION)] = -1
         return where
 
-    def _add_device(
-        self, ts: I64, end: I64, name: npt.NDArray[np.int32], ok: npt.NDArray[np.bool_], args: list[Any]
-    ) -> None:
-        cols: Columns = {
-            "ts": ts,
-            "end": end,
-            "name": name,
-            "stream": int_column([a.stream for a in args]),
-            "corr": int_column([a.correlation for a in args]),
-            "nbytes": int_column([a.nbytes for a in args]),
-        }
-        cols = _valid(cols, ok)
+    def _add_device(self, cols: Columns) -> None:
         if not len(cols["ts"]):
             return
         self.stores["gpu"].append(cols)

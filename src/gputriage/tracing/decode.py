@@ -23,29 +23,9 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from gputriage.tracing import framing
+from gputriage.tracing import framing, scan
+from gputriage.tracing.families import ANNOTATION, CATEGORY_FAMILY, CPU_FAMILIES, CPU_OP, DEVICE, PYTHON, RUNTIME, SKIP
 
-RUNTIME, CPU_OP, ANNOTATION, PYTHON, SKIP, DEVICE = range(6)
-CPU_FAMILIES = (CPU_OP, ANNOTATION, PYTHON)
-
-# Event families. GPU work is recognised as HTA does, by an `args.stream` on a timed event (so MTIA and AMD
-# devices count too), except for the categories below, which carry a stream but are not device work.
-CATEGORY_FAMILY = {
-    "cuda_runtime": RUNTIME,
-    "runtime": RUNTIME,
-    "cuda_driver": RUNTIME,
-    "mtia_runtime": RUNTIME,
-    "privateuse1_runtime": RUNTIME,
-    "cpu_op": CPU_OP,
-    "operator": CPU_OP,
-    "user_annotation": ANNOTATION,
-    "python_function": PYTHON,
-    "gpu_user_annotation": SKIP,
-    "trace": SKIP,
-    "ac2g": SKIP,
-    "fwdbwd": SKIP,
-    "async": SKIP,
-}
 # Spellings seen in real traces (Kineto 2021-2026, AMD, MTIA), registered up front; others are learned.
 _KNOWN_CATEGORIES = (
     *CATEGORY_FAMILY,
@@ -167,6 +147,7 @@ class Families:
     events: int = 0
     dropped: Counter[str] = field(default_factory=Counter)
     stacks: bool = False  # the CPU events may carry a "Call stack" (older traces)
+    scanned: scan.Scanned | None = None  # the batch as columns, from the compiled fast path (then the lists are empty)
 
 
 class EventDecoder:
@@ -210,7 +191,13 @@ class EventDecoder:
         Raises msgspec.DecodeError only when the payload is not a complete JSON list. Names from C++ can hold any
         bytes: invalid UTF-8 is replaced rather than refusing the batch. NaN and Infinity, which JSON does not
         have, become strings (framing.repair_non_json_numbers).
+
+        The compiled scanner (scan.py) takes the batch first; it declines anything but the plain form (and an
+        args "Call stack", which older traces write, for the per-frame reading below), and then this decides.
         """
+        scanned = scan.scan(payload)
+        if scanned is not None:
+            return Families(events=scanned.events, scanned=scanned)
         try:
             return self._decode(payload, b'"Call stack"' in payload)
         except msgspec.DecodeError as exc:

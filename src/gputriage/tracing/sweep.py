@@ -23,7 +23,7 @@ import numpy.typing as npt
 
 from gputriage.tracing import names as N
 from gputriage.tracing.collect import Collected
-from gputriage.tracing.decode import CPU_OP, PYTHON
+from gputriage.tracing.families import CPU_OP, PYTHON
 from gputriage.tracing.intervals import Spans, union
 from gputriage.tracing.store import LAYOUTS, Columns, Layout, Run, RunCursor, concat, empty, length, take
 

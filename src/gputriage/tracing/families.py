@@ -1,0 +1,23 @@
+"""The families of trace events that pass one tells apart, by category (both decode paths share them)."""
+
+RUNTIME, CPU_OP, ANNOTATION, PYTHON, SKIP, DEVICE = range(6)
+CPU_FAMILIES = (CPU_OP, ANNOTATION, PYTHON)
+
+# Event families. GPU work is recognised as HTA does, by an `args.stream` on a timed event (so MTIA and AMD
+# devices count too), except for the categories below, which carry a stream but are not device work.
+CATEGORY_FAMILY = {
+    "cuda_runtime": RUNTIME,
+    "runtime": RUNTIME,
+    "cuda_driver": RUNTIME,
+    "mtia_runtime": RUNTIME,
+    "privateuse1_runtime": RUNTIME,
+    "cpu_op": CPU_OP,
+    "operator": CPU_OP,
+    "user_annotation": ANNOTATION,
+    "python_function": PYTHON,
+    "gpu_user_annotation": SKIP,
+    "trace": SKIP,
+    "ac2g": SKIP,
+    "fwdbwd": SKIP,
+    "async": SKIP,
+}

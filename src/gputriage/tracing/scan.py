@@ -1,0 +1,152 @@
+"""The compiled fast path of pass one: a batch of events straight into columns, with no Python object per event.
+
+`_scan.c` reads a batch's bytes once and returns, for each timed event, its category and name (as indexes into the
+batch's distinct strings), exact ns times, pid, tid and the three args the analysis reads. This module turns that
+into the rows the collector keeps, in the same order and with the same families as the Python path (decode.py), so
+that both paths give the same rows, ids and counts (tests/trace/test_scan_equivalence.py checks it).
+
+The scanner accepts only batches whose every field has the plain form Kineto writes; for any other batch it returns
+None and decode.py decodes it, which decides what is dropped and why. Without a C compiler at install time the
+module is absent, and every batch takes the Python path: slower, never different. GPUTRIAGE_PURE_PYTHON=1 turns the
+fast path off (to compare the two, or to rule it out).
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from gputriage import envnames
+from gputriage.tracing.families import ANNOTATION, CATEGORY_FAMILY, CPU_OP, DEVICE, PYTHON, RUNTIME, SKIP
+from gputriage.tracing.numbers import one_int
+
+I64 = npt.NDArray[np.int64]
+Flags = npt.NDArray[np.uint16]
+# What each id field of a row holds (_scan.c): two bits per field.
+ABSENT, INT, TEXT, OTHER = 0, 1, 2, 3
+_PID, _TID, _STREAM, _CORR, _BYTES = 0, 2, 4, 6, 8  # the fields' shifts
+
+# The Python path's order of families within a batch (collect.Collector._feed_groups): device events first, then
+# runtime calls, then the CPU families in decode.Families.cpu's order. Row order decides which name gets which id.
+_GROUP_RANK = np.zeros(max(CATEGORY_FAMILY.values()) + 2, dtype=np.int8)
+for _rank, _family in enumerate((DEVICE, RUNTIME, CPU_OP, ANNOTATION, PYTHON, SKIP)):
+    _GROUP_RANK[_family] = _rank
+
+
+def _load() -> ModuleType | None:
+    if os.environ.get(envnames.PURE_PYTHON, "") == "1":
+        return None
+    try:
+        return importlib.import_module("gputriage.tracing._scan")  # compiled at install, when it can be
+    except ImportError:
+        return None
+
+
+NATIVE = _load()
+
+
+@dataclass
+class Scanned:
+    """One batch's kept timed events as columns, in the Python path's row order."""
+
+    events: int  # every event of the batch, kept or not
+    kinds: npt.NDArray[np.int8]  # the family of each row
+    names: list[str]  # the distinct names of the rows, in order of first appearance
+    name_index: npt.NDArray[np.int64]  # each row's name, an index into `names`
+    ts: I64  # exact ns
+    dur: I64
+    pid: list[Any] | I64  # as the Python path reads them: ints, or (odd traces) strings or None per row
+    tid: list[Any] | I64
+    stream: I64  # device rows' args, as numbers.int_column reads them; -1 where absent
+    corr: I64
+    nbytes: I64
+
+
+def scan(payload: bytes) -> Scanned | None:
+    """The batch as columns, or None when the Python path must decode it (or the fast path is not installed)."""
+    if NATIVE is None:
+        return None
+    raw = NATIVE.scan(payload)
+    if raw is None:
+        return None
+    events, _, cat, name, ts, dur, pid, tid, stream, corr, nbytes, flags, cats, names, ids = raw
+    families, texts, id_texts = _families(cats), _texts(names), _texts(ids)
+    if families is None or texts is None or id_texts is None:  # not UTF-8: the Python path replaces such text
+        return None
+    row_flags = np.frombuffer(flags, dtype=np.uint16)
+    kinds = families[np.frombuffer(cat, dtype=np.int32)]  # index -1 (no category) is the table's last entry: DEVICE
+    device = kinds == DEVICE
+    keep = (kinds != SKIP) & (~device | (_kind(row_flags, _STREAM) != ABSENT))  # a device event has a stream
+    threaded = keep & ~device
+    if (_kind(row_flags[threaded], _PID) == OTHER).any() or (_kind(row_flags[threaded], _TID) == OTHER).any():
+        return None  # a float or a list as a thread: the Python path's keys for it are its own
+    rows = np.flatnonzero(keep)
+    order = rows[np.argsort(_GROUP_RANK[kinds[rows]], kind="stable")]
+    row_names = np.frombuffer(name, dtype=np.int32)[order]
+    distinct, first = np.unique(row_names, return_index=True)  # -1: an event without a name
+    appearance = np.argsort(first, kind="stable")
+    position = np.empty(len(distinct), dtype=np.int64)
+    position[appearance] = np.arange(len(distinct))
+    kept_flags = row_flags[order]
+    return Scanned(
+        events=events,
+        kinds=kinds[order],
+        names=[texts[i] for i in distinct[appearance].tolist()],
+        name_index=position[np.searchsorted(distinct, row_names)],
+        ts=np.frombuffer(ts, dtype=np.int64)[order],
+        dur=np.frombuffer(dur, dtype=np.int64)[order],
+        pid=_thread_ids(np.frombuffer(pid, dtype=np.int64)[order], _kind(kept_flags, _PID), id_texts),
+        tid=_thread_ids(np.frombuffer(tid, dtype=np.int64)[order], _kind(kept_flags, _TID), id_texts),
+        stream=_int_ids(np.frombuffer(stream, dtype=np.int64)[order], _kind(kept_flags, _STREAM), id_texts),
+        corr=_int_ids(np.frombuffer(corr, dtype=np.int64)[order], _kind(kept_flags, _CORR), id_texts),
+        nbytes=_int_ids(np.frombuffer(nbytes, dtype=np.int64)[order], _kind(kept_flags, _BYTES), id_texts),
+    )
+
+
+def _kind(flags: Flags, shift: int) -> Flags:
+    return np.asarray((flags >> shift) & 3, dtype=np.uint16)
+
+
+def _int_ids(values: I64, kinds: Flags, texts: list[str]) -> I64:
+    """Stream, correlation and byte counts as numbers.int_column reads them: an absent one is -1, a string is
+    parsed by the same function, once per distinct string."""
+    out = np.where(kinds == INT, values, -1)
+    text = np.flatnonzero(kinds == TEXT)
+    if len(text):
+        parsed = np.array([one_int(t) for t in texts[:-1]] + [-1], dtype=np.int64)
+        out[text] = parsed[values[text]]
+    return out
+
+
+def _thread_ids(values: I64, kinds: Flags, texts: list[str]) -> list[Any] | I64:
+    """pids and tids: an int64 column when all are integers (the usual case), else the values the Python path
+    keys threads by (an int, a string, or None)."""
+    if (kinds == INT).all():
+        return values
+    return [
+        int(v) if k == INT else texts[v] if k == TEXT else None
+        for v, k in zip(values.tolist(), kinds.tolist(), strict=True)
+    ]
+
+
+def _families(cats: list[bytes]) -> npt.NDArray[np.int8] | None:
+    out = np.full(len(cats) + 1, DEVICE, dtype=np.int8)  # the extra last entry: an event without a category
+    for i, raw in enumerate(cats):
+        try:
+            out[i] = CATEGORY_FAMILY.get(raw.decode("utf-8").lower(), DEVICE)
+        except UnicodeDecodeError:
+            return None
+    return out
+
+
+def _texts(names: list[bytes]) -> list[str] | None:
+    try:
+        return [raw.decode("utf-8") for raw in names] + [""]  # the extra last entry: an event without a name
+    except UnicodeDecodeError:
+        return None
