@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 from integration_helpers import SCRIPTS, codes, gputriage_run
 
+from corpus_path import CORPUS
 from gputriage.cli import main
 
-TRACES = Path(__file__).resolve().parents[2].parent / "shared" / "corpus" / "traces"
+TRACES = CORPUS / "traces"
 
 
 def test_run_fails_a_job_that_left_the_gpu_idle(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -11,14 +11,31 @@ import math
 import re
 import sys
 from collections.abc import Callable
+from importlib.util import find_spec
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn, TextIO
 
+from gputriage.errors import InputError
 from gputriage.findings import Severity
 
 if TYPE_CHECKING:  # `run` imports this module before the user's job starts: the report's modules come later
     from gputriage.diagnosis import Diagnosis
     from gputriage.report.output import OutputOptions
+
+
+def require_torch() -> None:
+    """`run` and `demo` run the job in the Python gputriage is installed in. torch is not a dependency (users bring
+    their own build), so a Python without it gets one line that says where to put it, not an import traceback."""
+    try:
+        found = find_spec("torch") is not None
+    except (ImportError, ValueError):  # a torch package that cannot even be located is as good as absent here
+        found = False
+    if not found:
+        raise InputError(
+            f"PyTorch is not installed in this Python ({sys.executable}), and gputriage runs the job in the Python it "
+            "is installed in: install your PyTorch build there (https://pytorch.org/get-started/locally/), or "
+            "install gputriage in the environment that has torch (`gputriage env` shows what this Python has)"
+        )
 
 
 class OneLineParser(argparse.ArgumentParser):

@@ -8,7 +8,7 @@ import sys
 
 from gputriage import envnames
 from gputriage.collectors.runner import Target
-from gputriage.commands.common import add_verbose, out_folder, whole_number
+from gputriage.commands.common import add_verbose, out_folder, require_torch, whole_number
 from gputriage.commands.run import DEFAULT_OUT, RunConfig, execute
 from gputriage.demo import TRAIN_SCRIPT
 
@@ -31,6 +31,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def main(args: argparse.Namespace) -> int:
+    require_torch()
     from gputriage.collectors.probe.devices import first_accelerator
 
     device = first_accelerator()

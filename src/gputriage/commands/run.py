@@ -26,7 +26,7 @@ from gputriage.collectors.runner import (
 )
 from gputriage.collectors.session import DEFAULT_STEPS, JobObservers, ObserveConfig, new_run, torch_facts_now
 from gputriage.collectors.textsafe import encode_safely
-from gputriage.commands.common import add_verbose, device_name, out_folder, whole_number
+from gputriage.commands.common import add_verbose, device_name, out_folder, require_torch, whole_number
 from gputriage.commands.loop import add_loop_options, check_loop_options
 from gputriage.commands.run_worker import ReportRequest, ReportWorker, report_job
 from gputriage.errors import InputError
@@ -191,6 +191,7 @@ def execute(config: RunConfig) -> int:
     except LaunchError as exc:
         print(f"{sys.executable}: {exc}", file=sys.stderr)
         return exc.exit_code
+    require_torch()
     return RunJob(config, out_dir).run()
 
 
