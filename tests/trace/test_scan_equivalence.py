@@ -185,14 +185,17 @@ def test_string_ids_are_read_as_the_python_path_reads_them(
     _edited_batch_both_ways(old, new, tmp_path, monkeypatch, scanned=True)
 
 
-def test_a_call_stack_batch_takes_the_python_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_call_stacks_give_the_python_paths_lines(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Older traces write a "Call stack" on each op: the user's innermost frame is its line, read once per stack."""
     payload = _KINETO_BATCH.replace(
-        b'"args": {"External id": 3, "Input', b'"args": {"Call stack": "train.py(9): f", "In'
-    )
-    assert EventDecoder().decode(payload).scanned is None
+        b'"args": {"External id": 3, "Input', b'"args": {"Call stack": "torch/nn/f.py(3): g;train.py(9): f", "In'
+    ).replace(b'"args": {"Python id": 9}', b'"args": {"Python id": 9, "Call stack": "train.py(1): main"}')
+    assert EventDecoder().decode(payload).scanned is not None
     fast, slow = _both_ways([payload], tmp_path, monkeypatch)
     assert fast == slow
-    assert fast["wheres"] == ["train.py:9"]
+    assert fast["wheres"] == ["train.py:9", "train.py:1"]  # the Python frame's stack registers a line too
+    where = {(ts, w) for run in fast["runs"]["cpu"] for ts, w in zip(run["ts"], run["where"], strict=True)}
+    assert (1712195495505543217, 0) in where  # aten::mm at train.py:9
 
 
 def _mutations(payload: bytes, rng: random.Random) -> Iterator[bytes]:
@@ -266,7 +269,13 @@ _PLAIN_EVENT = st.fixed_dictionaries(
         "name": st.sampled_from(["aten::mm", "train.py(1): f", "Memcpy DtoH (Device -> Pinned)", "ProfilerStep#2", ""])
         | st.none(),
         "args": st.fixed_dictionaries(
-            {}, optional={"stream": _PLAIN_ID | st.none(), "correlation": _PLAIN_ID, "bytes": _PLAIN_ID}
+            {},
+            optional={
+                "stream": _PLAIN_ID | st.none(),
+                "correlation": _PLAIN_ID,
+                "bytes": _PLAIN_ID,
+                "Call stack": st.sampled_from(["train.py(9): f;torch/x.py(1): g", "", "/a/x.py(3): h"]) | _PLAIN_ID,
+            },
         ),
     },
 )

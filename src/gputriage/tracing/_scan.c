@@ -31,7 +31,7 @@
  * texts, which Python reads exactly as the Python path does: "0x0" as a stream, "1890023232" as a thread), or
  * something else, which only pid and tid may be (the row is then the caller's to decline, if it needs them). */
 enum { ID_ABSENT = 0, ID_INT = 1, ID_TEXT = 2, ID_OTHER = 3 };
-enum { SHIFT_PID = 0, SHIFT_TID = 2, SHIFT_STREAM = 4, SHIFT_CORR = 6, SHIFT_BYTES = 8 };
+enum { SHIFT_PID = 0, SHIFT_TID = 2, SHIFT_STREAM = 4, SHIFT_CORR = 6, SHIFT_BYTES = 8, SHIFT_STACK = 10 };
 
 typedef struct {
     const unsigned char *p;
@@ -47,7 +47,7 @@ typedef struct {
 typedef struct {
     Py_ssize_t rows, cap;
     int32_t *cat, *name;
-    int64_t *ts, *dur, *pid, *tid, *stream, *corr, *nbytes;
+    int64_t *ts, *dur, *pid, *tid, *stream, *corr, *nbytes, *stack;
     uint16_t *flags;
 } Columns;
 
@@ -61,6 +61,7 @@ static void columns_free(Columns *c) {
     PyMem_RawFree(c->stream);
     PyMem_RawFree(c->corr);
     PyMem_RawFree(c->nbytes);
+    PyMem_RawFree(c->stack);
     PyMem_RawFree(c->flags);
     memset(c, 0, sizeof(*c));
 }
@@ -85,6 +86,7 @@ static int columns_reserve(Columns *c) {
     GROW(stream, int64_t);
     GROW(corr, int64_t);
     GROW(nbytes, int64_t);
+    GROW(stack, int64_t);
     GROW(flags, uint16_t);
     c->cap = cap;
     return 0;
@@ -408,11 +410,12 @@ static int key_is(const unsigned char *base, Span key, const char *word) {
 typedef struct {
     int timed, has_cat, has_name, time_ok;
     Span cat, name;
-    int64_t ts, dur, pid, tid, stream, corr, nbytes;
+    int64_t ts, dur, pid, tid, stream, corr, nbytes, stack;
     uint16_t flags;
 } Event;
 
-/* The args object: stream, correlation and bytes; every other key is skipped. */
+/* The args object: stream, correlation, bytes, and the "Call stack" older traces write (a string, kept as an id text:
+ * Python finds the user's frame in it once per distinct stack); every other key is skipped. */
 static int scan_args(Cursor *c, const unsigned char *base, Table *texts, Event *ev) {
     if (*c->p == 'n') return scan_literal(c, "null", 4);
     if (*c->p != '{') return -1; /* not an object: the Python path decides */
@@ -421,14 +424,13 @@ static int scan_args(Cursor *c, const unsigned char *base, Table *texts, Event *
     while (!closed) {
         Span key;
         if (member_key(c, base, &key, 1) < 0) return -1;
-        if (key_is(base, key, "Call stack")) return -1; /* older traces: the Python path reads where each op ran */
         unsigned bit = key_is(base, key, "stream") ? 1u : key_is(base, key, "correlation") ? 2u
-                     : key_is(base, key, "bytes")  ? 4u : 0u;
+                     : key_is(base, key, "bytes")  ? 4u : key_is(base, key, "Call stack") ? 8u : 0u;
         if (bit & seen) return -1; /* a duplicate key: msgspec keeps the last, the Python path decides */
         seen |= bit;
         if (bit) {
-            int64_t *field = bit == 1 ? &ev->stream : bit == 2 ? &ev->corr : &ev->nbytes;
-            unsigned shift = bit == 1 ? SHIFT_STREAM : bit == 2 ? SHIFT_CORR : SHIFT_BYTES;
+            int64_t *field = bit == 1 ? &ev->stream : bit == 2 ? &ev->corr : bit == 4 ? &ev->nbytes : &ev->stack;
+            unsigned shift = bit == 1 ? SHIFT_STREAM : bit == 2 ? SHIFT_CORR : bit == 4 ? SHIFT_BYTES : SHIFT_STACK;
             unsigned kind;
             if (id_value(c, base, texts, field, &kind) < 0) return -1;
             ev->flags |= (uint16_t)(kind << shift);
@@ -558,10 +560,10 @@ static PyObject *table_list(Table *t) {
 static PyObject *result_of(Py_ssize_t events, Columns *c, Table *cats, Table *names, Table *texts) {
     Py_ssize_t n = c->rows;
     return Py_BuildValue(
-        "(nnNNNNNNNNNNNNN)", events, n, bytes_of(c->cat, n * 4), bytes_of(c->name, n * 4), bytes_of(c->ts, n * 8),
+        "(nnNNNNNNNNNNNNNN)", events, n, bytes_of(c->cat, n * 4), bytes_of(c->name, n * 4), bytes_of(c->ts, n * 8),
         bytes_of(c->dur, n * 8), bytes_of(c->pid, n * 8), bytes_of(c->tid, n * 8), bytes_of(c->stream, n * 8),
-        bytes_of(c->corr, n * 8), bytes_of(c->nbytes, n * 8), bytes_of(c->flags, n * 2), table_list(cats),
-        table_list(names), table_list(texts));
+        bytes_of(c->corr, n * 8), bytes_of(c->nbytes, n * 8), bytes_of(c->stack, n * 8), bytes_of(c->flags, n * 2),
+        table_list(cats), table_list(names), table_list(texts));
 }
 
 static int store_event(Columns *c, Table *cats, Table *names, Event *ev) {
@@ -577,6 +579,7 @@ static int store_event(Columns *c, Table *cats, Table *names, Event *ev) {
     c->stream[r] = ev->stream;
     c->corr[r] = ev->corr;
     c->nbytes[r] = ev->nbytes;
+    c->stack[r] = ev->stack;
     c->flags[r] = ev->flags;
     c->rows++;
     return 0;
@@ -609,8 +612,8 @@ static int scan_list(Cursor *c, const unsigned char *base, Scan *out) {
     return c->p == c->end;
 }
 
-/* scan(payload) -> None, or (events, rows, cat, name, ts, dur, pid, tid, stream, corr, nbytes, flags, cats, names,
- * texts): the columns as bytes of native int32/int64/uint16, and the three tables of distinct strings as bytes. */
+/* scan(payload) -> None, or (events, rows, cat, name, ts, dur, pid, tid, stream, corr, nbytes, stack, flags, cats,
+ * names, texts): the columns as bytes of native int32/int64/uint16, and the three tables of distinct strings as bytes. */
 static PyObject *scan(PyObject *self, PyObject *arg) {
     (void)self;
     Py_buffer view;

@@ -292,7 +292,23 @@ class Collector:
             else:  # a string or missing thread id somewhere (older traces): keyed as the Python path keys them
                 rows.lane = self._lane_ids([pid[i] for i in threaded.tolist()], [tid[i] for i in threaded.tolist()])
             rows.runtime_corr = batch.corr[threaded[kinds[~device] == RUNTIME]]
+            if batch.stack is not None:
+                cpu = kinds[~device] != RUNTIME
+                rows.where = self._wheres_of_texts(batch.stack[threaded[cpu]], kinds[~device][cpu], batch.texts)
         self._add_rows(rows)
+
+    def _wheres_of_texts(self, stacks: I64, kinds: npt.NDArray[np.int8], texts: list[str]) -> npt.NDArray[np.int32]:
+        """The line of each CPU row from its call stack's index into `texts` (-1: none), as _wheres_of finds it:
+        each distinct stack is read once, in order of first appearance, so the lines get the same ids."""
+        distinct, first = np.unique(stacks, return_index=True)
+        line_of = np.full(len(distinct), -1, dtype=np.int32)
+        for position in np.argsort(first, kind="stable").tolist():
+            index = int(distinct[position])
+            if index >= 0:
+                line_of[position] = self._where_id(texts[index])
+        where = line_of[np.searchsorted(distinct, stacks)]
+        where[(kinds != CPU_OP) & (kinds != ANNOTATION)] = -1
+        return where
 
     def _library_frames(self, kinds: npt.NDArray[np.int8], name: npt.NDArray[np.int32]) -> npt.NDArray[np.bool_] | None:
         """The Python frames that are a library's, not the user's; None when there are none."""

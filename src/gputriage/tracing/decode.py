@@ -192,8 +192,8 @@ class EventDecoder:
         bytes: invalid UTF-8 is replaced rather than refusing the batch. NaN and Infinity, which JSON does not
         have, become strings (framing.repair_non_json_numbers).
 
-        The compiled scanner (scan.py) takes the batch first; it declines anything but the plain form (and an
-        args "Call stack", which older traces write, for the per-frame reading below), and then this decides.
+        The compiled scanner (scan.py) takes the batch first; it declines anything but the plain form, and then
+        this decides.
         """
         scanned = scan.scan(payload)
         if scanned is not None:

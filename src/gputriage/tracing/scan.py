@@ -30,7 +30,7 @@ I64 = npt.NDArray[np.int64]
 Flags = npt.NDArray[np.uint16]
 # What each id field of a row holds (_scan.c): two bits per field.
 ABSENT, INT, TEXT, OTHER = 0, 1, 2, 3
-_PID, _TID, _STREAM, _CORR, _BYTES = 0, 2, 4, 6, 8  # the fields' shifts
+_PID, _TID, _STREAM, _CORR, _BYTES, _STACK = 0, 2, 4, 6, 8, 10  # the fields' shifts
 
 # The Python path's order of families within a batch (collect.Collector._feed_groups): device events first, then
 # runtime calls, then the CPU families in decode.Families.cpu's order. Row order decides which name gets which id.
@@ -66,6 +66,8 @@ class Scanned:
     stream: I64  # device rows' args, as numbers.int_column reads them; -1 where absent
     corr: I64
     nbytes: I64
+    stack: I64 | None  # each row's "Call stack" (older traces), an index into `texts`; -1: none. None: no row has one
+    texts: list[str]  # the batch's distinct id and call-stack strings
 
 
 def scan(payload: bytes) -> Scanned | None:
@@ -75,7 +77,7 @@ def scan(payload: bytes) -> Scanned | None:
     raw = NATIVE.scan(payload)
     if raw is None:
         return None
-    events, _, cat, name, ts, dur, pid, tid, stream, corr, nbytes, flags, cats, names, ids = raw
+    events, _, cat, name, ts, dur, pid, tid, stream, corr, nbytes, stack, flags, cats, names, ids = raw
     families, texts, id_texts = _families(cats), _texts(names), _texts(ids)
     if families is None or texts is None or id_texts is None:  # not UTF-8: the Python path replaces such text
         return None
@@ -106,6 +108,8 @@ def scan(payload: bytes) -> Scanned | None:
         stream=_int_ids(np.frombuffer(stream, dtype=np.int64)[order], _kind(kept_flags, _STREAM), id_texts),
         corr=_int_ids(np.frombuffer(corr, dtype=np.int64)[order], _kind(kept_flags, _CORR), id_texts),
         nbytes=_int_ids(np.frombuffer(nbytes, dtype=np.int64)[order], _kind(kept_flags, _BYTES), id_texts),
+        stack=_stacks(np.frombuffer(stack, dtype=np.int64)[order], _kind(kept_flags, _STACK)),
+        texts=id_texts,
     )
 
 
@@ -122,6 +126,13 @@ def _int_ids(values: I64, kinds: Flags, texts: list[str]) -> I64:
         parsed = np.array([one_int(t) for t in texts[:-1]] + [-1], dtype=np.int64)
         out[text] = parsed[values[text]]
     return out
+
+
+def _stacks(values: I64, kinds: Flags) -> I64 | None:
+    """Call stacks that are strings, as indexes into the texts; any other value names no line (-1), as in the Python
+    path, where a stack that is not a string is skipped."""
+    text = kinds == TEXT
+    return np.where(text, values, -1) if text.any() else None
 
 
 def _thread_ids(values: I64, kinds: Flags, texts: list[str]) -> list[Any] | I64:
