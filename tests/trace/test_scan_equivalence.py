@@ -117,7 +117,8 @@ def test_a_kineto_batch_is_scanned_and_gives_the_python_paths_rows(
     ("label", "old", "new"),
     [
         ("an exponent in a time", b'"dur": 25.5', b'"dur": 2.55e1'),
-        ("an escaped name", b'"aten::mm"', b'"aten::\\u006dm"'),
+        ("an escaped key", b'"ts": 1712195495505560,', b'"t\\u0073": 1712195495505560,'),
+        ("an escaped phase", b'"ph": "X", "cat": "kernel"', b'"ph": "\\u0058", "cat": "kernel"'),
         (
             "a duplicated key",
             b'"pid": 12, "tid": 12, "ts": 1712195495505543.217',
@@ -129,7 +130,6 @@ def test_a_kineto_batch_is_scanned_and_gives_the_python_paths_rows(
             b'"cat": "cpu_op", "name": "aten::mm", "pid": 12.0',
         ),
         ("a stream that is a list", b'"stream": 7, "correlation": 77', b'"stream": [7], "correlation": 77'),
-        ("an escaped stream", b'"stream": 7, "correlation": 77', b'"stream": "\\u0037", "correlation": 77'),
         ("a NaN token", b'"dur": 25.5', b'"dur": NaN'),
         ("a control character in a skipped string", b'"Input type": ["float"', b'"Input type": ["fl\x01oat"'),
         ("a lone surrogate in a skipped string", b'"Input type": ["float"', b'"Input type": ["\\ud800"'),
@@ -177,9 +177,13 @@ def _edited_batch_both_ways(
             b'"pid": null, "tid": 12,\n   "ts": 1712195495505550.001',
         ),
         ("a string that is no number", b'"correlation": 77}', b'"correlation": "0x"}'),
+        ("an escaped stream", b'"stream": 7, "correlation": 77', b'"stream": "\\u0037", "correlation": 77'),
+        ("an escaped name", b'"aten::mm"', b'"aten::\\u006dm"'),
+        ("a Windows path in a frame", b'"train.py(42): step"', b'"C:\\\\work\\\\train.py(42): step"'),
+        ("a quote in a kernel name", b'"volta_sgemm_128x64_nn"', b'"k<\\"a\\">"'),
     ],
 )
-def test_string_ids_are_read_as_the_python_path_reads_them(
+def test_string_ids_and_escaped_strings_are_read_as_the_python_path_reads_them(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, label: str, old: bytes, new: bytes
 ) -> None:
     _edited_batch_both_ways(old, new, tmp_path, monkeypatch, scanned=True)
@@ -266,7 +270,19 @@ _PLAIN_EVENT = st.fixed_dictionaries(
     },
     optional={
         "cat": st.sampled_from(_CATS) | st.none(),
-        "name": st.sampled_from(["aten::mm", "train.py(1): f", "Memcpy DtoH (Device -> Pinned)", "ProfilerStep#2", ""])
+        "name": st.sampled_from(
+            [
+                "aten::mm",
+                "train.py(1): f",
+                "Memcpy DtoH (Device -> Pinned)",
+                "ProfilerStep#2",
+                "",
+                "C:\\w\\t.py(1): f",
+                'k<"q">',
+                "tab\there",
+                "µs",
+            ]
+        )
         | st.none(),
         "args": st.fixed_dictionaries(
             {},

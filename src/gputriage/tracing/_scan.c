@@ -4,11 +4,11 @@
  * time; on a trace of millions of events that per-event Python work, and freeing it, is most of the time. This
  * scanner reads the same bytes once and writes only what the analysis keeps: for each timed ("ph": "X") event its
  * category and name (as indexes into per-batch tables of distinct byte strings), ts and dur as exact integer
- * nanoseconds, pid, tid, and args.stream, args.correlation and args.bytes.
+ * nanoseconds, pid, tid, and args.stream, args.correlation, args.bytes and args["Call stack"].
  *
  * It is a fast path, never a second definition of the format. It accepts a batch only when the batch is valid JSON
  * that msgspec also accepts (it is stricter: a byte msgspec would refuse is never let through) and when every field
- * it reads has the plain form Kineto writes; anything else (an exponent in a time, a string pid, an escaped name,
+ * it reads has the plain form Kineto writes; anything else (an exponent in a time, a float pid, an escaped key,
  * duplicate keys, deep nesting, a NaN token) returns None, and the caller decodes that batch with the Python path,
  * which decides. So a result from here always equals the Python path's, and a successful scan still proves that a
  * cut between events was right (reader.py relies on that).
@@ -378,6 +378,19 @@ static int plain_int(const unsigned char *base, Number *n, int64_t *out) {
     return 0;
 }
 
+/* A string value that Python reads (a name, a category, an id text): its span, or, when it holds an escape, its span
+ * with both quotes, which Python decodes as the JSON literal it is (msgspec, as the Python path reads it). A plain
+ * string never starts with a quote, so the quote tells the two apart. */
+static int text_span(Cursor *c, const unsigned char *base, Span *out) {
+    int escaped;
+    if (c->p >= c->end || *c->p != '"' || scan_string(c, out, base, &escaped) < 0) return -1;
+    if (escaped) {
+        out->start -= 1;
+        out->len += 2;
+    }
+    return 0;
+}
+
 /* An id at c->p, into *out, with its kind (see ID_*); -1 for a value that is none of those kinds. */
 static int id_value(Cursor *c, const unsigned char *base, Table *texts, int64_t *out, unsigned *kind) {
     if (c->p >= c->end) return -1;
@@ -387,8 +400,7 @@ static int id_value(Cursor *c, const unsigned char *base, Table *texts, int64_t 
     }
     if (*c->p == '"') {
         Span text;
-        int escaped;
-        if (scan_string(c, &text, base, &escaped) < 0 || escaped) return -1;
+        if (text_span(c, base, &text) < 0) return -1;
         int32_t index = table_index(texts, text);
         if (index < 0) return -1;
         *out = index;
@@ -442,12 +454,10 @@ static int scan_args(Cursor *c, const unsigned char *base, Table *texts, Event *
     return 0;
 }
 
-/* A string field that may be null or absent: 1 when a string without escapes, 0 when null, -1 otherwise. */
-static int plain_string_or_null(Cursor *c, const unsigned char *base, Span *out) {
+/* A string field that may be null or absent: 1 when a string (see text_span), 0 when null, -1 otherwise. */
+static int string_or_null(Cursor *c, const unsigned char *base, Span *out) {
     if (c->p < c->end && *c->p == 'n') return scan_literal(c, "null", 4) < 0 ? -1 : 0;
-    int escaped;
-    if (c->p >= c->end || *c->p != '"' || scan_string(c, out, base, &escaped) < 0 || escaped) return -1;
-    return 1;
+    return text_span(c, base, out) < 0 ? -1 : 1;
 }
 
 enum { K_PH = 1, K_CAT = 2, K_NAME = 4, K_PID = 8, K_TID = 16, K_TS = 32, K_DUR = 64, K_ARGS = 128 };
@@ -479,11 +489,11 @@ static int scan_field(Cursor *c, const unsigned char *base, Table *texts, Event 
         return 0;
     }
     case K_CAT:
-        if ((set = plain_string_or_null(c, base, &ev->cat)) < 0) return -1;
+        if ((set = string_or_null(c, base, &ev->cat)) < 0) return -1;
         ev->has_cat = set;
         return 0;
     case K_NAME:
-        if ((set = plain_string_or_null(c, base, &ev->name)) < 0) return -1;
+        if ((set = string_or_null(c, base, &ev->name)) < 0) return -1;
         ev->has_name = set;
         return 0;
     case K_PID:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
+import msgspec
 import numpy as np
 import numpy.typing as npt
 
@@ -147,17 +148,23 @@ def _thread_ids(values: I64, kinds: Flags, texts: list[str]) -> list[Any] | I64:
 
 
 def _families(cats: list[bytes]) -> npt.NDArray[np.int8] | None:
-    out = np.full(len(cats) + 1, DEVICE, dtype=np.int8)  # the extra last entry: an event without a category
-    for i, raw in enumerate(cats):
-        try:
-            out[i] = CATEGORY_FAMILY.get(raw.decode("utf-8").lower(), DEVICE)
-        except UnicodeDecodeError:
-            return None
+    texts = _texts(cats)
+    if texts is None:
+        return None
+    out = np.full(len(texts), DEVICE, dtype=np.int8)  # the extra last entry (""): an event without a category
+    for i, text in enumerate(texts[:-1]):
+        out[i] = CATEGORY_FAMILY.get(text.lower(), DEVICE)
     return out
 
 
-def _texts(names: list[bytes]) -> list[str] | None:
+def _texts(raw: list[bytes]) -> list[str] | None:
+    """The batch's distinct strings, plus "" for an absent one (index -1). A string with an escape comes with its
+    quotes, and is decoded as the JSON literal it is, by msgspec, as the Python path reads it; None when one is not
+    UTF-8 (the Python path replaces such text)."""
     try:
-        return [raw.decode("utf-8") for raw in names] + [""]  # the extra last entry: an event without a name
-    except UnicodeDecodeError:
+        return [_STRING.decode(b) if b[:1] == b'"' else b.decode("utf-8") for b in raw] + [""]
+    except (UnicodeDecodeError, msgspec.DecodeError):
         return None
+
+
+_STRING = msgspec.json.Decoder(str)
