@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import random
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -71,7 +72,9 @@ def _columns(run: Any) -> dict[str, list[int]]:
 def _collected(payloads: list[bytes], tmp_path: Path) -> dict[str, Any]:
     """Everything pass one keeps from these batches, as plain values; or the error the decoder raised."""
     decoder = EventDecoder()
-    collector = Collector(DEFAULT_LIMITS, SpillDir(tmp_path / "spill"), budget_rows=7)  # spill often: runs compared
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    spill = Path(tempfile.mkdtemp(dir=tmp_path))  # hypothesis runs many examples in one tmp_path
+    collector = Collector(DEFAULT_LIMITS, SpillDir(spill), budget_rows=3)  # spill often: spilled runs are compared
     try:
         for payload in payloads:
             collector.feed(decoder.decode(payload))
@@ -83,7 +86,7 @@ def _collected(payloads: list[bytes], tmp_path: Path) -> dict[str, Any]:
         "names": got.names,
         "bits": got.name_bits,
         "wheres": got.wheres,
-        "lanes": got.lanes,
+        "lanes": [(repr(pid), repr(tid)) for pid, tid in got.lanes],  # types too: 0, not numpy's int64(0)
         "lane_stats": [a.tolist() for a in (stats.cpu, stats.steps, stats.loader, stats.runtime)],
         "runs": {label: [_columns(r) for r in runs] for label, runs in got.runs.items()},
         "events": got.events,
@@ -138,6 +141,8 @@ def test_a_kineto_batch_is_scanned_and_gives_the_python_paths_rows(
         ("a missing dur", b', "dur": 100, "args": {"Python id": 9}', b', "args": {"Python id": 9}'),
         ("a time with 17 integer digits", b'"ts": 1712195495505560,', b'"ts": 17121954955055600,'),
         ("a name that is not UTF-8", b'"volta_sgemm_128x64_nn"', b'"volta_\xff_nn"'),
+        ("a quoted time with a space", b'"dur": 25.5', b'"dur": " 25.5"'),
+        ("a quoted time that is no number", b'"dur": 25.5', b'"dur": "25.5us"'),
         ("a trailing comma", b'"args": {"name": "python"}}', b'"args": {"name": "python"},}'),
     ],
 )
@@ -181,12 +186,28 @@ def _edited_batch_both_ways(
         ("an escaped name", b'"aten::mm"', b'"aten::\\u006dm"'),
         ("a Windows path in a frame", b'"train.py(42): step"', b'"C:\\\\work\\\\train.py(42): step"'),
         ("a quote in a kernel name", b'"volta_sgemm_128x64_nn"', b'"k<\\"a\\">"'),
+        ("torch_npu's quoted time", b'"ts": 1712195495505543.217', b'"ts": "1712195495505543.217"'),
+        ("a quoted negative duration", b'"dur": 25.5', b'"dur": "-25.5"'),
     ],
 )
 def test_string_ids_and_escaped_strings_are_read_as_the_python_path_reads_them(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, label: str, old: bytes, new: bytes
 ) -> None:
     _edited_batch_both_ways(old, new, tmp_path, monkeypatch, scanned=True)
+
+
+def test_threads_are_keyed_as_the_python_path_keys_them(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A string tid only on a library frame, which is dropped before threads are keyed: the other threads are plain
+    ints, keyed in the Python path's order (hypothesis found the scanned rows keyed by numpy ints, in another order)."""
+    payload = b"""[
+      {"ph": "X", "ts": 0, "dur": 1, "pid": 0, "tid": 1, "cat": "cuda_runtime", "name": "cudaLaunchKernel"},
+      {"ph": "X", "ts": 0, "dur": 1, "pid": 0, "tid": 0, "cat": "cpu_op", "name": "aten::mm"},
+      {"ph": "X", "ts": 0, "dur": 1, "pid": 0, "tid": "0x0", "cat": "python_function", "name": "torch/a.py(1): f"}
+    ]"""
+    assert scan.scan(payload) is not None
+    fast, slow = _both_ways([payload], tmp_path, monkeypatch)
+    assert fast == slow
+    assert fast["lanes"] == [("0", "0"), ("0", "1")]
 
 
 def test_call_stacks_give_the_python_paths_lines(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -259,6 +280,7 @@ _EVENT = st.fixed_dictionaries(
 # Events as Kineto writes them, with the odd forms real traces have (string ids, a missing name, times with more
 # or fewer decimals): most batches of these are scanned, so the two paths are compared on rows, not only on refusals.
 _PLAIN_TIME = st.decimals(min_value=-(10**6), max_value=10**16, places=4) | st.integers(-(10**6), 10**16)
+_PLAIN_TIME = _PLAIN_TIME | _PLAIN_TIME.map(str)  # torch_npu writes times as strings
 _PLAIN_ID = st.integers(-(2**40), 2**40) | st.sampled_from(["0x0", "7", "0x1F", "1890023232", "", "12a", "0123"])
 _PLAIN_EVENT = st.fixed_dictionaries(
     {

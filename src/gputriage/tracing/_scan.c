@@ -476,6 +476,17 @@ static unsigned key_bit(const unsigned char *base, Span key) {
     }
 }
 
+/* A time written as a string ("ts": "1704161511420306.491", as torch_npu writes it): taken when the whole string is a
+ * plain JSON number, which numbers.py reads to the same value; anything else in quotes is not a number here. */
+static int quoted_number(Cursor *c, const unsigned char *base, Number *n) {
+    Span text;
+    int escaped;
+    if (scan_string(c, &text, base, &escaped) < 0) return -1;
+    Cursor inner = {base + text.start, base + text.start + text.len};
+    if (escaped || scan_number(&inner, n, base) < 0 || inner.p != inner.end) n->text.len = -1;
+    return 0;
+}
+
 static int scan_field(Cursor *c, const unsigned char *base, Table *texts, Event *ev, unsigned bit, Number *ts,
                       Number *dur) {
     int set;
@@ -513,7 +524,8 @@ static int scan_field(Cursor *c, const unsigned char *base, Table *texts, Event 
     case K_TS:
     case K_DUR: {
         Number *n = bit == K_TS ? ts : dur;
-        if (c->p >= c->end || !(*c->p == '-' || (*c->p >= '0' && *c->p <= '9'))) {
+        if (*c->p == '"') return quoted_number(c, base, n);
+        if (!(*c->p == '-' || (*c->p >= '0' && *c->p <= '9'))) {
             n->text.len = -1; /* not a number */
             return skip_value(c, base, 1);
         }

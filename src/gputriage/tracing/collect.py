@@ -290,7 +290,7 @@ class Collector:
             if isinstance(pid, np.ndarray) and isinstance(tid, np.ndarray):
                 rows.lane = self._int_lane_ids(pid[threaded], tid[threaded])
             else:  # a string or missing thread id somewhere (older traces): keyed as the Python path keys them
-                rows.lane = self._lane_ids([pid[i] for i in threaded.tolist()], [tid[i] for i in threaded.tolist()])
+                rows.lane = self._lane_ids(_values_at(pid, threaded), _values_at(tid, threaded))
             rows.runtime_corr = batch.corr[threaded[kinds[~device] == RUNTIME]]
             if batch.stack is not None:
                 cpu = kinds[~device] != RUNTIME
@@ -471,6 +471,14 @@ def _with_stream(events: list[Any]) -> tuple[list[Any], list[Any]]:
         return events, args
     keep = [i for i, a in enumerate(args) if a is not None and a.stream is not None]
     return [events[i] for i in keep], [args[i] for i in keep]
+
+
+def _values_at(column: list[Any] | I64, rows: npt.NDArray[np.intp]) -> list[Any]:
+    """Python values (ints, not numpy's), as msgspec gives them: the thread keys must be the Python path's own."""
+    if isinstance(column, np.ndarray):
+        values: list[Any] = column[rows].tolist()
+        return values
+    return [column[i] for i in rows.tolist()]
 
 
 def _pick(

@@ -77,7 +77,7 @@ def _refuse_when_nothing_is_usable(path: Path, col: Collected) -> None:
         held = {0: "no event", 1: "1 event, not a timed one"}.get(
             col.events, f"{col.events:,} events, none of them timed"
         )
-        raise InputError(f"{path} has nothing to analyse: its traceEvents list holds {held} (no op, no kernel)")
+        raise InputError(f"{path} has nothing to analyse: its list of events holds {held} (no op, no kernel)")
 
 
 @dataclass
