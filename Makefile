@@ -54,6 +54,7 @@ bench: $(STAMP) $(HTA_VENV)/bin/python
 	$(BIN)/python bench/sampler_cost.py
 	$(BIN)/python bench/merge_scale.py
 	$(BIN)/python bench/trace_vs_hta.py
+	$(BIN)/python bench/scan_sanitizers.py
 	$(BIN)/python bench/trace_big.py
 	$(BIN)/python bench/preflight_step.py
 	$(BIN)/python bench/preflight_corpus.py --variants cpu,preflight,preflight-full

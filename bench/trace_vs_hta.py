@@ -9,6 +9,7 @@ all alike; the table shows medians and the ratios between them:
 
 - gputriage `trace --json` (parse, every analysis, rules, report) with --jobs 1, 2 and one per core;
 - HTA (`traceinsight`, in its own venv bench/.venv-hta): get_temporal_breakdown + get_idle_time_breakdown;
+- gputriage `--jobs 1` with GPUTRIAGE_PURE_PYTHON=1: the pure-Python path, without the compiled scanner;
 - the floor: one typed msgspec decode of the whole file, of only ph, name, cat, ts, dur, args.stream and
   args.correlation (ts and dur as floats), nothing else: what any exact analysis has to pay to read the trace.
 
@@ -81,6 +82,8 @@ def commands(trace: Path) -> dict[str, list[str]]:
         "jobs 1": [*ours, "1"],
         "jobs 2": [*ours, "2"],
         f"jobs {os.cpu_count()}": [*ours, str(os.cpu_count() or 1)],
+        # the same command without the compiled scanner: what a user without a C compiler at install gets
+        "pure py": ["env", "GPUTRIAGE_PURE_PYTHON=1", *ours, "1"],
         "floor": [str(OUR_PY), "-c", FLOOR_SCRIPT, str(trace)],
         "HTA": [str(HTA_PY), "-c", HTA_SCRIPT, str(trace.parent)],
     }
@@ -116,6 +119,7 @@ def run_shape(label: str, trace: Path, rounds: int, hta: bool) -> None:
     print(
         f"  jobs 1 / jobs 2: {j1 / j2:.2f}x (goal >= 1.8 on 2 cores); jobs 1 / {all_jobs}: {j1 / med[all_jobs][0]:.2f}x"
     )
+    print(f"  pure-Python path / compiled scanner (jobs 1): {med['pure py'][0] / j1:.2f}x")
     if hta:
         hw, hc, hm = med["HTA"]
         ow, oc, om = med[all_jobs]
