@@ -116,84 +116,72 @@ def test_a_kineto_batch_is_scanned_and_gives_the_python_paths_rows(
     assert "torch/nn/modules/module.py(1743): _call_impl" in fast["names"]  # interned, then its row dropped
 
 
+# One edit of the Kineto batch each, and whether the scanner takes the edited batch (else the Python path decides).
+_DECLINED = [
+    ("an exponent in a time", b'"dur": 25.5', b'"dur": 2.55e1'),
+    ("an escaped key", b'"ts": 1712195495505560,', b'"t\\u0073": 1712195495505560,'),
+    ("an escaped phase", b'"ph": "X", "cat": "kernel"', b'"ph": "\\u0058", "cat": "kernel"'),
+    (
+        "a duplicated key",
+        b'"pid": 12, "tid": 12, "ts": 1712195495505543.217',
+        b'"pid": 12, "pid": 13, "tid": 12, "ts": 1712195495505543.217',
+    ),
+    (
+        "a float pid on a CPU op",
+        b'"cat": "cpu_op", "name": "aten::mm", "pid": 12',
+        b'"cat": "cpu_op", "name": "aten::mm", "pid": 12.0',
+    ),
+    ("a stream that is a list", b'"stream": 7, "correlation": 77', b'"stream": [7], "correlation": 77'),
+    ("a NaN token", b'"dur": 25.5', b'"dur": NaN'),
+    ("a control character in a skipped string", b'"Input type": ["float"', b'"Input type": ["fl\x01oat"'),
+    ("a lone surrogate in a skipped string", b'"Input type": ["float"', b'"Input type": ["\\ud800"'),
+    ("deep nesting", b'"Input Dims": [[64, 64]', b'"Input Dims": [' + b"[" * 80 + b"]" * 80 + b", [64, 64]"),
+    ("args that are a list", b'"args": {"Python id": 9}', b'"args": [9]'),
+    ("a missing dur", b', "dur": 100, "args": {"Python id": 9}', b', "args": {"Python id": 9}'),
+    ("a time with 17 integer digits", b'"ts": 1712195495505560,', b'"ts": 17121954955055600,'),
+    ("a name that is not UTF-8", b'"volta_sgemm_128x64_nn"', b'"volta_\xff_nn"'),
+    ("a quoted time with a space", b'"dur": 25.5', b'"dur": " 25.5"'),
+    ("a quoted time that is no number", b'"dur": 25.5', b'"dur": "25.5us"'),
+    ("a trailing comma", b'"args": {"name": "python"}}', b'"args": {"name": "python"},}'),
+]
+_SCANNED = [  # string ids and escaped strings, read by the Python path's own functions
+    (
+        "AMD's string stream and bytes",
+        b'"stream": 7, "correlation": 80, "bytes": 4096',
+        b'"stream": "0x7", "correlation": 80, "bytes": "4096"',
+    ),
+    (
+        "a 2021 Kineto string tid",
+        b'"pid": 12, "tid": 12, "ts": 1712195495505543.217',
+        b'"pid": 12, "tid": "1890023232", "ts": 1712195495505543.217',
+    ),
+    (
+        "a null pid",
+        b'"pid": 12, "tid": 12,\n   "ts": 1712195495505550.001',
+        b'"pid": null, "tid": 12,\n   "ts": 1712195495505550.001',
+    ),
+    ("a string that is no number", b'"correlation": 77}', b'"correlation": "0x"}'),
+    ("an escaped stream", b'"stream": 7, "correlation": 77', b'"stream": "\\u0037", "correlation": 77'),
+    ("an escaped name", b'"aten::mm"', b'"aten::\\u006dm"'),
+    ("a Windows path in a frame", b'"train.py(42): step"', b'"C:\\\\work\\\\train.py(42): step"'),
+    ("a quote in a kernel name", b'"volta_sgemm_128x64_nn"', b'"k<\\"a\\">"'),
+    ("torch_npu's quoted time", b'"ts": 1712195495505543.217', b'"ts": "1712195495505543.217"'),
+    ("a quoted negative duration", b'"dur": 25.5', b'"dur": "-25.5"'),
+]
+
+
 @pytest.mark.parametrize(
-    ("label", "old", "new"),
-    [
-        ("an exponent in a time", b'"dur": 25.5', b'"dur": 2.55e1'),
-        ("an escaped key", b'"ts": 1712195495505560,', b'"t\\u0073": 1712195495505560,'),
-        ("an escaped phase", b'"ph": "X", "cat": "kernel"', b'"ph": "\\u0058", "cat": "kernel"'),
-        (
-            "a duplicated key",
-            b'"pid": 12, "tid": 12, "ts": 1712195495505543.217',
-            b'"pid": 12, "pid": 13, "tid": 12, "ts": 1712195495505543.217',
-        ),
-        (
-            "a float pid on a CPU op",
-            b'"cat": "cpu_op", "name": "aten::mm", "pid": 12',
-            b'"cat": "cpu_op", "name": "aten::mm", "pid": 12.0',
-        ),
-        ("a stream that is a list", b'"stream": 7, "correlation": 77', b'"stream": [7], "correlation": 77'),
-        ("a NaN token", b'"dur": 25.5', b'"dur": NaN'),
-        ("a control character in a skipped string", b'"Input type": ["float"', b'"Input type": ["fl\x01oat"'),
-        ("a lone surrogate in a skipped string", b'"Input type": ["float"', b'"Input type": ["\\ud800"'),
-        ("deep nesting", b'"Input Dims": [[64, 64]', b'"Input Dims": [' + b"[" * 80 + b"]" * 80 + b", [64, 64]"),
-        ("args that are a list", b'"args": {"Python id": 9}', b'"args": [9]'),
-        ("a missing dur", b', "dur": 100, "args": {"Python id": 9}', b', "args": {"Python id": 9}'),
-        ("a time with 17 integer digits", b'"ts": 1712195495505560,', b'"ts": 17121954955055600,'),
-        ("a name that is not UTF-8", b'"volta_sgemm_128x64_nn"', b'"volta_\xff_nn"'),
-        ("a quoted time with a space", b'"dur": 25.5', b'"dur": " 25.5"'),
-        ("a quoted time that is no number", b'"dur": 25.5', b'"dur": "25.5us"'),
-        ("a trailing comma", b'"args": {"name": "python"}}', b'"args": {"name": "python"},}'),
-    ],
+    ("label", "old", "new", "scanned"),
+    [(*edit, False) for edit in _DECLINED] + [(*edit, True) for edit in _SCANNED],
 )
-def test_what_the_scanner_declines_the_python_path_decides(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, label: str, old: bytes, new: bytes
+def test_an_edited_batch_is_scanned_or_declined_and_read_the_same_both_ways(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, label: str, old: bytes, new: bytes, scanned: bool
 ) -> None:
-    _edited_batch_both_ways(old, new, tmp_path, monkeypatch, scanned=False)
-
-
-def _edited_batch_both_ways(
-    old: bytes, new: bytes, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, scanned: bool
-) -> None:
-    """The Kineto batch with one edit: scanned or declined as expected, and the same rows both ways."""
-    assert old in _KINETO_BATCH
+    assert old in _KINETO_BATCH, label
     payload = _KINETO_BATCH.replace(old, new, 1)
-    assert (scan.scan(payload) is not None) == scanned
+    assert (scan.scan(payload) is not None) == scanned, label
     fast, slow = _both_ways([payload], tmp_path, monkeypatch)
-    assert fast == slow
-
-
-@pytest.mark.parametrize(
-    ("label", "old", "new"),
-    [
-        (
-            "AMD's string stream and bytes",
-            b'"stream": 7, "correlation": 80, "bytes": 4096',
-            b'"stream": "0x7", "correlation": 80, "bytes": "4096"',
-        ),
-        (
-            "a 2021 Kineto string tid",
-            b'"pid": 12, "tid": 12, "ts": 1712195495505543.217',
-            b'"pid": 12, "tid": "1890023232", "ts": 1712195495505543.217',
-        ),
-        (
-            "a null pid",
-            b'"pid": 12, "tid": 12,\n   "ts": 1712195495505550.001',
-            b'"pid": null, "tid": 12,\n   "ts": 1712195495505550.001',
-        ),
-        ("a string that is no number", b'"correlation": 77}', b'"correlation": "0x"}'),
-        ("an escaped stream", b'"stream": 7, "correlation": 77', b'"stream": "\\u0037", "correlation": 77'),
-        ("an escaped name", b'"aten::mm"', b'"aten::\\u006dm"'),
-        ("a Windows path in a frame", b'"train.py(42): step"', b'"C:\\\\work\\\\train.py(42): step"'),
-        ("a quote in a kernel name", b'"volta_sgemm_128x64_nn"', b'"k<\\"a\\">"'),
-        ("torch_npu's quoted time", b'"ts": 1712195495505543.217', b'"ts": "1712195495505543.217"'),
-        ("a quoted negative duration", b'"dur": 25.5', b'"dur": "-25.5"'),
-    ],
-)
-def test_string_ids_and_escaped_strings_are_read_as_the_python_path_reads_them(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, label: str, old: bytes, new: bytes
-) -> None:
-    _edited_batch_both_ways(old, new, tmp_path, monkeypatch, scanned=True)
+    assert fast == slow, label
 
 
 def test_threads_are_keyed_as_the_python_path_keys_them(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -26,7 +26,7 @@ from gputriage.tracing.decode import Families
 from gputriage.tracing.families import ANNOTATION, CPU_OP, DEVICE, PYTHON, RUNTIME
 from gputriage.tracing.limits import MAX_LANES, TraceLimits
 from gputriage.tracing.numbers import I64_MAX, MISSING, NOT_A_NUMBER, OK, int_column, us_to_ns
-from gputriage.tracing.scan import Scanned
+from gputriage.tracing.scan import Scanned, by_first_appearance
 from gputriage.tracing.store import (
     CPU_COLUMNS,
     GPU_COLUMNS,
@@ -300,13 +300,9 @@ class Collector:
     def _wheres_of_texts(self, stacks: I64, kinds: npt.NDArray[np.int8], texts: list[str]) -> npt.NDArray[np.int32]:
         """The line of each CPU row from its call stack's index into `texts` (-1: none), as _wheres_of finds it:
         each distinct stack is read once, in order of first appearance, so the lines get the same ids."""
-        distinct, first = np.unique(stacks, return_index=True)
-        line_of = np.full(len(distinct), -1, dtype=np.int32)
-        for position in np.argsort(first, kind="stable").tolist():
-            index = int(distinct[position])
-            if index >= 0:
-                line_of[position] = self._where_id(texts[index])
-        where = line_of[np.searchsorted(distinct, stacks)]
+        used, index = by_first_appearance(stacks)
+        lines = np.array([self._where_id(texts[i]) if i >= 0 else -1 for i in used], dtype=np.int32)
+        where = lines[index]
         where[(kinds != CPU_OP) & (kinds != ANNOTATION)] = -1
         return where
 

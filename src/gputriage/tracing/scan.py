@@ -91,24 +91,21 @@ def scan(payload: bytes) -> Scanned | None:
         return None  # a float or a list as a thread: the Python path's keys for it are its own
     rows = np.flatnonzero(keep)
     order = rows[np.argsort(_GROUP_RANK[kinds[rows]], kind="stable")]
-    row_names = np.frombuffer(name, dtype=np.int32)[order]
-    distinct, first = np.unique(row_names, return_index=True)  # -1: an event without a name
-    appearance = np.argsort(first, kind="stable")
-    position = np.empty(len(distinct), dtype=np.int64)
-    position[appearance] = np.arange(len(distinct))
+    used_names, name_index = by_first_appearance(np.frombuffer(name, dtype=np.int32)[order])  # -1: no name
     kept_flags = row_flags[order]
+    id_numbers = _id_numbers(kept_flags, id_texts)
     return Scanned(
         events=events,
         kinds=kinds[order],
-        names=[texts[i] for i in distinct[appearance].tolist()],
-        name_index=position[np.searchsorted(distinct, row_names)],
+        names=[texts[i] for i in used_names],
+        name_index=name_index,
         ts=np.frombuffer(ts, dtype=np.int64)[order],
         dur=np.frombuffer(dur, dtype=np.int64)[order],
         pid=_thread_ids(np.frombuffer(pid, dtype=np.int64)[order], _kind(kept_flags, _PID), id_texts),
         tid=_thread_ids(np.frombuffer(tid, dtype=np.int64)[order], _kind(kept_flags, _TID), id_texts),
-        stream=_int_ids(np.frombuffer(stream, dtype=np.int64)[order], _kind(kept_flags, _STREAM), id_texts),
-        corr=_int_ids(np.frombuffer(corr, dtype=np.int64)[order], _kind(kept_flags, _CORR), id_texts),
-        nbytes=_int_ids(np.frombuffer(nbytes, dtype=np.int64)[order], _kind(kept_flags, _BYTES), id_texts),
+        stream=_int_ids(np.frombuffer(stream, dtype=np.int64)[order], _kind(kept_flags, _STREAM), id_numbers),
+        corr=_int_ids(np.frombuffer(corr, dtype=np.int64)[order], _kind(kept_flags, _CORR), id_numbers),
+        nbytes=_int_ids(np.frombuffer(nbytes, dtype=np.int64)[order], _kind(kept_flags, _BYTES), id_numbers),
         stack=_stacks(np.frombuffer(stack, dtype=np.int64)[order], _kind(kept_flags, _STACK)),
         texts=id_texts,
     )
@@ -118,14 +115,32 @@ def _kind(flags: Flags, shift: int) -> Flags:
     return np.asarray((flags >> shift) & 3, dtype=np.uint16)
 
 
-def _int_ids(values: I64, kinds: Flags, texts: list[str]) -> I64:
+def by_first_appearance(values: npt.NDArray[np.integer[Any]]) -> tuple[list[int], npt.NDArray[np.int64]]:
+    """The distinct values in order of first appearance, and each value's position in that list: the order in which
+    the Python path, going through the rows, meets names and call stacks (and so numbers them)."""
+    distinct, first = np.unique(values, return_index=True)
+    appearance = np.argsort(first, kind="stable")
+    position = np.empty(len(distinct), dtype=np.int64)
+    position[appearance] = np.arange(len(distinct))
+    ordered: list[int] = distinct[appearance].tolist()
+    return ordered, position[np.searchsorted(distinct, values)]
+
+
+def _id_numbers(flags: Flags, texts: list[str]) -> I64 | None:
+    """Each id text as numbers.int_column reads a string (-1 when it is no number), parsed once for the three
+    columns; None when no stream, correlation or byte count is a string."""
+    if not any((_kind(flags, shift) == TEXT).any() for shift in (_STREAM, _CORR, _BYTES)):
+        return None
+    return np.array([one_int(t) for t in texts[:-1]] + [-1], dtype=np.int64)
+
+
+def _int_ids(values: I64, kinds: Flags, numbers: I64 | None) -> I64:
     """Stream, correlation and byte counts as numbers.int_column reads them: an absent one is -1, a string is
-    parsed by the same function, once per distinct string."""
+    read by the same function (`numbers`, by text index)."""
     out = np.where(kinds == INT, values, -1)
     text = np.flatnonzero(kinds == TEXT)
-    if len(text):
-        parsed = np.array([one_int(t) for t in texts[:-1]] + [-1], dtype=np.int64)
-        out[text] = parsed[values[text]]
+    if len(text) and numbers is not None:
+        out[text] = numbers[values[text]]
     return out
 
 
