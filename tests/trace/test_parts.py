@@ -65,8 +65,15 @@ def test_non_json_numbers_become_strings_of_the_same_length() -> None:
     assert json.loads(fixed) == {"a": "N", "b": "-Infini", "c": "NaN stays", "d": "Infini"}
 
 
-@settings(max_examples=25, deadline=None)
-@given(st.lists(st.integers(-(2**62), 2**62), min_size=1, max_size=3000), st.integers(1, 500))
+_INT64 = st.integers(-(2**63), 2**63 - 1)
+# Wide and narrow ranges, the int64 extremes, and many equal values (a column of identical kernel times).
+_MEDIAN_VALUES = st.lists(
+    _INT64 | st.integers(0, 3000) | st.sampled_from([-(2**63), -1, 0, 7, 2**63 - 1]), min_size=1, max_size=3000
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(_MEDIAN_VALUES, st.integers(1, 500))
 def test_spilled_medians_are_exact(values: list[int], memory: int) -> None:
     spill = SpillDir()
     try:
