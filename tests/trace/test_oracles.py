@@ -143,3 +143,25 @@ def test_healthy_ns_resolution_trace_has_no_warning(traces: Path, trace_json) ->
     assert doc["trace"]["ranks"][0]["busy_pct"] > 95
     assert [f for f in doc["findings"] if f["severity"] != "info"] == []
     assert doc["verdict"]["status"] == "healthy"
+
+
+def test_cupti_profiler_trace_does_not_say_where_the_ops_ran(traces: Path, trace_json) -> None:  # type: ignore[no-untyped-def]
+    """HTA's CUPTI-profiler trace (MANIFEST: A100, 77 kernel launches, its kernels recorded as 77 counter ranges with
+    no stream): it was "healthy", rung 4 "pass", from a trace that holds no kernel gputriage can read."""
+    _, doc = trace_json(traces / "hta/cupti_profiler/benchmark_result_924719_1679055439_trace.json.gz")
+    rank = doc["trace"]["ranks"][0]
+    assert (rank["gpu_events"], rank["launch_calls"], rank["unread_events"]) == (0, 77, 77)
+    assert doc["verdict"]["status"] == "unknown"
+    assert [r["status"] for r in doc["ladder"] if r["rung"] in (4, 5)] == ["skipped", "skipped"]
+
+
+def test_cpu_only_traces_stay_cpu_only(traces: Path) -> None:
+    """The corpus's CPU-only traces hold no unread event: no-gpu-compute stands on them (the threshold's other side)."""
+    for name in (
+        "hta/cpu_only/rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz",
+        "hta/rank_non_gpu/rank_non_gpu.json.gz",
+        "hta/distributed_info_unavailable/distributed_info_not_found.json.gz",
+    ):
+        r = analyse_trace(traces / name)
+        assert (r.gpu_events, r.launch_calls, r.unread_events) == (0, 0, 0)
+        assert r.device_not_read() is None

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from builders import TraceBuilder, training_loop
+from builders import PID, TraceBuilder, training_loop
 
 from contract import IDLE_BREAKDOWN_FIELDS, TRACE_RANK_FIELDS
 from gputriage.cli import main
@@ -110,6 +110,63 @@ def test_no_gpu_compute(tmp_path: Path, trace_json) -> None:  # type: ignore[no-
     rung5 = next(r for r in doc["ladder"] if r["rung"] == 5)  # no kernel: how busy a GPU is was not measured
     assert rung5["status"] == "skipped" and "no kernel on any accelerator" in rung5["reason"]
     assert main(["trace", str(tmp_path / "cpu.json"), "--json", "--fail-on", "critical"]) == 1
+
+
+def _npu_like(tmp_path: Path, device_tasks: int) -> Path:
+    """Steps of CPU ops and, on another process, device tasks as torch_npu writes them: no category, no stream
+    (an Ascend trace_view.json), with the host-to-device flows that tie them to the ops."""
+    b = TraceBuilder()
+    for i in range(4):
+        b.step(i, i * 10_000, 10_000)
+        b.op("aten::addmm", i * 10_000 + 10, 9_000)
+    start_us = b.base_ns // 1000
+    for k in range(device_tasks):  # torch_npu writes times as strings
+        ts = f"{start_us + 10 + k // 2}.{5 * (k % 2)}"
+        b.events.append({"ph": "X", "name": "MatMulV2", "pid": 3170820512, "tid": 2, "ts": ts, "dur": 0.5, "args": {}})
+        b.events.append({"ph": "s", "cat": "HostToDevice", "id": k, "name": "HostToDevice", "pid": PID, "tid": PID})
+        b.events[-1]["ts"] = ts
+    return b.write(tmp_path / "npu.json")
+
+
+def test_device_work_in_a_form_not_read_is_not_called_a_cpu_only_trace(  # type: ignore[no-untyped-def]
+    tmp_path: Path, trace_json
+) -> None:
+    """torch_npu's traces hold the NPU's tasks without category or stream: "no kernel ran" would be a false critical.
+    Rungs 4 and 5 say "not measured", with the count and what to do instead."""
+    code, doc = trace_json(_npu_like(tmp_path, device_tasks=200), "--fail-on", "critical")
+    assert doc["trace"]["ranks"][0]["unread_events"] == 200
+    assert "no-gpu-compute" not in _codes(doc)
+    assert (code, doc["verdict"]["status"]) == (0, "unknown")
+    rungs = {r["rung"]: r for r in doc["ladder"]}
+    for rung in (4, 5):
+        assert rungs[rung]["status"] == "skipped"
+        assert "200 timed events with no category it knows and no stream" in rungs[rung]["reason"]
+    assert "torch_npu" in doc["verdict"]["summary"]
+
+
+def test_a_few_unread_events_leave_a_cpu_only_trace_cpu_only(tmp_path: Path, trace_json) -> None:  # type: ignore[no-untyped-def]
+    # Kineto's own bookkeeping ("overhead" events: 2-9 per trace in the corpus) is no sign of another device.
+    _, doc = trace_json(_npu_like(tmp_path, device_tasks=12))
+    assert doc["trace"]["ranks"][0]["unread_events"] == 12
+    assert _codes(doc)["no-gpu-compute"]["severity"] == "critical"
+
+
+def test_launches_without_device_events_do_not_measure_where_the_ops_ran(  # type: ignore[no-untyped-def]
+    tmp_path: Path, trace_json
+) -> None:
+    """The profiler recorded the CPU only (no ProfilerActivity.CUDA): the launches prove a GPU was used, and nothing
+    says how. Before, rung 4 said "pass" and the verdict "healthy" (HTA's CUPTI-profiler trace in the corpus)."""
+    b = TraceBuilder()
+    for i in range(4):
+        b.step(i, i * 10_000, 10_000)
+        b.op("aten::addmm", i * 10_000 + 10, 900)
+        b.runtime("cudaLaunchKernel", i * 10_000 + 20, 5)
+    _, doc = trace_json(b.write(tmp_path / "cpu_activity_only.json"))
+    assert doc["verdict"]["status"] == "unknown" and not _codes(doc)
+    rungs = {r["rung"]: r for r in doc["ladder"]}
+    assert rungs[4]["status"] == rungs[5]["status"] == "skipped"
+    assert "4 kernel launches but no kernel, copy or memset" in rungs[4]["reason"]
+    assert "ProfilerActivity.CUDA" in rungs[4]["reason"]
 
 
 def test_out_dir_writes_report_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

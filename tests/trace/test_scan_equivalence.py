@@ -90,6 +90,7 @@ def _collected(payloads: list[bytes], tmp_path: Path) -> dict[str, Any]:
         "lane_stats": [a.tolist() for a in (stats.cpu, stats.steps, stats.loader, stats.runtime)],
         "runs": {label: [_columns(r) for r in runs] for label, runs in got.runs.items()},
         "events": got.events,
+        "unread": got.unread_events,
         "dropped": dict(got.dropped),
         "d2h": got.d2h_corr.tolist(),
         "gpu": (got.gpu_rows, got.gpu_first_ts, got.gpu_last_end, got.first_op_ts),

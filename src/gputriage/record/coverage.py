@@ -62,6 +62,8 @@ class RungCoverage:
     rung: int
     measured: bool
     reason: str | None = None  # why not measured; None when measured
+    # The reason comes from what a section holds (a trace in a form not read), not from what the command measures.
+    said_by_record: bool = False
 
 
 def rung_coverage(run: Run) -> dict[int, RungCoverage]:
@@ -83,7 +85,8 @@ def rung_coverage(run: Run) -> dict[int, RungCoverage]:
         elif rung in measured:
             out[rung] = RungCoverage(rung, True)
         else:
-            out[rung] = RungCoverage(rung, False, reasons.get(rung, _default_reason(run, rung)) + ending)
+            said = rung in reasons
+            out[rung] = RungCoverage(rung, False, reasons.get(rung, _default_reason(run, rung)) + ending, said)
     return out
 
 

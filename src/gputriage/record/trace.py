@@ -8,6 +8,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+# A trace with no kernel and no launch is CPU-only unless it holds this many timed events that gputriage cannot
+# read, and at least this share of its CPU ops. Kineto's own bookkeeping ("overhead": 2-9 per trace in the corpus)
+# stays far below; torch_npu's traces hold 1,237-2,669 such events next to 711-860 CPU ops.
+UNREAD_MIN_EVENTS = 50
+UNREAD_MIN_SHARE = 0.1
+
 
 @dataclass
 class IdleBreakdown:
@@ -167,6 +173,8 @@ class RankTrace:
     gpu_events: int | None = None
     cpu_ops: int | None = None
     launch_calls: int | None = None
+    # Timed events in no category gputriage reads and without a stream (tracing/collect.py's Collected.unread_events).
+    unread_events: int | None = None
     comm_pct: float | None = None
     memory_pct: float | None = None
     streams: list[StreamIdle] = field(default_factory=list)
@@ -185,6 +193,28 @@ class RankTrace:
     collective_lag_us: float | None = None
     # What the reader skipped or capped, one sentence each ("312 events dropped: ts out of range").
     notes: list[str] = field(default_factory=list)
+
+    def device_not_read(self) -> str | None:
+        """Why this trace cannot say where the ops ran although it holds no device event: the device's activity was
+        not recorded (kernel launches, no kernel), or it is in a form gputriage does not read (many timed events with
+        no known category and no stream: an Ascend NPU's tasks through torch_npu). None: no such sign (a CPU-only
+        trace, or one with device events)."""
+        if self.gpu_events != 0:  # None: a record that did not count them
+            return None
+        if self.launch_calls:
+            return (
+                f"the trace holds {self.launch_calls:,} kernel launches but no kernel, copy or memset that gputriage "
+                "can read: record the device's activity too (torch.profiler.profile(activities=[ProfilerActivity.CPU, "
+                "ProfilerActivity.CUDA]))"
+            )
+        unread = self.unread_events or 0
+        if unread >= UNREAD_MIN_EVENTS and unread >= UNREAD_MIN_SHARE * (self.cpu_ops or 0):
+            return (
+                "the trace holds no device event gputriage can read (Kineto's CUDA, ROCm and MTIA events carry a "
+                f"stream), but {unread:,} timed events with no category it knows and no stream: another device's "
+                "trace, as torch_npu writes them; read it with that device's profiler tools"
+            )
+        return None
 
     def self_check(self) -> list[str]:
         problems = []
@@ -227,17 +257,25 @@ class TraceSection:
     def measured_rungs(self) -> set[int]:
         if not self.ranks:
             return set()
+        if self._device_work():
+            return {4, 5}
         # how busy the GPU is needs a kernel on it: a CPU-only trace answers rung 4 (nothing ran there), not rung 5
-        return {4, 5} if self._device_work() else {4}
+        return set() if self._device_not_read() is not None else {4}
 
     def unmeasured_rungs(self) -> dict[int, str]:
         if self.ranks:
-            return {} if self._device_work() else {5: "the trace holds no kernel on any accelerator (a CPU-only trace)"}
+            if self._device_work():
+                return {}
+            why = self._device_not_read()
+            return {4: why, 5: why} if why else {5: "the trace holds no kernel on any accelerator (a CPU-only trace)"}
         reason = f"the profiler trace gave nothing ({self.note})" if self.note else "the profiler trace gave nothing"
         return {4: reason, 5: reason}
 
     def _device_work(self) -> bool:
         return any(r.gpu_events != 0 for r in self.ranks)  # None: a record that did not count them
+
+    def _device_not_read(self) -> str | None:
+        return next((why for r in self.ranks if (why := r.device_not_read()) is not None), None)
 
     def self_check(self) -> list[str]:
         return [p for r in self.ranks for p in r.self_check()]

@@ -103,9 +103,9 @@ def _suffix(section: TraceSection, r: RankTrace) -> str:
 
 
 def no_gpu_compute(section: TraceSection, r: RankTrace) -> Finding | None:
-    if (r.gpu_events or 0) > 0 or not r.cpu_ops or (r.launch_calls or 0) > 0:
-        # With launch calls but no device events, the profiler simply did not record the device (no
-        # ProfilerActivity.CUDA): that proves nothing about where the work ran.
+    if (r.gpu_events or 0) > 0 or not r.cpu_ops or r.device_not_read() is not None:
+        # Launch calls but no device event (the profiler did not record the device), or many timed events in a form
+        # not read (torch_npu's device tasks): that proves nothing about where the work ran; rungs 4 and 5 say so.
         return None
     return Finding(
         code="no-gpu-compute",

@@ -90,6 +90,10 @@ class Collected:
     first_op_ts: int | None  # the earliest CPU op, annotation or runtime call: when the profiler started recording
     names_overflowed: int = 0
     lanes_overflowed: int = 0
+    # Timed events of a category no family reads (or of none), without a stream: not device work as Kineto writes it
+    # for CUDA, ROCm and MTIA. A few are Kineto's own bookkeeping ("overhead"); thousands, in a trace with no kernel,
+    # are a device's work in a form gputriage does not read (torch_npu's Ascend tasks carry no category, no stream).
+    unread_events: int = 0
 
 
 @dataclass
@@ -132,6 +136,7 @@ class Collector:
         self.stores = {"gpu": RowStore(GPU_COLUMNS), "runtime": RowStore(RUNTIME_COLUMNS), "cpu": RowStore(CPU_COLUMNS)}
         self.lane_stats = LaneStats()
         self.events = 0
+        self.unread_events = 0
         self.dropped: Counter[str] = Counter()
         self._d2h: list[I64] = []
         self._d2h_count = 0
@@ -219,9 +224,11 @@ class Collector:
                 "(raise it with --max-events)"
             )
         if batch.scanned is not None:
+            self.unread_events += batch.scanned.unread
             self._feed_scanned(batch.scanned)
         else:
             device, device_args = _with_stream(batch.device)
+            self.unread_events += len(batch.device) - len(device)
             groups: list[tuple[int, list[Any]]] = [(DEVICE, device), (RUNTIME, batch.runtime)]
             groups += [(kind, events) for kind, events in batch.cpu.items()]
             groups = [(kind, events) for kind, events in groups if events]
@@ -457,6 +464,7 @@ class Collector:
             first_op_ts=self.first_op,
             names_overflowed=self.names.overflowed,
             lanes_overflowed=self.lanes_overflowed,
+            unread_events=self.unread_events,
         )
 
 

@@ -57,6 +57,7 @@ class Scanned:
     """One batch's kept timed events as columns, in the Python path's row order."""
 
     events: int  # every event of the batch, kept or not
+    unread: int  # timed events of no family the analysis reads that carry no stream (decode.Families.unread)
     kinds: npt.NDArray[np.int8]  # the family of each row
     names: list[str]  # the distinct names of the rows, in order of first appearance
     name_index: npt.NDArray[np.int64]  # each row's name, an index into `names`
@@ -85,7 +86,8 @@ def scan(payload: bytes) -> Scanned | None:
     row_flags = np.frombuffer(flags, dtype=np.uint16)
     kinds = families[np.frombuffer(cat, dtype=np.int32)]  # index -1 (no category) is the table's last entry: DEVICE
     device = kinds == DEVICE
-    keep = (kinds != SKIP) & (~device | (_kind(row_flags, _STREAM) != ABSENT))  # a device event has a stream
+    streamless = device & (_kind(row_flags, _STREAM) == ABSENT)
+    keep = (kinds != SKIP) & ~streamless  # a device event has a stream
     threaded = keep & ~device
     if (_kind(row_flags[threaded], _PID) == OTHER).any() or (_kind(row_flags[threaded], _TID) == OTHER).any():
         return None  # a float or a list as a thread: the Python path's keys for it are its own
@@ -96,6 +98,7 @@ def scan(payload: bytes) -> Scanned | None:
     id_numbers = _id_numbers(kept_flags, id_texts)
     return Scanned(
         events=events,
+        unread=int(streamless.sum()),
         kinds=kinds[order],
         names=[texts[i] for i in used_names],
         name_index=name_index,

@@ -177,4 +177,5 @@ def merge(parts: list[Collected]) -> Collected:
         first_op_ts=min(ops) if ops else None,
         names_overflowed=sum(p.names_overflowed for p in parts),
         lanes_overflowed=sum(p.lanes_overflowed for p in parts),
+        unread_events=sum(p.unread_events for p in parts),
     )

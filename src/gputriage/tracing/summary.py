@@ -155,6 +155,7 @@ class Sweep:
             gpu_events=ctx.gpu_rows,
             cpu_ops=self.cpu.op_rows,
             launch_calls=self.launches.launch_ns.count,
+            unread_events=col.unread_events,
         )
         self._fill_temporal(out)
         if step is not None:
