@@ -7,11 +7,16 @@ The cost is split the way a user meets it:
 - whole process: an 800-step job of ~5 ms steps and a 10,000-step job of ~1 ms steps (the hard case for per-step
   hooks), wall and CPU time (the CPU of every process, gputriage's report worker included).
 
-Runs alternate (plain, gputriage; the order flips each round) so that machine noise hits both alike; every number
-is a median over the rounds. Goals (issue #17): whole-process ratio <= 1.03 on both jobs, step ratio <= 1.01 after
-the window. torch.profiler's default settings are shown as the anchor users know.
+Runs alternate (plain, gputriage; the order flips each round) so that machine noise hits both alike. Each round is a
+pair, and every number is the median over the pairs of gputriage's value against plain's in the same round, with a
+90% interval (bootstrap over the rounds): on a shared 2-core machine a plain 5 s job alone spreads 20% from one run to
+the next, far more than the 3% the goal allows, so a single ratio says little. The cost inside the probe window is
+also measured within one process, which no drift between runs can touch: how much slower gputriage's own steps are
+inside the window than after it, less the same for plain's steps (warm-up). Goals (issue #17): whole-process ratio
+<= 1.03 on both jobs, step ratio <= 1.01 after the window. Each goal is "met" when its whole interval is under it,
+"missed" when its whole interval is over it, and "not decided on this machine" otherwise.
 
-    .venv/bin/python bench/run_overhead.py [--repeats 5]
+    .venv/bin/python bench/run_overhead.py [--repeats 10]
 """
 
 from __future__ import annotations
@@ -25,8 +30,11 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import numpy as np
 
 JOB = Path(__file__).resolve().parent / "run_overhead_job.py"
 GPUTRIAGE = Path(sys.executable).parent / "gputriage"
@@ -44,6 +52,8 @@ class Sample:
     tail_s: float  # the script's last line -> process end
     in_window_s: float | None  # median step inside the probe window (step 0, the warm-up, left out)
     after_window_s: float | None
+    after_window_cpu_s: float | None  # the training thread's CPU time per step after the window (median)
+    job_cpu_s: float  # the job's own process, until its last line: the report worker's CPU is not in it
 
 
 @dataclass
@@ -95,6 +105,7 @@ def run_once(cmd: list[str], summary: Path, env: dict[str, str]) -> Sample:
     steps = doc["step_s"]
     inside = steps[1:WINDOW_STEPS]
     outside = steps[WINDOW_STEPS + 1 :]
+    outside_cpu = doc["step_cpu_s"][WINDOW_STEPS + 1 :]
     return Sample(
         wall_s=wall_s,
         cpu_s=cpu_s,
@@ -102,6 +113,8 @@ def run_once(cmd: list[str], summary: Path, env: dict[str, str]) -> Sample:
         tail_s=end_wall - doc["last_line_s"],
         in_window_s=statistics.median(inside) if inside else None,
         after_window_s=statistics.median(outside) if outside else None,
+        after_window_cpu_s=statistics.median(outside_cpu) if outside_cpu else None,
+        job_cpu_s=doc["process_cpu_s"],
     )
 
 
@@ -128,9 +141,51 @@ def ms(seconds: float) -> str:
     return f"{seconds * 1e3:+8.1f} ms"
 
 
+def paired(
+    plain: Variant, ours: Variant, value: Callable[[Sample, Sample], float | None]
+) -> tuple[float, float, float]:
+    """The median over the rounds of value(ours, plain), and its 90% bootstrap interval."""
+    values = np.array([v for o, p in zip(ours.samples, plain.samples, strict=True) if (v := value(o, p)) is not None])
+    if not len(values):
+        return float("nan"), float("nan"), float("nan")
+    rng = np.random.default_rng(0)
+    medians = np.median(values[rng.integers(0, len(values), (2000, len(values)))], axis=1)
+    return float(np.median(values)), float(np.quantile(medians, 0.05)), float(np.quantile(medians, 0.95))
+
+
+def verdict(interval: tuple[float, float, float], goal: float) -> str:
+    _, low, high = interval
+    if high <= goal:
+        return "met"
+    if low > goal:
+        return "missed"
+    return "not decided on this machine"
+
+
+def ratio(name: str) -> Callable[[Sample, Sample], float | None]:
+    def value(ours: Sample, plain: Sample) -> float | None:
+        a, b = getattr(ours, name), getattr(plain, name)
+        return a / b if a is not None and b else None
+
+    return value
+
+
+def window_cost(ours: Sample, plain: Sample) -> float | None:
+    """Within each process: its steps inside the window against its own steps after it; gputriage's less plain's."""
+    if None in (ours.in_window_s, ours.after_window_s, plain.in_window_s, plain.after_window_s):
+        return None
+    assert ours.in_window_s and ours.after_window_s and plain.in_window_s and plain.after_window_s
+    return ours.in_window_s / ours.after_window_s - plain.in_window_s / plain.after_window_s
+
+
+def show(interval: tuple[float, float, float], fmt: str = "{:.3f}") -> str:
+    mid, low, high = interval
+    return f"{fmt.format(mid)} [{fmt.format(low)}, {fmt.format(high)}]"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--repeats", type=int, default=10)
     args = parser.parse_args()
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     with tempfile.TemporaryDirectory() as out:
@@ -139,40 +194,61 @@ def main() -> None:
         widths = {name: pick_width(step_s) for name, (_, step_s) in JOBS.items()}
         whole = {name: measure(JOBS[name][0], widths[name], args.repeats, env, out) for name in JOBS}
 
+    def diff(name: str) -> Callable[[Sample, Sample], float]:
+        return lambda o, p: getattr(o, name) - getattr(p, name)
+
     plain, ours = fixed["plain"], fixed["gputriage run"]
-    print(f"gputriage run against plain python, {args.repeats} alternating rounds, medians")
+    print(f"gputriage run against plain python, {args.repeats} alternating rounds: medians over the rounds' pairs")
+    print("and [90% interval]")
     print("fixed cost (a job of no steps):")
+    print(f"  cpu of the job's process until its last line {show(paired(plain, ours, diff('job_cpu_s')), '{:+.3f} s')}")
+    print(f"  whole process   {show(paired(plain, ours, diff('wall_s')), '{:+.3f} s')}")
     print(
-        f"  whole process   {ms(ours.median('wall_s') - plain.median('wall_s'))}   "
-        f"cpu {ms(ours.median('cpu_s') - plain.median('cpu_s'))}"
+        "  cpu, every process of it (the report worker's included) "
+        f"{show(paired(plain, ours, diff('cpu_s')), '{:+.3f} s')}"
     )
     print(
-        f"  until the script's imports are done {ms(ours.median('head_s') - plain.median('head_s'))}   "
-        f"after its last line {ms(ours.median('tail_s') - plain.median('tail_s'))}"
+        f"  until the script's imports are done {show(paired(plain, ours, diff('head_s')), '{:+.3f} s')}   "
+        f"after its last line {show(paired(plain, ours, diff('tail_s')), '{:+.3f} s')}"
     )
     verdicts = []
     for name, variants in whole.items():
         plain, ours = variants["plain"], variants["gputriage run"]
-        inside = ours.median("in_window_s") - plain.median("in_window_s")
-        after = ours.median("after_window_s") - plain.median("after_window_s")
-        ratio = ours.median("wall_s") / plain.median("wall_s")
-        cpu_ratio = ours.median("cpu_s") / plain.median("cpu_s")
-        after_ratio = ours.median("after_window_s") / plain.median("after_window_s")
-        print(f"{name} (width {widths[name]}, plain step {plain.median('in_window_s') * 1e3:.2f} ms):")
+        step_s = plain.median("after_window_s")
+        whole_ratio = paired(plain, ours, ratio("wall_s"))
+        after_ratio = paired(plain, ours, ratio("after_window_s"))
+        after_cpu_ratio = paired(plain, ours, ratio("after_window_cpu_s"))
+        window = paired(plain, ours, window_cost)
+        print(f"{name} (width {widths[name]}, plain step {step_s * 1e3:.2f} ms):")
         print(
-            f"  per step        inside the window {inside * 1e6:+8.1f} us   after it {after * 1e6:+8.1f} us "
-            f"(step ratio after the window {after_ratio:.3f}, goal <= {GOAL_AFTER_RATIO})"
+            f"  per step inside the window, within each process: {show(window, '{:+.1%}')} of a step "
+            f"({window[0] * step_s * 1e6:+.0f} us)"
         )
         print(
-            f"  whole process   plain {plain.median('wall_s'):7.2f} s   gputriage {ours.median('wall_s'):7.2f} s   "
-            f"ratio {ratio:.3f} (goal <= {GOAL_RATIO})   cpu ratio {cpu_ratio:.3f}"
+            f"  step ratio after the window   {show(after_ratio)}  goal <= {GOAL_AFTER_RATIO}: "
+            f"{verdict(after_ratio, GOAL_AFTER_RATIO)}"
         )
+        print(
+            f"  whole-process ratio           {show(whole_ratio)}  goal <= {GOAL_RATIO}: "
+            f"{verdict(whole_ratio, GOAL_RATIO)}"
+        )
+        print(
+            f"  step ratio after the window, the training thread's CPU time   {show(after_cpu_ratio)}  "
+            f"goal <= {GOAL_AFTER_RATIO}: {verdict(after_cpu_ratio, GOAL_AFTER_RATIO)}"
+        )
+        print(f"  cpu ratio, the job's process until its last line   {show(paired(plain, ours, ratio('job_cpu_s')))}")
+        print(f"  cpu ratio, every process (the report worker's too)   {show(paired(plain, ours, ratio('cpu_s')))}")
         print(
             f"  wall runs       plain {[round(s.wall_s, 2) for s in plain.samples]}   "
             f"gputriage {[round(s.wall_s, 2) for s in ours.samples]}"
         )
-        verdicts.append(ratio <= GOAL_RATIO and after_ratio <= GOAL_AFTER_RATIO)
-    print("meets the goals" if all(verdicts) else "misses a goal")
+        verdicts += [verdict(whole_ratio, GOAL_RATIO), verdict(after_ratio, GOAL_AFTER_RATIO)]
+    if all(v == "met" for v in verdicts):
+        print("meets the goals")
+    elif "missed" in verdicts:
+        print("misses a goal")
+    else:
+        print("not decided on this machine: an interval spans its goal (more --repeats, or a quieter machine)")
 
 
 if __name__ == "__main__":

@@ -4,9 +4,9 @@
 
 WIDTH sets the step's cost (bench/run_overhead.py picks it for a target step time). With SUMMARY.json, the job
 writes what only it can time: the wall clock when its first line ran, when its imports were done and when its last
-line ran, and the wall time of each step (from one optimizer step to the next), so that the benchmark can tell
-start-up, the steps and the end apart. BENCH_PROFILE=1 wraps the loop in `torch.profiler.profile()` with default
-settings, the anchor users know.
+line ran, the wall time and the training thread's CPU time of each step (from one optimizer step to the next), and
+the process's CPU time at its last line, so that the benchmark can tell start-up, the steps and the end apart.
+BENCH_PROFILE=1 wraps the loop in `torch.profiler.profile()` with default settings, the anchor users know.
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ def main() -> None:
     loss_fn = nn.CrossEntropyLoss()
     profiling = os.environ.get("BENCH_PROFILE") == "1"
     marks = [time.perf_counter()]
+    cpu_marks = [time.thread_time()]  # the training thread's own CPU time: what other processes' load cannot stretch
     with torch.profiler.profile() if profiling else contextlib.nullcontext():
         for step, (x, y) in enumerate(loader):
             if step == steps:
@@ -50,12 +51,15 @@ def main() -> None:
             loss.backward()
             optimizer.step()
             marks.append(time.perf_counter())
+            cpu_marks.append(time.thread_time())
     print(f"final loss {loss.item():.3f}" if steps else "no steps")
     if summary is not None:
         step_s = [b - a for a, b in itertools.pairwise(marks)]
+        step_cpu_s = [b - a for a, b in itertools.pairwise(cpu_marks)]
         times = {"first_line_s": FIRST_LINE_S, "imported_s": IMPORTED_S, "last_line_s": time.time()}
+        times["process_cpu_s"] = time.process_time()  # this process's CPU until its last line (no report worker)
         with open(summary, "w") as f:  # noqa: PTH123
-            json.dump({**times, "step_s": step_s}, f)
+            json.dump({**times, "step_s": step_s, "step_cpu_s": step_cpu_s}, f)
 
 
 if __name__ == "__main__":
