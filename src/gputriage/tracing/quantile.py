@@ -111,7 +111,7 @@ class Median:
                     self._within(keys.slice(slice_high, shift, cumulative), high, high)[0],
                 )
             keys = keys.slice(slice_low, shift, cumulative)
-        if keys.first == keys.last:  # one value left (or none but it): many equal values
+        if keys.first == keys.last:  # one value fills the range (many equal values): it is both ranks
             return keys.first - _OFFSET, keys.first - _OFFSET
         values = np.concatenate([*self._keys_between(keys.first, keys.last), np.zeros(0, dtype=np.uint64)])
         part = np.partition(values, (low - keys.below, high - keys.below))
