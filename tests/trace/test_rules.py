@@ -106,6 +106,7 @@ def test_no_gpu_compute(tmp_path: Path, trace_json) -> None:  # type: ignore[no-
     _, doc = trace_json(b.write(tmp_path / "cpu.json"))
     found = _codes(doc)["no-gpu-compute"]
     assert (found["severity"], found["rung"]) == ("critical", 4)
+    assert found["title"] == "The profiled steps ran no kernel on any accelerator"
     assert doc["verdict"]["status"] == "idle"
     rung5 = next(r for r in doc["ladder"] if r["rung"] == 5)  # no kernel: how busy a GPU is was not measured
     assert rung5["status"] == "skipped" and "no kernel on any accelerator" in rung5["reason"]
@@ -149,6 +150,13 @@ def test_a_few_unread_events_leave_a_cpu_only_trace_cpu_only(tmp_path: Path, tra
     _, doc = trace_json(_npu_like(tmp_path, device_tasks=12))
     assert doc["trace"]["ranks"][0]["unread_events"] == 12
     assert _codes(doc)["no-gpu-compute"]["severity"] == "critical"
+
+
+def test_a_cpu_only_profile_without_steps_speaks_of_its_window(tmp_path: Path, trace_json) -> None:  # type: ignore[no-untyped-def]
+    b = TraceBuilder()
+    b.op("aten::addmm", 10, 4000)
+    _, doc = trace_json(b.write(tmp_path / "ops.json"))
+    assert _codes(doc)["no-gpu-compute"]["title"] == "The profiled window ran no kernel on any accelerator"
 
 
 def test_launches_without_device_events_do_not_measure_where_the_ops_ran(  # type: ignore[no-untyped-def]

@@ -111,7 +111,8 @@ def no_gpu_compute(section: TraceSection, r: RankTrace) -> Finding | None:
         code="no-gpu-compute",
         rung=4,
         severity=Severity.CRITICAL,
-        title=f"The profiled steps ran no kernel on any accelerator{_suffix(section, r)}",
+        # "steps" only where the trace marks them: a profile of a few ops is not a training step
+        title=f"The profiled {'steps' if r.steps else 'window'} ran no kernel on any accelerator{_suffix(section, r)}",
         evidence={
             "cpu_ops": r.cpu_ops,
             "gpu_events": 0,
