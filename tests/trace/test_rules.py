@@ -141,7 +141,7 @@ def test_device_work_in_a_form_not_read_is_not_called_a_cpu_only_trace(  # type:
     rungs = {r["rung"]: r for r in doc["ladder"]}
     for rung in (4, 5):
         assert rungs[rung]["status"] == "skipped"
-        assert "200 timed events with no category it knows and no stream" in rungs[rung]["reason"]
+        assert "200 timed events with no category gputriage knows and no `stream` arg" in rungs[rung]["reason"]
     assert "torch_npu" in doc["verdict"]["summary"]
 
 

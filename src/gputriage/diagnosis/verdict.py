@@ -103,7 +103,7 @@ def _nothing_measured(run: Run, coverage: dict[int, RungCoverage]) -> str:
     if run.command not in JOB_COMMANDS:
         said = [c.reason for c in coverage.values() if c.said_by_record and c.reason]
         why = f": {said[-1]}." if said else "."  # the last rung's: the one the command came to measure
-        return "Nothing was measured, so there is no verdict" + why + _ending(run)
+        return "No rung of the ladder was measured, so there is no verdict" + why + _ending(run)
     job = [c for c in coverage.values() if c.rung > 1 and c.reason]
     why = f" ({job[0].reason})" if job else ""
     return f"Nothing of the job was measured{why}, so there is no verdict." + _ending(run)

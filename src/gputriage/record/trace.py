@@ -204,15 +204,16 @@ class RankTrace:
         if self.launch_calls:
             return (
                 f"the trace holds {self.launch_calls:,} kernel launches but no kernel, copy or memset that gputriage "
-                "can read: record the device's activity too (torch.profiler.profile(activities=[ProfilerActivity.CPU, "
-                "ProfilerActivity.CUDA]))"
+                "can read: the profiler recorded the CPU only, or the kernels in another form (the CUPTI range "
+                "profiler's counters); record with torch.profiler.profile(activities=[ProfilerActivity.CPU, "
+                "ProfilerActivity.CUDA]) and no profiler metrics"
             )
         unread = self.unread_events or 0
         if unread >= UNREAD_MIN_EVENTS and unread >= UNREAD_MIN_SHARE * (self.cpu_ops or 0):
             return (
-                "the trace holds no device event gputriage can read (Kineto's CUDA, ROCm and MTIA events carry a "
-                f"stream), but {unread:,} timed events with no category it knows and no stream: another device's "
-                "trace, as torch_npu writes them; read it with that device's profiler tools"
+                f"the trace holds {unread:,} timed events with no category gputriage knows and no `stream` arg, and no "
+                "device event it can read (Kineto writes CUDA, ROCm and MTIA work with a `stream` arg): another "
+                "device's trace, as torch_npu writes them; read it with that device's profiler tools"
             )
         return None
 
