@@ -137,10 +137,6 @@ def measure(steps: int, width: int, repeats: int, env: dict[str, str], out: str)
     return variants
 
 
-def ms(seconds: float) -> str:
-    return f"{seconds * 1e3:+8.1f} ms"
-
-
 def paired(
     plain: Variant, ours: Variant, value: Callable[[Sample, Sample], float | None]
 ) -> tuple[float, float, float]:
@@ -170,12 +166,17 @@ def ratio(name: str) -> Callable[[Sample, Sample], float | None]:
     return value
 
 
+def diff(name: str) -> Callable[[Sample, Sample], float]:
+    return lambda ours, plain: getattr(ours, name) - getattr(plain, name)
+
+
 def window_cost(ours: Sample, plain: Sample) -> float | None:
     """Within each process: its steps inside the window against its own steps after it; gputriage's less plain's."""
-    if None in (ours.in_window_s, ours.after_window_s, plain.in_window_s, plain.after_window_s):
+    inside, after = ours.in_window_s, ours.after_window_s
+    plain_inside, plain_after = plain.in_window_s, plain.after_window_s
+    if not (inside and after and plain_inside and plain_after):
         return None
-    assert ours.in_window_s and ours.after_window_s and plain.in_window_s and plain.after_window_s
-    return ours.in_window_s / ours.after_window_s - plain.in_window_s / plain.after_window_s
+    return inside / after - plain_inside / plain_after
 
 
 def show(interval: tuple[float, float, float], fmt: str = "{:.3f}") -> str:
@@ -193,9 +194,6 @@ def main() -> None:
         fixed = measure(0, 16, args.repeats, env, out)
         widths = {name: pick_width(step_s) for name, (_, step_s) in JOBS.items()}
         whole = {name: measure(JOBS[name][0], widths[name], args.repeats, env, out) for name in JOBS}
-
-    def diff(name: str) -> Callable[[Sample, Sample], float]:
-        return lambda o, p: getattr(o, name) - getattr(p, name)
 
     plain, ours = fixed["plain"], fixed["gputriage run"]
     print(f"gputriage run against plain python, {args.repeats} alternating rounds: medians over the rounds' pairs")

@@ -309,9 +309,7 @@ class Collector:
         each distinct stack is read once, in order of first appearance, so the lines get the same ids."""
         used, index = by_first_appearance(stacks)
         lines = np.array([self._where_id(texts[i]) if i >= 0 else -1 for i in used], dtype=np.int32)
-        where = lines[index]
-        where[(kinds != CPU_OP) & (kinds != ANNOTATION)] = -1
-        return where
+        return _ops_only(lines[index], kinds)
 
     def _library_frames(self, kinds: npt.NDArray[np.int8], name: npt.NDArray[np.int32]) -> npt.NDArray[np.bool_] | None:
         """The Python frames that are a library's, not the user's; None when there are none."""
@@ -389,9 +387,7 @@ class Collector:
 
     def _wheres_of(self, events: list[Any], kinds: npt.NDArray[np.int8]) -> npt.NDArray[np.int32]:
         texts = [getattr(getattr(e, "args", None), "call_stack", None) for e in events]
-        where = np.array([self._where_id(t) for t in texts], dtype=np.int32)
-        where[(kinds != CPU_OP) & (kinds != ANNOTATION)] = -1
-        return where
+        return _ops_only(np.array([self._where_id(t) for t in texts], dtype=np.int32), kinds)
 
     def _add_device(self, cols: Columns) -> None:
         if not len(cols["ts"]):
@@ -475,6 +471,12 @@ def _with_stream(events: list[Any]) -> tuple[list[Any], list[Any]]:
         return events, args
     keep = [i for i, a in enumerate(args) if a is not None and a.stream is not None]
     return [events[i] for i in keep], [args[i] for i in keep]
+
+
+def _ops_only(where: npt.NDArray[np.int32], kinds: npt.NDArray[np.int8]) -> npt.NDArray[np.int32]:
+    """Only CPU ops and annotations name a line from their call stack (both paths); other rows get -1."""
+    where[(kinds != CPU_OP) & (kinds != ANNOTATION)] = -1
+    return where
 
 
 def _values_at(column: list[Any] | I64, rows: npt.NDArray[np.intp]) -> list[Any]:

@@ -57,7 +57,7 @@ class Scanned:
     """One batch's kept timed events as columns, in the Python path's row order."""
 
     events: int  # every event of the batch, kept or not
-    unread: int  # timed events of no family the analysis reads that carry no stream (decode.Families.unread)
+    unread: int  # device-family timed events without a stream, dropped here (collect.Collected.unread_events)
     kinds: npt.NDArray[np.int8]  # the family of each row
     names: list[str]  # the distinct names of the rows, in order of first appearance
     name_index: npt.NDArray[np.int64]  # each row's name, an index into `names`
