@@ -11,7 +11,11 @@ all alike; the table shows medians and the ratios between them:
 - HTA (`traceinsight`, in its own venv bench/.venv-hta): get_temporal_breakdown + get_idle_time_breakdown;
 - gputriage `--jobs 1` with GPUTRIAGE_PURE_PYTHON=1: the pure-Python path, without the compiled scanner;
 - the floor: one typed msgspec decode of the whole file, of only ph, name, cat, ts, dur, args.stream and
-  args.correlation (ts and dur as floats), nothing else: what any exact analysis has to pay to read the trace.
+  args.correlation (ts and dur as floats), nothing else: what any exact analysis has to pay to read the trace;
+- two `--jobs 1` runs at once: how much of this very work the machine's cores do together (memory bandwidth and
+  shared caches included), the ceiling that `--jobs 2` is read against.
+
+`--jobs-only` runs only gputriage's --jobs commands (no floor, no pure-Python path, no HTA).
 
 HTA is installed with: python3 -m venv bench/.venv-hta && bench/.venv-hta/bin/pip install traceinsight
 Generated files go under bench/out/ and are deleted afterwards.
@@ -22,6 +26,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import os
+import shlex
 import shutil
 import signal
 import statistics
@@ -78,10 +83,14 @@ def _largest_real_trace(folder: Path) -> Path:
 
 def commands(trace: Path) -> dict[str, list[str]]:
     ours = [str(OUR_PY), "-m", "gputriage", "trace", str(trace), "--json", "--jobs"]
+    one = shlex.join([*ours, "1"])
     return {
         "jobs 1": [*ours, "1"],
         "jobs 2": [*ours, "2"],
         f"jobs {os.cpu_count()}": [*ours, str(os.cpu_count() or 1)],
+        # two independent --jobs 1 runs at once: how much of this work two cores really do together (memory
+        # bandwidth and shared caches included), the ceiling for --jobs 2 on this machine
+        "2 x jobs 1": ["sh", "-c", f"{one} >/dev/null & {one} >/dev/null & wait"],
         # the same command without the compiled scanner: what a user without a C compiler at install gets
         "pure py": ["env", "GPUTRIAGE_PURE_PYTHON=1", *ours, "1"],
         "floor": [str(OUR_PY), "-c", FLOOR_SCRIPT, str(trace)],
@@ -89,10 +98,13 @@ def commands(trace: Path) -> dict[str, list[str]]:
     }
 
 
-def run_shape(label: str, trace: Path, rounds: int, hta: bool) -> None:
+def run_shape(label: str, trace: Path, rounds: int, hta: bool, jobs_only: bool) -> None:
     cmds = commands(trace)
-    if not hta:
+    if not hta or jobs_only:
         cmds.pop("HTA")
+    if jobs_only:
+        cmds.pop("pure py")
+        cmds.pop("floor")
     runs: dict[str, list[tuple[float, float, float]]] = {name: [] for name in cmds}
     size = trace.stat().st_size / 2**20
     print(f"\n{label}: {size:.0f} MiB", flush=True)
@@ -114,12 +126,15 @@ def run_shape(label: str, trace: Path, rounds: int, hta: bool) -> None:
     for name, (wall, cpu, rss) in med.items():
         print(f"  {name:10s} {wall:8.2f} {cpu:8.2f} {rss:5.0f} MiB {size / wall:7.1f}")
     all_jobs = f"jobs {os.cpu_count()}"
-    j1, j2, floor = med["jobs 1"][0], med["jobs 2"][0], med["floor"][0]
-    print(f"  jobs 1 / floor: {j1 / floor:.2f} (goal <= 1.2); CPU {med['jobs 1'][1] / med['floor'][1]:.2f}")
+    j1, j2 = med["jobs 1"][0], med["jobs 2"][0]
     print(
         f"  jobs 1 / jobs 2: {j1 / j2:.2f}x (goal >= 1.8 on 2 cores); jobs 1 / {all_jobs}: {j1 / med[all_jobs][0]:.2f}x"
     )
-    print(f"  pure-Python path / compiled scanner (jobs 1): {med['pure py'][0] / j1:.2f}x")
+    print(f"  two jobs-1 runs at once do {2 * j1 / med['2 x jobs 1'][0]:.2f}x the work of one: the ceiling here")
+    if not jobs_only:
+        floor = med["floor"][0]
+        print(f"  jobs 1 / floor: {j1 / floor:.2f} (goal <= 1.2); CPU {med['jobs 1'][1] / med['floor'][1]:.2f}")
+        print(f"  pure-Python path / compiled scanner (jobs 1): {med['pure py'][0] / j1:.2f}x")
     if hta:
         hw, hc, hm = med["HTA"]
         ow, oc, om = med[all_jobs]
@@ -134,8 +149,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--shapes", nargs="*", default=["kernels", "cpu", "real"])
     parser.add_argument("--no-hta", action="store_true", help="only gputriage and the floor")
+    parser.add_argument("--jobs-only", action="store_true", help="only gputriage's --jobs scaling (no floor, no HTA)")
     args = parser.parse_args()
-    hta = not args.no_hta
+    hta = not args.no_hta and not args.jobs_only
     if hta and not HTA_PY.exists():
         raise SystemExit(
             f"HTA is not installed: python3 -m venv {HTA_PY.parent.parent} && {HTA_PY.parent}/pip install traceinsight"
@@ -156,7 +172,7 @@ def main() -> None:
                 trace = folder / "rank-0.json"
                 events = generate(trace, args.size_mb, shape=shape)
                 print(f"generated {shape}: {events:,} events", flush=True)
-            run_shape(shape, trace, args.rounds, hta)
+            run_shape(shape, trace, args.rounds, hta, args.jobs_only)
         finally:
             shutil.rmtree(folder, ignore_errors=True)
 

@@ -47,7 +47,7 @@ def test_spilled_runs_and_small_windows_match_one_pass(tmp_path: Path, monkeypat
     # Rows spilled to disk every batch, read back in windows of a few hundred rows, from three processes.
     _split_small(monkeypatch, path.stat().st_size, 3, budget_rows=300)
     monkeypatch.setattr(collect_module, "MEMORY_BUDGET_ROWS", 300)
-    monkeypatch.setattr(sweep.iterate_windows, "__defaults__", (300,))
+    monkeypatch.setattr(sweep, "WINDOW_ROWS", 300)
     assert _record(path, jobs=3) == whole
 
 

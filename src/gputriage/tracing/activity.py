@@ -54,8 +54,8 @@ class Syncs:
     blocking_ns: int = 0
     idle_after_ns: float = 0.0
     runtime_rows: int = 0
-    attributed: int = 0
-    sites: dict[tuple[str, str | None, str | None], list[float]] = field(default_factory=dict)
+    # The first MAX_ATTRIBUTED calls, in time order: (call, enclosing op, line) and the call's duration in ms.
+    located: list[tuple[tuple[str, str | None, str | None], float]] = field(default_factory=list)
 
     @staticmethod
     def mask(w: Window) -> npt.NDArray[np.bool_]:
@@ -72,14 +72,18 @@ class Syncs:
         ts, end, lane, name = rt["ts"][rows], rt["end"][rows], rt["lane"][rows], rt["name"][rows]
         self.calls += len(rows)
         self.blocking_ns += int((end - ts).sum())
-        room = max(MAX_ATTRIBUTED - self.attributed, 0)
+        room = max(MAX_ATTRIBUTED - len(self.located), 0)
         for i in range(min(room, len(rows))):
             t0, t1, th = int(ts[i]), int(end[i]), int(lane[i])
             key = (w.ctx.names[int(name[i])], w.enclosing_op(th, t0, t1), w.where_at(th, t0, t1))
-            site = self.sites.setdefault(key, [0, 0.0])
-            site[0] += 1
-            site[1] += (t1 - t0) / 1000
-        self.attributed += min(room, len(rows))
+            self.located.append((key, (t1 - t0) / 1000))
+
+    def merge(self, later: Syncs) -> None:
+        self.calls += later.calls
+        self.blocking_ns += later.blocking_ns
+        self.idle_after_ns += later.idle_after_ns
+        self.runtime_rows += later.runtime_rows
+        self.located.extend(later.located[: MAX_ATTRIBUTED - len(self.located)])
 
     def on_gaps(self, gaps: Gaps) -> None:
         """GPU idle time in gaps that begin while the host is inside a sync call.
@@ -95,7 +99,12 @@ class Syncs:
         if not self.calls and not self.runtime_rows:
             return None
         window = ctx.window_ns
-        ranked = sorted(self.sites.items(), key=lambda kv: -kv[1][1])[:_TOP_SITES]
+        sites: dict[tuple[str, str | None, str | None], list[float]] = {}
+        for key, ms in self.located:
+            site = sites.setdefault(key, [0, 0.0])
+            site[0] += 1
+            site[1] += ms
+        ranked = sorted(sites.items(), key=lambda kv: -kv[1][1])[:_TOP_SITES]
         return SyncSummary(
             calls=self.calls,
             blocking_us=_us(self.blocking_ns),
@@ -129,6 +138,10 @@ class Copies:
             s[f"{label}_ns"] += int(dur[mask].sum())
         s["pinned_h2d_count"] += int((h2d & ((bits & N.SRC_PINNED) != 0)).sum())
         s["pageable_d2h_count"] += int((d2h & ((bits & N.DST_PAGEABLE) != 0)).sum())
+
+    def merge(self, later: Copies) -> None:
+        self.sums.update(later.sums)
+        self.rows += later.rows
 
     def result(self, ctx: Context) -> CopySummary | None:
         if not self.rows:
@@ -182,6 +195,19 @@ class Launches:
         self.idle_ns += float(length.sum())
         self.idle_short_ns += float(length[length < SHORT_GAP_NS].sum())
 
+    def to_files(self) -> None:
+        for median in (self.kernel_ns, self.launch_ns, self.delay_ns):
+            median.to_file()
+
+    def merge(self, later: Launches) -> None:
+        self.kernel_ns.merge(later.kernel_ns)
+        self.launch_ns.merge(later.launch_ns)
+        self.delay_ns.merge(later.delay_ns)
+        self.kernels += later.kernels
+        self.short += later.short
+        self.idle_ns += later.idle_ns
+        self.idle_short_ns += later.idle_short_ns
+
     def result(self, step_count: int) -> LaunchSummary | None:
         if not self.kernels:
             return None
@@ -221,6 +247,15 @@ class Graphs:
         self.compiled += int((w.cpu_new & w.cpu_not_python & w.cpu_has(N.COMPILED)).sum())
         self.triton += int((w.gpu_new & w.gpu_kernel & w.gpu_has(N.TRITON)).sum())
 
+    def merge(self, later: Graphs) -> None:
+        # later.graph_corr began with every graph launch before its stretch (segments.py): it holds ours.
+        self.graph_corr = later.graph_corr
+        self.launches += later.launches
+        self.graph_kernels += later.graph_kernels
+        self.compiled += later.compiled
+        self.triton += later.triton
+        self.unattributed_ns += later.unattributed_ns
+
     def result(self, busy_ns: int) -> GraphSummary:
         return GraphSummary(
             graph_launches=self.launches,
@@ -244,6 +279,11 @@ class Comm:
         if len(comm):
             self.comm_ns += comm.total()
             self.overlap_ns += comm.overlap(w.compute)
+
+    def merge(self, later: Comm) -> None:
+        self.kernels += later.kernels
+        self.comm_ns += later.comm_ns
+        self.overlap_ns += later.overlap_ns
 
     def result(self, ctx: Context) -> CommSummary | None:
         if not self.kernels:
@@ -320,6 +360,15 @@ class CpuCompute:
         if "cpu" in gaps.values:
             self.idle_during_ns += float(gaps.values["cpu"].sum())
 
+    def merge(self, later: CpuCompute) -> None:
+        self.op_rows += later.op_rows
+        self.kept += later.kept
+        self.total_ns += later.total_ns
+        self.idle_during_ns += later.idle_during_ns
+        self.top.update(later.top)
+        if later.longest_ns > self.longest_ns:  # the first of equally long ops, as in one sweep
+            self.longest_ns, self.where = later.longest_ns, later.where
+
     def result(self, ctx: Context, step_total_ns: int) -> CpuComputeSummary | None:
         if not self.op_rows:
             return None
@@ -387,6 +436,18 @@ class LongGaps:
             if len(self.top) > _TOP_GAPS:
                 heapq.heappop(self.top)
 
+    def merge(self, later: LongGaps) -> None:
+        self.count += later.count
+        self.total_ns += later.total_ns
+        for label, ns in later.by_activity.items():
+            self.by_activity[label] += ns
+        for length, _, theirs, start, end, activity, op, where in later.top:
+            order = theirs + self._order  # numbered after ours, as one sweep would have numbered them
+            heapq.heappush(self.top, (length, -order, order, start, end, activity, op, where))
+            if len(self.top) > _TOP_GAPS:
+                heapq.heappop(self.top)
+        self._order += later._order
+
     def result(self, ctx: Context) -> GapSummary | None:
         window = ctx.window_ns
         if window is None:
@@ -437,6 +498,11 @@ class Collectives:
         self.start_ns.extend(w.gpu["ts"][rows].tolist())
         self.end_ns.extend(w.gpu["end"][rows].tolist())
 
+    def merge(self, later: Collectives) -> None:
+        room = max(MAX_COLLECTIVES - len(self.start_ns), 0)
+        self.start_ns.extend(later.start_ns[:room])
+        self.end_ns.extend(later.end_ns[:room])
+
 
 @dataclass
 class LoaderWhere:
@@ -458,3 +524,7 @@ class LoaderWhere:
             cpu = w.cpu
             self.where = w.stack_where(int(cpu["lane"][row]), int(cpu["ts"][row]), int(cpu["end"][row]))
             self.done = True
+
+    def merge(self, later: LoaderWhere) -> None:
+        if not self.done:
+            self.done, self.where = later.done, later.where

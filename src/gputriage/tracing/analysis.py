@@ -20,6 +20,8 @@ from gputriage.tracing.sweep import Window
 # HTA's get_idle_time_breakdown(consecutive_kernel_delay=30): a gap shorter than this between two kernels on one
 # stream, whose kernel was already enqueued, is launch overhead ("kernel wait"). HTA's unit is the trace's, µs.
 CONSECUTIVE_KERNEL_DELAY_NS = 30_000
+I64 = npt.NDArray[np.int64]
+F64 = npt.NDArray[np.float64]
 MAX_STREAMS = 4096  # streams reported one by one (a hostile trace can name millions; the totals keep them all)
 MAX_STEP_TIMES = 1000
 
@@ -45,6 +47,12 @@ class Temporal:
         self.compute_ns += w.compute.total()
         self.comm_ns += w.comm.minus(w.compute).total()
 
+    def merge(self, later: Temporal) -> None:
+        """Add what a sweep of the next stretch of the timeline found (segments.py); the same for every merge."""
+        self.busy_ns += later.busy_ns
+        self.compute_ns += later.compute_ns
+        self.comm_ns += later.comm_ns
+
     @property
     def memory_ns(self) -> int:
         return self.busy_ns - self.compute_ns - self.comm_ns
@@ -68,6 +76,9 @@ class IdleByStream:
     streams: dict[int, _Stream] = field(default_factory=dict)
     overflow: npt.NDArray[np.float64] = field(default_factory=lambda: np.zeros(3))
     rows: int = 0
+    # Each stream's first kernel here, (start, launch start): its gap is known only once the stretch of the
+    # timeline before this one is merged in (segments.py).
+    first_seen: dict[int, tuple[int, float]] = field(default_factory=dict)
 
     def add(self, w: Window) -> None:
         new = np.flatnonzero(w.gpu_new)
@@ -88,16 +99,29 @@ class IdleByStream:
             known = self.streams.get(s)
             valid[i] = known is not None
             prev[i] = known.last_end if known is not None else 0
-        # Overlapping work on one stream (seen on MTIA) is not idle time; HTA sums such negative gaps, we clamp them.
-        gap = np.where(valid, np.maximum(ts - prev, 0), 0).astype(np.float64)
-        host = valid & (launch > prev)
-        kernel = valid & ~host & (gap < CONSECUTIVE_KERNEL_DELAY_NS)
-        other = valid & ~host & ~kernel
-        parts = np.stack([np.where(host, gap, 0), np.where(kernel, gap, 0), np.where(other, gap, 0)])
-        sums = np.add.reduceat(parts, first, axis=1)
+            if known is None and s not in self.first_seen:
+                self.first_seen[s] = (int(ts[i]), float(launch[i]))
+        sums = np.add.reduceat(_split_gaps(ts, prev, launch, valid), first, axis=1)
         stops = np.append(first[1:], len(rows)) - 1
         for j, s in enumerate(stream[first].tolist()):
             self._update(s, int(end[stops[j]]), sums[:, j])
+
+    def merge(self, later: IdleByStream) -> None:
+        """Continue with the next stretch of the timeline: each stream's first gap there is found now."""
+        self.rows += later.rows
+        self.overflow += later.overflow
+        for s, state in later.streams.items():
+            split = state.split.copy()
+            known = self.streams.get(s)
+            if known is not None and s in later.first_seen:
+                ts, launch = later.first_seen[s]
+                split += _split_gaps(
+                    np.array([ts]), np.array([known.last_end]), np.array([launch]), np.ones(1, dtype=bool)
+                )[:, 0]
+            self._update(s, state.last_end, split)
+        for s, seen in later.first_seen.items():
+            if s not in self.streams:
+                self.first_seen.setdefault(s, seen)
 
     def _update(self, stream: int, last_end: int, split: npt.NDArray[np.float64]) -> None:
         known = self.streams.get(stream)
@@ -125,6 +149,16 @@ class IdleByStream:
         if whole <= 0:
             return (IdleBreakdown(0.0, 0.0, 0.0) if self.rows > 1 else None), out
         return IdleBreakdown(*(round(float(100.0 * t / whole), 3) for t in totals)), out
+
+
+def _split_gaps(ts: I64, prev: I64, launch: npt.NDArray[np.float64], valid: npt.NDArray[np.bool_]) -> F64:
+    """Each kernel's gap since the previous one on its stream, as (host wait, kernel wait, other) rows."""
+    # Overlapping work on one stream (seen on MTIA) is not idle time; HTA sums such negative gaps, we clamp them.
+    gap = np.where(valid, np.maximum(ts - prev, 0), 0).astype(np.float64)
+    host = valid & (launch > prev)
+    kernel = valid & ~host & (gap < CONSECUTIVE_KERNEL_DELAY_NS)
+    other = valid & ~host & ~kernel
+    return np.stack([np.where(host, gap, 0), np.where(kernel, gap, 0), np.where(other, gap, 0)])
 
 
 @dataclass
@@ -179,6 +213,12 @@ class Steps:
             mine = intersect(layer(), steps).minus(claimed)
             self.shares_ns[i] += mine.total()
             claimed = union(np.concatenate((claimed.start, mine.start)), np.concatenate((claimed.end, mine.end)))
+
+    def merge(self, later: Steps) -> None:
+        self.count += later.count
+        self.total_ns += later.total_ns
+        self.times_us.extend(later.times_us[: MAX_STEP_TIMES - len(self.times_us)])
+        self.shares_ns += later.shares_ns
 
     def result(self) -> StepResult | None:
         if not self.count:

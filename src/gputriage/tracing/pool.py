@@ -41,10 +41,15 @@ def in_processes(fn: Callable[[_Job], _Result], jobs: list[_Job], workers: int) 
         return [fn(job) for job in jobs]
 
 
+def can_fork() -> bool:
+    """Whether workers can be forked: on Linux, from a process with no other thread alive."""
+    return sys.platform == "linux" and threading.active_count() == 1
+
+
 def _context() -> multiprocessing.context.BaseContext | None:
     import multiprocessing
 
-    if sys.platform == "linux" and threading.active_count() == 1:
+    if can_fork():
         return multiprocessing.get_context("fork")
     main_file = getattr(sys.modules.get("__main__"), "__file__", None)
     if main_file is not None and not Path(main_file).is_file():

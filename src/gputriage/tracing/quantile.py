@@ -51,7 +51,8 @@ class Median:
     chunks: list[I64] = field(default_factory=list)
     in_memory: int = 0
     count: int = 0
-    path: Path | None = None
+    path: Path | None = None  # the file this column spills to
+    more_paths: list[Path] = field(default_factory=list)  # files of columns merged into this one (segments.py)
     least: int | None = None
     greatest: int | None = None
 
@@ -68,6 +69,25 @@ class Median:
         if self.in_memory > MEMORY_VALUES:
             self._flush()
 
+    def merge(self, other: Median) -> None:
+        """Take in another column's values: its file as it is, and its values in memory."""
+        if other.path is not None:
+            self.more_paths.append(other.path)
+        self.more_paths.extend(other.more_paths)
+        self.count += other.count - other.in_memory
+        for bound in (other.least, other.greatest):
+            if bound is not None:
+                self.least = bound if self.least is None else min(self.least, bound)
+                self.greatest = bound if self.greatest is None else max(self.greatest, bound)
+        for chunk in other.chunks:
+            self.add(chunk)
+
+    def to_file(self) -> None:
+        """Values held in memory go to the file now, when there are enough to be worth a file (a worker's column,
+        before it is sent back: a write in the worker instead of a copy through a pipe)."""
+        if self.in_memory >= _READ // 16:
+            self._flush()
+
     def _flush(self) -> None:
         if self.path is None:
             self.path = self.spill.new_file(self.stem)
@@ -81,7 +101,7 @@ class Median:
         if not self.count:
             return None
         low, high = (self.count - 1) // 2, self.count // 2
-        if self.path is None:
+        if self.path is None and not self.more_paths:
             values = np.concatenate(self.chunks)
             part = np.partition(values, (low, high))
             return int(part[low]), int(part[high])
@@ -122,14 +142,14 @@ class Median:
             yield keys[(keys >= np.uint64(first)) & (keys <= np.uint64(last))]
 
     def _keys(self) -> Iterator[npt.NDArray[np.uint64]]:
-        """The values as order-preserving unsigned keys, a chunk at a time (read from the file)."""
-        assert self.path is not None
-        with self.path.open("rb") as fh:
-            while True:
-                chunk = np.fromfile(fh, dtype=np.int64, count=_READ)
-                if not len(chunk):
-                    return
-                yield chunk.view(np.uint64) ^ _SIGN
+        """The values as order-preserving unsigned keys, a chunk at a time (read from the files)."""
+        for path in (*([self.path] if self.path is not None else []), *self.more_paths):
+            with path.open("rb") as fh:
+                while True:
+                    chunk = np.fromfile(fh, dtype=np.int64, count=_READ)
+                    if not len(chunk):
+                        break
+                    yield chunk.view(np.uint64) ^ _SIGN
 
 
 def median_us(pair: tuple[int, int] | None, *, divide_first: bool) -> float | None:

@@ -50,7 +50,7 @@ ID_COLUMNS = {"name": "names", "lane": "lanes", "where": "wheres"}
 
 # Rows kept in memory (all processes of one file together) before they are spilled: ~33 bytes each, ~33 MiB.
 MEMORY_BUDGET_ROWS = 1_000_000
-_INDEX_STRIDE = 4096  # one start time per this many rows of a spilled run stays in memory, to seek in it
+INDEX_STRIDE = 4096  # one start time per this many rows of a spilled run stays in memory, to seek in it
 
 
 def empty(layout: Layout) -> Columns:
@@ -92,6 +92,11 @@ class SpillDir:
             self._path = Path(tempfile.mkdtemp(prefix="gputriage-trace-"))
         return self._path
 
+    def ready(self) -> SpillDir:
+        """This folder, created now if it was not yet (before processes fork, so that they share it)."""
+        _ = self.path
+        return self
+
     def new_file(self, stem: str) -> Path:
         self._count += 1
         return self.path / f"{stem}-{os.getpid()}-{self._count}.rows"
@@ -111,24 +116,44 @@ class Run:
     cols: Columns | None = None
     path: Path | None = None
     offsets: dict[str, int] = field(default_factory=dict)
-    index_ts: npt.NDArray[np.int64] | None = None  # ts of every _INDEX_STRIDE-th row (file runs)
+    index_ts: npt.NDArray[np.int64] | None = None  # ts of every INDEX_STRIDE-th row (file runs)
     maps: dict[str, npt.NDArray[np.int32]] = field(default_factory=dict)  # id column -> renumbering
 
-    def read(self, start: int, stop: int) -> Columns:
-        """Rows [start, stop), with their ids renumbered."""
+    def read(self, start: int, stop: int, columns: tuple[str, ...] | None = None) -> Columns:
+        """Rows [start, stop) (of `columns`, or all), with their ids renumbered."""
         if self.cols is not None:
-            out = {name: values[start:stop] for name, values in self.cols.items()}
+            out = {name: self.cols[name][start:stop] for name in columns or self.layout}
         else:
-            out = self._read_file(start, stop)
+            out = self._read_file(start, stop, columns)
+        return self._renumbered(out)
+
+    def rows(self, index: npt.NDArray[np.intp]) -> Columns:
+        """The rows at `index` (sorted row numbers), every column, ids renumbered."""
+        if self.cols is not None:
+            return self._renumbered({name: values[index] for name, values in self.cols.items()})
+        if not len(index):
+            return empty(self.layout)
+        assert self.path is not None
+        out: Columns = {}
+        for name, dtype in self.layout.items():
+            # A map of the file, not a read of it: only the pages that hold these rows are touched.
+            column = np.memmap(self.path, dtype=dtype, mode="r", offset=self.offsets[name], shape=(self.count,))
+            out[name] = np.array(column[index])
+            del column
+        return self._renumbered(out)
+
+    def _renumbered(self, out: Columns) -> Columns:
         for column, mapping in self.maps.items():
-            out[column] = mapping[out[column]] if len(mapping) else out[column]
+            if column in out and len(mapping):
+                out[column] = mapping[out[column]]
         return out
 
-    def _read_file(self, start: int, stop: int) -> Columns:
+    def _read_file(self, start: int, stop: int, columns: tuple[str, ...] | None = None) -> Columns:
         assert self.path is not None
         out: Columns = {}
         with self.path.open("rb") as fh:
-            for name, dtype in self.layout.items():
+            for name in columns or self.layout:
+                dtype = self.layout[name]
                 size = np.dtype(dtype).itemsize
                 fh.seek(self.offsets[name] + start * size)
                 out[name] = np.fromfile(fh, dtype=dtype, count=stop - start)
@@ -137,18 +162,25 @@ class Run:
     def ts_at(self, row: int) -> int:
         if self.cols is not None:
             return int(self.cols["ts"][row])
-        return int(self._read_file(row, row + 1)["ts"][0])
+        return int(self._read_file(row, row + 1, ("ts",))["ts"][0])
+
+    def sample_ts(self) -> npt.NDArray[np.int64]:
+        """The start time of every INDEX_STRIDE-th row: where the run's rows lie in time, for planning."""
+        if self.cols is not None:
+            return np.ascontiguousarray(self.cols["ts"][::INDEX_STRIDE])
+        assert self.index_ts is not None
+        return self.index_ts
 
     def first_at_or_after(self, start: int, ts: int) -> int:
         """The first row >= start whose start time is >= ts (rows are sorted by start time)."""
         if self.cols is not None:
             return start + int(np.searchsorted(self.cols["ts"][start:], ts, side="left"))
         assert self.index_ts is not None
-        block = max(int(np.searchsorted(self.index_ts, ts, side="left")) - 1, start // _INDEX_STRIDE)
-        lo = max(block * _INDEX_STRIDE, start)
+        block = max(int(np.searchsorted(self.index_ts, ts, side="left")) - 1, start // INDEX_STRIDE)
+        lo = max(block * INDEX_STRIDE, start)
         while lo < self.count:
-            hi = min(lo + _INDEX_STRIDE, self.count)
-            chunk = self._read_file(lo, hi)["ts"]
+            hi = min(lo + INDEX_STRIDE, self.count)
+            chunk = self._read_file(lo, hi, ("ts",))["ts"]
             found = int(np.searchsorted(chunk, ts, side="left"))
             if found < len(chunk):
                 return lo + found
@@ -171,7 +203,7 @@ def write_run(cols: Columns, layout: Layout, spill: SpillDir, stem: str) -> Run:
             offsets[name] = fh.tell()
             np.ascontiguousarray(cols[name], dtype=dtype).tofile(fh)
     count = length(cols)
-    index = np.ascontiguousarray(cols["ts"][::_INDEX_STRIDE])
+    index = np.ascontiguousarray(cols["ts"][::INDEX_STRIDE])
     return Run(layout, count, path=path, offsets=offsets, index_ts=index)
 
 
@@ -210,16 +242,17 @@ class RowStore:
 
 
 class RunCursor:
-    """Reads one run forward in time; rows already read but not yet taken stay in a small buffer."""
+    """Reads rows [start, stop) of one run forward in time; rows read but not yet taken stay in a small buffer."""
 
-    def __init__(self, run: Run) -> None:
+    def __init__(self, run: Run, start: int = 0, stop: int | None = None) -> None:
         self.run = run
-        self.position = 0  # rows read from the run so far
+        self.position = start  # rows read from the run so far
+        self.stop = run.count if stop is None else stop
         self.buffer: Columns = empty(run.layout)
 
     @property
     def remaining(self) -> int:
-        return self.run.count - self.position + length(self.buffer)
+        return self.stop - self.position + length(self.buffer)
 
     def peek_ts(self, rows: int) -> int | None:
         """The start time of the `rows`-th row not yet taken (1-based), or None when fewer remain."""
@@ -227,11 +260,11 @@ class RunCursor:
         if rows <= buffered:
             return int(self.buffer["ts"][rows - 1])
         row = self.position + rows - buffered - 1
-        return self.run.ts_at(row) if row < self.run.count else None
+        return self.run.ts_at(row) if row < self.stop else None
 
     def take_below(self, ts: int | None) -> Columns:
         """Every row not yet taken whose start time is below ts (all of them for None)."""
-        stop = self.run.count if ts is None else self.run.first_at_or_after(self.position, ts)
+        stop = self.stop if ts is None else min(self.run.first_at_or_after(self.position, ts), self.stop)
         fresh = self.run.read(self.position, stop) if stop > self.position else empty(self.run.layout)
         self.position = max(stop, self.position)
         rows = concat([self.buffer, fresh], self.run.layout) if length(self.buffer) else fresh

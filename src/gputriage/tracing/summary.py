@@ -7,8 +7,11 @@ trace's size; temporary files (store.py) are removed before this returns, also o
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -16,16 +19,17 @@ import numpy.typing as npt
 from gputriage import outdir
 from gputriage.errors import InputError
 from gputriage.record.trace import RankTrace
-from gputriage.tracing import activity, analysis
+from gputriage.tracing import activity, analysis, segments
 from gputriage.tracing.activity import Collectives
 from gputriage.tracing.collect import Collected
 from gputriage.tracing.gaps import ACTIVITIES, LONG_GAP_NS, GapTracker, claim_activities
 from gputriage.tracing.intervals import Spans
 from gputriage.tracing.limits import DEFAULT_LIMITS, MAX_NAMES, TraceLimits
+from gputriage.tracing.pool import can_fork
 from gputriage.tracing.reader import TraceHeader
 from gputriage.tracing.split import collect
-from gputriage.tracing.store import SpillDir
-from gputriage.tracing.sweep import Context, Window, context_of, iterate_windows
+from gputriage.tracing.store import Run, SpillDir
+from gputriage.tracing.sweep import TIME_MIN, Context, Segment, Window, context_of, iterate_windows
 from gputriage.wording import counted
 
 F64 = npt.NDArray[np.float64]
@@ -59,12 +63,42 @@ def analyse_trace_with_collectives(
         collected, header = collect(path, limits, spill, jobs)
         _refuse_when_nothing_is_usable(path, collected)
         ctx = context_of(collected)
-        sweep = Sweep(ctx, spill)
-        for window in iterate_windows(ctx, collected.runs):
-            sweep.add(window)
+        sweep = sweep_timeline(ctx, collected.runs, spill, jobs)
         return sweep.result(collected, header, path, rank_hint), sweep.collectives
     finally:
         spill.cleanup()  # every run file and median file of this analysis, workers' included
+
+
+def sweep_timeline(
+    ctx: Context,
+    runs: dict[str, list[Run]],
+    spill: SpillDir,
+    jobs: int | None,
+    *,
+    window_rows: int | None = None,
+    min_rows: int | None = None,
+) -> Sweep:
+    """Pass two: every accumulator fed the whole timeline, in stretches swept by `jobs` processes where the trace is
+    large enough to gain from it and forking is safe, else in one sweep."""
+    workers = jobs if jobs is not None else (os.cpu_count() or 1)
+    rows = sum(run.count for per_layout in runs.values() for run in per_layout)
+    if workers < 2 or rows < (min_rows or segments.SEGMENT_MIN_ROWS) or not can_fork():
+        sweep = Sweep(ctx, spill)
+        for window in iterate_windows(ctx, runs, window_rows):
+            sweep.add(window)
+        return sweep
+    # The folder exists before the workers fork: their median files go into it, and are removed with it.
+    start = partial(Sweep.start, ctx, spill.ready())
+    parts = segments.sweep_in_segments(ctx, runs, start, count=workers, workers=workers, window_rows=window_rows)
+    return merge_sweeps(parts)
+
+
+def merge_sweeps(parts: list[Sweep]) -> Sweep:
+    """One sweep from the sweeps of consecutive stretches of the timeline."""
+    whole = parts[0]
+    for later in parts[1:]:
+        whole.merge(later)
+    return whole
 
 
 def _refuse_when_nothing_is_usable(path: Path, col: Collected) -> None:
@@ -100,6 +134,44 @@ class Sweep:
     tracker: GapTracker = field(default_factory=GapTracker)
     forced_cuts: int = 0
     launches: activity.Launches | None = None
+
+    @classmethod
+    def start(cls, ctx: Context, spill: SpillDir, segment: Segment) -> Sweep:
+        """A sweep that starts at a segment's cut (segments.py), with what a sweep from the start would know there."""
+        sweep = cls(ctx, spill)
+        if segment.lo != TIME_MIN:
+            # Cuts between segments fall inside GPU-busy time: the GPU was busy up to the cut.
+            sweep.tracker.last_busy_end = segment.lo if ctx.gpu_rows else None
+            sweep.graphs.graph_corr = segment.graph_corr
+        return sweep
+
+    def detach(self) -> None:
+        """Before a worker sends this sweep back: long columns of values go to files in the shared folder."""
+        if self.launches is not None:
+            self.launches.to_files()
+
+    def __getstate__(self) -> dict[str, Any]:
+        # A worker sends its sweep back without the context: the caller has it, and it holds every name.
+        return {key: value for key, value in self.__dict__.items() if key != "ctx"}
+
+    def merge(self, later: Sweep) -> None:
+        """Continue with the sweep of the next stretch of the timeline (each accumulator's own merge)."""
+        self.temporal.merge(later.temporal)
+        self.idle.merge(later.idle)
+        self.steps.merge(later.steps)
+        self.syncs.merge(later.syncs)
+        self.copies.merge(later.copies)
+        self.graphs.merge(later.graphs)
+        self.comm.merge(later.comm)
+        self.cpu.merge(later.cpu)
+        self.long_gaps.merge(later.long_gaps)
+        self.collectives.merge(later.collectives)
+        self.loader_where.merge(later.loader_where)
+        self.forced_cuts += later.forced_cuts
+        if self.launches is None:
+            self.launches = later.launches
+        elif later.launches is not None:
+            self.launches.merge(later.launches)
 
     def add(self, w: Window) -> None:
         if self.launches is None:

@@ -33,7 +33,7 @@ Mask = npt.NDArray[np.bool_]
 WINDOW_ROWS = 400_000
 MAX_CARRIED_ROWS = 100_000  # rows still running at a cut (normally a few dozen: open frames, a step, a kernel)
 CPU_OP_MIN_NS = 50_000  # CPU ops shorter than this are dispatch overhead, not computation (cpu_compute)
-_RING = 262_144  # recent runtime calls kept to find a kernel's launch across windows
+RING_CALLS = 262_144  # recent runtime calls kept to find a kernel's launch across windows
 TIME_MIN, TIME_MAX = -(2**63), 2**63 - 1
 
 
@@ -208,7 +208,12 @@ class Window:
     # ---- joins
     @cached_property
     def _launch_join(self) -> tuple[I64, npt.NDArray[np.bool_]]:
-        """For each GPU row, the start of the runtime call with the same correlation id, and whether there is one."""
+        """For each GPU row, the start of the runtime call with the same correlation id, and whether there is one.
+
+        Only a call that started at or before the GPU row is its launch. A trace that puts the call after its kernel
+        has the host's and the device's clocks out of step (no real trace we read does); such a delay would be
+        negative, and whether the call was found would depend on where the timeline was cut into windows.
+        """
         corr = self.gpu["corr"]
         ring_corr, ring_ts = self.recent_launches
         new = self.runtime_new
@@ -220,7 +225,7 @@ class Window:
         order = np.argsort(keys, kind="stable")
         keys, times = keys[order], times[order]
         pos = np.clip(np.searchsorted(keys, corr), 0, len(keys) - 1)
-        found = (keys[pos] == corr) & (corr >= 0)
+        found = (keys[pos] == corr) & (corr >= 0) & (times[pos] <= self.gpu["ts"])
         out[found] = times[pos[found]]
         return out, found
 
@@ -319,12 +324,29 @@ def _at_or_after(ts: I64, lo: int) -> Mask:
 # ---- the windows
 
 
+@dataclass
+class Segment:
+    """A stretch of the timeline swept on its own: from `lo` to `stop` (None: to the end of the trace).
+
+    `lo` is a cut that the whole sweep could have made (see segments.py), and what a sweep from the start would carry
+    across it is given: the rows still running at lo, and the most recent runtime calls.
+    """
+
+    lo: int
+    stop: int | None
+    rows: dict[str, list[tuple[int, int]]]  # per layout, per run: the row numbers [start, stop) in this stretch
+    carried: dict[str, Columns]
+    ring: tuple[I64, I64]
+    graph_corr: I64 = field(default_factory=lambda: np.zeros(0, np.int64))  # CUDA graph launches before lo
+
+
 class _Family:
     """The runs of one row layout, merged forward in time."""
 
-    def __init__(self, layout: Layout, runs: list[Run]) -> None:
+    def __init__(self, layout: Layout, runs: list[Run], rows: list[tuple[int, int]] | None = None) -> None:
         self.layout = layout
-        self.cursors = [RunCursor(r) for r in runs if r.count]
+        spans = rows if rows is not None else [(0, r.count) for r in runs]
+        self.cursors = [RunCursor(r, a, b) for r, (a, b) in zip(runs, spans, strict=True) if b > a]
 
     @property
     def remaining(self) -> int:
@@ -349,24 +371,39 @@ class _Family:
         return rows
 
 
-def iterate_windows(ctx: Context, runs: dict[str, list[Run]], window_rows: int = WINDOW_ROWS) -> Iterator[Window]:
-    families = {label: _Family(LAYOUTS[label], runs.get(label, [])) for label in LAYOUTS}
-    carried = {label: empty(LAYOUTS[label]) for label in LAYOUTS}
-    ring = (np.zeros(0, np.int64), np.zeros(0, np.int64))
-    lo = TIME_MIN
+def iterate_windows(
+    ctx: Context, runs: dict[str, list[Run]], window_rows: int | None = None, segment: Segment | None = None
+) -> Iterator[Window]:
+    """The trace's windows in time order (of at most `window_rows` rows; default WINDOW_ROWS, read at each call);
+    of one segment only, when one is given."""
+    window_rows = window_rows or WINDOW_ROWS
+    rows = segment.rows if segment is not None else {}
+    families = {label: _Family(LAYOUTS[label], runs.get(label, []), rows.get(label)) for label in LAYOUTS}
+    if segment is None:
+        carried = {label: empty(LAYOUTS[label]) for label in LAYOUTS}
+        ring = (np.zeros(0, np.int64), np.zeros(0, np.int64))
+        lo, stop = TIME_MIN, None
+    else:
+        carried, ring, lo, stop = segment.carried, segment.ring, segment.lo, segment.stop
+    first = True
     while True:
         total = sum(f.remaining for f in families.values())
-        if total == 0 and lo != TIME_MIN:
+        if total == 0 and not first:
             return
+        first = False
         cursors = sum(len(f.cursors) for f in families.values())
         bound = _bound(families, max(window_rows // max(cursors, 1), 1)) if total > window_rows else None
-        cut, forced = (TIME_MAX, False) if bound is None else _choose_cut(ctx, families, carried, lo, bound)
-        final = bound is None
-        fresh = {label: f.take_below(None if final else cut) for label, f in families.items()}
+        last = bound is None
+        if bound is None:
+            cut, forced = (TIME_MAX if stop is None else stop), False
+        else:
+            cut, forced = _choose_cut(ctx, families, carried, lo, bound)
+        final = last and stop is None
+        fresh = {label: f.take_below(None if last else cut) for label, f in families.items()}
         tables = {label: _join(carried[label], fresh[label]) for label in LAYOUTS}
         window = Window(ctx, lo, cut, tables["gpu"], tables["runtime"], tables["cpu"], final, ring, forced)
         yield window
-        if final:
+        if last:
             return
         carried = {label: _still_running(tables[label], cut) for label in LAYOUTS}
         ring = _next_ring(ring, window)
@@ -393,8 +430,8 @@ def _still_running(table: Columns, cut: int) -> Columns:
 
 def _next_ring(ring: tuple[I64, I64], window: Window) -> tuple[I64, I64]:
     new = window.runtime_new & (window.runtime["corr"] >= 0)
-    corr = np.concatenate((ring[0], window.runtime["corr"][new]))[-_RING:]
-    ts = np.concatenate((ring[1], window.runtime["ts"][new]))[-_RING:]
+    corr = np.concatenate((ring[0], window.runtime["corr"][new]))[-RING_CALLS:]
+    ts = np.concatenate((ring[1], window.runtime["ts"][new]))[-RING_CALLS:]
     return corr, ts
 
 
@@ -407,21 +444,30 @@ def _choose_cut(
     """
     gpu = _peek(families["gpu"], carried["gpu"], bound)
     cpu = _peek(families["cpu"], carried["cpu"], bound)
+    cut, quality = cut_within(ctx, gpu, cpu, lo, bound)
+    return cut, quality == FORCED
+
+
+CLEAN, INSIDE_OP, FORCED = 0, 1, 2  # how good a cut is, best first
+
+
+def cut_within(ctx: Context, gpu: Columns, cpu: Columns, lo: int, bound: int) -> tuple[int, int]:
+    """The best cut in (lo, bound] given every GPU row and CPU row that starts below bound and ends after lo, and
+    how good it is: CLEAN (inside GPU-busy time and outside long CPU ops; without GPU rows, outside long ops),
+    INSIDE_OP (GPU-busy, inside a long op; without GPU rows, any), or FORCED (in GPU idle time: bound itself)."""
     long_ops = (cpu["kind"] == CPU_OP) & ((ctx.bits[cpu["name"]] & N.CPU_COMPUTE) != 0)
     long_ops &= cpu["end"] - cpu["ts"] >= CPU_OP_MIN_NS
     ops = union(cpu["ts"][long_ops], cpu["end"][long_ops])
     floor = lo + 1
-    if ctx.gpu_rows:
-        busy = union(gpu["ts"], gpu["end"])
-        for spans in (busy.minus(ops), busy):
-            cut = _last_inside(spans, floor, bound)
-            if cut is not None:
-                return cut, False
-    else:
+    if not ctx.gpu_rows:
         cut = _last_outside(ops, floor, bound)
+        return (cut, CLEAN) if cut is not None else (bound, INSIDE_OP)
+    busy = union(gpu["ts"], gpu["end"])
+    for spans, quality in ((busy.minus(ops), CLEAN), (busy, INSIDE_OP)):
+        cut = _last_inside(spans, floor, bound)
         if cut is not None:
-            return cut, False
-    return bound, bool(ctx.gpu_rows)
+            return cut, quality
+    return bound, FORCED
 
 
 def _peek(family: _Family, carried: Columns, bound: int) -> Columns:
