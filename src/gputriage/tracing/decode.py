@@ -185,19 +185,26 @@ class EventDecoder:
             found = self._decoders[with_stack] = msgspec.json.Decoder(list[union])  # type: ignore[valid-type]
         return found
 
-    def decode(self, payload: bytes) -> Families:
+    @staticmethod
+    def scan(payload: bytes | memoryview) -> Families | None:
+        """The batch as read by the compiled scanner (scan.py), or None where it declines. It keeps nothing of the
+        payload, so the payload may be a view of a buffer that changes afterwards."""
+        scanned = scan.scan(payload)
+        return Families(events=scanned.events, scanned=scanned) if scanned is not None else None
+
+    def decode(self, payload: bytes, *, scanned: bool = False) -> Families:
         """Decode one batch, a JSON list of events (bytes: the decoded times keep references into it).
 
         Raises msgspec.DecodeError only when the payload is not a complete JSON list. Names from C++ can hold any
         bytes: invalid UTF-8 is replaced rather than refusing the batch. NaN and Infinity, which JSON does not
         have, become strings (framing.repair_non_json_numbers).
 
-        The compiled scanner (scan.py) takes the batch first; it declines anything but the plain form, and then
-        this decides.
+        The compiled scanner takes the batch first (unless `scanned`: it already declined it); it declines anything
+        but the plain form, and then this decides.
         """
-        scanned = scan.scan(payload)
-        if scanned is not None:
-            return Families(events=scanned.events, scanned=scanned)
+        fast = None if scanned else self.scan(payload)
+        if fast is not None:
+            return fast
         try:
             return self._decode(payload, b'"Call stack"' in payload)
         except msgspec.DecodeError as exc:

@@ -331,12 +331,22 @@ def _lead(buf: bytearray) -> int:
 
 
 def _decode_in_place(buf: bytearray, lead: int, end: int, decoder: EventDecoder) -> Families:
-    """Decode the events in buf[lead:end] as a list, the brackets written over the separators around them."""
+    """Decode the events in buf[lead:end] as a list, the brackets written over the separators around them.
+
+    The compiled scanner reads the buffer where it is; only a batch it declines is copied out, for the Python path
+    (whose decoded values keep references into their bytes).
+    """
     before, after = buf[lead - 1], buf[end]
     buf[lead - 1], buf[end] = ord("["), ord("]")
-    payload = bytes(memoryview(buf)[lead - 1 : end + 1])
-    buf[lead - 1], buf[end] = before, after
-    return decoder.decode(payload)
+    try:
+        with memoryview(buf) as whole, whole[lead - 1 : end + 1] as view:
+            fast = decoder.scan(view)
+        if fast is not None:
+            return fast
+        payload = bytes(memoryview(buf)[lead - 1 : end + 1])
+    finally:
+        buf[lead - 1], buf[end] = before, after
+    return decoder.decode(payload, scanned=True)
 
 
 def _cut_and_decode(buf: bytearray, decoder: EventDecoder) -> tuple[int, Families] | None:

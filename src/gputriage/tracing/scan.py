@@ -72,7 +72,7 @@ class Scanned:
     texts: list[str]  # the batch's distinct id and call-stack strings
 
 
-def scan(payload: bytes) -> Scanned | None:
+def scan(payload: bytes | memoryview) -> Scanned | None:
     """The batch as columns, or None when the Python path must decode it (or the fast path is not installed)."""
     if NATIVE is None:
         return None
