@@ -177,6 +177,22 @@ def test_launches_without_device_events_do_not_measure_where_the_ops_ran(  # typ
     assert "ProfilerActivity.CUDA" in rungs[4]["reason"]
 
 
+def test_gpu_idle_time_that_was_not_measured_is_null(tmp_path: Path, trace_json) -> None:  # type: ignore[no-untyped-def]
+    # A long CPU op and a sync call, and no device event: how long the GPU idled meanwhile was never measured.
+    b = TraceBuilder()
+    for i in range(4):
+        b.step(i, i * 10_000, 10_000)
+        b.op("aten::mul", i * 10_000 + 10, 3000)
+        b.runtime("cudaLaunchKernel", i * 10_000 + 3100, 5)
+        b.runtime("cudaStreamSynchronize", i * 10_000 + 3200, 400)
+    _, doc = trace_json(b.write(tmp_path / "cpu_activity_only.json"))
+    rank = doc["trace"]["ranks"][0]
+    assert rank["cpu_compute"]["cpu_compute_us"] > 0 and rank["syncs"]["calls"] == 4
+    assert rank["cpu_compute"]["gpu_idle_during_us"] is None
+    assert rank["cpu_compute"]["gpu_idle_during_pct_of_steps"] is None
+    assert rank["syncs"]["idle_after_sync_us"] is None and rank["syncs"]["idle_after_sync_pct"] is None
+
+
 def test_out_dir_writes_report_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = training_loop(loader_us=3000).write(tmp_path / "t.json")
     assert main(["trace", str(path), "--out", str(tmp_path / "out"), "--fail-on", "warning"]) == 1

@@ -64,7 +64,8 @@ class SyncSummary:
     calls_per_step: float | None
     blocking_pct_of_steps: float | None
     # GPU idle time that starts while the host sits in a sync call: the queue drained and the host had to refill it.
-    idle_after_sync_us: float
+    # None: the trace holds no device event, so the GPU's idle time was not measured.
+    idle_after_sync_us: float | None
     idle_after_sync_pct: float | None
     sites: list[SyncSite] = field(default_factory=list)
 
@@ -121,7 +122,7 @@ class CpuComputeSummary:
     ops: int
     cpu_compute_us: float
     pct_of_steps: float | None
-    gpu_idle_during_us: float
+    gpu_idle_during_us: float | None  # None: the trace holds no device event (the GPU's idle time was not measured)
     gpu_idle_during_pct_of_steps: float | None
     top_ops: list[str] = field(default_factory=list)
     where: str | None = None

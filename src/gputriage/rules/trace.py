@@ -292,7 +292,7 @@ def cpu_compute_in_step(section: TraceSection, r: RankTrace) -> Finding | None:
         # profiler did not link (MTIA's runtime, CPU-only traces).
         return None
     share = c.gpu_idle_during_pct_of_steps
-    if share is None and r.window_us:
+    if share is None and r.window_us and c.gpu_idle_during_us is not None:
         share = round(100.0 * c.gpu_idle_during_us / r.window_us, 3)
     if share is None or share < CPU_COMPUTE_WARN_PCT:
         return None

@@ -110,7 +110,7 @@ class Syncs:
             blocking_us=_us(self.blocking_ns),
             calls_per_step=round(self.calls / step_count, 3) if step_count else None,
             blocking_pct_of_steps=pct(self.blocking_ns, step_total_ns),
-            idle_after_sync_us=_us(self.idle_after_ns),
+            idle_after_sync_us=_us(self.idle_after_ns) if window is not None else None,
             idle_after_sync_pct=pct(self.idle_after_ns, window) if window is not None else None,
             sites=[SyncSite(c, op, w, int(v[0]), round(v[1], 3)) for (c, op, w), v in ranked],
         )
@@ -325,8 +325,6 @@ class CpuCompute:
             spans = intersect(spans, w.steps)
         self.spans = spans
         self.total_ns += spans.total()
-        if not w.ctx.gpu_rows:
-            self.idle_during_ns += spans.total()
         new = kept[w.cpu_new[kept]]
         if not len(new):
             return
@@ -376,8 +374,9 @@ class CpuCompute:
             ops=self.kept,
             cpu_compute_us=_us(self.total_ns),
             pct_of_steps=pct(self.total_ns, step_total_ns),
-            gpu_idle_during_us=_us(self.idle_during_ns),
-            gpu_idle_during_pct_of_steps=pct(self.idle_during_ns, step_total_ns),
+            # Without a device event the GPU's idle time was not measured (the profiler recorded the CPU only).
+            gpu_idle_during_us=_us(self.idle_during_ns) if ctx.gpu_rows else None,
+            gpu_idle_during_pct_of_steps=pct(self.idle_during_ns, step_total_ns) if ctx.gpu_rows else None,
             top_ops=[ctx.names[n] for n, _ in self.top.most_common(3)],
             where=self.where,
         )
