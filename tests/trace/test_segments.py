@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
+import numpy as np
 import pytest
 from builders import GPU_PID, MAIN_TID, PID, TraceBuilder, training_loop
 
@@ -128,6 +129,7 @@ def test_no_cut_where_nothing_is_busy_across_a_target(tmp_path: Path) -> None:
 _WITH_PROCESSES = """
 import json, sys, tempfile
 import msgspec
+import numpy as np
 from pathlib import Path
 from gputriage.tracing import pool, quantile, segments, store
 from gputriage.tracing.summary import analyse_trace
@@ -173,3 +175,18 @@ def test_the_first_found_wins_across_segments_as_in_one_sweep() -> None:
     assert first.where == "a.py:1"
     first.merge(activity.CpuCompute(longest_ns=6, where="c.py:3"))
     assert (first.longest_ns, first.where) == (6, "c.py:3")
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_rows_near_a_target_are_those_that_start_before_it_and_end_after_its_lo(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    count = int(rng.integers(0, 400))
+    ts = np.sort(rng.integers(0, 1000, count)).astype(np.int64)  # many equal starts
+    end = ts + rng.choice([0, 1, 5, 50, 400], count)  # some rows span several targets, some none
+    at = np.sort(rng.choice(np.arange(10, 1100), int(rng.integers(1, 8)), replace=False))
+    targets = [segments._Target(int(a) - int(rng.integers(1, 60)), int(a)) for a in at]
+    targets = [t for i, t in enumerate(targets) if i == 0 or t.lo > targets[i - 1].lo]  # as planned: lo ascending
+    found = segments._near_in_chunk(ts, end, targets)
+    for target, rows in zip(targets, found, strict=True):
+        expected = np.flatnonzero((ts < target.at) & (end > target.lo))
+        assert rows.tolist() == expected.tolist()

@@ -164,15 +164,39 @@ def _rows_near(runs: dict[str, list[Run]], targets: list[_Target]) -> dict[str, 
         for run in runs.get(label, []):
             found: list[list[npt.NDArray[np.intp]] | None] = [[] for _ in targets]
             for start, chunk in _chunks(run, run.first_at_or_after(0, targets[-1].at), ("ts", "end")):
-                for k, target in enumerate(targets):
+                for k, rows in enumerate(_near_in_chunk(chunk["ts"], chunk["end"], targets)):
                     kept = found[k]
                     if kept is None:
                         continue
-                    kept.append(np.flatnonzero((chunk["ts"] < target.at) & (chunk["end"] > target.lo)) + start)
+                    kept.append(rows + start)
                     if sum(len(r) for r in kept) > cap:
                         found[k] = None
             for k, kept in enumerate(found):
                 out[label][k].append(None if kept is None else run.rows(np.concatenate([*kept, np.zeros(0, np.intp)])))
+    return out
+
+
+def _near_in_chunk(ts: I64, end: I64, targets: list[_Target]) -> list[npt.NDArray[np.intp]]:
+    """Per target, the rows of a chunk (sorted by start) that start before `at` and end after `lo`: those that start
+    in [lo, at), a slice, and the few that start before lo and run past it, found for all targets at once."""
+    los = np.array([t.lo for t in targets], dtype=np.int64)
+    # Row i runs across the lo of targets [first[i], past[i]) (the targets are in time order). The rows are sorted
+    # by start, so the first lo after each row's start is a step function: one pass finds the few rows that run
+    # past it, and only those are searched.
+    before = np.searchsorted(ts, los, side="left")  # rows that start before each lo
+    steps = np.diff(np.concatenate(([0], before, [len(ts)])))
+    first_of = np.repeat(np.arange(len(los) + 1), steps)
+    next_lo = np.append(los, np.iinfo(np.int64).max)[first_of]
+    across = np.flatnonzero(end > next_lo)
+    first = first_of[across]
+    spans = np.searchsorted(los, end[across], side="left") - first
+    rows = np.repeat(across, spans)
+    which = np.repeat(first - np.cumsum(spans) + spans, spans) + np.arange(len(rows))
+    out = []
+    for k, target in enumerate(targets):
+        a, b = np.searchsorted(ts, [target.lo, target.at], side="left")
+        band = np.flatnonzero(end[a:b] > target.lo) + a
+        out.append(np.concatenate((rows[which == k], band)))
     return out
 
 
