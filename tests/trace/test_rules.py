@@ -110,6 +110,10 @@ def test_no_gpu_compute(tmp_path: Path, trace_json) -> None:  # type: ignore[no-
     assert doc["verdict"]["status"] == "idle"
     rung5 = next(r for r in doc["ladder"] if r["rung"] == 5)  # no kernel: how busy a GPU is was not measured
     assert rung5["status"] == "skipped" and "no kernel on any accelerator" in rung5["reason"]
+    # A job meant for the CPU says so: no kernel is then what was meant.
+    code, quiet = trace_json(tmp_path / "cpu.json", "--expect-device", "cpu", "--fail-on", "critical")
+    assert code == 0 and "no-gpu-compute" not in _codes(quiet)
+    assert {r["rung"]: r["status"] for r in quiet["ladder"]}[4] == "skipped"
     assert main(["trace", str(tmp_path / "cpu.json"), "--json", "--fail-on", "critical"]) == 1
 
 

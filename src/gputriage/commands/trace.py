@@ -8,6 +8,7 @@ from pathlib import Path
 
 from gputriage.commands.common import (
     add_output_options,
+    device_name,
     existing_path,
     exit_code_for,
     output_options,
@@ -36,6 +37,13 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         default=None,
         metavar="N",
         help="processes: one per rank file, or per byte range of one large .json file (default: one per CPU core)",
+    )
+    p.add_argument(
+        "--expect-device",
+        type=device_name,
+        metavar="DEV",
+        help="the device the traced job was meant to use (cuda, mps, xpu, meta, cpu); with cpu, a trace with no "
+        "kernel is what was meant, not a finding (default: an accelerator)",
     )
     limits = DEFAULT_LIMITS
     p.add_argument(
@@ -72,7 +80,7 @@ def main(args: argparse.Namespace) -> int:
         for note in rank.notes:
             where = f"{Path(rank.path).name}: " if rank.path and len(section.ranks) > 1 else ""
             print(terminal_text(f"gputriage: note: {where}{note}"), file=sys.stderr)
-    run = Run(command="trace", argv=["trace", *map(str, args.paths)], trace=section)
+    run = Run(command="trace", argv=["trace", *map(str, args.paths)], expect_device=args.expect_device, trace=section)
     diag = diagnose(run)
     emit(diag, output_options(args))
     return exit_code_for(diag, args.fail_on)
