@@ -137,7 +137,7 @@ from gputriage.tracing.summary import analyse_trace
 path, scratch = Path(sys.argv[1]), sys.argv[2]
 one = msgspec.to_builtins(analyse_trace(path, jobs=1))
 store.INDEX_STRIDE = segments.INDEX_STRIDE = 16
-segments.SEGMENT_MIN_ROWS = 0
+segments.SEGMENT_MIN_ROWS = segments.ROWS_PER_SEGMENT = 1
 quantile.MEMORY_VALUES = 50  # the workers' medians go to files in the shared folder
 tempfile.tempdir = scratch
 planned = []
@@ -160,6 +160,13 @@ def test_the_trace_command_path_with_forked_processes(tmp_path: Path) -> None:
     assert result["forked"] and result["segments"] and result["segments"][0] >= 2
     assert result["same"]
     assert not list(scratch.iterdir())  # every worker's file went with the analysis's own folder
+
+
+def test_a_process_gets_enough_rows_to_pay_for_itself() -> None:
+    assert segments.segment_count(1_000_000, 8) == 1  # a trace this small is swept in one process
+    assert segments.segment_count(3_600_000, 2) == 2
+    assert segments.segment_count(3_600_000, 64) == 7  # not 64 forks for half a million rows each at most
+    assert segments.segment_count(50_000_000, 1) == 1
 
 
 def test_the_first_found_wins_across_segments_as_in_one_sweep() -> None:

@@ -45,6 +45,7 @@ from gputriage.tracing.sweep import (
 I64 = npt.NDArray[np.int64]
 
 SEGMENT_MIN_ROWS = 1_500_000  # below this, one sweep takes less time than planning cuts and starting processes
+ROWS_PER_SEGMENT = 500_000  # at least this many rows per process (on 64 cores, 64 forks of a 1.5 M-row trace cost more)
 _BAND_ROWS = WINDOW_ROWS // 2  # rows before each target, all targets together, among which a cut is chosen
 _CHUNK_ROWS = 1 << 20  # rows read at once while planning (two int64 columns: 16 MiB)
 
@@ -69,6 +70,13 @@ class _Job:
 
 
 _JOB: list[_Job] = []  # what forked workers read: the one job running now (empty otherwise)
+
+
+def segment_count(rows: int, workers: int) -> int:
+    """How many stretches to sweep a timeline of `rows` rows in, with up to `workers` processes (1: one sweep)."""
+    if workers < 2 or rows < SEGMENT_MIN_ROWS:
+        return 1
+    return max(1, min(workers, rows // ROWS_PER_SEGMENT))
 
 
 def sweep_in_segments(

@@ -76,20 +76,19 @@ def sweep_timeline(
     jobs: int | None,
     *,
     window_rows: int | None = None,
-    min_rows: int | None = None,
 ) -> Sweep:
     """Pass two: every accumulator fed the whole timeline, in stretches swept by `jobs` processes where the trace is
     large enough to gain from it and forking is safe, else in one sweep."""
-    workers = jobs if jobs is not None else (os.cpu_count() or 1)
     rows = sum(run.count for per_layout in runs.values() for run in per_layout)
-    if workers < 2 or rows < (min_rows or segments.SEGMENT_MIN_ROWS) or not can_fork():
+    count = segments.segment_count(rows, jobs if jobs is not None else (os.cpu_count() or 1))
+    if count < 2 or not can_fork():
         sweep = Sweep(ctx, spill)
         for window in iterate_windows(ctx, runs, window_rows):
             sweep.add(window)
         return sweep
     # The folder exists before the workers fork: their median files go into it, and are removed with it.
     start = partial(Sweep.start, ctx, spill.ready())
-    parts = segments.sweep_in_segments(ctx, runs, start, count=workers, workers=workers, window_rows=window_rows)
+    parts = segments.sweep_in_segments(ctx, runs, start, count=count, workers=count, window_rows=window_rows)
     return merge_sweeps(parts)
 
 
