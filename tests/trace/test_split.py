@@ -10,7 +10,7 @@ from builders import TraceBuilder, training_loop
 
 from gputriage.errors import InputError
 from gputriage.tracing import collect as collect_module
-from gputriage.tracing import split, sweep
+from gputriage.tracing import split, store, sweep
 from gputriage.tracing.limits import DEFAULT_LIMITS
 from gputriage.tracing.reader import first_event_at
 from gputriage.tracing.store import SpillDir
@@ -113,3 +113,30 @@ def test_a_large_key_after_the_events_is_read_exactly_and_within_bounds(
     expected = analyse_trace(clean, jobs=1)
     assert (r.steps, r.gpu_events, r.busy_pct) == (expected.steps, expected.gpu_events, expected.busy_pct)
     assert any("after traceEvents were not read" in n for n in r.notes), r.notes
+
+
+def test_many_runs_still_give_full_windows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Many byte ranges (or spilled runs) each cover a stretch of the timeline: a window is still cut where its rows,
+    # counted across every run, reach the limit, not where each run's share of the limit would.
+    path = training_loop(steps=40, loader_us=1500, sync_idle_us=800, kernel_us=100).write(tmp_path / "t.json")
+    _split_small(monkeypatch, path.stat().st_size, 8, budget_rows=200)
+    monkeypatch.setattr(collect_module, "MEMORY_BUDGET_ROWS", 200)
+    monkeypatch.setattr(store, "INDEX_STRIDE", 16)
+    spill = SpillDir()
+    try:
+        collected, _ = split.collect(path, DEFAULT_LIMITS, spill, jobs=8)
+        runs = sum(len(r) for r in collected.runs.values())
+        rows = sum(run.count for r in collected.runs.values() for run in r)
+        windows = list(sweep.iterate_windows(sweep.context_of(collected), collected.runs, window_rows=2000))
+    finally:
+        spill.cleanup()
+    assert runs >= 20  # many runs: each one's share of a window would be under a hundred rows
+    assert len(windows) <= 2 * rows // 2000 + 2
+
+
+def test_a_worker_that_reads_two_ranges_keeps_both_ranges_files(tmp_path: Path) -> None:
+    # A pool process may take two byte ranges; each opens the shared folder anew. Its second range's run files
+    # once got the first one's names, and overwrote them.
+    first, second = SpillDir(tmp_path), SpillDir(tmp_path)
+    names = {first.new_file("gpu"), second.new_file("gpu"), first.new_file("gpu")}
+    assert len(names) == 3

@@ -13,6 +13,7 @@ bytes per kept event, and are deleted when the analysis ends, also on an error.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import shutil
 import tempfile
@@ -78,13 +79,17 @@ def sort_by_start(cols: Columns) -> Columns:
     return take(cols, order)
 
 
+# File numbers are counted per process, not per SpillDir: a worker process that collects two byte ranges opens the
+# shared folder twice, and a count per object gave the second range's files the first one's names.
+_FILE_NUMBERS = itertools.count(1)
+
+
 class SpillDir:
     """One private temporary folder, created on first use and removed with everything in it."""
 
     def __init__(self, path: Path | None = None) -> None:
         self._path = path
         self._owned = path is None
-        self._count = 0
 
     @property
     def path(self) -> Path:
@@ -98,8 +103,7 @@ class SpillDir:
         return self
 
     def new_file(self, stem: str) -> Path:
-        self._count += 1
-        return self.path / f"{stem}-{os.getpid()}-{self._count}.rows"
+        return self.path / f"{stem}-{os.getpid()}-{next(_FILE_NUMBERS)}.rows"
 
     def cleanup(self) -> None:
         if self._owned and self._path is not None:
@@ -163,6 +167,15 @@ class Run:
         if self.cols is not None:
             return int(self.cols["ts"][row])
         return int(self._read_file(row, row + 1, ("ts",))["ts"][0])
+
+    def rows_below_at_most(self, ts: int, start: int, stop: int) -> int:
+        """How many of rows [start, stop) start before ts: exactly in memory, at most that many for a file run
+        (from the sampled start times alone: no read)."""
+        if self.cols is not None:
+            return int(np.searchsorted(self.cols["ts"][start:stop], ts, side="left"))
+        assert self.index_ts is not None
+        first_late = int(np.searchsorted(self.index_ts, ts, side="left"))  # the sampled rows from here start later
+        return max(min(first_late * INDEX_STRIDE, stop) - start, 0)
 
     def sample_ts(self) -> npt.NDArray[np.int64]:
         """The start time of every INDEX_STRIDE-th row: where the run's rows lie in time, for planning."""
@@ -261,6 +274,20 @@ class RunCursor:
             return int(self.buffer["ts"][rows - 1])
         row = self.position + rows - buffered - 1
         return self.run.ts_at(row) if row < self.stop else None
+
+    def rows_below_at_most(self, ts: int) -> int:
+        """At most how many rows not yet taken start before ts (read nothing)."""
+        buffered = int(np.searchsorted(self.buffer["ts"], ts, side="left"))
+        if self.position >= self.stop:
+            return buffered
+        return buffered + self.run.rows_below_at_most(ts, self.position, self.stop)
+
+    def sampled_ts(self) -> npt.NDArray[np.int64]:
+        """Start times of some rows not yet taken (every INDEX_STRIDE-th of the run's): where a bound may fall."""
+        if self.position >= self.stop:
+            return self.buffer["ts"][-1:]
+        samples = self.run.sample_ts()
+        return samples[self.position // INDEX_STRIDE : self.stop // INDEX_STRIDE + 1]
 
     def take_below(self, ts: int | None) -> Columns:
         """Every row not yet taken whose start time is below ts (all of them for None)."""

@@ -392,7 +392,7 @@ def iterate_windows(
             return
         first = False
         cursors = sum(len(f.cursors) for f in families.values())
-        bound = _bound(families, max(window_rows // max(cursors, 1), 1)) if total > window_rows else None
+        bound = _bound(families, max(window_rows // max(cursors, 1), 1), window_rows) if total > window_rows else None
         last = bound is None
         if bound is None:
             cut, forced = (TIME_MAX if stop is None else stop), False
@@ -410,9 +410,24 @@ def iterate_windows(
         lo = cut
 
 
-def _bound(families: dict[str, _Family], quota: int) -> int | None:
+def _bound(families: dict[str, _Family], quota: int, window_rows: int) -> int | None:
+    """A time below which at most `window_rows` rows are not yet taken, as late as the runs' sampled start times
+    allow. Each run holding at most `window_rows / runs` of them is one such time, but a poor one when many runs
+    (from many byte ranges, or spilled) lie in other stretches of the timeline: it is only the least."""
     bounds = [b for f in families.values() if (b := f.bound(quota)) is not None]
-    return min(bounds) if bounds else None
+    if not bounds:
+        return None
+    cursors = [c for f in families.values() for c in f.cursors]
+    times = np.unique(np.concatenate([c.sampled_ts() for c in cursors]))
+    times = times[times > min(bounds)]
+    lo, hi = 0, len(times)  # the last time whose rows fit is times[lo - 1]
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if sum(c.rows_below_at_most(int(times[mid])) for c in cursors) <= window_rows:
+            lo = mid + 1
+        else:
+            hi = mid
+    return int(times[lo - 1]) if lo else min(bounds)
 
 
 def _join(carried: Columns, fresh: Columns) -> Columns:
