@@ -103,8 +103,12 @@ def _sweep_one(index: int) -> Sweeper:
     job = _JOB[0]
     segment = job.segments[index]
     if index:
-        segment = replace(segment, ring=ring_before(job.runs["runtime"], segment))
-        segment.graph_corr = graph_launches_before(job.ctx, job.runs["runtime"], segment)
+        runtime = job.runs["runtime"]
+        segment = replace(
+            segment,
+            ring=ring_before(runtime, segment),
+            graph_corr=graph_launches_before(job.ctx, runtime, segment),
+        )
     sweeper = job.new(segment)
     for window in iterate_windows(job.ctx, job.runs, job.window_rows, segment):
         sweeper.add(window)
