@@ -7,7 +7,7 @@ import sys
 from collections.abc import Sequence
 from importlib import import_module
 
-from gputriage.errors import InputError
+from gputriage.errors import InputError, Terminated
 from gputriage.report.sanitize import inline_text
 from gputriage.version import __version__
 
@@ -53,6 +53,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if getattr(exc, "exit_as_python", False):
             raise  # `run`: the job's Ctrl-C ends this process the way Python ends it (see collectors/runner.py)
         return 130
+    except Terminated as exc:  # clean-up done: die of the signal, as the parent expects (commands/common.py)
+        from gputriage.collectors.runner import die_by_signal
+
+        die_by_signal(exc.signal_name)
     return code
 
 

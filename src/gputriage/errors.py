@@ -1,4 +1,5 @@
-"""The one error type that the CLI turns into a one-line message and exit code 2."""
+"""The one error type that the CLI turns into a one-line message and exit code 2, and the signal that ends a command
+after its clean-up."""
 
 from __future__ import annotations
 
@@ -10,3 +11,12 @@ class InputError(Exception):
     """
 
     exit_code = 2
+
+
+class Terminated(BaseException):
+    """SIGTERM or SIGHUP arrived while a command ran: raised so that `finally` blocks remove temporary files and stop
+    worker processes; the CLI then dies of the same signal (commands/common.py: signals_end_the_command)."""
+
+    def __init__(self, signal_name: str) -> None:
+        super().__init__(signal_name)
+        self.signal_name = signal_name

@@ -7,15 +7,18 @@ and each numeric or path flag is parsed by one of the types below, which say wha
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import re
+import signal
 import sys
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from importlib.util import find_spec
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn, TextIO
 
-from gputriage.errors import InputError
+from gputriage.errors import InputError, Terminated
 from gputriage.findings import Severity
 
 if TYPE_CHECKING:  # `run` imports this module before the user's job starts: the report's modules come later
@@ -160,3 +163,23 @@ def _named(text: str, what: str) -> Path:
     if not text.strip():
         raise argparse.ArgumentTypeError(f"expected {what}, not an empty name")
     return Path(text)
+
+
+@contextlib.contextmanager
+def signals_end_the_command() -> Iterator[None]:
+    """SIGTERM and SIGHUP (`kill`, `timeout`, a closed terminal) raise Terminated while the command runs, so its
+    temporary files are removed and its worker processes stopped; the CLI then dies of the same signal, as the
+    command would have without this. Without it, the default action ended this process at once and left both."""
+    if threading.current_thread() is not threading.main_thread():  # signal handlers live in the main thread only
+        yield
+        return
+
+    def raise_terminated(signum: int, _frame: object) -> None:
+        raise Terminated(signal.Signals(signum).name)
+
+    before = {signum: signal.signal(signum, raise_terminated) for signum in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for signum, handler in before.items():
+            signal.signal(signum, handler)

@@ -13,6 +13,7 @@ from gputriage.commands.common import (
     exit_code_for,
     output_options,
     positive_number,
+    signals_end_the_command,
     whole_number,
 )
 from gputriage.diagnosis import diagnose
@@ -72,6 +73,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def main(args: argparse.Namespace) -> int:
+    with signals_end_the_command():
+        return _trace(args)
+
+
+def _trace(args: argparse.Namespace) -> int:
     limits = TraceLimits(
         max_bytes=int(args.max_gib * GIB), max_events=int(args.max_events), max_gzip_ratio=float(args.max_gzip_ratio)
     )

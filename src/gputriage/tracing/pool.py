@@ -4,10 +4,17 @@ Fork where it is safe (Linux, and no other thread alive in this process: the `tr
 milliseconds instead of a fresh interpreter's imports; spawn otherwise. Spawning re-imports the caller's __main__,
 which fails for code read from stdin or a script without a main guard; the work then runs here, slower but with the
 same result.
+
+Workers never outlive the work: when this process stops waiting (an error, Ctrl-C, SIGTERM turned into an exception
+by the command), they are terminated, and on Linux each one dies with this process even if it is killed outright
+(PR_SET_PDEATHSIG). A worker left behind sat blocked forever on the pipe of results nobody read.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 import sys
 import threading
 from collections.abc import Callable
@@ -33,12 +40,38 @@ def in_processes(fn: Callable[[_Job], _Result], jobs: list[_Job], workers: int) 
     from concurrent.futures.process import BrokenProcessPool
 
     try:
-        with ProcessPoolExecutor(max_workers=min(workers - 1, len(jobs) - 1), mp_context=ctx) as pool:
-            futures = [pool.submit(fn, job) for job in jobs[1:]]
-            first = fn(jobs[0])
-            return [first, *(f.result() for f in futures)]
-    except BrokenProcessPool:
+        size = min(workers - 1, len(jobs) - 1)
+        with ProcessPoolExecutor(size, mp_context=ctx, initializer=_worker_start, initargs=(os.getpid(),)) as pool:
+            try:
+                futures = [pool.submit(fn, job) for job in jobs[1:]]
+                first = fn(jobs[0])
+                return [first, *(f.result() for f in futures)]
+            except BaseException:
+                _stop_workers(pool)  # their results are not wanted: do not wait for them
+                raise
+    except BrokenProcessPool:  # a worker died (the OOM killer): the work is done here instead
         return [fn(job) for job in jobs]
+
+
+def _worker_start(parent: int) -> None:
+    """In each worker: SIGTERM and SIGHUP end it at once (the parent cleans up), and it dies with its parent."""
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, signal.SIG_DFL)
+    if sys.platform == "linux":
+        with contextlib.suppress(Exception):
+            import ctypes
+
+            ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    if os.getppid() != parent:  # the parent died before that took effect
+        os._exit(1)
+
+
+def _stop_workers(pool: object) -> None:
+    # ProcessPoolExecutor gained terminate_workers() only in Python 3.14; before it, its processes are a private dict.
+    processes = getattr(pool, "_processes", None) or {}
+    for process in list(processes.values()):
+        with contextlib.suppress(Exception):
+            process.terminate()
 
 
 def can_fork() -> bool:
