@@ -160,12 +160,22 @@ def test_a_gzip_bomb_is_refused_early(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="decompression bomb"):
         analyse_trace(path, limits=limits)
     assert analyse_trace(path, limits=TraceLimits(max_gzip_ratio=1e6, gzip_ratio_after_bytes=1 << 20)).cpu_ops
+    # Below what real traces reach, the limit the user set is named, and the file is not called a bomb.
+    with pytest.raises(InputError, match=r"more than --max-gzip-ratio 2 allows") as low:
+        analyse_trace(path, limits=TraceLimits(max_gzip_ratio=2, gzip_ratio_after_bytes=1 << 20))
+    assert "decompression bomb" not in str(low.value)
 
 
-def test_more_events_than_the_limit_names_the_flag(tmp_path: Path) -> None:
+def test_more_events_than_the_limit_names_the_file_and_the_flag(tmp_path: Path) -> None:
     path = training_loop(steps=3).write(tmp_path / "t.json")
-    with pytest.raises(InputError, match="--max-events"):
+    with pytest.raises(InputError, match=f"^{path} holds more than 10 events.*--max-events"):
         analyse_trace(path, limits=TraceLimits(max_events=10))
+
+
+def test_a_size_limit_under_one_gib_is_shown_as_given(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = training_loop(steps=30).write(tmp_path / "t.json")
+    assert main(["trace", str(path), "--max-gib", "0.00001"]) == 2
+    assert "holds more than 1e-05 GiB of JSON" in capsys.readouterr().err  # it said "more than 0 GiB"
 
 
 def test_escape_sequences_never_reach_the_terminal(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -256,7 +256,8 @@ def sequence_table(diagram: SequenceDiagram) -> Grid:
 
 
 def trace_table(ranks: list[RankTrace]) -> Grid:
-    headers = ("rank", "device", "steps", "busy", "idle", "host wait", "step", "DataLoader")
+    # "host wait" is HTA's share of the idle time (not of the whole window): the header says so.
+    headers = ("rank", "device", "steps", "busy", "idle", "host wait/idle", "step", "DataLoader")
     grid = Grid(
         [Column(h, justify="left" if h == "device" else "right", key=h in ("rank", "device")) for h in headers],
         title=Text("profiler trace, per rank", style="bold"),

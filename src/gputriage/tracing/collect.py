@@ -48,6 +48,10 @@ _TS, _DUR, _NAME = operator.attrgetter("ts"), operator.attrgetter("dur"), operat
 _PID, _TID, _ARGS = operator.attrgetter("pid"), operator.attrgetter("tid"), operator.attrgetter("args")
 
 
+class TooManyEvents(InputError):
+    """More events than --max-events allows (split.py names the file in the message it shows)."""
+
+
 @dataclass
 class LaneStats:
     """Per-thread counts that choose the main thread (see sweep.main_lane)."""
@@ -219,7 +223,7 @@ class Collector:
         self.events += batch.events
         self.dropped.update(batch.dropped)
         if self.events > self.limits.max_events:
-            raise InputError(
+            raise TooManyEvents(
                 f"the trace holds more than {self.limits.max_events:,} events, the limit for one trace "
                 "(raise it with --max-events)"
             )

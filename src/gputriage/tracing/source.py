@@ -90,10 +90,18 @@ class Source:
         if self.consumed > limits.gzip_ratio_after_bytes:
             packed = max(self._raw.tell(), 1)
             if self.consumed / packed > limits.max_gzip_ratio:
+                ratio = limits.max_gzip_ratio
+                inflated, packed_mib = self.consumed / 2**20, packed / 2**20
+                so_far = (
+                    f"{self.path} inflates more than {ratio:g}:1 ({inflated:.0f} MiB from {packed_mib:.2f} MiB so far)"
+                )
+                if ratio < 30:  # a limit set below what real traces reach: the file is no bomb, say what was set
+                    raise InputError(
+                        f"{so_far}, more than --max-gzip-ratio {ratio:g} allows (profiler traces inflate 10-30:1)"
+                    )
                 raise InputError(
-                    f"{self.path} inflates more than {limits.max_gzip_ratio:.0f}:1 ({self.consumed / 2**20:.0f} MiB "
-                    f"from {packed / 2**20:.2f} MiB so far), far beyond a profiler trace's 10-30:1: refused as a "
-                    "decompression bomb (raise --max-gzip-ratio to read it anyway)"
+                    f"{so_far}, far beyond a profiler trace's 10-30:1: refused as a decompression bomb (raise "
+                    "--max-gzip-ratio to read it anyway)"
                 )
 
     def close(self) -> None:
@@ -103,7 +111,7 @@ class Source:
 
 def _too_big(path: Path, limits: TraceLimits) -> str:
     return (
-        f"{path} holds more than {limits.max_bytes / GIB:.0f} GiB of JSON, the limit for one trace "
+        f"{path} holds more than {limits.max_bytes / GIB:.3g} GiB of JSON, the limit for one trace "
         "(raise it with --max-gib)"
     )
 

@@ -23,7 +23,7 @@ import numpy as np
 import numpy.typing as npt
 
 from gputriage.errors import InputError
-from gputriage.tracing.collect import Collected, Collector, LaneStats
+from gputriage.tracing.collect import Collected, Collector, LaneStats, TooManyEvents
 from gputriage.tracing.limits import TraceLimits
 from gputriage.tracing.pool import in_processes
 from gputriage.tracing.reader import TraceHeader, events_start, first_event_at, read_range, read_trace
@@ -60,14 +60,19 @@ def _collect(path: Path, limits: TraceLimits, spill: SpillDir, jobs: int | None)
     if planned is None:
         reading = read_trace(path, limits)
         collector = Collector(limits, spill)
-        for batch in reading.batches:
-            collector.feed(batch)
+        try:
+            for batch in reading.batches:
+                collector.feed(batch)
+        except TooManyEvents:
+            raise InputError(_too_many_events(path, limits)) from None
         return collector.finish(), reading.header
     header, bare, bounds = planned
     budget = max(MEMORY_BUDGET_ROWS // len(bounds), _MIN_WORKER_BUDGET)
     work = [_Range(path, start, stop, bare, limits, spill.path, budget) for start, stop in bounds]
     try:
         parts = in_processes(_collect_range, work, len(work))
+    except TooManyEvents:  # one range alone holds too many: the whole file does too
+        raise InputError(_too_many_events(path, limits)) from None
     except InputError:
         # A cut fell after the end of the events (a large key after traceEvents: stackFrames, a blob), so a range
         # held the list's end and what follows. The byte ranges are a guess; one process reads the file exactly, and
@@ -77,10 +82,12 @@ def _collect(path: Path, limits: TraceLimits, spill: SpillDir, jobs: int | None)
         header.fill_from(tail)
     merged = merge([c for c, _ in parts])
     if merged.events > limits.max_events:
-        raise InputError(
-            f"{path} holds more than {limits.max_events:,} events, the limit for one trace (raise it with --max-events)"
-        )
+        raise InputError(_too_many_events(path, limits))
     return merged, header
+
+
+def _too_many_events(path: Path, limits: TraceLimits) -> str:
+    return f"{path} holds more than {limits.max_events:,} events, the limit for one trace (raise it with --max-events)"
 
 
 def _plan(
