@@ -70,6 +70,14 @@ def test_corpus_sampled_ranks(traces: Path, trace_json) -> None:  # type: ignore
     assert all(f["rank"] in (0, 1) for f in doc["findings"])
 
 
+def test_the_ladder_names_a_code_found_on_every_rank_once(traces: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from gputriage.cli import main
+
+    main(["trace", str(traces / "hta/trace_filter")])
+    ladder = capsys.readouterr().out.split("The ladder", 1)[1].split("\n\n", 1)[0]
+    assert "low-gpu-utilization ×2" in ladder and "low-gpu-utilization, low-gpu-utilization" not in ladder
+
+
 def test_folder_without_traces_is_a_clean_error(tmp_path: Path, trace_json) -> None:  # type: ignore[no-untyped-def]
     (tmp_path / "empty").mkdir()
     code, doc = trace_json(tmp_path / "empty")

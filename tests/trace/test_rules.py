@@ -22,6 +22,8 @@ def test_healthy_loop_has_no_warning(tmp_path: Path, trace_json) -> None:  # typ
     assert rank["busy_pct"] >= 95
     assert [f for f in doc["findings"] if f["severity"] != "info"] == []
     assert (code, doc["verdict"]["status"]) == (0, "healthy")
+    # Two rungs that share a reason take it once, in the plural.
+    assert "rungs 2 and 3, `gputriage trace` does not measure them" in doc["verdict"]["summary"]
 
 
 def test_contract_fields_of_the_trace_section(tmp_path: Path, trace_json) -> None:  # type: ignore[no-untyped-def]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 
 from gputriage.findings import Finding, Severity
@@ -36,6 +37,21 @@ class RungView:
     @property
     def decisive_codes(self) -> list[str]:
         return [c for c in self.finding_codes if c not in self.note_codes]
+
+    @property
+    def shown_decisive(self) -> list[str]:
+        return once_each(self.decisive_codes)
+
+    @property
+    def shown_notes(self) -> list[str]:
+        return once_each(self.note_codes)
+
+
+def once_each(codes: list[str]) -> list[str]:
+    """Each code once, in order, with how many findings carry it where several do ("pageable-memcpy" and a times
+    sign and 2: one per rank); a list of the same code twice read as a mistake."""
+    counts = Counter(codes)
+    return [code if counts[code] == 1 else f"{code} ×{counts[code]}" for code in dict.fromkeys(codes)]
 
 
 def build_ladder(run: Run, findings: list[Finding]) -> list[RungView]:

@@ -96,7 +96,12 @@ def _not_measured(skipped: list[RungCoverage]) -> str:
     by_reason: dict[str, list[int]] = {}
     for c in skipped:
         by_reason.setdefault(c.reason or "not measured", []).append(c.rung)
-    return "; ".join(f"{numbered('rung', rungs)}, {reason}" for reason, rungs in by_reason.items())
+    return "; ".join(f"{numbered('rung', rungs)}, {_for(reason, len(rungs))}" for reason, rungs in by_reason.items())
+
+
+def _for(reason: str, rungs: int) -> str:
+    # The reasons are written for one rung (coverage.py): "does not measure it" said of two rungs is "them".
+    return reason.replace("does not measure it", "does not measure them") if rungs > 1 else reason
 
 
 def _nothing_measured(run: Run, coverage: dict[int, RungCoverage]) -> str:

@@ -91,9 +91,9 @@ def _ending(run: Run) -> str | None:
 def _ladder(diag: Diagnosis) -> str:
     rows = ["## The ladder", "", "| rung | question | status | findings |", "|---:|---|---|---|"]
     for r in diag.ladder:
-        codes = ", ".join(md(c) for c in r.decisive_codes)
+        codes = ", ".join(md(c) for c in r.shown_decisive)
         if r.note_codes:
-            codes += ("; " if codes else "") + "notes: " + ", ".join(md(c) for c in r.note_codes)
+            codes += ("; " if codes else "") + "notes: " + ", ".join(md(c) for c in r.shown_notes)
         if r.reason:
             codes += ("; " if codes else "") + f"*{md(r.reason)}*"
         rows.append(f"| {r.rung} | {md(r.question)} | {_STATUS_MARK.get(r.status, md(r.status))} | {codes} |")

@@ -151,9 +151,9 @@ def ladder_table(diag: Diagnosis) -> Grid:
 
 def _rung_detail(view: RungView) -> Text:
     """The decisive findings; the info ones as notes; for a rung not measured, why."""
-    text = Text(", ".join(view.decisive_codes))
+    text = Text(", ".join(view.shown_decisive))
     if view.note_codes:
-        text.append(("; " if view.decisive_codes else "") + "notes: " + ", ".join(view.note_codes), style="dim")
+        text.append(("; " if view.decisive_codes else "") + "notes: " + ", ".join(view.shown_notes), style="dim")
     if view.reason:
         text.append(("; " if len(text) else "") + view.reason, style="dim italic")
     return text
