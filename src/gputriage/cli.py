@@ -37,9 +37,11 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     try:
-        args = build_parser(argv).parse_args(argv)
+        args = build_parser(argv).parse_args(argv)  # imports the chosen command's modules: most of start-up
     except SystemExit as exc:  # --help, --version, or a bad flag (one line on stderr already): main returns codes
         return exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 2
+    except KeyboardInterrupt:  # Ctrl-C while starting: an exit code, not an import traceback
+        return 130
     try:
         from gputriage.commands.settings import check_environment
 

@@ -232,3 +232,13 @@ def test_a_trace_with_nothing_timed_is_refused_not_called_healthy(
     assert main(["trace", str(_write(tmp_path, text))]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and said in err
+
+
+def test_ctrl_c_while_starting_is_an_exit_code_not_a_traceback(monkeypatch: pytest.MonkeyPatch) -> None:
+    from gputriage import cli
+
+    def interrupted(argv: object) -> object:  # Ctrl-C lands while the command's modules are imported
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "build_parser", interrupted)
+    assert cli.main(["trace", "x.json"]) == 130
