@@ -36,6 +36,9 @@ from pathlib import Path
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).parent))
+from measure import compile_as_installed
+
 JOB = Path(__file__).resolve().parent / "run_overhead_job.py"
 GPUTRIAGE = Path(sys.executable).parent / "gputriage"
 WINDOW_STEPS = 200  # gputriage run's default --steps
@@ -189,6 +192,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=10)
     args = parser.parse_args()
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    print(compile_as_installed(), flush=True)
     with tempfile.TemporaryDirectory() as out:
         subprocess.run([sys.executable, str(JOB), "1", "16"], env=env, check=True, stdout=subprocess.DEVNULL)
         fixed = measure(0, 16, args.repeats, env, out)

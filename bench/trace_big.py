@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from measure import measure
+from measure import compile_as_installed, measure
 from trace_gen import generate
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -40,6 +40,7 @@ def main() -> None:
     parser.add_argument("--shape", default="cnn")
     parser.add_argument("--jobs", type=int, default=None, help="default: gputriage's own (one per core)")
     args = parser.parse_args()
+    print(compile_as_installed(), flush=True)
     out = ROOT / "bench" / "out"
     out.mkdir(parents=True, exist_ok=True)
     peaks = []

@@ -34,7 +34,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from measure import measure, parallel_capacity
+from measure import compile_as_installed, measure, parallel_capacity
 from trace_gen import generate
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -156,6 +156,7 @@ def main() -> None:
         raise SystemExit(
             f"HTA is not installed: python3 -m venv {HTA_PY.parent.parent} && {HTA_PY.parent}/pip install traceinsight"
         )
+    print(compile_as_installed(), flush=True)
     cores = os.cpu_count() or 1
     print(f"{cores} CPU cores; load average now {os.getloadavg()[0]:.1f}", flush=True)
     if cores > 1:

@@ -25,6 +25,7 @@ from gputriage.record.trace import (
 )
 from gputriage.tracing import names as N
 from gputriage.tracing.analysis import pct
+from gputriage.tracing.distinct import distinct
 from gputriage.tracing.families import CPU_OP
 from gputriage.tracing.gaps import ACTIVITIES, LONG_GAP_NS, SHORT_GAP_NS, Gaps
 from gputriage.tracing.intervals import Spans, intersect
@@ -346,7 +347,7 @@ class CpuCompute:
         cpu, rt = w.cpu, w.runtime
         keep: list[npt.NDArray[np.intp]] = []
         new_rt = w.runtime_new
-        for lane in np.unique(cpu["lane"][rows]).tolist():
+        for lane in distinct(cpu["lane"][rows]).tolist():
             mine = rows[cpu["lane"][rows] == lane]
             starts = np.sort(rt["ts"][new_rt & (rt["lane"] == lane)])
             lo = np.maximum(cpu["ts"][mine], w.lo)

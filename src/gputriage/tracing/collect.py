@@ -23,6 +23,7 @@ import numpy.typing as npt
 from gputriage.errors import InputError
 from gputriage.tracing import names as N
 from gputriage.tracing.decode import Families
+from gputriage.tracing.distinct import distinct
 from gputriage.tracing.families import ANNOTATION, CPU_OP, DEVICE, PYTHON, RUNTIME
 from gputriage.tracing.limits import MAX_LANES, TraceLimits
 from gputriage.tracing.numbers import I64_MAX, MISSING, NOT_A_NUMBER, OK, int_column, us_to_ns
@@ -447,7 +448,7 @@ class Collector:
         wheres = [""] * len(self._wheres)
         for text, ident in self._wheres.items():
             wheres[ident] = text
-        d2h = np.unique(np.concatenate(self._d2h)) if self._d2h else np.zeros(0, np.int64)
+        d2h = distinct(np.concatenate(self._d2h)) if self._d2h else np.zeros(0, np.int64)
         return Collected(
             names=self.names.names,
             name_bits=self.names.bits,

@@ -24,6 +24,7 @@ import msgspec
 import numpy as np
 
 from gputriage.tracing import framing, scan
+from gputriage.tracing.distinct import distinct
 from gputriage.tracing.families import ANNOTATION, CATEGORY_FAMILY, CPU_FAMILIES, CPU_OP, DEVICE, PYTHON, RUNTIME, SKIP
 
 # Spellings seen in real traces (Kineto 2021-2026, AMD, MTIA), registered up front; others are learned.
@@ -264,7 +265,7 @@ class EventDecoder:
         out = Families(events=len(events))
         codes = np.fromiter(map(self._family_of_type.__getitem__, map(type, events)), np.int8, len(events))
         groups: dict[int, list[Any]] = {}
-        for fam in np.unique(codes).tolist():
+        for fam in distinct(codes).tolist():
             if fam != SKIP:
                 rows = np.flatnonzero(codes == fam).tolist()
                 groups[fam] = [events[rows[0]]] if len(rows) == 1 else list(operator.itemgetter(*rows)(events))

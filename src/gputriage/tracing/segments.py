@@ -27,6 +27,7 @@ import numpy.typing as npt
 
 from gputriage.tracing import names as N
 from gputriage.tracing.activity import MAX_GRAPH_LAUNCHES
+from gputriage.tracing.distinct import distinct
 from gputriage.tracing.pool import in_processes
 from gputriage.tracing.store import INDEX_STRIDE, LAYOUTS, Columns, Run, concat, empty, sort_by_start, take
 from gputriage.tracing.sweep import (
@@ -281,4 +282,4 @@ def graph_launches_before(ctx: Context, runtime: list[Run], segment: Segment) ->
     for run, (before, _) in zip(runtime, segment.rows["runtime"], strict=True):
         for _, chunk in _chunks(run, before, ("name", "corr")):
             found.append(chunk["corr"][(ctx.bits[chunk["name"]] & np.uint32(N.GRAPH_LAUNCH)) != 0])
-    return np.unique(np.concatenate(found))[:MAX_GRAPH_LAUNCHES] if found else np.zeros(0, np.int64)
+    return distinct(np.concatenate(found))[:MAX_GRAPH_LAUNCHES] if found else np.zeros(0, np.int64)

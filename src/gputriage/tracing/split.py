@@ -24,6 +24,7 @@ import numpy.typing as npt
 
 from gputriage.errors import InputError
 from gputriage.tracing.collect import Collected, Collector, LaneStats, TooManyEvents
+from gputriage.tracing.distinct import distinct
 from gputriage.tracing.limits import TraceLimits
 from gputriage.tracing.pool import in_processes
 from gputriage.tracing.reader import TraceHeader, events_start, first_event_at, read_range, read_trace
@@ -177,7 +178,7 @@ def merge(parts: list[Collected]) -> Collected:
         runs=runs,
         events=sum(p.events for p in parts),
         dropped=dropped,
-        d2h_corr=np.unique(np.concatenate([p.d2h_corr for p in parts])),
+        d2h_corr=distinct(np.concatenate([p.d2h_corr for p in parts])),
         gpu_rows=sum(p.gpu_rows for p in parts),
         gpu_first_ts=min(firsts) if firsts else None,
         gpu_last_end=max(lasts) if lasts else None,

@@ -23,6 +23,7 @@ import numpy.typing as npt
 
 from gputriage.tracing import names as N
 from gputriage.tracing.collect import Collected
+from gputriage.tracing.distinct import distinct
 from gputriage.tracing.families import CPU_OP, PYTHON
 from gputriage.tracing.intervals import Spans, union
 from gputriage.tracing.store import LAYOUTS, Columns, Layout, Run, RunCursor, concat, empty, length, take
@@ -418,7 +419,7 @@ def _bound(families: dict[str, _Family], quota: int, window_rows: int) -> int | 
     if not bounds:
         return None
     cursors = [c for f in families.values() for c in f.cursors]
-    times = np.unique(np.concatenate([c.sampled_ts() for c in cursors]))
+    times = distinct(np.concatenate([c.sampled_ts() for c in cursors]))
     times = times[times > min(bounds)]
     lo, hi = 0, len(times)  # the last time whose rows fit is times[lo - 1]
     while lo < hi:
