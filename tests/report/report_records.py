@@ -146,9 +146,11 @@ def lifelike_run(step_count: int = 150) -> Run:
 
 
 def healthy_run() -> Run:
+    """The starved run with its DataLoader fixed: 1 ms of data wait per step, and the GPU busy 93% of the time."""
     run = starved_run()
-    assert run.steps is not None
+    assert run.steps is not None and run.gpu is not None
     run.steps.steps = make_steps(40, 0.001)
+    run.gpu.devices[0].samples = make_samples(60, 0.1, 93.0, 9 * GIB)
     return run
 
 

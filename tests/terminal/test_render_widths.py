@@ -18,6 +18,7 @@ from report_records import (
     crashed_run,
     diagnosis_with,
     distributed_run,
+    healthy_run,
     injected_finding,
     injected_run,
     lifelike_run,
@@ -48,6 +49,7 @@ def two_rank_trace() -> Diagnosis:
 
 CASES: dict[str, Callable[[], Diagnosis]] = {
     "starved": lambda: diagnose(starved_run()),
+    "healthy": lambda: diagnose(healthy_run()),
     "lifelike": lambda: diagnose(lifelike_run()),
     "no_gpu": lambda: diagnose(no_gpu_run()),
     "crashed": lambda: diagnose(crashed_run()),
@@ -158,10 +160,29 @@ def test_the_short_report_is_short() -> None:
     assert "-v shows" not in verbose
 
 
+def test_a_healthy_short_report_shows_the_numbers_it_rests_on() -> None:
+    """ "Healthy" with no number is not evidence: under that verdict alone the short report shows what was measured,
+    and still says where the files are. Under a verdict with findings, their evidence holds the numbers."""
+    healthy = CASES["healthy"]()
+    assert healthy.verdict.status == "healthy"
+    short = render_text(healthy, 80, out_dir=Path("gputriage-out"))
+    assert "What was measured" in short
+    assert "usage 93% mean" in short and "one step: 41.0 ms" in short  # as -v shows them
+    files = "gputriage-out/ (report.md, report.html)"
+    assert " ".join(short.split()).endswith(f"-v shows what this machine has; every detail is in {files}")
+    healthy.run.environment = None  # nothing left out then, but the files are still named
+    short = render_text(healthy, 80, out_dir=Path("gputriage-out"))
+    assert "-v shows" not in short
+    assert short.rstrip().endswith(f"Every detail is in {files}")
+    for other in ("starved", "trace_two_ranks"):
+        assert "What was measured" not in render_text(CASES[other](), 80, out_dir=Path("gputriage-out"))
+
+
 GOLDEN = [
     ("starved", 80, "plain", False),
     ("starved", 60, "plain", True),
     ("starved", 80, "boxed", False),
+    ("healthy", 80, "plain", False),
     ("trace_two_ranks", 60, "plain", True),
     ("trace_two_ranks", 120, "plain", True),
     ("distributed", 80, "boxed", True),

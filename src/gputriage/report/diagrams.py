@@ -246,9 +246,10 @@ _TRACE_DETAILS = (
     "DataLoader share of the step",
     "memcpy share of the step",
     "GPU kernels, forward and backward together",
-    "host syncs blocking the step",
+    "host syncs blocking the step; not in the partition: the GPU can work meanwhile (in 3)",
     "in 3: the trace does not split it from forward",
 )
+_SYNC_ARROW = 3  # the one share that is not a part of the step partition, so the shares can add up to over 100%
 # A trace without any device kernel (a CPU run): the computation is the CPU ops, and nothing speaks of a GPU.
 _CPU_TRACE_DETAILS = (
     *_TRACE_DETAILS[:2],
@@ -285,7 +286,11 @@ def _sequence_from_trace(run: Run) -> SequenceDiagram:
         messages.append(Message(n, spec.label, detail, *_ENDS[spec.key], time_s, share))
     # Some arrows may be unknown here: the largest known one is where the time goes only if the unknown rest of the
     # step could not hold a larger one.
-    known = [m.share_pct for m in messages if m.share_pct is not None and math.isfinite(m.share_pct)]
+    known = [
+        m.share_pct
+        for i, m in enumerate(messages)
+        if i != _SYNC_ARROW and m.share_pct is not None and math.isfinite(m.share_pct)
+    ]
     if known and max(known) >= 100 - sum(known):
         _highlight(messages)
     where = f", rank {first.rank}" if first.rank is not None else ""

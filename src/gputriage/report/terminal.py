@@ -75,8 +75,11 @@ def print_blocks(console: Console, blocks: list[Block]) -> None:
 
 
 def short_report(diag: Diagnosis, out_dir: Path | None = None) -> list[Block]:
-    """Verdict, ladder, critical and warning findings in full, info findings in one line each."""
+    """Verdict, ladder, critical and warning findings in full, info findings in one line each; a healthy verdict
+    with what was measured, the numbers it rests on (no finding shows them)."""
     blocks = [Block(verdict_panel(diag)), Block(ladder_table(diag))]
+    if _shows_measured(diag):
+        blocks += _measured_blocks(diag)
     infos = [f for f in diag.findings if f.severity is Severity.INFO]
     for finding in diag.findings:
         if finding.severity is not Severity.INFO:
@@ -95,28 +98,38 @@ def full_report(diag: Diagnosis) -> list[Block]:
     blocks = [Block(verdict_panel(diag)), Block(ladder_table(diag))]
     if diag.run.environment is not None:
         blocks.append(Block(environment_table(diag.run.environment)))
-    measured = measured_tables(diag)
-    if measured:
-        blocks.append(Block(Text("What was measured", style="bold")))
-        blocks += [Block(table) for table in measured]
+    blocks += _measured_blocks(diag)
     for finding in diag.findings:
         blocks += finding_blocks(finding)
     return blocks
 
 
+def _shows_measured(diag: Diagnosis) -> bool:
+    """The short report shows what was measured under a healthy verdict: "healthy" with no number is not evidence."""
+    return diag.verdict.status == "healthy"
+
+
+def _measured_blocks(diag: Diagnosis) -> list[Block]:
+    measured = measured_tables(diag)
+    if not measured:
+        return []
+    return [Block(Text("What was measured", style="bold")), *(Block(table) for table in measured)]
+
+
 def more_line(diag: Diagnosis, infos: int, out_dir: Path | None) -> Text | None:
-    """What the short report left out, and where all of it is; None when it left nothing out."""
+    """What the short report left out, and where all of it is; None when it left nothing out and wrote no files."""
     left_out = []
     if infos:
         left_out.append(f"the {counted(infos, 'info finding')} in full")
-    if diag.run.environment is not None or measured_tables(diag):
+    if _shows_measured(diag):
+        if diag.run.environment is not None:
+            left_out.append("what this machine has")
+    elif diag.run.environment is not None or measured_tables(diag):
         left_out.append("what was measured")
-    if not left_out:
-        return None
-    files = (
-        f"; every detail is in {terminal_text(outdir.shown_path(out_dir))}/ (report.md, report.html)" if out_dir else ""
-    )
-    return Text(f"-v shows {listed(left_out)}{files}", style="dim")
+    files = f"{terminal_text(outdir.shown_path(out_dir))}/ (report.md, report.html)" if out_dir else None
+    if left_out:
+        return Text(f"-v shows {listed(left_out)}" + (f"; every detail is in {files}" if files else ""), style="dim")
+    return Text(f"Every detail is in {files}", style="dim") if files else None
 
 
 def verdict_panel(diag: Diagnosis) -> RenderableType:
