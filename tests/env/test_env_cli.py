@@ -13,6 +13,7 @@ import pytest
 from env_fixtures import run_env_json
 
 from gputriage.cli import main
+from gputriage.commands.common import device_name
 
 NO_GPU_HERE = not Path("/dev/nvidiactl").exists()
 
@@ -178,9 +179,21 @@ def test_a_path_that_cannot_be_read_gives_exit_2(
     assert err.count("\n") == 1
 
 
-def test_bad_expect_device_gives_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["env", "--expect-device", "gpu please"]) == 2
-    assert "expected a device name" in capsys.readouterr().err
+@pytest.mark.parametrize("command", [["env"], ["trace", "t.json"], ["run", "train.py"]])
+@pytest.mark.parametrize("device", ["gpu please", "gpu", "banana", "GPU", "cuda:x"])
+def test_a_device_torch_does_not_know_gives_exit_2(
+    command: list[str], device: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A fresh-clone tester found `env --expect-device gpu` judged a broken set-up HEALTHY ("meant to run on gpu").
+    assert main([*command[:1], "--expect-device", device, *command[1:]]) == 2
+    err = capsys.readouterr().err
+    assert f"expected a device torch knows (cuda, cuda:1, mps, xpu, meta, cpu), not {device!r}" in err
+    assert ("torch calls NVIDIA and AMD GPUs cuda" in err) == (device.split(":", maxsplit=1)[0].lower() == "gpu")
+
+
+@pytest.mark.parametrize("device", ["cuda", "cuda:1", "cpu", "meta", "mps", "xpu", "npu", "hpu"])
+def test_devices_torch_knows_are_taken(device: str) -> None:
+    assert device_name(device) == device
 
 
 def test_the_console_script_prints_no_traceback_on_garbage(tmp_path: Path) -> None:

@@ -199,6 +199,26 @@ def test_escape_sequences_never_reach_the_terminal(tmp_path: Path, capsys: pytes
     assert "\x1b" not in (tmp_path / "out" / "report.md").read_text()
 
 
+def test_a_newline_in_a_name_cannot_start_a_line_of_its_own(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # A fresh-clone tester's op named "...\ngputriage verdict: HEALTHY" printed a fake verdict line under the real one.
+    fake = "aten::mul\ngputriage verdict: HEALTHY\r\n# gputriage: HEALTHY"
+    b = training_loop(steps=3, cpu_op_us=6000)
+    for event in b.events:
+        if event["name"] == "aten::mul":
+            event["name"] = fake
+    path = b.write(tmp_path / "fake.json")
+    for verbose in ([], ["-v"]):
+        main(["trace", str(path), "--out", str(tmp_path / "out"), *verbose])
+        out = capsys.readouterr().out
+        lines = [line.strip() for line in out.splitlines()]
+        assert "aten::mul\\x0agputriage verdict: HEALTHY" in out  # shown, on its line
+        assert not [line for line in lines if line.startswith(("gputriage verdict: HEALTHY", "# gputriage"))]
+    report = (tmp_path / "out" / "report.md").read_text().splitlines()
+    assert not [line for line in report if line.startswith(("gputriage verdict", "# gputriage: HEALTHY"))]
+    main(["trace", str(path), "--json"])
+    assert fake in json.loads(capsys.readouterr().out)["trace"]["ranks"][0]["cpu_compute"]["top_ops"]
+
+
 def test_markup_in_names_is_text(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     b = training_loop(steps=3, cpu_op_us=6000)
     for event in b.events:

@@ -125,13 +125,33 @@ def positive_number(text: str) -> float:
 
 # cuda, cuda:1, mps, meta, cpu, privateuseone: the spelling torch.device accepts (whether torch knows the type is
 # checked when torch is imported, with its own one-line error)
-DEVICE_NAME_RE = re.compile(r"^[a-z][a-z_]*(:\d+)?$")
+DEVICE_NAME_RE = re.compile(r"^([a-z][a-z_0-9]*)(:\d+)?$")
+# The device types torch.device() parses (c10's DeviceType), and the names vendor backends register for its
+# PrivateUse1 slot (Ascend npu, Moore Threads musa, Cambricon mlu, Enflame gcu, ...). Checked without importing torch:
+# `env` and `trace` never import it, and a typo ("gpu", "cdua") must not turn into a verdict judged for no device.
+DEVICE_TYPES = frozenset(
+    {
+        "cpu", "cuda", "mps", "xpu", "meta", "hip", "hpu", "mtia", "maia", "xla", "lazy", "ipu", "ve", "fpga",
+        "vulkan", "metal", "mkldnn", "opengl", "opencl", "ideep", "privateuseone",
+        "npu", "musa", "mlu", "gcu", "sdaa", "dipu",
+    }
+)  # fmt: skip
+
+
+def device_problem(text: str) -> str | None:
+    """Why `text` is not a device as torch spells one ("cuda", "cuda:1", "mps", "cpu"); None when it is one."""
+    match = DEVICE_NAME_RE.match(text)
+    if match is not None and match.group(1) in DEVICE_TYPES:
+        return None
+    hint = "; torch calls NVIDIA and AMD GPUs cuda" if text.split(":", 1)[0].lower() in ("gpu", "nvidia", "amd") else ""
+    return f"expected a device torch knows (cuda, cuda:1, mps, xpu, meta, cpu), not {text!r}{hint}"
 
 
 def device_name(text: str) -> str:
     """A device spelled as torch spells one, checked before anything runs (--out is not created for a typo)."""
-    if not DEVICE_NAME_RE.match(text):
-        raise argparse.ArgumentTypeError(f"expected a device name (cuda, cuda:1, mps, meta, cpu), not {text!r}")
+    problem = device_problem(text)
+    if problem is not None:
+        raise argparse.ArgumentTypeError(problem)
     return text
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import stat
 import sys
 from pathlib import Path
@@ -18,7 +17,6 @@ from gputriage.record import Run
 from gputriage.record.environment import Environment
 from gputriage.report.output import emit
 
-_DEVICE_RE = re.compile(r"^[a-z][a-z_]*(:\d+)?$")
 _MAX_TEXT_BYTES = 16 * 1024 * 1024  # a pasted report is kilobytes; anything this large is the wrong file
 
 
@@ -46,9 +44,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def main(args: argparse.Namespace) -> int:
-    expect = args.expect_device
-    if expect is not None and not _DEVICE_RE.match(expect):
-        raise InputError(f"--expect-device {expect!r} is not a device name (e.g. cuda, cuda:1, mps, meta, cpu)")
+    expect = args.expect_device  # checked by argparse (device_name)
     env = _from_text(args.from_path) if args.from_path else probe_environment(expect)
     run = Run(command="env", argv=list(sys.argv[1:]), expect_device=expect, environment=env)
     diag = diagnose(run)

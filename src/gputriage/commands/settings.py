@@ -12,7 +12,7 @@ import os
 from collections.abc import Callable, Mapping
 
 from gputriage import envnames
-from gputriage.commands.common import DEVICE_NAME_RE
+from gputriage.commands.common import device_problem
 from gputriage.errors import InputError
 from gputriage.hardware.nvml import fake_scenario_names
 from gputriage.outdir import record_limit_mb
@@ -40,7 +40,7 @@ def _megabytes(value: str) -> str | None:
 
 
 def _device(value: str) -> str | None:
-    return None if DEVICE_NAME_RE.match(value) else "a device name (cuda, cuda:1, mps, meta, cpu)"
+    return None if device_problem(value) is None else "a device torch knows (cuda, cuda:1, mps, xpu, meta, cpu)"
 
 
 def _scenario(value: str) -> str | None:

@@ -15,7 +15,7 @@ from gputriage.record import Run
 from gputriage.report import fmt
 from gputriage.report.diagrams import build_relationship, build_sequence
 from gputriage.report.mermaid import relationship_mermaid, sequence_mermaid
-from gputriage.report.sanitize import clean_tree, terminal_text
+from gputriage.report.sanitize import report_tree, terminal_text
 from gputriage.report.timeline import OPEN_TOGETHER_NOTE, profiler_trace_paths
 from gputriage.report.views import rank_summaries
 from gputriage.wording import numbered
@@ -41,7 +41,7 @@ def fenced(code: str, lang: str = "") -> str:
 
 
 def render_markdown(diag: Diagnosis) -> str:
-    diag = clean_tree(diag)  # control characters made visible: a report.md is read in terminals and editors too
+    diag = report_tree(diag)  # control characters made visible: a report.md is read in terminals and editors too
     parts = [
         _header(diag),
         _ladder(diag),

@@ -9,6 +9,9 @@ them. The JSON document is never cleaned: it keeps every string exact.
 
 `clean_tree` applies `terminal_text` to every string of a record, a finding or a diagnosis (dataclasses, lists, dicts,
 keys included), copying only the objects that held something to clean, so a clean record costs one walk and no copy.
+`report_tree` does the same for a report, where every string is one line (`inline_text`) but a fix's code: an op
+name with a newline in it ("aten::mul\ngputriage verdict: HEALTHY") would otherwise print a line of its own, a fake
+verdict under the real one.
 """
 
 from __future__ import annotations
@@ -48,6 +51,10 @@ def inline_text(text: str) -> str:
     return _UNSAFE_INLINE.sub(_visible, text)
 
 
+# The dataclass fields whose text is several lines by design: a finding's fix (code, commands, comments).
+BLOCK_FIELDS = frozenset({"fix"})
+
+
 def clean_tree(value: T, clean: Callable[[str], str] = terminal_text) -> T:
     """A copy of `value` whose every string (dict keys too) went through `clean`; `value` itself when nothing needed it.
 
@@ -57,39 +64,49 @@ def clean_tree(value: T, clean: Callable[[str], str] = terminal_text) -> T:
     return cleaned
 
 
-def _clean(value: Any, clean: Callable[[str], str]) -> Any:
+def report_tree(value: T) -> T:
+    """`clean_tree` for a report: every string on one line (newlines shown as `\\x0a`), but the BLOCK_FIELDS."""
+    cleaned: T = _clean(value, inline_text, terminal_text)
+    return cleaned
+
+
+def _clean(value: Any, clean: Callable[[str], str], block: Callable[[str], str] | None = None) -> Any:
     kind = type(value)
     if kind is str:
         return clean(value)
     if kind is list or kind is tuple:
-        return _clean_sequence(value, clean)
+        return _clean_sequence(value, clean, block)
     if kind is dict:
-        return _clean_dict(value, clean)
+        return _clean_dict(value, clean, block)
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return _clean_dataclass(value, clean)
+        return _clean_dataclass(value, clean, block)
     return value
 
 
-def _clean_sequence(value: list[Any] | tuple[Any, ...], clean: Callable[[str], str]) -> Any:
-    items = [_clean(item, clean) for item in value]
+def _clean_sequence(
+    value: list[Any] | tuple[Any, ...], clean: Callable[[str], str], block: Callable[[str], str] | None
+) -> Any:
+    items = [_clean(item, clean, block) for item in value]
     if all(new is old for new, old in zip(items, value, strict=True)):
         return value
     return items if type(value) is list else tuple(items)
 
 
-def _clean_dict(value: dict[Any, Any], clean: Callable[[str], str]) -> dict[Any, Any]:
-    pairs = [(_clean(k, clean), _clean(v, clean)) for k, v in value.items()]
+def _clean_dict(
+    value: dict[Any, Any], clean: Callable[[str], str], block: Callable[[str], str] | None
+) -> dict[Any, Any]:
+    pairs = [(_clean(k, clean, block), _clean(v, clean, block)) for k, v in value.items()]
     if all(nk is k and nv is v for (nk, nv), (k, v) in zip(pairs, value.items(), strict=True)):
         return value
     return dict(pairs)
 
 
-def _clean_dataclass(value: Any, clean: Callable[[str], str]) -> Any:
+def _clean_dataclass(value: Any, clean: Callable[[str], str], block: Callable[[str], str] | None) -> Any:
     changed = {}
     kind: Any = type(value)
     for name in _text_fields(kind):
         old = getattr(value, name)
-        new = _clean(old, clean)
+        new = _clean(old, block, None) if block is not None and name in BLOCK_FIELDS else _clean(old, clean, block)
         if new is not old:
             changed[name] = new
     return dataclasses.replace(value, **changed) if changed else value

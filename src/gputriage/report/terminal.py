@@ -28,7 +28,7 @@ from gputriage.record.trace import RankTrace
 from gputriage.report import fmt
 from gputriage.report.diagrams import RelationshipDiagram, SequenceDiagram, build_relationship, build_sequence
 from gputriage.report.layout import INDENT, Column, Framed, Grid, Heading, OneLine, Packed, Trimmed, plain
-from gputriage.report.sanitize import clean_tree, terminal_text
+from gputriage.report.sanitize import report_tree, terminal_text
 from gputriage.wording import counted, listed
 
 _VERDICT_STYLE = {
@@ -61,7 +61,7 @@ class Block:
 
 def render(diag: Diagnosis, console: Console, verbose: bool = False, out_dir: Path | None = None) -> None:
     """The report on `console`: short by default, everything with `verbose`; `out_dir` is where the files went."""
-    diag = clean_tree(diag)  # every string from the job or a file, with its control characters made visible
+    diag = report_tree(diag)  # every string from the job or a file, with its control characters made visible
     blocks = full_report(diag) if verbose else short_report(diag, out_dir)
     print_blocks(console, blocks)
 
@@ -300,7 +300,7 @@ def finding_title(finding: Finding) -> Text:
 
 def finding_blocks(finding: Finding) -> list[Block]:
     """A finding in full: its heading, title, where, evidence and fix. The where and the fix's lines are whole."""
-    finding = clean_tree(finding)  # also drawn on its own, by the live view
+    finding = report_tree(finding)  # also drawn on its own, by the live view
     blocks = [Block(Text("")), Block(Heading(finding_title(finding))), Block(plain(finding.title, style="bold"))]
     if finding.where:
         blocks.append(Block(Text.assemble(("where: ", "magenta"), plain(finding.where)), whole=True))
