@@ -4,19 +4,22 @@
 from __future__ import annotations
 
 import dataclasses
+import io
 import json
 import os
 import subprocess
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import pytest
 from dist_records import RankFactory, steps_with
 
+from gputriage import envnames
 from gputriage.cli import main
-from gputriage.commands.rank_report import finish_rank
+from gputriage.commands.rank_report import finish_rank, report_rank
 from gputriage.outdir import LOCK_NAME, rank_record_path
 from gputriage.record import Run
 from gputriage.record.merge import load_job
@@ -49,6 +52,49 @@ def test_the_last_rank_to_finish_writes_the_merged_report(make_rank: RankFactory
     assert doc["findings"][0]["evidence"]["on_ranks"] == [0, 1, 2, 3]
     leftovers = [p.name for p in tmp_path.rglob("*") if p.name.startswith(".")]
     assert leftovers == []  # no temporary file, staging folder or lock stays behind
+
+
+def _wait_for(path: Path) -> None:
+    deadline = time.monotonic() + 30
+    while not path.exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
+def test_the_job_report_is_merged_and_shown_once(make_rank: RankFactory, tmp_path: Path) -> None:
+    # A fresh-clone tester saw the whole report printed twice under torchrun: the last rank to write its record merged
+    # it, then rank 0, done waiting for the others, found every record there and merged (and printed) it again.
+    with ThreadPoolExecutor(1) as pool:
+        rank0 = pool.submit(finish_rank, unsharded(make_rank, 0, 3), tmp_path, wait_s=30)  # waits for ranks 1 and 2
+        _wait_for(rank_record_path(tmp_path, 0))
+        assert finish_rank(unsharded(make_rank, 1, 3), tmp_path, wait_s=0).diagnosis is None
+        last = finish_rank(unsharded(make_rank, 2, 3), tmp_path, wait_s=0)
+        first = rank0.result(timeout=60)
+    merged = [o for o in (first, last) if o.diagnosis is not None]
+    assert len(merged) == 1 and merged[0].missing == []  # one of them merged (whichever took the lock first)
+    other = first if merged[0] is last else last
+    assert other.report_path is None and other.merged_by_another
+
+    report = tmp_path / "report.json"
+    rank1 = tmp_path / "ranks" / "rank-00001.json"
+    later_ns = report.stat().st_mtime_ns + 10**9
+    os.utime(rank1, ns=(later_ns, later_ns))  # a record newer than the report: merged again
+    assert finish_rank(unsharded(make_rank, 2, 3), tmp_path, wait_s=0).diagnosis is not None
+
+
+def test_report_rank_prints_the_job_report_once(
+    make_rank: RankFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(envnames.MERGE_WAIT_S, "30")
+    streams = {r: io.StringIO() for r in range(2)}
+    with ThreadPoolExecutor(1) as pool:
+        rank0 = pool.submit(report_rank, unsharded(make_rank, 0, 2), tmp_path, streams[0])
+        _wait_for(rank_record_path(tmp_path, 0))  # rank 0 has written its record and waits for rank 1's
+        report_rank(unsharded(make_rank, 1, 2), tmp_path, streams[1])
+        rank0.result(timeout=60)
+    shown = [s.getvalue() for s in streams.values()]
+    assert sum("gputriage verdict:" in text for text in shown) == 1, shown
+    assert sum("merged the job's report into" in text for text in shown) == 1
+    assert sum("the job's report, merged by another rank, is in" in text for text in shown) == 1
 
 
 def test_rank0_merges_what_it_has_and_a_late_rank_completes_the_report(make_rank: RankFactory, tmp_path: Path) -> None:

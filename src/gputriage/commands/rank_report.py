@@ -3,8 +3,10 @@
 Protocol, for ranks that share `--out DIR` (one filesystem, or one folder per node merged later; names in
 `gputriage.outdir`):
 1. every rank writes `DIR/ranks/rank-NNNNN.json` atomically (write a temporary file, then rename);
-2. a rank that then sees all `world_size` records merges them into `DIR/report.json` and the other report files;
-   rank 0 also waits a few seconds for the others and, if some never come (killed hard), merges what is there;
+2. a rank that then sees all `world_size` records merges them into `DIR/report.json` and the other report files,
+   unless that report already holds every record as it is now (another rank merged after the last one was written:
+   the job's report is shown once, by the rank that merged it); rank 0 also waits a few seconds for the others and,
+   if some never come (killed hard), merges what is there;
 3. merging is idempotent and guarded by a lock file; whoever releases the lock re-checks for records that arrived
    meanwhile, so the last record written always ends up in the report. A lock whose holder is dead (its pid, on this
    host) is taken over at once;
@@ -24,6 +26,8 @@ import os
 import time
 from pathlib import Path
 from typing import TextIO
+
+import msgspec
 
 from gputriage import envnames, outdir
 from gputriage.diagnosis import Diagnosis, diagnose
@@ -55,6 +59,7 @@ class RankOutcome:
     report_path: Path | None = None  # set when this rank wrote the merged report
     diagnosis: Diagnosis | None = None  # the merged job's, when this rank wrote it
     missing: list[int] = dataclasses.field(default_factory=list)  # ranks absent from the report this rank wrote
+    merged_by_another: bool = False  # the report already held every record: another rank merged and showed it
 
 
 def finish_rank(run: Run, out_dir: Path, wait_s: float | None = None) -> RankOutcome:
@@ -99,7 +104,11 @@ def report_rank(run: Run, out_dir: Path, stream: TextIO, verbose: bool = False) 
         print(f"gputriage: error: rank {rank} could not write its record into {out_dir}: {exc}", file=stream)
         return
     if outcome.diagnosis is None:
-        print(f"gputriage: rank {rank}: record written to {outdir.shown_path(outcome.record_path)}", file=stream)
+        written = f"gputriage: rank {rank}: record written to {outdir.shown_path(outcome.record_path)}"
+        if outcome.merged_by_another:
+            report = outdir.shown_path(outdir.report_json(out_dir))
+            written += f"; the job's report, merged by another rank, is in {report}"
+        print(written, file=stream)
         return
     emit(outcome.diagnosis, OutputOptions(terminal_stream=stream, verbose=verbose))
     absent = f"; ranks {outcome.missing} left no record (yet)" if outcome.missing else ""
@@ -128,9 +137,11 @@ def _merge_until_settled(out_dir: Path, record: Path) -> RankOutcome:
     while True:
         take_over_dead_lock(out_dir)
         with outdir.merge_lock(out_dir) as lock:
-            if lock is None:
-                return outcome  # another rank is merging; it re-checks for late records after releasing
+            if lock is None:  # another rank is merging; it re-checks for late records after releasing
+                return dataclasses.replace(outcome, merged_by_another=outcome.diagnosis is None)
             before = _signature(out_dir)
+            if _report_is_current(out_dir):
+                return dataclasses.replace(outcome, merged_by_another=outcome.diagnosis is None)
             merged = load_job([out_dir])
             if merged is None or merged.ranks is None:
                 return outcome
@@ -139,6 +150,35 @@ def _merge_until_settled(out_dir: Path, record: Path) -> RankOutcome:
         # A record written (or rewritten) while we merged, by a rank that found the lock taken: merge once more.
         if _signature(out_dir) == before:
             return outcome
+
+
+class _MergedRank(msgspec.Struct):
+    rank: int
+
+
+class _MergedRanks(msgspec.Struct):
+    ranks: list[_MergedRank] = []
+
+
+class _MergedReport(msgspec.Struct):
+    ranks: _MergedRanks | None = None
+
+
+def _report_is_current(out_dir: Path) -> bool:
+    """Whether DIR/report.json merges every rank record there, each as it is now: written after the newest record,
+    and listing exactly the ranks that have one. Anything unreadable or odd says no, and the rank merges again (the
+    merge is idempotent: at worst the report is shown twice)."""
+    report = outdir.report_json(out_dir)
+    try:
+        report_ns = report.stat().st_mtime_ns
+        doc = msgspec.json.decode(report.read_bytes(), type=_MergedReport)
+        records = {outdir.rank_of_record(path): path.stat().st_mtime_ns for path in outdir.rank_files(out_dir)}
+    except (OSError, msgspec.DecodeError):
+        return False
+    if doc.ranks is None or not records:
+        return False
+    merged = {r.rank for r in doc.ranks.ranks}
+    return merged == set(records) and max(records.values()) <= report_ns
 
 
 def take_over_dead_lock(out_dir: Path) -> None:
