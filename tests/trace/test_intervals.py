@@ -6,7 +6,7 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gputriage.tracing.intervals import intersect, union
+from gputriage.tracing.intervals import Spans, intersect, union
 
 _pairs = st.lists(st.tuples(st.integers(0, 200), st.integers(0, 40)), max_size=15)
 
@@ -36,3 +36,10 @@ def test_union_intersect_minus_gaps_match_cells(a: list[tuple[int, int]], b: lis
         inside = np.zeros(260, dtype=bool)
         inside[sa.start[0] : sa.end[-1]] = True
         assert sa.gaps().total() == (inside & ~ca).sum()
+
+
+def test_contains_takes_the_start_and_not_the_end() -> None:
+    spans = Spans(np.array([10, 30], np.int64), np.array([20, 40], np.int64))
+    t = np.array([0, 10, 15, 20, 25, 30, 39, 40, 50], np.int64)
+    assert spans.contains(t).tolist() == [False, True, True, False, False, True, True, False, False]
+    assert Spans.empty().contains(t).tolist() == [False] * len(t)

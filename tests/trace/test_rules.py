@@ -59,6 +59,18 @@ def test_host_sync_in_loop_names_the_line(tmp_path: Path, trace_json) -> None:  
     assert found["evidence"]["idle_after_sync_pct"] > 20
 
 
+def test_a_sync_outside_every_step_is_no_cost_of_the_steps(tmp_path: Path, trace_json) -> None:  # type: ignore[no-untyped-def]
+    # A fresh-clone tester found an MI300 trace's one hipDeviceSynchronize, after the last step, shown as 77.8% of
+    # each step ("return results"). The steps' share counts only what lies inside them; the totals keep every call.
+    b = training_loop(steps=5, sync_idle_us=2500)  # one 200 µs sync in each 10 ms step
+    b.runtime("cudaDeviceSynchronize", 5 * 10_000 + 100, 40_000)  # after the last step: 40 ms
+    _, doc = trace_json(b.write(tmp_path / "sync_after.json"))
+    syncs = doc["trace"]["ranks"][0]["syncs"]
+    assert syncs["calls"] == 6 and syncs["blocking_us"] == pytest.approx(5 * 200 + 40_000)
+    assert syncs["calls_per_step"] == 1.0  # was 1.2
+    assert syncs["blocking_pct_of_steps"] == pytest.approx(2.0)  # was (5 * 0.2 + 40) / 50 ms = 82%
+
+
 def test_cpu_compute_in_step(tmp_path: Path, trace_json) -> None:  # type: ignore[no-untyped-def]
     _, doc = trace_json(training_loop(cpu_op_us=2500).write(tmp_path / "cpu.json"))
     found = _codes(doc)["cpu-compute-in-step"]

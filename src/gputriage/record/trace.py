@@ -61,8 +61,8 @@ class SyncSite:
 class SyncSummary:
     calls: int
     blocking_us: float
-    calls_per_step: float | None
-    blocking_pct_of_steps: float | None
+    calls_per_step: float | None  # the calls that start inside a ProfilerStep, per step (None: no steps)
+    blocking_pct_of_steps: float | None  # the time the host is blocked in them inside the steps, of the steps' time
     # GPU idle time that starts while the host sits in a sync call: the queue drained and the host had to refill it.
     # None: the trace holds no device event, so the GPU's idle time was not measured.
     idle_after_sync_us: float | None

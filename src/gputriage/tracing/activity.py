@@ -53,6 +53,10 @@ class Syncs:
 
     calls: int = 0
     blocking_ns: int = 0
+    # Per step: only the calls that start inside a ProfilerStep, and the time the host is blocked inside the steps.
+    # A sync after the last step (a final cudaDeviceSynchronize, an evaluation) is no cost of the steps.
+    calls_in_steps: int = 0
+    blocking_in_steps_ns: int = 0
     idle_after_ns: float = 0.0
     runtime_rows: int = 0
     # The first MAX_ATTRIBUTED calls, in time order: (call, enclosing op, line) and the call's duration in ms.
@@ -66,13 +70,18 @@ class Syncs:
 
     def add(self, w: Window) -> None:
         self.runtime_rows += int(w.runtime_new.sum())
-        rows = np.flatnonzero(self.mask(w) & w.runtime_new)
+        mask = self.mask(w)
+        steps = w.steps
+        if mask.any() and len(steps):  # the carried calls too: each window adds its own part of a long one
+            self.blocking_in_steps_ns += intersect(w.spans(w.runtime, mask), steps).total()
+        rows = np.flatnonzero(mask & w.runtime_new)
         if not len(rows):
             return
         rt = w.runtime
         ts, end, lane, name = rt["ts"][rows], rt["end"][rows], rt["lane"][rows], rt["name"][rows]
         self.calls += len(rows)
         self.blocking_ns += int((end - ts).sum())
+        self.calls_in_steps += int(steps.contains(ts).sum())
         room = max(MAX_ATTRIBUTED - len(self.located), 0)
         for i in range(min(room, len(rows))):
             t0, t1, th = int(ts[i]), int(end[i]), int(lane[i])
@@ -82,6 +91,8 @@ class Syncs:
     def merge(self, later: Syncs) -> None:
         self.calls += later.calls
         self.blocking_ns += later.blocking_ns
+        self.calls_in_steps += later.calls_in_steps
+        self.blocking_in_steps_ns += later.blocking_in_steps_ns
         self.idle_after_ns += later.idle_after_ns
         self.runtime_rows += later.runtime_rows
         self.located.extend(later.located[: MAX_ATTRIBUTED - len(self.located)])
@@ -109,8 +120,8 @@ class Syncs:
         return SyncSummary(
             calls=self.calls,
             blocking_us=_us(self.blocking_ns),
-            calls_per_step=round(self.calls / step_count, 3) if step_count else None,
-            blocking_pct_of_steps=pct(self.blocking_ns, step_total_ns),
+            calls_per_step=round(self.calls_in_steps / step_count, 3) if step_count else None,
+            blocking_pct_of_steps=pct(self.blocking_in_steps_ns, step_total_ns),
             idle_after_sync_us=_us(self.idle_after_ns) if window is not None else None,
             idle_after_sync_pct=pct(self.idle_after_ns, window) if window is not None else None,
             sites=[SyncSite(c, op, w, int(v[0]), round(v[1], 3)) for (c, op, w), v in ranked],

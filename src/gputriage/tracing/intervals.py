@@ -41,6 +41,13 @@ class Spans:
         inside = np.clip(t - self.start[prev], 0, self.end[prev] - self.start[prev])
         return np.where(i > 0, cum[prev] + inside, 0)
 
+    def contains(self, t: I64) -> npt.NDArray[np.bool_]:
+        """Whether each time lies inside a span (start included, end not)."""
+        i = np.searchsorted(self.start, t, side="right") - 1
+        inside = i >= 0
+        inside[inside] = t[inside] < self.end[i[inside]]
+        return inside
+
     def overlap_each(self, start: I64, end: I64) -> I64:
         """How much of each interval [start, end) these spans cover."""
         return self.covered_before(end) - self.covered_before(start)
