@@ -47,11 +47,14 @@ def test_one_worker_that_cannot_keep_up_is_told_so_with_the_numbers() -> None:
     assert lines[0] == (
         "# each batch takes 48.0 ms to load, the step's own work 13.0 ms: 1 worker can't keep up, use at least 4"
     )
+    # CPU work is not known (the workers' CPU is not measured): more workers than cores may still help, and the
+    # comment says when, next to the code's num_workers=4 (a fresh-clone tester read "1 worker is all it runs", then 4)
     assert lines[1:3] == [
-        "# this machine has 2 cores, so 1 worker is all it runs beside the training loop;",
-        "# if the loading is CPU work, it is CPU-bound: cache the decoded samples or simplify the transform",
+        "# this machine has 2 cores: beside the training loop it runs 1 worker at a time, so 4 help only if the "
+        "loading waits (files, network);",
+        "# if it is CPU work, it is CPU-bound: cache the decoded samples or simplify the transform",
     ]
-    assert "num_workers=4" in finding.fix  # CPU work is not known: more workers than cores may still help
+    assert "num_workers=4" in finding.fix
 
 
 def test_loading_that_computes_is_cpu_bound_beyond_the_cores() -> None:

@@ -256,7 +256,14 @@ def cores_comment(sizing: WorkerSizing, cpu_count: int) -> list[str]:
             runs + "beside the training loop;",
             f"# the loading is CPU work ({sizing.cpu_share:.0%} of its time), so it is CPU-bound: {cheaper}",
         ]
-    return [runs + "beside the training loop;", f"# if the loading is CPU work, it is CPU-bound: {cheaper}"]
+    # Whether the loading computes is not known (its workers' CPU is not measured): the code below asks for the
+    # workers the load time needs, which only help if the loading waits. Said so, next to the cores it has.
+    asked = suggested_workers(cpu_count, sizing)
+    return [
+        f"# this machine has {cores}: beside the training loop it runs {counted(usable, 'worker')} at a time, so "
+        f"{asked} help only if the loading waits (files, network);",
+        f"# if it is CPU work, it is CPU-bound: {cheaper}",
+    ]
 
 
 def _ms(seconds: float) -> str:
