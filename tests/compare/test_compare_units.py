@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+import sys
 from pathlib import Path
 
 import pytest
@@ -165,6 +166,23 @@ def test_two_real_traces_before_and_after_a_loader_fix(capsys: pytest.CaptureFix
     assert doc["gpu_busy"][0]["direction"] == "better"
     assert "input-pipeline-bound" in {f["code"] for f in doc["findings"]["resolved"]}
     assert doc["before"]["steps"] > 0
+
+
+def test_traces_under_any_name_are_compared_as_traces(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # A fresh-clone tester's gunzipped traces, w0.json and w4.json, were refused as "not a gputriage report".
+    sys.path.insert(0, str(Path(__file__).parent.parent / "trace"))  # the trace tests' builders
+    from builders import training_loop
+
+    before = training_loop(loader_us=5000).write(tmp_path / "w0.json")
+    after = training_loop().write(tmp_path / "w4.json")
+    assert main(["compare", str(before), str(after)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("gputriage compare: fixed") and "input-pipeline-bound resolved" in out
+    assert "(underused, 5 steps)" in out and "(healthy, 5 steps)" in out
+    neither = tmp_path / "neither.json"
+    neither.write_text('{"x": 1}')
+    assert main(["compare", str(neither), str(after)]) == 2
+    assert "neither a gputriage report" in capsys.readouterr().err
 
 
 def test_two_runs_of_different_jobs_are_compared_with_what_differs_said() -> None:

@@ -23,6 +23,7 @@ from gputriage.report.output import write_file
 
 # Names that say "this is a profiler trace", as torch.profiler and gputriage's --trace write them.
 _TRACE_SUFFIXES = (".json.gz", ".pt.trace.json", ".trace.json")
+_HEAD_BYTES = 4096
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -90,7 +91,23 @@ def load_side(path: Path) -> Diagnosis:
         return diagnose(load_document(report) if report.is_file() else _trace_run(path))
     if path.name.endswith(_TRACE_SUFFIXES):
         return diagnose(_trace_run(path))
+    if not _names_a_schema(path):
+        try:
+            return diagnose(_trace_run(path))
+        except InputError as exc:
+            raise InputError(f"neither a gputriage report (no \"schema\") nor a profiler trace: {exc}") from exc
     return diagnose(load_document(path))
+
+
+def _names_a_schema(path: Path) -> bool:
+    """Whether the file starts like a gputriage document: report.json and run records open with their "schema" key.
+    A profiler trace saved under any other name (`w0.json`, gunzipped) has none ("schemaVersion" is Kineto's)."""
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(_HEAD_BYTES)
+    except OSError:
+        return True  # the document loader says why it cannot be read
+    return b'"schema"' in head
 
 
 def _trace_run(path: Path) -> Run:

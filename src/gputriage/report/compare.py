@@ -17,6 +17,7 @@ from gputriage.record.numbers import PARTS, host_parts_s
 from gputriage.report.diagrams import build_sequence
 from gputriage.report.sanitize import inline_text
 from gputriage.report.svg import sequence_svg
+from gputriage.wording import counted
 
 # -- JSON --------------------------------------------------------------------------------------------------------------
 
@@ -99,8 +100,8 @@ def render_terminal(c: Comparison, stream: TextIO) -> None:
     """The comparison as plain lines: the verdict first, then the numbers, then the findings."""
     lines = [
         f"gputriage compare: {c.summary}",
-        f"  before: {c.before.label} ({c.before.status}, {c.before.steps} steps)",
-        f"  after:  {c.after.label} ({c.after.status}, {c.after.steps} steps)",
+        f"  before: {c.before.label} ({c.before.status}, {counted(c.before.steps, 'step')})",
+        f"  after:  {c.after.label} ({c.after.status}, {counted(c.after.steps, 'step')})",
         *(f"  note: {caveat}" for caveat in c.caveats),
         "",
         _row(c.step_time, c.timing_judged),
