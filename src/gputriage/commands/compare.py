@@ -95,7 +95,7 @@ def load_side(path: Path) -> Diagnosis:
         try:
             return diagnose(_trace_run(path))
         except InputError as exc:
-            raise InputError(f"neither a gputriage report (no \"schema\") nor a profiler trace: {exc}") from exc
+            raise InputError(f'neither a gputriage report (no "schema") nor a profiler trace: {exc}') from exc
     return diagnose(load_document(path))
 
 
