@@ -111,6 +111,28 @@ def test_low_gpu_utilization_when_nothing_explains_it(tmp_path: Path, trace_json
     found = _codes(doc)["low-gpu-utilization"]
     assert found["evidence"]["busy_pct"] == pytest.approx(100 * 15000 / 43000, abs=0.01)
     assert found["severity"] == "warning"
+    # The fix no longer sends the user to a gap list only report.json holds: the longest gaps are in the evidence,
+    # and with nothing on the CPU side in them the fix is the generic one.
+    assert found["evidence"]["longest_gaps"] == [f"7.0 ms at +{t}.0 ms (python)" for t in (3, 13, 23)]
+    assert found["fix"].startswith("# The host runs no recorded op while the GPU waits")
+
+
+def test_low_gpu_utilization_fix_follows_what_the_main_thread_did_in_the_gaps(  # type: ignore[no-untyped-def]
+    tmp_path: Path, trace_json
+) -> None:
+    """TraceLens's owlv2 trace: a single step, the DataLoader in every long gap; the fix was 'look at the gaps'."""
+    b = TraceBuilder()
+    b.step(0, 0, 60_000)
+    for k in range(4):
+        t = k * 15_000
+        b.annotation("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", t, 9_000)
+        b.launch(t + 9_000, t + 9_010, 4_000.0)
+    _, doc = trace_json(b.write(tmp_path / "loader_gaps.json"))
+    found = _codes(doc)["low-gpu-utilization"]
+    assert found["evidence"]["main_thread_in_gaps"] == "dataloader"
+    assert "num_workers=8" in found["fix"] and "trace section" not in found["fix"]
+    gaps = found["evidence"]["longest_gaps"]
+    assert 1 <= len(gaps) <= 3 and all(g.endswith("(dataloader)") for g in gaps)
 
 
 def test_no_gpu_compute(tmp_path: Path, trace_json) -> None:  # type: ignore[no-untyped-def]

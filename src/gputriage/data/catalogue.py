@@ -466,6 +466,7 @@ CATALOGUE: tuple[Entry, ...] = (
             "long_gap_activity_us",
             "long_gaps",
             "long_gaps_pct_of_window",
+            "longest_gaps",
             "main_thread_in_gaps",
             "meaning",
             "pid",

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable
 from gputriage.findings import Finding, Severity
 from gputriage.record import Run
 from gputriage.record.device import NOT_ACCELERATORS, judged_device
-from gputriage.record.trace import RankTrace, TraceSection
+from gputriage.record.trace import IdleGap, RankTrace, TraceSection
 from gputriage.rules.registry import rule
 from gputriage.wording import counted
 
@@ -356,7 +356,7 @@ def low_gpu_utilization(section: TraceSection, r: RankTrace) -> Finding | None:
     gaps = r.gaps
     by_activity = gaps.by_activity_us if gaps is not None else {}
     top_activity = max(by_activity, key=lambda k: by_activity[k]) if by_activity else None
-    return Finding(
+    finding = Finding(
         code="low-gpu-utilization",
         rung=5,
         severity=Severity.WARNING,
@@ -371,13 +371,53 @@ def low_gpu_utilization(section: TraceSection, r: RankTrace) -> Finding | None:
             "long_gap_activity_us": by_activity,
             "main_thread_in_gaps": top_activity,
         },
-        fix=(
-            "Look at the longest idle gaps in the trace section (what the CPU did meanwhile); raise the batch size, "
-            "or profile a window of steady-state steps: schedule(wait=1, warmup=2, active=5)"
-        ),
+        fix=_GAP_FIXES.get(top_activity or "", _GAP_FIX_OTHER),
         where=gaps.top[0].where if gaps is not None and gaps.top else None,
         rank=_rank_of(section, r),
     )
+    if gaps is not None and gaps.top:  # the longest gaps themselves: report.json has them all, the terminal these
+        finding.evidence["longest_gaps"] = [_gap_text(g) for g in gaps.top[:_SHOWN_GAPS]]
+    return finding
+
+
+_SHOWN_GAPS = 3
+
+
+def _gap_text(gap: IdleGap) -> str:
+    """'126.1 ms at +836.5 ms (dataloader)': how long, when (from the GPU window's start), what the main thread did."""
+    return f"{gap.dur_us / 1000:.1f} ms at +{gap.start_us / 1000:.1f} ms ({gap.activity})"
+
+
+# The fix follows what the CPU's main thread did in the GPU's long idle gaps (the finding's main_thread_in_gaps).
+_STEADY_WINDOW = "profile a window of steady-state steps: schedule(wait=1, warmup=2, active=5)"
+_GAP_FIXES = {
+    "dataloader": (
+        "# The GPU waits for the next batch: load it in worker processes, ready before the step asks for it\n"
+        "loader = DataLoader(dataset, batch_size=..., num_workers=8, pin_memory=True, persistent_workers=True)"
+    ),
+    "sync": (
+        "# The host blocks on the GPU (.item(), .cpu(), print(tensor)), so nothing is queued behind it\n"
+        "loss_value = loss.detach()  # read it (.item()) only every N steps, when you log"
+    ),
+    "optimizer": (
+        "# The optimizer step runs op by op on the host: fuse it\n"
+        "optimizer = torch.optim.AdamW(model.parameters(), lr=..., fused=True)  # or foreach=True"
+    ),
+    "allocator": (
+        "# cudaMalloc/cudaFree in the step: the caching allocator keeps missing (shapes that change each step)\n"
+        "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True python train.py"
+    ),
+    "cpu-op": (
+        "# CPU ops run in the step while the GPU waits: create those tensors on the device, or move the work into\n"
+        "# the DataLoader's workers"
+    ),
+    "python": (
+        "# The host runs no recorded op while the GPU waits: Python between the ops (logging, metrics, per-sample\n"
+        f"# loops); batch that work or do it every N steps, then {_STEADY_WINDOW}"
+    ),
+    "outside-steps": f"# The idle time lies outside the ProfilerSteps (start-up, evaluation, saving): {_STEADY_WINDOW}",
+}
+_GAP_FIX_OTHER = f"# Raise the batch size (more work per kernel launch), or {_STEADY_WINDOW}"
 
 
 def findings_for_rank(section: TraceSection, r: RankTrace) -> list[Finding]:
