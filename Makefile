@@ -54,6 +54,8 @@ $(HTA_VENV)/bin/python:
 
 bench: $(STAMP) $(HTA_VENV)/bin/python
 	$(BIN)/python bench/run_overhead.py
+	if command -v valgrind >/dev/null; then $(BIN)/python bench/run_instructions.py; \
+	else echo "valgrind is not installed: bench/run_instructions.py skipped"; fi
 	$(BIN)/python bench/sampler_cost.py
 	$(BIN)/python bench/merge_scale.py
 	$(BIN)/python bench/trace_vs_hta.py

@@ -170,6 +170,10 @@ def test_a_healthy_short_report_shows_the_numbers_it_rests_on() -> None:
     assert "usage 93% mean" in short and "one step: 41.0 ms" in short  # as -v shows them
     files = "gputriage-out/ (report.md, report.html)"
     assert " ".join(short.split()).endswith(f"-v shows what this machine has; every detail is in {files}")
+    assert healthy.run.environment is not None
+    healthy.run.environment.source = "text"  # `env --from`: -v's section is "What the pasted text says"
+    short = render_text(healthy, 80, out_dir=Path("gputriage-out"))
+    assert " ".join(short.split()).endswith(f"-v shows what the pasted text says; every detail is in {files}")
     healthy.run.environment = None  # nothing left out then, but the files are still named
     short = render_text(healthy, 80, out_dir=Path("gputriage-out"))
     assert "-v shows" not in short

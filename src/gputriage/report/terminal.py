@@ -123,7 +123,7 @@ def more_line(diag: Diagnosis, infos: int, out_dir: Path | None) -> Text | None:
         left_out.append(f"the {counted(infos, 'info finding')} in full")
     if _shows_measured(diag):
         if diag.run.environment is not None:
-            left_out.append("what this machine has")
+            left_out.append(_environment_title(diag.run.environment).lower())
     elif diag.run.environment is not None or measured_tables(diag):
         left_out.append("what was measured")
     files = f"{terminal_text(outdir.shown_path(out_dir))}/ (report.md, report.html)" if out_dir else None
@@ -172,9 +172,13 @@ def _rung_detail(view: RungView) -> Text:
     return text
 
 
+def _environment_title(env: Environment) -> str:
+    return "What this machine has" if env.source == "probe" else "What the pasted text says"
+
+
 def environment_table(env: Environment) -> Grid:
     """The rung-1 facts behind the findings, and what could not be told (never guessed)."""
-    title = "What this machine has" if env.source == "probe" else "What the pasted text says"
+    title = _environment_title(env)
     grid = Grid([Column("", style="dim"), Column("", prose=True)], title=Text(title, style="bold"), show_header=False)
     for label, value in _environment_rows(env):
         grid.add_row(label, value)
