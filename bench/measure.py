@@ -58,4 +58,4 @@ def compile_as_installed() -> str:
 
     src = Path(__file__).resolve().parent.parent / "src" / "gputriage"
     compileall.compile_dir(str(src), quiet=1)
-    return f"gputriage's modules run from bytecode, as an installed gputriage does ({src} compiled)"
+    return "gputriage's modules run from bytecode, as an installed gputriage does (src/gputriage compiled)"

@@ -175,6 +175,17 @@ class Tmux:
             time.sleep(0.2)
         raise AssertionError(f"{text!r} never showed{f' after {after!r}' if after else ''}:\n{self.screen()}")
 
+    def wait_for_exit(self, timeout_s: float = 90.0) -> str:
+        """The screen once the pane's command has ended, as tmux tells it (#{pane_dead}). Not read off tmux's "Pane is
+        dead" line: that line waits for tmux to reap the process, and here it sometimes never came once the pytest
+        process held OpenBLAS's threads (the pane dead, its exit status empty), failing the test after 90 s."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.tmux("display", "-p", "-t", "t", "#{pane_dead}").strip() == "1":
+                return self.screen()
+            time.sleep(0.2)
+        raise AssertionError(f"the pane's command did not end in {timeout_s:.0f} s:\n{self.screen()}")
+
     def close(self) -> None:
         self.tmux("kill-server")
 
@@ -225,7 +236,7 @@ def test_the_report_in_an_80_column_terminal(tmux: Tmux, tmp_path: Path) -> None
     diag = diagnose(starved_run())
     write_files(diag, tmp_path / "out")
     tmux.run(f"{TERMINAL_ENV} {sys.executable} -m gputriage report -v {tmp_path / 'out'}")
-    screen = tmux.wait_for("Pane is dead")
+    screen = tmux.wait_for_exit()
     assert "╭─ gputriage verdict: UNDERUSED" in screen
     assert all(len(line) <= 80 for line in screen.splitlines())
     assert "num_workers 0" in screen and "…" not in screen
