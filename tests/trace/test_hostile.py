@@ -238,6 +238,17 @@ def test_odd_threads_and_streams(tmp_path: Path) -> None:
     assert r.gpu_events == 3 and r.cpu_ops == 1 and r.events_dropped == 0
 
 
+def test_the_same_trace_given_twice_is_said_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # A fresh-clone tester's `trace ok.json ok.json` was told "cannot tell which rank ok.json, ok.json is".
+    path = training_loop(steps=3).write(tmp_path / "ok.json")
+    for second in (str(path), str(tmp_path / "." / "ok.json")):
+        assert main(["trace", str(path), second]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "is given twice: pass each trace once" in err
+    assert main(["trace", str(tmp_path), str(path)]) == 2  # the file, and the folder that holds it
+    assert "is given twice" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize(
     ("text", "said"),
     [

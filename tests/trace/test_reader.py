@@ -115,7 +115,8 @@ def test_amd_and_mtia_streams_are_device_work(tmp_path: Path) -> None:
         (b'{"traceEvents": [{"ph": "X", "name": "a", "ts": 1, "dur": 2}, {"ph": "X", "na', "truncated or corrupt"),
         (b'{"schemaVersion": 1, "traceEvents": [', "truncated or corrupt"),
         (b'{"hello": "world"}', "no traceEvents"),
-        (b"not json at all", "not JSON"),
+        (b"not json at all", "is not a PyTorch profiler trace: it starts with b'n'"),
+        (b"null", "where a trace's JSON starts with '\\{' or '\\['"),  # "null" is JSON, not a trace (was "not JSON")
         (b"", "empty"),
         (b"SQLite format 3\x00" + b"\x00" * 64, "Nsight Systems"),
     ],

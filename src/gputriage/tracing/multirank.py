@@ -50,7 +50,22 @@ def trace_files(paths: list[Path]) -> list[Path]:
             found.append(path)
         else:
             raise InputError(f"{path} does not exist")
+    _no_file_twice(found)
     return found
+
+
+def _no_file_twice(files: list[Path]) -> None:
+    """The same file named twice (`trace a.json a.json`, or a file and its folder) is a slip, not two ranks."""
+    seen: dict[Path, Path] = {}
+    for path in files:
+        try:
+            key = path.resolve()
+        except OSError:
+            continue
+        if key in seen:
+            twice = f"{path}" if str(seen[key]) == str(path) else f"{seen[key]} (as {path})"
+            raise InputError(f"{twice} is given twice: pass each trace once")
+        seen[key] = path
 
 
 def _empty_folder(path: Path) -> str:

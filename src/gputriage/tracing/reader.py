@@ -232,7 +232,8 @@ def _read_header(source: Source) -> tuple[TraceHeader, bytearray, bool]:
             return TraceHeader(), buf[offset + 1 :], True
         if start and start != b"{":
             raise InputError(
-                f"{source.path} is not JSON (it starts with {bytes(start)!r}), not a PyTorch profiler trace"
+                f"{source.path} is not a PyTorch profiler trace: it starts with {bytes(start)!r}, where a trace's JSON "
+                "starts with '{' or '['"
             )
         list_at = framing.key_at_top_level(body, b"traceEvents") if start else None
         if list_at is not None:
