@@ -13,6 +13,10 @@ from gputriage.version import __version__
 
 # Each module under gputriage.commands adds its sub-parser and sets `func`. Listed in the ladder's order of use.
 COMMANDS = ("env", "run", "trace", "watch", "report", "compare", "demo")
+JOB_COMMANDS = ("run", "demo")  # they run the user's script, whose output and exit are its own
+# A reader that went away (`gputriage trace t.json | head -1`): the code a shell shows for a process ended by SIGPIPE,
+# not 1, which --fail-on gives a finding.
+BROKEN_PIPE_EXIT = 141
 
 
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
@@ -47,6 +51,17 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         check_environment()  # every GPUTRIAGE_* variable, before anything reads one
         code: int = args.func(args)
+        if args.command not in JOB_COMMANDS:
+            sys.stdout.flush()  # a reader that has gone (`| head -1`) is met here, not at the interpreter's exit
+            if _pipe_broke():
+                raise BrokenPipeError
+    except BrokenPipeError:
+        if args.command in JOB_COMMANDS:
+            raise  # the job's own output: it ends as it would under python
+        from gputriage.report.output import silence_stdout
+
+        silence_stdout()
+        return BROKEN_PIPE_EXIT
     except InputError as exc:
         # The message may quote a path or a value from a file: its control characters are shown, not sent.
         print(f"gputriage: error: {inline_text(str(exc))}", file=sys.stderr)
@@ -60,6 +75,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         die_by_signal(exc.signal_name)
     return code
+
+
+def _pipe_broke() -> bool:
+    output = sys.modules.get("gputriage.report.output")  # not imported: no console was made
+    return output is not None and bool(output.pipe_broke())
 
 
 if __name__ == "__main__":

@@ -124,6 +124,37 @@ def test_watch_in_a_pipe_prints_a_line_per_interval_and_a_summary_on_any_signal(
     assert "Traceback" not in err and "\x1b" not in rest
 
 
+def test_a_reader_that_has_gone_ends_the_command_as_sigpipe_would(tmp_path: Path) -> None:
+    # `| head -1` exited 1, the code of a --fail-on hit: rich's console raised SystemExit(1) on the broken pipe.
+    sys.path.insert(0, str(Path(__file__).parent.parent / "trace"))  # the trace tests' builders
+    from builders import training_loop
+
+    trace = training_loop(loader_us=5000).write(tmp_path / "t.json")
+    shell = f"{sys.executable} -m gputriage trace {trace} -v | true; echo rc=${{PIPESTATUS[0]}}"
+    done = subprocess.run(
+        ["bash", "-c", shell], env=CLEAN_ENV, capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.stdout.strip() == "rc=141", (done.stdout, done.stderr)
+    assert done.stderr == ""  # no traceback, no "Exception ignored"
+
+
+def test_a_console_inside_a_job_goes_quiet_on_a_broken_pipe() -> None:
+    """run's in-process report, the API and the Lightning callback print inside the user's job: a broken pipe there
+    must not end the job (rich's own handling raises SystemExit(1))."""
+    from gputriage.report import output
+
+    class Gone(io.StringIO):
+        def write(self, text: str) -> int:
+            raise BrokenPipeError
+
+        def flush(self) -> None:
+            raise BrokenPipeError
+
+    console = output.make_console(Gone())
+    console.print("gputriage verdict: UNDERUSED")  # no SystemExit
+    assert output.pipe_broke() and console.quiet
+
+
 def test_watch_into_head_ends_quietly() -> None:
     shell = f"{sys.executable} -m gputriage watch --interval 0.1 | head -2"
     done = subprocess.run(

@@ -9,7 +9,6 @@ session where there is still someone to read it.
 from __future__ import annotations
 
 import argparse
-import os
 import signal
 import sys
 import time
@@ -28,7 +27,7 @@ from gputriage.hardware.sampler import GpuSampler, JobSpec
 from gputriage.record import Run
 from gputriage.record.gpu import GpuSection
 from gputriage.report.live import Frame, Stopped, print_frame, print_summary, run_live
-from gputriage.report.output import OutputOptions, emit
+from gputriage.report.output import OutputOptions, emit, silence_stdout
 
 ONCE_HISTORY_S = 20.0  # the driver keeps ~20 s of utilisation readings; --once summarises them
 ONCE_GPM_GAP_S = 0.2  # GPM metrics are differences between two samples taken apart
@@ -123,7 +122,7 @@ def _live(sampler: GpuSampler, interval_s: float) -> None:
         elapsed_s = time.monotonic() - started_s
         print_summary(section, gpu_device_verdicts(section), sys.stdout, elapsed_s, end.stopped_by)
     except BrokenPipeError:  # `gputriage watch | head -3`: the reader has gone, and nobody is left to tell
-        _silence_stdout()
+        silence_stdout()
 
 
 # The signals that end a watch with its summary; SIGINT arrives as KeyboardInterrupt.
@@ -143,13 +142,6 @@ def _signals_stop_the_watch() -> Iterator[None]:
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
-
-
-def _silence_stdout() -> None:
-    """Point stdout at /dev/null, so that Python's flush at exit does not report the broken pipe again."""
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, sys.stdout.fileno())
-    os.close(devnull)
 
 
 def _sleeper(interval_s: float) -> Callable[[], bool]:

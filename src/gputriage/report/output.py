@@ -6,6 +6,7 @@ import os
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
@@ -54,13 +55,20 @@ def emit(diag: Diagnosis, opts: OutputOptions) -> None:
         raise unwritten
 
 
+# Set when a console's reader went away (`gputriage trace t.json | head -1`): the CLI then exits as a process ended by
+# SIGPIPE does, and a report printed inside a user's job (run's fallback, the API, a Lightning callback) just stops.
+_PIPE_BROKE: list[bool] = []
+
+
+def pipe_broke() -> bool:
+    return bool(_PIPE_BROKE)
+
+
 def make_console(stream: TextIO, width: int | None = None, plain: bool | None = None) -> Console:
     """The console of every terminal view; `plain` (default: `plain_output(stream)`) leaves colours and boxes out."""
-    from rich.console import Console
-
     if plain is None:
         plain = plain_output(stream)
-    return Console(
+    return _quiet_console_class()(
         file=stream,
         width=width,
         soft_wrap=False,
@@ -68,6 +76,20 @@ def make_console(stream: TextIO, width: int | None = None, plain: bool | None = 
         color_system=None if plain else "auto",
         emoji=False,
     )
+
+
+@cache
+def _quiet_console_class() -> type[Console]:
+    from rich.console import Console
+
+    class QuietOnBrokenPipe(Console):
+        def on_broken_pipe(self) -> None:
+            # rich's own points stdout at /dev/null and raises SystemExit(1): inside a user's job that would end the
+            # job with our exit code, and from the CLI it reads as a --fail-on hit. The reader has gone: stop writing.
+            self.quiet = True
+            _PIPE_BROKE.append(True)
+
+    return QuietOnBrokenPipe
 
 
 def plain_output(stream: TextIO, environ: Mapping[str, str] | None = None) -> bool:
@@ -107,3 +129,10 @@ def write_files(diag: Diagnosis, out_dir: Path) -> list[Path]:
 def write_file(path: Path, content: bytes) -> Path:
     """One report file, written atomically: a failed write leaves the previous one intact."""
     return outdir.atomic_write(path, content)
+
+
+def silence_stdout() -> None:
+    """Point stdout at /dev/null, so that Python's flush at exit does not report the broken pipe again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
