@@ -50,10 +50,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         from gputriage.commands.settings import check_environment
 
         check_environment()  # every GPUTRIAGE_* variable, before anything reads one
+        breaks = _pipe_breaks()
         code: int = args.func(args)
         if args.command not in JOB_COMMANDS:
             sys.stdout.flush()  # a reader that has gone (`| head -1`) is met here, not at the interpreter's exit
-            if _pipe_broke():
+            if _pipe_breaks() > breaks:
                 raise BrokenPipeError
     except BrokenPipeError:
         if args.command in JOB_COMMANDS:
@@ -77,9 +78,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     return code
 
 
-def _pipe_broke() -> bool:
+def _pipe_breaks() -> int:
     output = sys.modules.get("gputriage.report.output")  # not imported: no console was made
-    return output is not None and bool(output.pipe_broke())
+    return int(output.pipe_breaks()) if output is not None else 0
 
 
 if __name__ == "__main__":

@@ -60,8 +60,9 @@ def emit(diag: Diagnosis, opts: OutputOptions) -> None:
 _PIPE_BROKE: list[bool] = []
 
 
-def pipe_broke() -> bool:
-    return bool(_PIPE_BROKE)
+def pipe_breaks() -> int:
+    """How many times a console's reader has gone, in this process: a caller compares it before and after its work."""
+    return len(_PIPE_BROKE)
 
 
 def make_console(stream: TextIO, width: int | None = None, plain: bool | None = None) -> Console:
