@@ -140,7 +140,7 @@ def _merge_until_settled(out_dir: Path, record: Path) -> RankOutcome:
             if lock is None:  # another rank is merging; it re-checks for late records after releasing
                 return dataclasses.replace(outcome, merged_by_another=outcome.diagnosis is None)
             before = _signature(out_dir)
-            if _report_is_current(out_dir):
+            if _report_is_current(out_dir, before):
                 return dataclasses.replace(outcome, merged_by_another=outcome.diagnosis is None)
             merged = load_job([out_dir])
             if merged is None or merged.ranks is None:
@@ -164,21 +164,24 @@ class _MergedReport(msgspec.Struct):
     ranks: _MergedRanks | None = None
 
 
-def _report_is_current(out_dir: Path) -> bool:
-    """Whether DIR/report.json merges every rank record there, each as it is now: written after the newest record,
-    and listing exactly the ranks that have one. Anything unreadable or odd says no, and the rank merges again (the
-    merge is idempotent: at worst the report is shown twice)."""
+def _report_is_current(out_dir: Path, signature: set[tuple[str, int]]) -> bool:
+    """Whether DIR/report.json merges every rank record there, each as it is now (`signature`, their names and
+    mtimes, already read): written after the newest record, and listing exactly the ranks that have one. Anything
+    unreadable or odd says no, and the rank merges again (the merge is idempotent: at worst the report is shown
+    twice)."""
+    if not signature:
+        return False
     report = outdir.report_json(out_dir)
     try:
         report_ns = report.stat().st_mtime_ns
         doc = msgspec.json.decode(report.read_bytes(), type=_MergedReport)
-        records = {outdir.rank_of_record(path): path.stat().st_mtime_ns for path in outdir.rank_files(out_dir)}
     except (OSError, msgspec.DecodeError):
         return False
-    if doc.ranks is None or not records:
+    if doc.ranks is None:
         return False
-    merged = {r.rank for r in doc.ranks.ranks}
-    return merged == set(records) and max(records.values()) <= report_ns
+    recorded = {outdir.rank_of_record(Path(name)) for name, _ in signature}
+    newest_ns = max(mtime_ns for _, mtime_ns in signature)
+    return {r.rank for r in doc.ranks.ranks} == recorded and newest_ns <= report_ns
 
 
 def take_over_dead_lock(out_dir: Path) -> None:
