@@ -128,11 +128,21 @@ def test_tables_stack_when_they_do_not_fit() -> None:
     diag = two_rank_trace()
     wide = render_text(diag, 120, verbose=True)
     header = next(line for line in wide.splitlines() if line.startswith("rank  device"))
-    assert header.split() == ["rank", "device", "steps", "busy", "idle", "host", "wait/idle", "step", "DataLoader"]
+    assert header.split() == [
+        "rank",
+        "device",
+        "steps",
+        "step",
+        "busy/steps",
+        "busy/window",
+        "host",
+        "wait/idle",
+        "loader/step",
+    ]
     narrow = render_text(diag, 60, verbose=True)
     assert not any(line.startswith("rank  device") for line in narrow.splitlines())
     assert "rank 1 · device NVIDIA A100-SXM4-40GB · steps 5" in narrow
-    assert "  busy not measured · idle not measured" in narrow
+    assert "  step not measured · busy/steps not measured\n  busy/window not measured" in narrow
 
     ladder_80 = render_text(diag, 80)
     assert "rung  question" in ladder_80

@@ -290,10 +290,12 @@ def test_busy_is_judged_over_the_steps_not_only_between_the_first_and_last_kerne
     """A video classifier: 218 ms of CPU preprocessing, then 160 ms of back-to-back kernels. 99% busy between the
     first and the last kernel is not a healthy step (TraceLens's timesformer trace)."""
     b = TraceBuilder()
-    b.step(0, 0, 38_000)
-    b.op("preprocess", 0, 21_800)
-    for k in range(16):
-        b.launch(22_000 + k * 1000, 22_000 + k * 1000 + 5, 1000.0)
+    for i in range(3):
+        t0 = i * 38_000
+        b.step(i, t0, 38_000)
+        b.op("preprocess", t0, 21_800)
+        for k in range(16):
+            b.launch(t0 + 22_000 + k * 1000, t0 + 22_000 + k * 1000 + 5, 1000.0)
     _, doc = trace_json(b.write(tmp_path / "pre.json"))
     rank = doc["trace"]["ranks"][0]
     assert rank["busy_pct_of_steps"] < 50 < rank["busy_pct"]

@@ -17,7 +17,10 @@ from gputriage.commands.common import (
     whole_number,
 )
 from gputriage.diagnosis import diagnose
+from gputriage.errors import InputError
 from gputriage.record import Run
+from gputriage.record.device import NOT_ACCELERATORS, device_type
+from gputriage.record.trace import TraceSection
 from gputriage.report.output import emit
 from gputriage.report.sanitize import terminal_text
 from gputriage.tracing.limits import DEFAULT_LIMITS, GIB, TraceLimits
@@ -86,7 +89,24 @@ def _trace(args: argparse.Namespace) -> int:
         for note in rank.notes:
             where = f"{Path(rank.path).name}: " if rank.path and len(section.ranks) > 1 else ""
             print(terminal_text(f"gputriage: note: {where}{note}"), file=sys.stderr)
+    _check_expected_device(args.expect_device, section)
     run = Run(command="trace", argv=["trace", *map(str, args.paths)], expect_device=args.expect_device, trace=section)
     diag = diagnose(run)
     emit(diag, output_options(args))
     return exit_code_for(diag, args.fail_on)
+
+
+def _check_expected_device(expected: str | None, section: TraceSection) -> None:
+    """`--expect-device cpu` (or meta) says a trace with no kernel is what was meant; on a trace that ran kernels it
+    would silence every GPU rule and call the result healthy. The trace's own evidence wins: say so, and stop."""
+    if device_type(expected) not in NOT_ACCELERATORS:
+        return
+    ran = next((r for r in section.ranks if r.gpu_events), None)
+    if ran is None:
+        return
+    rank = f"rank {ran.rank}'s trace" if ran.rank is not None and len(section.ranks) > 1 else "the trace"
+    on = f" on {ran.device}" if ran.device else " on an accelerator"
+    raise InputError(
+        f"--expect-device {expected}, but {rank} ran {ran.gpu_events:,} kernels, copies and memsets{on}: "
+        "leave --expect-device out to judge it as the GPU trace it is"
+    )

@@ -454,7 +454,8 @@ CATALOGUE: tuple[Entry, ...] = (
         5,
         ("warning", "info"),
         "measured GPU busy time is low (of the steps' time when a trace marks steps, else of the profiled window) "
-        "and no lower finding explains at least half of the idle time",
+        "and no lower finding explains at least half of the idle time; info from a trace that marks too few steps "
+        "(fewer than 3), whose verdict is then inconclusive",
         (
             "busy_pct",
             "busy_pct_of_steps",
@@ -563,6 +564,25 @@ CATALOGUE: tuple[Entry, ...] = (
             "step_wall_s",
             "steps_compared",
             "straggler_rank",
+        ),
+    ),
+    Entry(
+        "communication-bound",
+        5,
+        ("warning", "info"),
+        "the GPU runs collectives (NCCL, RCCL, gloo) with no compute kernel beside them for a large share of the step "
+        "(of the profiled window without step marks): GPU busy counts those kernels, so utilization looks fine while "
+        "the job waits on the network or another rank. Info from 10%, or from too few steps",
+        (
+            "backend",
+            "busy_pct",
+            "comm_kernels",
+            "comm_pct_of_steps",
+            "comm_pct_of_window",
+            "compute_pct",
+            "overlap_pct",
+            "steps",
+            "world_size",
         ),
     ),
     Entry(

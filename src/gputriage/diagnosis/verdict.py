@@ -66,6 +66,9 @@ def _verdict(run: Run, findings: list[Finding]) -> Verdict:
         return Verdict("inconclusive", None, summary + notes + _ending(run))
     coverage = rung_coverage(run)
     measured = [r for r, c in coverage.items() if c.measured]
+    thin = [c for c in coverage.values() if c.inconclusive]
+    if thin:
+        return Verdict("inconclusive", None, _thin(thin, measured, findings) + notes + _ending(run))
     if not measured or (run.command in JOB_COMMANDS and measured == [1]):
         return Verdict("unknown", None, _nothing_measured(run, coverage) + notes)
     topics = ", ".join(RUNG_TOPICS[r] for r in measured)
@@ -78,6 +81,21 @@ def _verdict(run: Run, findings: list[Finding]) -> Verdict:
         # A job that died before the rest of the ladder could be measured is not "healthy": its crash comes first.
         return Verdict("inconclusive", None, summary + rung_one + notes + _ending(run) + _rerun(run))
     return Verdict("healthy", None, summary + rung_one + notes + _ending(run))
+
+
+def _thin(thin: list[RungCoverage], measured: list[int], findings: list[Finding]) -> str:
+    """A rung looked at but too thin to judge: why, what it shows all the same (its leading note), and what else was
+    measured without a problem."""
+    parts = []
+    for c in thin:
+        parts.append(f"Rung {c.rung} ({RUNG_TOPICS[c.rung]}) is inconclusive, {c.reason}.")
+        lead = next((f for f in findings if f.rung == c.rung), None)
+        if lead is not None:
+            parts.append(f"What it shows: {lead.title}.")
+    if measured:
+        topics = ", ".join(RUNG_TOPICS[r] for r in measured)
+        parts.append(f"No problem found in {topics} ({numbered('rung', measured)}).")
+    return " ".join(parts)
 
 
 def _crash_cut_short(run: Run, skipped: list[RungCoverage]) -> bool:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from gputriage.record.device import NOT_ACCELERATORS, device_type, is_preflight, judged_device
+from gputriage.record.inconclusive import Inconclusive
 
 if TYPE_CHECKING:
     from gputriage.record.run import Run
@@ -64,6 +65,8 @@ class RungCoverage:
     reason: str | None = None  # why not measured; None when measured
     # The reason comes from what a section holds (a trace in a form not read), not from what the command measures.
     said_by_record: bool = False
+    # The section holds evidence for the rung, too thin to judge (record/inconclusive.py): the verdict is inconclusive.
+    inconclusive: bool = False
 
 
 def rung_coverage(run: Run) -> dict[int, RungCoverage]:
@@ -86,7 +89,8 @@ def rung_coverage(run: Run) -> dict[int, RungCoverage]:
             out[rung] = RungCoverage(rung, True)
         else:
             said = rung in reasons
-            out[rung] = RungCoverage(rung, False, reasons.get(rung, _default_reason(run, rung)) + ending, said)
+            why = reasons.get(rung, _default_reason(run, rung))
+            out[rung] = RungCoverage(rung, False, why + ending, said, isinstance(why, Inconclusive))
     return out
 
 

@@ -8,11 +8,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from gputriage.record.inconclusive import Inconclusive
+
 # A trace with no kernel and no launch is CPU-only unless it holds this many timed events that gputriage cannot
 # read, and at least this share of its CPU ops. Kineto's own bookkeeping ("overhead": 2-9 per trace in the corpus)
 # stays far below; torch_npu's traces hold 1,237-2,669 such events next to 711-860 CPU ops.
 UNREAD_MIN_EVENTS = 50
 UNREAD_MIN_SHARE = 0.1
+# A trace that marks fewer ProfilerSteps than this cannot judge rung 5: a job's first steps warm up (cuDNN's algorithm
+# search, the allocator, DataLoader workers starting), and one or two steps show no spread. Its step shares are leads
+# (info), and the verdict is "inconclusive" with the command that records enough steps.
+TRACE_MIN_STEPS = 3
+STEADY_SCHEDULE = "torch.profiler.schedule(wait=1, warmup=2, active=5)"
 
 
 @dataclass
@@ -44,6 +51,8 @@ class StepBreakdown:
     dataloader_pct: float
     cpu_exec_pct: float
     other_pct: float
+    # Of kernel_pct: communication kernels (NCCL, RCCL, gloo) with no compute kernel beside them. None: an older record.
+    comm_pct: float | None = None
 
 
 @dataclass
@@ -260,18 +269,26 @@ class TraceSection:
         if not self.ranks:
             return set()
         if self._device_work():
-            return {4, 5}
+            return {4} if self.too_few_steps() is not None else {4, 5}
         # how busy the GPU is needs a kernel on it: a CPU-only trace answers rung 4 (nothing ran there), not rung 5
         return set() if self._device_not_read() is not None else {4}
 
     def unmeasured_rungs(self) -> dict[int, str]:
         if self.ranks:
             if self._device_work():
-                return {}
+                few = self.too_few_steps()
+                return {} if few is None else {5: _too_few_steps_reason(few)}
             why = self._device_not_read()
             return {4: why, 5: why} if why else {5: "the trace holds no kernel on any accelerator (a CPU-only trace)"}
         reason = f"the profiler trace gave nothing ({self.note})" if self.note else "the profiler trace gave nothing"
         return {4: reason, 5: reason}
+
+    def too_few_steps(self) -> RankTrace | None:
+        """The rank that marks the most steps, when even those are too few to judge rung 5 (only ranks with device
+        work count); None when a rank marks enough, or none marks steps (the window is judged instead)."""
+        marked = [r for r in self.ranks if r.gpu_events != 0 and r.steps]
+        most = max(marked, key=lambda r: r.steps or 0, default=None)
+        return most if most is not None and (most.steps or 0) < TRACE_MIN_STEPS else None
 
     def _device_work(self) -> bool:
         return any(r.gpu_events != 0 for r in self.ranks)  # None: a record that did not count them
@@ -281,3 +298,14 @@ class TraceSection:
 
     def self_check(self) -> list[str]:
         return [p for r in self.ranks for p in r.self_check()]
+
+
+def _too_few_steps_reason(r: RankTrace) -> Inconclusive:
+    marks = "marks only 1 step" if r.steps == 1 else f"marks only {r.steps} steps"
+    if r.busy_pct_of_steps is not None:
+        marks += f" (the GPU busy {r.busy_pct_of_steps:.1f}% of {'it' if r.steps == 1 else 'them'})"
+    return Inconclusive(
+        f"too few steps to judge: the trace {marks}, and a job's first steps warm up; profile at least "
+        f"{TRACE_MIN_STEPS} steady-state steps: torch.profiler.profile(..., schedule={STEADY_SCHEDULE}), with "
+        "prof.step() after each step"
+    )

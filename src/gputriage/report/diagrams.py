@@ -52,6 +52,7 @@ class Message:
     time_s: float | None  # per step
     share_pct: float | None  # of the step's wall time
     highlighted: bool = False
+    caveat: str | None = None  # what the arrow's words do not say, shown even when it is highlighted
 
 
 @dataclass
@@ -284,6 +285,7 @@ def _sequence_from_trace(run: Run) -> SequenceDiagram:
     ):
         time_s = step_time_s * share / 100 if step_time_s is not None and share is not None else None
         messages.append(Message(n, spec.label, detail, *_ENDS[spec.key], time_s, share))
+    messages[_KERNEL_ARROW].caveat = _comm_caveat(first)
     # Some arrows may be unknown here: the largest known one is where the time goes only if the unknown rest of the
     # step could not hold a larger one.
     known = [
@@ -296,7 +298,35 @@ def _sequence_from_trace(run: Run) -> SequenceDiagram:
     where = f", rank {first.rank}" if first.rank is not None else ""
     basis = f"from the profiler trace{where}: mean ProfilerStep, split by the step partition"
     participants = PARTICIPANTS if first.gpu_events != 0 else CPU_TRACE_PARTICIPANTS
-    return SequenceDiagram(participants, messages, step_time_s, None, basis)
+    other_pct = _partition_rest_pct(messages)
+    other_s = step_time_s * other_pct / 100 if step_time_s is not None and other_pct is not None else None
+    largest = max((m.share_pct or 0.0 for i, m in enumerate(messages) if i != _SYNC_ARROW), default=0.0)
+    hot = other_pct is not None and other_pct > largest
+    if hot:
+        for m in messages:
+            m.highlighted = False
+    return SequenceDiagram(participants, messages, step_time_s, other_s, basis, other_pct, hot)
+
+
+def _partition_rest_pct(messages: list[Message]) -> float | None:
+    """The step partition's rest, which no arrow carries (memsets, runtime calls, other CPU ops, nothing recorded):
+    None when an arrow of the partition is unknown."""
+    shares = [m.share_pct for i, m in enumerate(messages[: _KERNEL_ARROW + 1]) if i != _SYNC_ARROW]
+    if any(s is None or not math.isfinite(s) for s in shares):
+        return None
+    return round(max(0.0, 100.0 - sum(s or 0.0 for s in shares)), 3)
+
+
+_KERNEL_ARROW = 2
+_COMM_CAVEAT_MIN_PCT = 1.0
+
+
+def _comm_caveat(trace: RankTrace) -> str | None:
+    """Arrow 3 holds every kernel: say how much of the step is communication with no compute beside it."""
+    comm = trace.step_breakdown.comm_pct if trace.step_breakdown is not None else None
+    if comm is None or comm < _COMM_CAVEAT_MIN_PCT:
+        return None
+    return f"of which communication with no compute beside it: {fmt.share(comm)} of the step"
 
 
 def _highlight(messages: list[Message]) -> None:

@@ -253,6 +253,8 @@ def sequence_table(diagram: SequenceDiagram) -> Grid:
     )
     for m in diagram.messages:
         mark = "← where the time goes" if m.highlighted else m.detail
+        if m.caveat:
+            mark += f"; {m.caveat}"
         grid.add_row(
             f"{m.number}. {m.action}",
             fmt.duration(m.time_s),
@@ -273,8 +275,10 @@ def sequence_table(diagram: SequenceDiagram) -> Grid:
 
 
 def trace_table(ranks: list[RankTrace]) -> Grid:
-    # "host wait" is HTA's share of the idle time (not of the whole window): the header says so.
-    headers = ("rank", "device", "steps", "busy", "idle", "host wait/idle", "step", "DataLoader")
+    # Two busy shares, each named by its window: of the ProfilerSteps (what the findings judge when the trace marks
+    # steps) and of the GPU window, first kernel to last (HTA's; the idle share is the rest of it). "host wait" is
+    # HTA's share of the idle time; the DataLoader's share is of the step.
+    headers = ("rank", "device", "steps", "step", "busy/steps", "busy/window", "host wait/idle", "loader/step")
     grid = Grid(
         [Column(h, justify="left" if h == "device" else "right", key=h in ("rank", "device")) for h in headers],
         title=Text("profiler trace, per rank", style="bold"),
@@ -285,10 +289,10 @@ def trace_table(ranks: list[RankTrace]) -> Grid:
             fmt.text(r.rank),
             fmt.text(r.device),
             fmt.text(r.steps),
-            fmt.percent(r.busy_pct),
-            fmt.percent(r.idle_pct),
-            fmt.percent(idle.host_wait_pct if idle is not None else None),
             fmt.duration(r.step_time_us / 1e6 if r.step_time_us is not None else None),
+            fmt.percent(r.busy_pct_of_steps),
+            fmt.percent(r.busy_pct),
+            fmt.percent(idle.host_wait_pct if idle is not None else None),
             fmt.percent(r.dataloader_pct_of_step),
         )
     return grid

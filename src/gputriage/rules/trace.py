@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable
 from gputriage.findings import Finding, Severity
 from gputriage.record import Run
 from gputriage.record.device import NOT_ACCELERATORS, judged_device
-from gputriage.record.trace import IdleGap, RankTrace, TraceSection
+from gputriage.record.trace import TRACE_MIN_STEPS, IdleGap, RankTrace, TraceSection
 from gputriage.rules.registry import rule
 from gputriage.wording import counted
 
@@ -21,8 +21,6 @@ from gputriage.wording import counted
 # corpus the starved ResNet-50 (num_workers=0) sits at 20.3% and every fed trace at or under 0.1%. From 40% on,
 # the GPU waits for data for most of the step (owlv2 on H100: 51%): critical.
 LOADER_WARN_PCT = 5.0
-# Fewer profiled steps than this make a step-share finding info: a trace of one step may be a warm-up step.
-TRACE_MIN_STEPS = 3
 LOADER_CRITICAL_PCT = 40.0
 # Without ProfilerStep spans: GPU idle gaps of 1 ms+ spent in the DataLoader, as a share of the GPU window, over at
 # least a few loader calls (one slow first batch is worker start-up, not a pipeline problem).
@@ -94,6 +92,17 @@ def _soften(r: RankTrace, severity: Severity) -> Severity:
     return Severity.INFO if _healthy(r) else severity
 
 
+def _few_steps(r: RankTrace) -> str:
+    """'From 1 step only: ' when the trace marks too few steps to judge a share of them (record/trace.py), else ''.
+    Such a finding is a lead (info), and the verdict is inconclusive."""
+    few = r.steps is not None and 0 < r.steps < TRACE_MIN_STEPS
+    return f"From {counted(r.steps or 0, 'step')} only: " if few else ""
+
+
+def _led_by(few: str, title: str) -> str:
+    return few + title[0].lower() + title[1:] if few else title
+
+
 def _suffix(section: TraceSection, r: RankTrace) -> str:
     rank = _rank_of(section, r)
     return f" on rank {rank}" if rank is not None else ""
@@ -136,8 +145,11 @@ def input_pipeline_bound(section: TraceSection, r: RankTrace) -> Finding | None:
         if share < LOADER_WARN_PCT:
             return None
         severity = Severity.CRITICAL if share >= LOADER_CRITICAL_PCT else Severity.WARNING
-        if r.steps is not None and r.steps < TRACE_MIN_STEPS:
-            severity = Severity.INFO  # a share from one or two steps: a lead, not a finding (they may be warm-up)
+        few = _few_steps(r)
+        if few or r.device_not_read() is not None:
+            # A share from one or two steps is a lead, not a finding (they may be warm-up); so is one from a trace
+            # whose device work was not recorded (launches, no kernel): whether the GPU waited too is not known.
+            severity = Severity.INFO
         evidence = {
             "dataloader_pct_of_step": share,
             "dataloader_us_per_step": r.dataloader_us_per_step,
@@ -145,12 +157,12 @@ def input_pipeline_bound(section: TraceSection, r: RankTrace) -> Finding | None:
             "busy_pct_of_steps": r.busy_pct_of_steps,
             "steps": r.steps,
         }
-        few = f"From {counted(r.steps, 'step')} only: " if r.steps is not None and r.steps < TRACE_MIN_STEPS else ""
-        title = few + (
+        title = _led_by(
+            few,
             f"The GPU waits for the DataLoader {share:.1f}% of each step{_suffix(section, r)}"
             if _ran_on_accelerator(r)
             # A trace without any device kernel says nothing about a GPU: the loop itself waits.
-            else f"Each step waits for the DataLoader {share:.1f}% of its time{_suffix(section, r)}"
+            else f"Each step waits for the DataLoader {share:.1f}% of its time{_suffix(section, r)}",
         )
     else:
         gaps = r.gaps
@@ -356,11 +368,12 @@ def low_gpu_utilization(section: TraceSection, r: RankTrace) -> Finding | None:
     gaps = r.gaps
     by_activity = gaps.by_activity_us if gaps is not None else {}
     top_activity = max(by_activity, key=lambda k: by_activity[k]) if by_activity else None
+    few = _few_steps(r) if r.busy_pct_of_steps is not None else ""
     finding = Finding(
         code="low-gpu-utilization",
         rung=5,
-        severity=Severity.WARNING,
-        title=f"The GPU is busy only {busy:.1f}% {window}{_suffix(section, r)}",
+        severity=Severity.INFO if few else Severity.WARNING,
+        title=_led_by(few, f"The GPU is busy only {busy:.1f}% {window}{_suffix(section, r)}"),
         evidence={
             "busy_pct": r.busy_pct,
             "busy_pct_of_steps": r.busy_pct_of_steps,
@@ -514,3 +527,67 @@ def trace_straggler_rank(run: Run) -> Iterable[Finding]:
             rank=straggler.rank,
         )
     ]
+
+
+# communication-bound: the GPU runs collectives (NCCL, RCCL, gloo) with no compute kernel beside them for a quarter of
+# the step or more. GPU "busy" counts those kernels, so nvidia-smi and the busy share look fine while the job waits on
+# the network or on another rank. Corpus: the 8-rank MI300X ResNet (TraceLens measured 67.8% exposed communication)
+# sits at 66% of the step; the DDP traces that overlap their all-reduce with the backward stay at 9-21% (info from
+# 10%: worth knowing, not the bottleneck).
+COMM_WARN_PCT = 25.0
+COMM_INFO_PCT = 10.0
+
+
+def communication_bound(section: TraceSection, r: RankTrace) -> Finding | None:
+    steps_share = r.step_breakdown.comm_pct if r.step_breakdown is not None else None
+    share, window = (steps_share, "of the step") if steps_share is not None else (r.comm_pct, "of the profiled window")
+    if share is None or share < COMM_INFO_PCT or not _ran_on_accelerator(r):
+        return None
+    few = _few_steps(r) if steps_share is not None else ""
+    severity = Severity.WARNING if share >= COMM_WARN_PCT and not few else Severity.INFO
+    comm = r.comm
+    return Finding(
+        code="communication-bound",
+        rung=5,
+        severity=severity,
+        title=_led_by(
+            few,
+            f"The GPU waits on communication with no compute beside it {share:.1f}% {window}{_suffix(section, r)}",
+        ),
+        evidence={
+            "comm_pct_of_steps": steps_share,
+            "comm_pct_of_window": r.comm_pct,
+            "compute_pct": r.compute_pct,
+            "busy_pct": r.busy_pct,
+            "comm_kernels": comm.kernels if comm is not None else None,
+            "overlap_pct": comm.overlap_pct if comm is not None else None,
+            "world_size": r.world_size,
+            "backend": r.backend,
+            "steps": r.steps,
+        },
+        fix=_comm_fix(section, r),
+        where=None,
+        rank=_rank_of(section, r),
+    )
+
+
+def _comm_fix(section: TraceSection, r: RankTrace) -> str:
+    lines = ["# The collectives take the step, not the compute. In this order:"]
+    if len(section.ranks) < 2 and (r.world_size or 1) > 1:
+        lines += [
+            "# 1. A late rank makes every other one wait inside the collective: trace every rank, then compare them",
+            "gputriage trace ./traces/  # the folder with one trace per rank: names the straggler and why it is late",
+        ]
+    lines += [
+        "# 2. The transport: NCCL over TCP sockets is many times slower than NVLink or InfiniBand/RoCE",
+        "NCCL_DEBUG=INFO torchrun ...  # the log says 'NET/IB' or 'NET/Socket', and whether P2P/NVLink is used",
+        "# 3. More compute per collective: a larger batch per GPU, or accumulate gradients without syncing each time",
+        "with model.no_sync():  # DDP: every micro-batch but the last skips the all-reduce",
+        "    loss.backward()",
+    ]
+    if (r.backend or "").lower() == "gloo":
+        lines.insert(1, "# 0. The trace's backend is gloo: for GPU tensors use dist.init_process_group('nccl')")
+    return "\n".join(lines)
+
+
+rule(_per_rank(communication_bound))

@@ -45,7 +45,7 @@ class Temporal:
     def add(self, w: Window) -> None:
         self.busy_ns += w.busy.total()
         self.compute_ns += w.compute.total()
-        self.comm_ns += w.comm.minus(w.compute).total()
+        self.comm_ns += w.exposed_comm.total()
 
     def merge(self, later: Temporal) -> None:
         """Add what a sweep of the next stretch of the timeline found (segments.py); the same for every merge."""
@@ -173,6 +173,11 @@ class StepResult:
     times_us: list[float]
 
 
+def _breakdown(shares_pct: list[float], comm_pct: float | None) -> StepBreakdown:
+    kernel, memcpy, memset, runtime, dataloader, cpu_exec, other = shares_pct
+    return StepBreakdown(kernel, memcpy, memset, runtime, dataloader, cpu_exec, other, comm_pct)
+
+
 @dataclass
 class Steps:
     """The TensorBoard plugin's step view over the ProfilerStep spans.
@@ -186,6 +191,7 @@ class Steps:
     total_ns: int = 0
     times_us: list[float] = field(default_factory=list)
     shares_ns: npt.NDArray[np.int64] = field(default_factory=lambda: np.zeros(6, np.int64))
+    comm_ns: int = 0  # of the kernel share: communication with no compute beside it (Temporal's comm, in the steps)
 
     def add(self, w: Window) -> None:
         new_steps = w.step_mask & w.cpu_new
@@ -213,12 +219,14 @@ class Steps:
             mine = intersect(layer(), steps).minus(claimed)
             self.shares_ns[i] += mine.total()
             claimed = union(np.concatenate((claimed.start, mine.start)), np.concatenate((claimed.end, mine.end)))
+        self.comm_ns += intersect(w.exposed_comm, steps).total()
 
     def merge(self, later: Steps) -> None:
         self.count += later.count
         self.total_ns += later.total_ns
         self.times_us.extend(later.times_us[: MAX_STEP_TIMES - len(self.times_us)])
         self.shares_ns += later.shares_ns
+        self.comm_ns += later.comm_ns
 
     def result(self) -> StepResult | None:
         if not self.count:
@@ -233,6 +241,6 @@ class Steps:
             kernel_pct=pct(shares[0], total),
             dataloader_pct=pct(shares[4], total),
             dataloader_us_per_step=shares[4] / self.count / 1000,
-            breakdown=StepBreakdown(*(pct(s, total) or 0.0 for s in shares)),
+            breakdown=_breakdown([pct(s, total) or 0.0 for s in shares], pct(self.comm_ns, total)),
             times_us=self.times_us,
         )

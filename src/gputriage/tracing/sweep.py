@@ -194,6 +194,11 @@ class Window:
         return self.spans(self.gpu, self.gpu_has(N.COMM))
 
     @cached_property
+    def exposed_comm(self) -> Spans:
+        """Communication with no compute kernel beside it: the time the GPU only waits on the collectives."""
+        return self.comm.minus(self.compute)
+
+    @cached_property
     def dataloader(self) -> Spans:
         """DataLoader annotations on the main thread (what the TensorBoard plugin counted as data loading)."""
         return self.spans(self.cpu, self.cpu_has(N.DATALOADER) & self.cpu_not_python & self.cpu_on_main)
