@@ -162,10 +162,11 @@ def test_the_trace_command_path_with_forked_processes(tmp_path: Path) -> None:
     assert not list(scratch.iterdir())  # every worker's file went with the analysis's own folder
 
 
-def test_a_process_gets_enough_rows_to_pay_for_itself() -> None:
-    assert segments.segment_count(1_000_000, 8) == 1  # a trace this small is swept in one process
-    assert segments.segment_count(3_600_000, 2) == 2
-    assert segments.segment_count(3_600_000, 64) == 7  # not 64 forks for half a million rows each at most
+def test_a_stretch_gets_enough_rows_to_pay_for_itself() -> None:
+    assert segments.segment_count(400_000, 8) == 1  # a trace this small is swept in one process
+    assert segments.segment_count(900_000, 2) == 6  # three stretches per process: a slower one takes fewer
+    assert segments.segment_count(3_600_000, 2) == 6
+    assert segments.segment_count(3_600_000, 64) == 24  # not 192 stretches of under 150,000 rows each
     assert segments.segment_count(50_000_000, 1) == 1
 
 

@@ -14,7 +14,6 @@ from collections.abc import Callable, Mapping
 from gputriage import envnames
 from gputriage.commands.common import device_problem
 from gputriage.errors import InputError
-from gputriage.hardware.nvml import fake_scenario_names
 from gputriage.outdir import record_limit_mb
 
 
@@ -44,6 +43,9 @@ def _device(value: str) -> str | None:
 
 
 def _scenario(value: str) -> str | None:
+    # Imported only when the variable is set: nvml.py brings the whole record (70 ms before every command's work).
+    from gputriage.hardware.nvml import fake_scenario_names
+
     names = fake_scenario_names()
     return None if value in names else f"one of the fake scenarios: {', '.join(names)}"
 

@@ -7,7 +7,18 @@ ranks. Both raise InputError with one clear line for anything that is not a read
 
 from __future__ import annotations
 
-from gputriage.tracing.multirank import analyse_paths
-from gputriage.tracing.summary import analyse_trace
+from typing import Any
 
 __all__ = ["analyse_paths", "analyse_trace"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "analyse_paths":
+        from gputriage.tracing.multirank import analyse_paths
+
+        return analyse_paths
+    if name == "analyse_trace":
+        from gputriage.tracing.summary import analyse_trace
+
+        return analyse_trace
+    raise AttributeError(name)

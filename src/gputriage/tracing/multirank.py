@@ -17,6 +17,7 @@ from gputriage.tracing.activity import Collectives
 from gputriage.tracing.limits import DEFAULT_LIMITS, TraceLimits
 from gputriage.tracing.pool import in_processes
 from gputriage.tracing.reader import events_start
+from gputriage.tracing.split import Begun
 from gputriage.tracing.summary import analyse_trace_with_collectives, rank_from_filename
 
 _TRACE_SUFFIXES = (".json", ".json.gz")
@@ -155,7 +156,9 @@ def _analyse_one(job: tuple[Path, int | None, TraceLimits]) -> tuple[RankTrace, 
     return analyse_trace_with_collectives(path, rank, jobs=1, limits=limits)
 
 
-def analyse_paths(paths: list[Path], jobs: int | None = None, limits: TraceLimits = DEFAULT_LIMITS) -> TraceSection:
+def analyse_paths(
+    paths: list[Path], jobs: int | None = None, limits: TraceLimits = DEFAULT_LIMITS, begun: Begun | None = None
+) -> TraceSection:
     """Analyse trace files and folders of per-rank traces; several files run in parallel processes.
 
     Args:
@@ -163,13 +166,14 @@ def analyse_paths(paths: list[Path], jobs: int | None = None, limits: TraceLimit
         jobs: worker processes; default: one per CPU core (one per file; for a single large plain-JSON file,
             one per byte range).
         limits: the bounds on what one file may cost (limits.py).
+        begun: pass one over a single file, already started (split.begin()); unused for several files.
 
     Raises:
         InputError: any file is not a readable trace, or the files are not the ranks of one job.
     """
     work = one_job(trace_files(paths), limits)
     if len(work) == 1:  # one file: its byte ranges are what runs in parallel
-        results = [analyse_trace_with_collectives(work[0][0], work[0][1], jobs=jobs, limits=limits)]
+        results = [analyse_trace_with_collectives(work[0][0], work[0][1], jobs=jobs, limits=limits, begun=begun)]
     else:
         workers = max(1, min(jobs or os.cpu_count() or 1, len(work)))
         results = in_processes(_analyse_one, [(p, r, limits) for p, r in work], workers)

@@ -1,10 +1,13 @@
 """Pass one over one trace file, by one process or by several, each reading a byte range of the event list.
 
 Kineto's default output (`tensorboard_trace_handler`) is plain JSON, and multi-GB ones are the slow case. The main
-process reads the header, picks range boundaries and moves each one forward to the next proven event start; every
-worker collects its range (rows in runs, and a few statistics), and the parts are merged with their name, thread
-and line ids renumbered. The rows themselves are not copied: a part's runs are read later with its renumbering.
-gzip files cannot be entered in the middle, so they are read by one process.
+process reads the header, picks range boundaries and moves each one forward to the next proven event start; the
+processes collect the ranges as they come (rows in runs, and a few statistics), and the parts are merged in file
+order with their name, thread and line ids renumbered. The rows themselves are not copied: a part's runs are read
+later with its renumbering. gzip files cannot be entered in the middle, so they are read by one process.
+
+`begin()` forks the workers and lets them start before the caller has imported what it needs afterwards (`trace`:
+the analysis, the rules and the report); `collect(..., begun)` joins in and finishes.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import gc
 import itertools
 import os
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,13 +29,16 @@ from gputriage.errors import InputError
 from gputriage.tracing.collect import Collected, Collector, LaneStats, TooManyEvents
 from gputriage.tracing.distinct import distinct
 from gputriage.tracing.limits import TraceLimits
-from gputriage.tracing.pool import in_processes
+from gputriage.tracing.pool import Started, in_processes, start
 from gputriage.tracing.reader import TraceHeader, events_start, first_event_at, read_range, read_trace
 from gputriage.tracing.store import MEMORY_BUDGET_ROWS, Run, SpillDir
 
 # Below this size one process is as fast as starting several.
 SPLIT_MIN_BYTES = 48 << 20
 _MIN_RANGE_BYTES = 16 << 20
+# Ranges per process: the processes take them one at a time (pool.py), so one that is slower takes fewer. More ranges
+# balance better and cost a cut, a header and a few sorted runs each.
+_RANGES_PER_WORKER = 2
 _MIN_WORKER_BUDGET = 64_000
 
 
@@ -49,9 +55,44 @@ def _without_cycle_collection() -> Iterator[None]:
             gc.enable()
 
 
-def collect(path: Path, limits: TraceLimits, spill: SpillDir, jobs: int | None = None) -> tuple[Collected, TraceHeader]:
-    """Collect a trace's rows and statistics, with `jobs` processes where the file allows it."""
+@dataclass
+class Begun:
+    """Pass one over a large plain-JSON file, started in forked workers (begin()); collect() finishes it."""
+
+    path: Path
+    spill: SpillDir
+    header: TraceHeader
+    started: Started[_Range, tuple[Collected, TraceHeader]]
+    jobs: int | None
+
+    def abandon(self) -> None:
+        self.started.abandon()
+
+
+def begin(path: Path, limits: TraceLimits, spill: SpillDir, jobs: int | None = None) -> Begun | None:
+    """Start pass one in forked workers now, where the file is split at all: the caller goes on with other work
+    (`trace` imports the analysis, the rules and the report meanwhile) and hands the result to collect(). None when
+    the file is read otherwise, or cannot be planned (collect() then reads it, and says what is wrong with it)."""
+    workers = jobs if jobs is not None else (os.cpu_count() or 1)
+    try:
+        planned = _plan(path, workers, limits) if workers > 1 else None
+    except InputError:
+        return None
+    if planned is None:
+        return None
+    header, work = _work(path, planned, limits, spill)
+    started = start(_collect_range, work, workers)
+    return Begun(path, spill, header, started, jobs) if started is not None else None
+
+
+def collect(
+    path: Path, limits: TraceLimits, spill: SpillDir, jobs: int | None = None, begun: Begun | None = None
+) -> tuple[Collected, TraceHeader]:
+    """Collect a trace's rows and statistics, with `jobs` processes where the file allows it (or finish what
+    begin() started)."""
     with _without_cycle_collection():
+        if begun is not None and begun.path == path:
+            return _gather(path, limits, spill, jobs, header=begun.header, run=begun.started.finish)
         return _collect(path, limits, spill, jobs)
 
 
@@ -67,11 +108,30 @@ def _collect(path: Path, limits: TraceLimits, spill: SpillDir, jobs: int | None)
         except TooManyEvents:
             raise InputError(_too_many_events(path, limits)) from None
         return collector.finish(), reading.header
+    header, work = _work(path, planned, limits, spill)
+    return _gather(path, limits, spill, jobs, header=header, run=lambda: in_processes(_collect_range, work, workers))
+
+
+def _work(
+    path: Path, planned: tuple[TraceHeader, bool, list[tuple[int, int | None]]], limits: TraceLimits, spill: SpillDir
+) -> tuple[TraceHeader, list[_Range]]:
     header, bare, bounds = planned
     budget = max(MEMORY_BUDGET_ROWS // len(bounds), _MIN_WORKER_BUDGET)
-    work = [_Range(path, start, stop, bare, limits, spill.path, budget) for start, stop in bounds]
+    return header, [_Range(path, start, stop, bare, limits, spill.path, budget) for start, stop in bounds]
+
+
+def _gather(
+    path: Path,
+    limits: TraceLimits,
+    spill: SpillDir,
+    jobs: int | None,
+    *,
+    header: TraceHeader,
+    run: Callable[[], list[tuple[Collected, TraceHeader]]],
+) -> tuple[Collected, TraceHeader]:
+    """The byte ranges' parts (from `run`) merged into one; the whole file by one process where a range went wrong."""
     try:
-        parts = in_processes(_collect_range, work, len(work))
+        parts = run()
     except TooManyEvents:  # one range alone holds too many: the whole file does too
         raise InputError(_too_many_events(path, limits)) from None
     except InputError:
@@ -98,7 +158,7 @@ def _plan(
     span = start.size - start.offset
     if start.gzip or start.size < SPLIT_MIN_BYTES:
         return None
-    count = max(1, min(workers, span // _MIN_RANGE_BYTES))
+    count = max(1, min(workers * _RANGES_PER_WORKER, span // _MIN_RANGE_BYTES))
     if count < 2:
         return None
     cuts = [start.offset]

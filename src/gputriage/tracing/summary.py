@@ -27,7 +27,7 @@ from gputriage.tracing.intervals import Spans
 from gputriage.tracing.limits import DEFAULT_LIMITS, MAX_NAMES, TraceLimits
 from gputriage.tracing.pool import can_fork
 from gputriage.tracing.reader import TraceHeader
-from gputriage.tracing.split import collect
+from gputriage.tracing.split import Begun, collect
 from gputriage.tracing.store import Run, SpillDir
 from gputriage.tracing.sweep import TIME_MIN, Context, Segment, Window, context_of, iterate_windows
 from gputriage.wording import counted
@@ -43,7 +43,11 @@ def analyse_trace(
 
 
 def analyse_trace_with_collectives(
-    path: Path, rank_hint: int | None = None, jobs: int | None = 1, limits: TraceLimits = DEFAULT_LIMITS
+    path: Path,
+    rank_hint: int | None = None,
+    jobs: int | None = 1,
+    limits: TraceLimits = DEFAULT_LIMITS,
+    begun: Begun | None = None,
 ) -> tuple[RankTrace, Collectives]:
     """Analyse one Kineto trace file (`.json` or `.json.gz`) in bounded memory.
 
@@ -54,13 +58,14 @@ def analyse_trace_with_collectives(
         rank_hint: the rank to report when the trace has no distributedInfo (e.g. from a folder of rank files).
         jobs: processes for one large plain-JSON file (None: one per CPU core; 1: this process only).
         limits: the bounds on what one file may cost (limits.py).
+        begun: pass one over this file, already started in workers (split.begin()), with its own spill folder.
 
     Raises:
         InputError: the file cannot be read as a PyTorch profiler trace, or nothing in it is usable.
     """
-    spill = SpillDir()
+    spill = begun.spill if begun is not None and begun.path == path else SpillDir()
     try:
-        collected, header = collect(path, limits, spill, jobs)
+        collected, header = collect(path, limits, spill, jobs, begun)
         _refuse_when_nothing_is_usable(path, collected)
         ctx = context_of(collected)
         sweep = sweep_timeline(ctx, collected.runs, spill, jobs)
@@ -80,7 +85,8 @@ def sweep_timeline(
     """Pass two: every accumulator fed the whole timeline, in stretches swept by `jobs` processes where the trace is
     large enough to gain from it and forking is safe, else in one sweep."""
     rows = sum(run.count for per_layout in runs.values() for run in per_layout)
-    count = segments.segment_count(rows, jobs if jobs is not None else (os.cpu_count() or 1))
+    workers = jobs if jobs is not None else (os.cpu_count() or 1)
+    count = segments.segment_count(rows, workers)
     if count < 2 or not can_fork():
         sweep = Sweep(ctx, spill)
         for window in iterate_windows(ctx, runs, window_rows):
@@ -88,7 +94,9 @@ def sweep_timeline(
         return sweep
     # The folder exists before the workers fork: their median files go into it, and are removed with it.
     start = partial(Sweep.start, ctx, spill.ready())
-    parts = segments.sweep_in_segments(ctx, runs, start, count=count, workers=count, window_rows=window_rows)
+    parts = segments.sweep_in_segments(ctx, runs, start, count=count, workers=workers, window_rows=window_rows)
+    for part in parts:
+        part.ctx = ctx  # a worker sends its sweep back without the context (Sweep.__getstate__), whichever it swept
     return merge_sweeps(parts)
 
 
