@@ -144,3 +144,12 @@ def test_the_verdict_of_one_step_never_says_healthy_through_the_api(tmp_path: Pa
     section = analyse_paths([training_loop(steps=1).write(tmp_path / "one.json")])
     diag = diagnose(Run(command="trace", trace=section))
     assert diag.verdict.status == "inconclusive"
+
+
+def test_an_inconclusive_short_report_shows_what_there_was(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = training_loop(steps=1, busy_share=0.6).write(tmp_path / "one.json")
+    assert main(["trace", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "verdict: INCONCLUSIVE" in out
+    assert "What was measured" in out and "3. perform computation" in out
+    assert "-v shows what was measured" not in out  # it is shown already

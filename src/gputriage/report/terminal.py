@@ -105,8 +105,9 @@ def full_report(diag: Diagnosis) -> list[Block]:
 
 
 def _shows_measured(diag: Diagnosis) -> bool:
-    """The short report shows what was measured under a healthy verdict: "healthy" with no number is not evidence."""
-    return diag.verdict.status == "healthy"
+    """The short report shows what was measured under a healthy or inconclusive verdict, which no finding backs with
+    numbers: "healthy" with no number is not evidence, and "inconclusive" shows what there was."""
+    return diag.verdict.status in ("healthy", "inconclusive")
 
 
 def _measured_blocks(diag: Diagnosis) -> list[Block]:
@@ -121,10 +122,9 @@ def more_line(diag: Diagnosis, infos: int, out_dir: Path | None) -> Text | None:
     left_out = []
     if infos:
         left_out.append(f"the {counted(infos, 'info finding')} in full")
-    if _shows_measured(diag):
-        if diag.run.environment is not None:
-            left_out.append(_environment_title(diag.run.environment).lower())
-    elif diag.run.environment is not None or measured_tables(diag):
+    if diag.run.environment is not None:
+        left_out.append(_environment_title(diag.run.environment).lower())
+    if not _shows_measured(diag) and measured_tables(diag):
         left_out.append("what was measured")
     files = f"{terminal_text(outdir.shown_path(out_dir))}/ (report.md, report.html)" if out_dir else None
     if left_out:
