@@ -133,7 +133,7 @@ def test_tables_stack_when_they_do_not_fit() -> None:
         "device",
         "steps",
         "step",
-        "busy/steps",
+        "kernels/steps",
         "busy/window",
         "host",
         "wait/idle",
@@ -142,7 +142,7 @@ def test_tables_stack_when_they_do_not_fit() -> None:
     narrow = render_text(diag, 60, verbose=True)
     assert not any(line.startswith("rank  device") for line in narrow.splitlines())
     assert "rank 1 · device NVIDIA A100-SXM4-40GB · steps 5" in narrow
-    assert "  step not measured · busy/steps not measured\n  busy/window not measured" in narrow
+    assert "  step not measured · kernels/steps not measured\n  busy/window not measured" in narrow
 
     ladder_80 = render_text(diag, 80)
     assert "rung  question" in ladder_80

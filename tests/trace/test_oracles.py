@@ -156,12 +156,23 @@ def test_cupti_profiler_trace_does_not_say_where_the_ops_ran(traces: Path, trace
 
 
 def test_cpu_only_traces_stay_cpu_only(traces: Path) -> None:
-    """The corpus's CPU-only traces hold no unread event: no-gpu-compute stands on them (the threshold's other side)."""
+    """The corpus's CPU-only trace (a 300-rank gloo job) holds no unread event and no sign of CUDA: no-gpu-compute
+    stands on it (the threshold's other side)."""
+    r = analyse_trace(traces / "hta/cpu_only/rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz")
+    assert (r.gpu_events, r.launch_calls, r.unread_events) == (0, 0, 0)
+    assert r.device_not_read() is None
+
+
+def test_a_gpu_job_profiled_on_the_cpu_only_is_not_called_cpu_only(traces: Path, trace_json) -> None:  # type: ignore[no-untyped-def]
+    """Two HTA traces hold no kernel and no launch, yet run NCCL all-to-alls (8 A100s in deviceProperties): the
+    profiler recorded the CPU only. They were IDLE, critical, with a fix that moved the model to CUDA."""
     for name in (
-        "hta/cpu_only/rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz",
         "hta/rank_non_gpu/rank_non_gpu.json.gz",
         "hta/distributed_info_unavailable/distributed_info_not_found.json.gz",
     ):
         r = analyse_trace(traces / name)
-        assert (r.gpu_events, r.launch_calls, r.unread_events) == (0, 0, 0)
-        assert r.device_not_read() is None
+        assert (r.gpu_events, r.launch_calls) == (0, 0)
+        assert r.cuda_implied_by == "it runs NCCL collectives (nccl:all_to_all)"
+        _, doc = trace_json(traces / name)
+        assert doc["verdict"]["status"] == "unknown" and not doc["findings"]
+        assert "activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]" in doc["verdict"]["summary"]

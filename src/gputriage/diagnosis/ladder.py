@@ -28,11 +28,16 @@ class RungView:
     # skipped: why the rung was not measured ("no model ran a forward before the script crashed at step 0 (...)")
     reason: str | None = None
     note_codes: list[str] = field(default_factory=list)  # the info findings among finding_codes: notes, not status
+    # skipped because what was measured is too thin to judge (record/inconclusive.py), not because nothing was
+    inconclusive: bool = False
 
     @property
     def status_text(self) -> str:
-        """The status in words: pass, warn, fail, or "not measured" (JSON keeps "skipped", docs/contract.md)."""
-        return "not measured" if self.status == "skipped" else self.status
+        """The status in words: pass, warn, fail, "inconclusive" or "not measured" (JSON keeps "skipped" for both,
+        with the reason, docs/contract.md)."""
+        if self.status == "skipped":
+            return "inconclusive" if self.inconclusive else "not measured"
+        return self.status
 
     @property
     def decisive_codes(self) -> list[str]:
@@ -75,7 +80,8 @@ def build_ladder(run: Run, findings: list[Finding]) -> list[RungView]:
         if rung == 1 and gap is not None and status == "pass":
             status, reason = "skipped", gap.reason()  # a pasted report that lacks the facts rung 1 needs
         notes = [f.code for f in mine if f.severity is Severity.INFO]
-        views.append(RungView(rung, question, status, [f.code for f in mine], reason, notes))
+        thin = status == "skipped" and coverage[rung].inconclusive
+        views.append(RungView(rung, question, status, [f.code for f in mine], reason, notes, thin))
     return views
 
 

@@ -19,6 +19,10 @@ UNREAD_MIN_SHARE = 0.1
 # search, the allocator, DataLoader workers starting), and one or two steps show no spread. Its step shares are leads
 # (info), and the verdict is "inconclusive" with the command that records enough steps.
 TRACE_MIN_STEPS = 3
+# Without step marks, the window is judged only when it holds this many device events: the corpus's micro-traces of
+# 3-4 kernels (an event-sync example, a truncated inference rank) say nothing about a job; its benchmark harnesses of
+# 79 kernels over 13-41 s (99.5% idle) do.
+TRACE_MIN_DEVICE_EVENTS = 20
 STEADY_SCHEDULE = "torch.profiler.schedule(wait=1, warmup=2, active=5)"
 
 
@@ -185,6 +189,9 @@ class RankTrace:
     launch_calls: int | None = None
     # Timed events in no category gputriage reads and without a stream (tracing/collect.py's Collected.unread_events).
     unread_events: int | None = None
+    # A sign that the job used CUDA although the trace may hold no device event ("it runs NCCL collectives
+    # (nccl:all_to_all)": NCCL runs on CUDA tensors only); None when the host's side shows none.
+    cuda_implied_by: str | None = None
     comm_pct: float | None = None
     memory_pct: float | None = None
     streams: list[StreamIdle] = field(default_factory=list)
@@ -204,6 +211,17 @@ class RankTrace:
     # What the reader skipped or capped, one sentence each ("312 events dropped: ts out of range").
     notes: list[str] = field(default_factory=list)
 
+    def thin_evidence(self) -> str | None:
+        """What the trace holds, when it is too little to judge how busy the GPU keeps ("1 step", "3 kernels, copies
+        or memsets"); None when it is enough. With step marks, TRACE_MIN_STEPS of them; without, the window is
+        judged, if it holds TRACE_MIN_DEVICE_EVENTS device events."""
+        if self.steps:
+            return None if self.steps >= TRACE_MIN_STEPS else ("1 step" if self.steps == 1 else f"{self.steps} steps")
+        events = self.gpu_events or 0
+        if events == 0 or events >= TRACE_MIN_DEVICE_EVENTS:
+            return None
+        return "1 kernel, copy or memset" if events == 1 else f"{events} kernels, copies or memsets"
+
     def device_not_read(self) -> str | None:
         """Why this trace cannot say where the ops ran although it holds no device event: the device's activity was
         not recorded (kernel launches, no kernel), or it is in a form gputriage does not read (many timed events with
@@ -217,6 +235,12 @@ class RankTrace:
                 "can read: the profiler recorded the CPU only, or the kernels in another form (the CUPTI range "
                 "profiler's counters); record with torch.profiler.profile(activities=[ProfilerActivity.CPU, "
                 "ProfilerActivity.CUDA]) and no profiler metrics"
+            )
+        if self.cuda_implied_by:
+            return (
+                f"the trace holds no kernel and no kernel launch, yet {self.cuda_implied_by}, and NCCL works on "
+                "CUDA tensors only: the profiler recorded the CPU only; record with "
+                "torch.profiler.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])"
             )
         unread = self.unread_events or 0
         if unread >= UNREAD_MIN_EVENTS and unread >= UNREAD_MIN_SHARE * (self.cpu_ops or 0):
@@ -269,26 +293,27 @@ class TraceSection:
         if not self.ranks:
             return set()
         if self._device_work():
-            return {4} if self.too_few_steps() is not None else {4, 5}
+            return {4} if self.too_thin() is not None else {4, 5}
         # how busy the GPU is needs a kernel on it: a CPU-only trace answers rung 4 (nothing ran there), not rung 5
         return set() if self._device_not_read() is not None else {4}
 
     def unmeasured_rungs(self) -> dict[int, str]:
         if self.ranks:
             if self._device_work():
-                few = self.too_few_steps()
-                return {} if few is None else {5: _too_few_steps_reason(few)}
+                thin = self.too_thin()
+                return {} if thin is None else {5: _too_thin_reason(thin)}
             why = self._device_not_read()
             return {4: why, 5: why} if why else {5: "the trace holds no kernel on any accelerator (a CPU-only trace)"}
         reason = f"the profiler trace gave nothing ({self.note})" if self.note else "the profiler trace gave nothing"
         return {4: reason, 5: reason}
 
-    def too_few_steps(self) -> RankTrace | None:
-        """The rank that marks the most steps, when even those are too few to judge rung 5 (only ranks with device
-        work count); None when a rank marks enough, or none marks steps (the window is judged instead)."""
-        marked = [r for r in self.ranks if r.gpu_events != 0 and r.steps]
-        most = max(marked, key=lambda r: r.steps or 0, default=None)
-        return most if most is not None and (most.steps or 0) < TRACE_MIN_STEPS else None
+    def too_thin(self) -> RankTrace | None:
+        """The rank with the most evidence, when even it holds too little to judge rung 5 (RankTrace.thin_evidence;
+        only ranks with device work count); None when a rank holds enough."""
+        working = [r for r in self.ranks if r.gpu_events != 0]
+        if not working or any(r.thin_evidence() is None for r in working):
+            return None
+        return max(working, key=lambda r: (r.steps or 0, r.gpu_events or 0))
 
     def _device_work(self) -> bool:
         return any(r.gpu_events != 0 for r in self.ranks)  # None: a record that did not count them
@@ -300,12 +325,20 @@ class TraceSection:
         return [p for r in self.ranks for p in r.self_check()]
 
 
-def _too_few_steps_reason(r: RankTrace) -> Inconclusive:
-    marks = "marks only 1 step" if r.steps == 1 else f"marks only {r.steps} steps"
-    if r.busy_pct_of_steps is not None:
-        marks += f" (the GPU busy {r.busy_pct_of_steps:.1f}% of {'it' if r.steps == 1 else 'them'})"
+def _too_thin_reason(r: RankTrace) -> Inconclusive:
+    what = r.thin_evidence()
+    assert what is not None
+    if r.steps:
+        shown = f"the trace marks only {what}"
+        if r.busy_pct_of_steps is not None:
+            shown += f" (the GPU runs kernels {r.busy_pct_of_steps:.1f}% of {'it' if r.steps == 1 else 'them'})"
+        why = "too few steps to judge"
+    else:
+        shown = f"the trace marks no step and holds only {what}"
+        if r.busy_pct is not None and r.window_us is not None:
+            shown += f" (busy {r.busy_pct:.1f}% of a {r.window_us / 1000:.1f} ms window)"
+        why = "too little to judge"
     return Inconclusive(
-        f"too few steps to judge: the trace {marks}, and a job's first steps warm up; profile at least "
-        f"{TRACE_MIN_STEPS} steady-state steps: torch.profiler.profile(..., schedule={STEADY_SCHEDULE}), with "
-        "prof.step() after each step"
+        f"{why}: {shown}, and a job's first steps warm up; profile at least {TRACE_MIN_STEPS} steady-state steps: "
+        f"torch.profiler.profile(..., schedule={STEADY_SCHEDULE}), with prof.step() after each step"
     )

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 
 from gputriage.diagnosis import Diagnosis
+from gputriage.diagnosis.ladder import RungView
 from gputriage.findings import Finding
 from gputriage.record import Run
 from gputriage.report import fmt
@@ -23,7 +24,17 @@ from gputriage.wording import numbered
 # Inline Markdown that could change meaning mid-line: emphasis, code spans, links, tables, strikethrough. (`<`, `>`
 # and `&` become entities first, so no HTML can form either.)
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]|~])")
-_STATUS_MARK = {"fail": "✗ fail", "warn": "! warn", "pass": "✓ pass", "skipped": "· not measured"}
+_STATUS_MARK = {
+    "fail": "✗ fail",
+    "warn": "! warn",
+    "pass": "✓ pass",
+    "skipped": "· not measured",
+    "inconclusive": "? inconclusive",
+}
+
+
+def _mark_key(view: RungView) -> str:
+    return "inconclusive" if view.inconclusive else view.status
 
 
 def md(value: object) -> str:
@@ -96,7 +107,7 @@ def _ladder(diag: Diagnosis) -> str:
             codes += ("; " if codes else "") + "notes: " + ", ".join(md(c) for c in r.shown_notes)
         if r.reason:
             codes += ("; " if codes else "") + f"*{md(r.reason)}*"
-        rows.append(f"| {r.rung} | {md(r.question)} | {_STATUS_MARK.get(r.status, md(r.status))} | {codes} |")
+        rows.append(f"| {r.rung} | {md(r.question)} | {_STATUS_MARK.get(_mark_key(r), md(r.status))} | {codes} |")
     return "\n".join(rows)
 
 

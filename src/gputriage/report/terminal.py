@@ -43,6 +43,7 @@ _RUNG_MARK = {
     "warn": ("! warn", "yellow"),
     "pass": ("✓ pass", "green"),
     "skipped": ("- not measured", "dim"),
+    "inconclusive": ("? inconclusive", "magenta"),
 }
 _SEVERITY_STYLE = {Severity.CRITICAL: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
 _HIGHLIGHT_LEXER = {fmt.SHELL: "bash", fmt.PYTHON: "python", fmt.TEXT: "text"}
@@ -157,7 +158,7 @@ def ladder_table(diag: Diagnosis) -> Grid:
         ruled_header=True,
     )
     for view in diag.ladder:
-        label, style = _RUNG_MARK[view.status]
+        label, style = _RUNG_MARK["inconclusive" if view.inconclusive else view.status]
         grid.add_row(str(view.rung), view.question, Text(label, style=style), _rung_detail(view))
     return grid
 
@@ -275,10 +276,11 @@ def sequence_table(diagram: SequenceDiagram) -> Grid:
 
 
 def trace_table(ranks: list[RankTrace]) -> Grid:
-    # Two busy shares, each named by its window: of the ProfilerSteps (what the findings judge when the trace marks
-    # steps) and of the GPU window, first kernel to last (HTA's; the idle share is the rest of it). "host wait" is
+    # Two busy shares, each named by what it counts and its window: kernels over the ProfilerSteps (the TensorBoard
+    # plugin's GPU utilization, what the findings judge when the trace marks steps) and any device work over the GPU
+    # window, first kernel to last (HTA's; the idle share is the rest of it). "host wait" is
     # HTA's share of the idle time; the DataLoader's share is of the step.
-    headers = ("rank", "device", "steps", "step", "busy/steps", "busy/window", "host wait/idle", "loader/step")
+    headers = ("rank", "device", "steps", "step", "kernels/steps", "busy/window", "host wait/idle", "loader/step")
     grid = Grid(
         [Column(h, justify="left" if h == "device" else "right", key=h in ("rank", "device")) for h in headers],
         title=Text("profiler trace, per rank", style="bold"),

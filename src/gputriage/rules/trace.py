@@ -7,14 +7,15 @@ one's reason sits next to it. A rule flags a cause only when the trace shows it 
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Callable, Iterable
+from pathlib import Path
 
 from gputriage.findings import Finding, Severity
 from gputriage.record import Run
 from gputriage.record.device import NOT_ACCELERATORS, judged_device
-from gputriage.record.trace import TRACE_MIN_STEPS, IdleGap, RankTrace, TraceSection
+from gputriage.record.trace import IdleGap, RankTrace, TraceSection
 from gputriage.rules.registry import rule
-from gputriage.wording import counted
 
 # input-pipeline-bound. The TensorBoard plugin advised on DataLoader time above 5% of the step; its share only
 # counts loader time that no kernel, copy or runtime call hides, so 5% of the step is 5% of GPU time lost. In the
@@ -79,8 +80,14 @@ def _judged_busy(r: RankTrace) -> tuple[float | None, str]:
     spends 218 ms preprocessing video on the CPU before 160 ms of kernels is not 99% busy), else of the profiled
     window, first kernel to last."""
     if r.busy_pct_of_steps is not None:
-        return r.busy_pct_of_steps, "of the steps' time"
+        return r.busy_pct_of_steps, "of the steps' time"  # kernels only: the TensorBoard plugin's GPU utilization
     return r.busy_pct, "of the profiled window"
+
+
+def _busy_words(r: RankTrace) -> str:
+    """The steps' share counts kernels only (the TensorBoard plugin's GPU utilization); the window's, any device
+    work."""
+    return "runs kernels" if r.busy_pct_of_steps is not None else "is busy"
 
 
 def _healthy(r: RankTrace) -> bool:
@@ -93,10 +100,11 @@ def _soften(r: RankTrace, severity: Severity) -> Severity:
 
 
 def _few_steps(r: RankTrace) -> str:
-    """'From 1 step only: ' when the trace marks too few steps to judge a share of them (record/trace.py), else ''.
-    Such a finding is a lead (info), and the verdict is inconclusive."""
-    few = r.steps is not None and 0 < r.steps < TRACE_MIN_STEPS
-    return f"From {counted(r.steps or 0, 'step')} only: " if few else ""
+    """'From 1 step only: ' (or 'From 3 kernels, copies or memsets only: ') when the trace holds too little to judge
+    a share of its time (record/trace.py), else ''. Such a finding is a lead (info), and the verdict is
+    inconclusive."""
+    thin = r.thin_evidence()
+    return f"From {thin} only: " if thin else ""
 
 
 def _led_by(few: str, title: str) -> str:
@@ -368,12 +376,12 @@ def low_gpu_utilization(section: TraceSection, r: RankTrace) -> Finding | None:
     gaps = r.gaps
     by_activity = gaps.by_activity_us if gaps is not None else {}
     top_activity = max(by_activity, key=lambda k: by_activity[k]) if by_activity else None
-    few = _few_steps(r) if r.busy_pct_of_steps is not None else ""
+    few = _few_steps(r)
     finding = Finding(
         code="low-gpu-utilization",
         rung=5,
         severity=Severity.INFO if few else Severity.WARNING,
-        title=_led_by(few, f"The GPU is busy only {busy:.1f}% {window}{_suffix(section, r)}"),
+        title=_led_by(few, f"The GPU {_busy_words(r)} only {busy:.1f}% {window}{_suffix(section, r)}"),
         evidence={
             "busy_pct": r.busy_pct,
             "busy_pct_of_steps": r.busy_pct_of_steps,
@@ -417,7 +425,8 @@ _GAP_FIXES = {
         "optimizer = torch.optim.AdamW(model.parameters(), lr=..., fused=True)  # or foreach=True"
     ),
     "allocator": (
-        "# cudaMalloc/cudaFree in the step: the caching allocator keeps missing (shapes that change each step)\n"
+        "# cudaMalloc/cudaFree while the GPU waits: the caching allocator misses (shapes that change from step to\n"
+        f"# step), or the job was still warming up (its first steps allocate): {_STEADY_WINDOW}; if it stays,\n"
         "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True python train.py"
     ),
     "cpu-op": (
@@ -543,7 +552,7 @@ def communication_bound(section: TraceSection, r: RankTrace) -> Finding | None:
     share, window = (steps_share, "of the step") if steps_share is not None else (r.comm_pct, "of the profiled window")
     if share is None or share < COMM_INFO_PCT or not _ran_on_accelerator(r):
         return None
-    few = _few_steps(r) if steps_share is not None else ""
+    few = _few_steps(r)
     severity = Severity.WARNING if share >= COMM_WARN_PCT and not few else Severity.INFO
     comm = r.comm
     return Finding(
@@ -555,8 +564,8 @@ def communication_bound(section: TraceSection, r: RankTrace) -> Finding | None:
             f"The GPU waits on communication with no compute beside it {share:.1f}% {window}{_suffix(section, r)}",
         ),
         evidence={
-            "comm_pct_of_steps": steps_share,
-            "comm_pct_of_window": r.comm_pct,
+            "exposed_comm_pct_of_steps": steps_share,
+            "exposed_comm_pct_of_window": r.comm_pct,
             "compute_pct": r.compute_pct,
             "busy_pct": r.busy_pct,
             "comm_kernels": comm.kernels if comm is not None else None,
@@ -572,21 +581,33 @@ def communication_bound(section: TraceSection, r: RankTrace) -> Finding | None:
 
 
 def _comm_fix(section: TraceSection, r: RankTrace) -> str:
-    lines = ["# The collectives take the step, not the compute. In this order:"]
-    if len(section.ranks) < 2 and (r.world_size or 1) > 1:
-        lines += [
-            "# 1. A late rank makes every other one wait inside the collective: trace every rank, then compare them",
-            "gputriage trace ./traces/  # the folder with one trace per rank: names the straggler and why it is late",
-        ]
-    lines += [
-        "# 2. The transport: NCCL over TCP sockets is many times slower than NVLink or InfiniBand/RoCE",
-        "NCCL_DEBUG=INFO torchrun ...  # the log says 'NET/IB' or 'NET/Socket', and whether P2P/NVLink is used",
-        "# 3. More compute per collective: a larger batch per GPU, or accumulate gradients without syncing each time",
-        "with model.no_sync():  # DDP: every micro-batch but the last skips the all-reduce",
-        "    loss.backward()",
-    ]
+    steps: list[list[str]] = []
     if (r.backend or "").lower() == "gloo":
-        lines.insert(1, "# 0. The trace's backend is gloo: for GPU tensors use dist.init_process_group('nccl')")
+        steps.append(["The trace's backend is gloo: for GPU tensors use dist.init_process_group('nccl')"])
+    if len(section.ranks) < 2 and (r.world_size or 1) > 1:
+        folder = shlex.quote(str(Path(r.path).parent)) if r.path else "TRACE_FOLDER"
+        steps.append(
+            [
+                "A late rank makes every other one wait inside the collective: put every rank's trace in one folder",
+                f"gputriage trace {folder}  # compares the ranks: names a straggler, and why it is late",
+            ]
+        )
+    steps.append(
+        [
+            "The transport: NCCL over TCP sockets is many times slower than NVLink or InfiniBand/RoCE",
+            "NCCL_DEBUG=INFO torchrun ...  # the log says 'NET/IB' or 'NET/Socket', and whether P2P/NVLink is used",
+        ]
+    )
+    steps.append(
+        [
+            "More compute per collective: a larger batch per GPU, or accumulate gradients without syncing each time",
+            "with model.no_sync():  # DDP: every micro-batch but the last skips the all-reduce",
+            "    loss.backward()",
+        ]
+    )
+    lines = ["# The collectives take the step, not the compute. In this order:"]
+    for number, (why, *code) in enumerate(steps, start=1):
+        lines += [f"# {number}. {why}", *code]
     return "\n".join(lines)
 
 

@@ -8,6 +8,7 @@ trace's size; temporary files (store.py) are removed before this returns, also o
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -106,6 +107,21 @@ def merge_sweeps(parts: list[Sweep]) -> Sweep:
     for later in parts[1:]:
         whole.merge(later)
     return whole
+
+
+# ProcessGroupNCCL's record_function names ("nccl:all_reduce"): NCCL runs on CUDA tensors only.
+_NCCL_OP_RE = re.compile(r"^nccl:[A-Za-z_]+")
+
+
+def _cuda_implied_by(names: list[str], backend: str | None) -> str | None:
+    """A sign, in what the host recorded, that the job used CUDA: worth saying when the trace holds no device
+    event (the profiler then recorded the CPU only)."""
+    op = next((name for name in names if _NCCL_OP_RE.match(name)), None)
+    if op is not None:
+        return f"it runs NCCL collectives ({op})"
+    if backend is not None and backend.lower() == "nccl":
+        return "its process group uses the nccl backend"
+    return None
 
 
 def _refuse_when_nothing_is_usable(path: Path, col: Collected) -> None:
@@ -235,6 +251,7 @@ class Sweep:
             cpu_ops=self.cpu.op_rows,
             launch_calls=self.launches.launch_ns.count,
             unread_events=col.unread_events,
+            cuda_implied_by=_cuda_implied_by(ctx.names, header.backend),
         )
         self._fill_temporal(out)
         if step is not None:
