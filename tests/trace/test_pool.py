@@ -161,3 +161,24 @@ def test_the_trace_command_begins_reading_before_its_imports_and_says_the_same(t
         str(path),
     )
     assert result == {"same": True, "begun_before_the_rules": True}
+
+
+def test_begin_leaves_no_folder_where_it_cannot_fork(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """With a thread alive (a test session, a program's own threads) nothing is forked: begin() says so before it
+    makes its spill folder (two empty gputriage-trace-* folders were left in $TMPDIR by in-process runs)."""
+    from gputriage.tracing import split
+    from gputriage.tracing.limits import DEFAULT_LIMITS
+    from gputriage.tracing.store import SpillDir
+
+    path = training_loop(steps=200).write(tmp_path / "t.json")
+    monkeypatch.setattr(split, "SPLIT_MIN_BYTES", 0)
+    monkeypatch.setattr(split, "_MIN_RANGE_BYTES", 1 << 14)
+    monkeypatch.setattr(split, "can_fork", lambda: False)
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setenv("TMPDIR", str(scratch))
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    assert split.begin(path, DEFAULT_LIMITS, SpillDir(), jobs=2) is None
+    assert list(scratch.iterdir()) == []

@@ -29,7 +29,7 @@ from gputriage.errors import InputError
 from gputriage.tracing.collect import Collected, Collector, LaneStats, TooManyEvents
 from gputriage.tracing.distinct import distinct
 from gputriage.tracing.limits import TraceLimits
-from gputriage.tracing.pool import Started, in_processes, start
+from gputriage.tracing.pool import Started, can_fork, in_processes, start
 from gputriage.tracing.reader import TraceHeader, events_start, first_event_at, read_range, read_trace
 from gputriage.tracing.store import MEMORY_BUDGET_ROWS, Run, SpillDir
 
@@ -74,15 +74,20 @@ def begin(path: Path, limits: TraceLimits, spill: SpillDir, jobs: int | None = N
     (`trace` imports the analysis, the rules and the report meanwhile) and hands the result to collect(). None when
     the file is read otherwise, or cannot be planned (collect() then reads it, and says what is wrong with it)."""
     workers = jobs if jobs is not None else (os.cpu_count() or 1)
+    if workers < 2 or not can_fork():
+        return None  # before the spill folder exists: nothing to clean up
     try:
-        planned = _plan(path, workers, limits) if workers > 1 else None
+        planned = _plan(path, workers, limits)
     except InputError:
         return None
     if planned is None:
         return None
     header, work = _work(path, planned, limits, spill)
     started = start(_collect_range, work, workers)
-    return Begun(path, spill, header, started, jobs) if started is not None else None
+    if started is None:
+        spill.cleanup()
+        return None
+    return Begun(path, spill, header, started, jobs)
 
 
 def collect(
