@@ -13,6 +13,11 @@ class InputError(Exception):
     exit_code = 2
 
 
+class NotATrace(InputError):
+    """A file that is not a profiler trace at all (other JSON, other text), rather than a broken one: in a folder of
+    rank traces it is skipped with a note, where a truncated trace still stops the command."""
+
+
 class Terminated(BaseException):
     """SIGTERM or SIGHUP arrived while a command ran: raised so that `finally` blocks remove temporary files and stop
     worker processes; the CLI then dies of the same signal (commands/common.py: signals_end_the_command)."""

@@ -140,6 +140,18 @@ def test_expect_device_cpu_on_a_gpu_trace_is_refused(tmp_path: Path, capsys: pyt
     assert len(err.strip().splitlines()) == 1
 
 
+def test_another_accelerator_on_an_nvidia_trace_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    b = training_loop()
+    b.meta["deviceProperties"] = [{"name": "Tesla V100-SXM2-32GB"}]
+    path = b.write(tmp_path / "v100.json")
+    assert main(["trace", str(path), "--expect-device", "mps"]) == 2
+    err = capsys.readouterr().err
+    assert "on Tesla V100-SXM2-32GB (torch calls it cuda)" in err
+    assert main(["trace", str(path), "--expect-device", "cuda:1"]) == 0
+    # A device gputriage cannot place (no NVIDIA or AMD name) may be what ran: judged as asked.
+    assert main(["trace", str(training_loop().write(tmp_path / "other.json")), "--expect-device", "xpu"]) == 0
+
+
 # ---- launches but no kernel: the device was not recorded, so nothing is said about the GPU's waits
 
 
@@ -164,3 +176,46 @@ def test_an_inconclusive_short_report_shows_what_there_was(tmp_path: Path, capsy
     assert "verdict: INCONCLUSIVE" in out
     assert "What was measured" in out and "3. perform computation" in out
     assert "-v shows what was measured" not in out  # it is shown already
+
+
+def test_a_copy_of_one_rank_in_another_folder_is_named_by_its_path(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    b = training_loop()
+    b.meta["distributedInfo"] = {"rank": 1, "world_size": 2, "backend": "nccl"}
+    for folder in ("a", "b"):
+        (tmp_path / folder).mkdir()
+        b.write(tmp_path / folder / "rank1.json")
+    assert main(["trace", str(tmp_path / "a"), str(tmp_path / "b")]) == 2
+    err = capsys.readouterr().err
+    assert f"({tmp_path / 'a' / 'rank1.json'}, {tmp_path / 'b' / 'rank1.json'})" in err and "or a copy" in err
+
+
+def test_ddp_buffer_broadcast_gets_its_own_fix(traces: Path, trace_json) -> None:  # type: ignore[no-untyped-def]
+    """HTA's ResNet DDP trace: aten::unflatten_dense_tensors inside DistributedDataParallel.forward, right after
+    nccl:broadcast, is DDP unpacking its buffers; "create these tensors on the GPU" could not be applied."""
+    _, doc = trace_json(traces / "hta/nccl_parser_config/nccl_data.json.gz")
+    for code in ("cpu-compute-in-step", "low-gpu-utilization"):
+        assert "broadcast_buffers=False" in _codes(doc)[code]["fix"]
+
+
+def test_a_folder_s_other_json_is_skipped_with_a_note_a_broken_trace_is_not(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], trace_json
+) -> None:  # type: ignore[no-untyped-def]
+    for rank in (0, 1):
+        b = training_loop()
+        b.meta["distributedInfo"] = {"rank": rank, "world_size": 2, "backend": "nccl"}
+        b.write(tmp_path / f"rank{rank}.json")
+    (tmp_path / "config.json").write_text('{"lr": 0.1}')
+    code, doc = trace_json(tmp_path)
+    assert code == 0 and len(doc["trace"]["ranks"]) == 2
+    assert doc["trace"]["skipped"] == [
+        "skipped config.json: is not a PyTorch profiler trace (no traceEvents list found)"
+    ]
+    assert main(["trace", str(tmp_path)]) == 0
+    assert "gputriage: note: skipped config.json" in capsys.readouterr().err
+    # Named on the command line, it is an error; a broken trace in the folder is one too.
+    assert main(["trace", str(tmp_path / "config.json"), str(tmp_path / "rank0.json")]) == 2
+    (tmp_path / "config.json").unlink()
+    (tmp_path / "rank2.json").write_text('{"traceEvents": [')
+    assert main(["trace", str(tmp_path)]) == 2

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -98,6 +99,8 @@ def _trace(args: argparse.Namespace) -> int:
         if begun is not None:
             begun.abandon()
             begun.spill.cleanup()
+    for skipped in section.skipped:
+        print(terminal_text(f"gputriage: note: {skipped}"), file=sys.stderr)
     for rank in section.ranks:
         for note in rank.notes:
             where = f"{Path(rank.path).name}: " if rank.path and len(section.ranks) > 1 else ""
@@ -119,19 +122,28 @@ def _begin(paths: list[Path], jobs: int | None, limits: TraceLimits) -> Begun | 
     return begin(paths[0], limits, SpillDir(), jobs)
 
 
+# The devices Kineto names in deviceProperties that torch calls "cuda" (NVIDIA's, and AMD's under ROCm).
+_CUDA_DEVICE_RE = re.compile(r"NVIDIA|Tesla|GeForce|Quadro|TITAN|RTX|AMD|Radeon|Instinct", re.IGNORECASE)
+
+
 def _check_expected_device(expected: str | None, section: TraceSection) -> None:
     """`--expect-device cpu` (or meta) says a trace with no kernel is what was meant; on a trace that ran kernels it
-    would silence every GPU rule and call the result healthy. The trace's own evidence wins: say so, and stop."""
+    would silence every GPU rule and call the result healthy. Another accelerator (mps, xpu) on a trace that ran on
+    an NVIDIA or AMD GPU judges the wrong device. The trace's own evidence wins: say so, and stop."""
     from gputriage.record.device import NOT_ACCELERATORS, device_type
 
-    if device_type(expected) not in NOT_ACCELERATORS:
+    kind = device_type(expected)
+    if expected is None or kind == "cuda":
         return
     ran = next((r for r in section.ranks if r.gpu_events), None)
     if ran is None:
         return
+    if kind not in NOT_ACCELERATORS and not (ran.device and _CUDA_DEVICE_RE.search(ran.device)):
+        return  # an accelerator of that kind may well be what ran
     rank = f"rank {ran.rank}'s trace" if ran.rank is not None and len(section.ranks) > 1 else "the trace"
     on = f" on {ran.device}" if ran.device else " on an accelerator"
+    cuda = " (torch calls it cuda)" if kind not in NOT_ACCELERATORS else ""
     raise InputError(
-        f"--expect-device {expected}, but {rank} ran {ran.gpu_events:,} kernels, copies and memsets{on}: "
+        f"--expect-device {expected}, but {rank} ran {ran.gpu_events:,} kernels, copies and memsets{on}{cuda}: "
         "leave --expect-device out to judge it as the GPU trace it is"
     )

@@ -288,6 +288,9 @@ class TraceSection:
     imbalance: RankImbalance | None = None
     # `run --trace`: why the profiler window gave no trace (never raised into the job), or that the job ended inside it
     note: str | None = None
+    # Files found in a folder of rank traces that are not traces at all ("skipped config.json: is not a PyTorch
+    # profiler trace (no traceEvents list found)"); a broken trace is never skipped: it stops the command.
+    skipped: list[str] = field(default_factory=list)
 
     def measured_rungs(self) -> set[int]:
         if not self.ranks:

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from gputriage import outdir
-from gputriage.errors import InputError
+from gputriage.errors import InputError, NotATrace
 from gputriage.record.trace import RankImbalance, RankTrace, TraceSection
 from gputriage.tracing.activity import Collectives
 from gputriage.tracing.limits import DEFAULT_LIMITS, TraceLimits
@@ -91,7 +91,12 @@ class _Member:
     from_header: bool
 
 
-def one_job(files: list[Path], limits: TraceLimits = DEFAULT_LIMITS) -> list[tuple[Path, int | None]]:
+def one_job(
+    files: list[Path],
+    limits: TraceLimits = DEFAULT_LIMITS,
+    skippable: frozenset[Path] = frozenset(),
+    skipped: list[str] | None = None,
+) -> list[tuple[Path, int | None]]:
     """The files as the ranks of one job, each with its rank; refuse a set that is not one job's ranks.
 
     One job: the same world size, one file per rank, and (for files whose header does not say their rank) the
@@ -102,7 +107,11 @@ def one_job(files: list[Path], limits: TraceLimits = DEFAULT_LIMITS) -> list[tup
     """
     if len(files) == 1:
         return [(files[0], rank_from_filename(files[0]))]
-    members = [_identify(f, limits) for f in files]
+    members = [m for f in files if (m := _identify(f, limits, f in skippable, skipped)) is not None]
+    if not members:  # every file was skipped: say why of the first one
+        _identify(files[0], limits)
+    if len(members) == 1:
+        return [(members[0].path, members[0].rank)]
     worlds = sorted({m.world_size for m in members if m.world_size is not None})
     if len(worlds) > 1:
         groups = "; ".join(f"world size {w}: {_names(m.path for m in members if m.world_size == w)}" for w in worlds)
@@ -133,21 +142,35 @@ def _check_ranks(members: list[_Member], world: int | None) -> None:
         if len(paths) > 1:
             raise InputError(
                 f"rank {rank} appears in {len(paths)} traces ({_names(paths)}): they are not the ranks of one job "
-                "(several profiling windows, or several runs); pass one of them"
+                "(several profiling windows, several runs, or a copy); pass one of them"
             )
         if world is not None and rank >= world:
             raise InputError(f"{_names(paths)} says rank {rank}, outside its job's world size {world}")
 
 
-def _identify(path: Path, limits: TraceLimits) -> _Member:
-    header = events_start(path, limits).header
+def _identify(
+    path: Path, limits: TraceLimits, skippable: bool = False, skipped: list[str] | None = None
+) -> _Member | None:
+    """The file's rank and world size; None for a file found in a folder that is not a trace at all (config.json
+    beside the rank traces): it is skipped, and `skipped` says so."""
+    try:
+        header = events_start(path, limits).header
+    except NotATrace as exc:
+        if not skippable:
+            raise
+        if skipped is not None:
+            skipped.append(f"skipped {path.name}: {str(exc).removeprefix(str(path)).strip()}")
+        return None
     if header.rank is not None:
         return _Member(path, header.rank, header.world_size, from_header=True)
     return _Member(path, rank_from_filename(path), header.world_size, from_header=False)
 
 
 def _names(paths: Iterable[Path]) -> str:
-    names = [p.name for p in paths]
+    """The files by name, or by path where two share a name (a copy of one rank's trace in another folder)."""
+    paths = list(paths)
+    by_name = [p.name for p in paths]
+    names = by_name if len(set(by_name)) == len(by_name) else [str(p) for p in paths]
     return ", ".join(names[:_SHOWN]) + (f" and {len(names) - _SHOWN} more" if len(names) > _SHOWN else "")
 
 
@@ -171,14 +194,16 @@ def analyse_paths(
     Raises:
         InputError: any file is not a readable trace, or the files are not the ranks of one job.
     """
-    work = one_job(trace_files(paths), limits)
+    files = trace_files(paths)
+    skipped: list[str] = []
+    work = one_job(files, limits, skippable=frozenset(f for f in files if f not in paths), skipped=skipped)
     if len(work) == 1:  # one file: its byte ranges are what runs in parallel
         results = [analyse_trace_with_collectives(work[0][0], work[0][1], jobs=jobs, limits=limits, begun=begun)]
     else:
         workers = max(1, min(jobs or os.cpu_count() or 1, len(work)))
         results = in_processes(_analyse_one, [(p, r, limits) for p, r in work], workers)
     results.sort(key=lambda rc: rc[0].rank if rc[0].rank is not None else -1)
-    section = TraceSection(ranks=[r for r, _ in results])
+    section = TraceSection(ranks=[r for r, _ in results], skipped=skipped)
     if len(results) > 1:
         section.imbalance = imbalance([r for r, _ in results], [c for _, c in results])
     return section

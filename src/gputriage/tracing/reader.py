@@ -20,7 +20,7 @@ from typing import Any
 
 import msgspec
 
-from gputriage.errors import InputError
+from gputriage.errors import InputError, NotATrace
 from gputriage.tracing import framing
 from gputriage.tracing.decode import EventDecoder, Families
 from gputriage.tracing.limits import MAX_FIELD_CHARS, MAX_PIECE_BYTES, TraceLimits
@@ -231,7 +231,7 @@ def _read_header(source: Source) -> tuple[TraceHeader, bytearray, bool]:
             offset = len(buf) - len(body)
             return TraceHeader(), buf[offset + 1 :], True
         if start and start != b"{":
-            raise InputError(
+            raise NotATrace(
                 f"{source.path} is not a PyTorch profiler trace: it starts with {bytes(start)!r}, where a trace's JSON "
                 "starts with '{' or '['"
             )
@@ -243,7 +243,7 @@ def _read_header(source: Source) -> tuple[TraceHeader, bytearray, bool]:
             header = parse_header_object(prefix + b"}", unreadable)
             return header, body[list_at + 1 :], False
         if source.eof or len(buf) > MAX_PIECE_BYTES:
-            raise InputError(f"{source.path} is not a PyTorch profiler trace (no traceEvents list found)")
+            raise NotATrace(f"{source.path} is not a PyTorch profiler trace (no traceEvents list found)")
         want = max(want, len(buf))
 
 
