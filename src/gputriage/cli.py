@@ -41,7 +41,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     try:
-        args = build_parser(argv).parse_args(argv)  # imports the chosen command's modules: most of start-up
+        args = _parse(argv)  # imports the chosen command's modules: most of start-up
     except SystemExit as exc:  # --help, --version, or a bad flag (one line on stderr already): main returns codes
         return exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 2
     except KeyboardInterrupt:  # Ctrl-C while starting: an exit code, not an import traceback
@@ -51,7 +51,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         check_environment()  # every GPUTRIAGE_* variable, before anything reads one
         breaks = _pipe_breaks()
-        code: int = args.func(args)
+        code = _call(args)
         if args.command not in JOB_COMMANDS:
             sys.stdout.flush()  # a reader that has gone (`| head -1`) is met here, not at the interpreter's exit
             if _pipe_breaks() > breaks:
@@ -76,6 +76,36 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         die_by_signal(exc.signal_name)
     return code
+
+
+def _parse(argv: list[str]) -> argparse.Namespace:
+    try:
+        return build_parser(argv).parse_args(argv)
+    except RuntimeError as exc:
+        _raise_signal_inside(exc)
+        raise
+
+
+def _call(args: argparse.Namespace) -> int:
+    try:
+        code: int = args.func(args)
+    except RuntimeError as exc:
+        if args.command not in JOB_COMMANDS:  # a job's own error ends it as it would under python
+            _raise_signal_inside(exc)
+        raise
+    return code
+
+
+def _raise_signal_inside(exc: RuntimeError) -> None:
+    """Raise the signal (Ctrl-C, SIGTERM) that a RuntimeError wraps, if it wraps one. Python 3.11 wraps whatever is
+    raised in a `__set_name__` in "RuntimeError: Error calling __set_name__": a signal that arrives while a module
+    defines a class with a cached_property or a dataclass field (the commands import their modules late) was a
+    traceback and exit 1."""
+    cause = exc.__cause__
+    while cause is not None:
+        if isinstance(cause, (KeyboardInterrupt, Terminated)):
+            raise cause from None
+        cause = cause.__cause__
 
 
 def _pipe_breaks() -> int:
