@@ -32,6 +32,11 @@ class RungView:
     inconclusive: bool = False
 
     @property
+    def mark(self) -> str:
+        """The key of the mark a view draws: the status, or "inconclusive" for a rung too thin to judge."""
+        return "inconclusive" if self.inconclusive else self.status
+
+    @property
     def status_text(self) -> str:
         """The status in words: pass, warn, fail, "inconclusive" or "not measured" (JSON keeps "skipped" for both,
         with the reason, docs/contract.md)."""

@@ -10,7 +10,6 @@ from __future__ import annotations
 import re
 
 from gputriage.diagnosis import Diagnosis
-from gputriage.diagnosis.ladder import RungView
 from gputriage.findings import Finding
 from gputriage.record import Run
 from gputriage.report import fmt
@@ -31,10 +30,6 @@ _STATUS_MARK = {
     "skipped": "· not measured",
     "inconclusive": "? inconclusive",
 }
-
-
-def _mark_key(view: RungView) -> str:
-    return "inconclusive" if view.inconclusive else view.status
 
 
 def md(value: object) -> str:
@@ -107,7 +102,7 @@ def _ladder(diag: Diagnosis) -> str:
             codes += ("; " if codes else "") + "notes: " + ", ".join(md(c) for c in r.shown_notes)
         if r.reason:
             codes += ("; " if codes else "") + f"*{md(r.reason)}*"
-        rows.append(f"| {r.rung} | {md(r.question)} | {_STATUS_MARK.get(_mark_key(r), md(r.status))} | {codes} |")
+        rows.append(f"| {r.rung} | {md(r.question)} | {_STATUS_MARK.get(r.mark, md(r.status))} | {codes} |")
     return "\n".join(rows)
 
 

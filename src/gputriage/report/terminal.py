@@ -158,7 +158,7 @@ def ladder_table(diag: Diagnosis) -> Grid:
         ruled_header=True,
     )
     for view in diag.ladder:
-        label, style = _RUNG_MARK["inconclusive" if view.inconclusive else view.status]
+        label, style = _RUNG_MARK[view.mark]
         grid.add_row(str(view.rung), view.question, Text(label, style=style), _rung_detail(view))
     return grid
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from gputriage.findings import Finding, Severity
 from gputriage.record import Run
 from gputriage.record.device import NOT_ACCELERATORS, judged_device
-from gputriage.record.trace import IdleGap, RankTrace, TraceSection
+from gputriage.record.trace import STEADY_SCHEDULE, IdleGap, RankTrace, TraceSection
 from gputriage.rules.registry import rule
 
 # input-pipeline-bound. The TensorBoard plugin advised on DataLoader time above 5% of the step; its share only
@@ -99,7 +99,7 @@ def _soften(r: RankTrace, severity: Severity) -> Severity:
     return Severity.INFO if _healthy(r) else severity
 
 
-def _few_steps(r: RankTrace) -> str:
+def _thin_lead(r: RankTrace) -> str:
     """'From 1 step only: ' (or 'From 3 kernels, copies or memsets only: ') when the trace holds too little to judge
     a share of its time (record/trace.py), else ''. Such a finding is a lead (info), and the verdict is
     inconclusive."""
@@ -153,7 +153,7 @@ def input_pipeline_bound(section: TraceSection, r: RankTrace) -> Finding | None:
         if share < LOADER_WARN_PCT:
             return None
         severity = Severity.CRITICAL if share >= LOADER_CRITICAL_PCT else Severity.WARNING
-        few = _few_steps(r)
+        few = _thin_lead(r)
         if few or r.device_not_read() is not None:
             # A share from one or two steps is a lead, not a finding (they may be warm-up); so is one from a trace
             # whose device work was not recorded (launches, no kernel): whether the GPU waited too is not known.
@@ -397,7 +397,7 @@ def low_gpu_utilization(section: TraceSection, r: RankTrace) -> Finding | None:
     gaps = r.gaps
     by_activity = gaps.by_activity_us if gaps is not None else {}
     top_activity = max(by_activity, key=lambda k: by_activity[k]) if by_activity else None
-    few = _few_steps(r)
+    few = _thin_lead(r)
     finding = Finding(
         code="low-gpu-utilization",
         rung=5,
@@ -433,7 +433,7 @@ def _gap_text(gap: IdleGap) -> str:
 
 
 # The fix follows what the CPU's main thread did in the GPU's long idle gaps (the finding's main_thread_in_gaps).
-_STEADY_WINDOW = "profile a window of steady-state steps: schedule(wait=1, warmup=2, active=5)"
+_STEADY_WINDOW = f"profile a window of steady-state steps: {STEADY_SCHEDULE.removeprefix('torch.profiler.')}"
 _GAP_FIXES = {
     "dataloader": (
         "# The GPU waits for the next batch: load it in worker processes, ready before the step asks for it\n"
@@ -575,7 +575,7 @@ def communication_bound(section: TraceSection, r: RankTrace) -> Finding | None:
     share, window = (steps_share, "of the step") if steps_share is not None else (r.comm_pct, "of the profiled window")
     if share is None or share < COMM_INFO_PCT or not _ran_on_accelerator(r):
         return None
-    few = _few_steps(r)
+    few = _thin_lead(r)
     severity = Severity.WARNING if share >= COMM_WARN_PCT and not few else Severity.INFO
     comm = r.comm
     return Finding(

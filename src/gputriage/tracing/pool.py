@@ -41,6 +41,11 @@ _RESULTS_PIPE_BYTES = 1 << 20
 _unreaped: list[int] = []  # forked workers that sent their results and are ending; reaped without waiting
 
 
+def workers_for(jobs: int | None) -> int:
+    """The processes `--jobs` asks for: the count given, else one per CPU core."""
+    return jobs if jobs is not None else (os.cpu_count() or 1)
+
+
 def in_processes(fn: Callable[[_Job], _Result], jobs: list[_Job], workers: int) -> list[_Result]:
     """Map `fn` over `jobs` with up to `workers` processes (this one included); results in the jobs' order."""
     if workers <= 1 or len(jobs) <= 1:

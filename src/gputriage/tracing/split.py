@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import gc
 import itertools
-import os
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -29,7 +28,7 @@ from gputriage.errors import InputError
 from gputriage.tracing.collect import Collected, Collector, LaneStats, TooManyEvents
 from gputriage.tracing.distinct import distinct
 from gputriage.tracing.limits import TraceLimits
-from gputriage.tracing.pool import Started, can_fork, in_processes, start
+from gputriage.tracing.pool import Started, can_fork, in_processes, start, workers_for
 from gputriage.tracing.reader import TraceHeader, events_start, first_event_at, read_range, read_trace
 from gputriage.tracing.store import MEMORY_BUDGET_ROWS, Run, SpillDir
 
@@ -63,7 +62,6 @@ class Begun:
     spill: SpillDir
     header: TraceHeader
     started: Started[_Range, tuple[Collected, TraceHeader]]
-    jobs: int | None
 
     def abandon(self) -> None:
         self.started.abandon()
@@ -73,7 +71,7 @@ def begin(path: Path, limits: TraceLimits, spill: SpillDir, jobs: int | None = N
     """Start pass one in forked workers now, where the file is split at all: the caller goes on with other work
     (`trace` imports the analysis, the rules and the report meanwhile) and hands the result to collect(). None when
     the file is read otherwise, or cannot be planned (collect() then reads it, and says what is wrong with it)."""
-    workers = jobs if jobs is not None else (os.cpu_count() or 1)
+    workers = workers_for(jobs)
     if workers < 2 or not can_fork():
         return None  # before the spill folder exists: nothing to clean up
     try:
@@ -87,7 +85,7 @@ def begin(path: Path, limits: TraceLimits, spill: SpillDir, jobs: int | None = N
     if started is None:
         spill.cleanup()
         return None
-    return Begun(path, spill, header, started, jobs)
+    return Begun(path, spill, header, started)
 
 
 def collect(
@@ -102,7 +100,7 @@ def collect(
 
 
 def _collect(path: Path, limits: TraceLimits, spill: SpillDir, jobs: int | None) -> tuple[Collected, TraceHeader]:
-    workers = jobs if jobs is not None else (os.cpu_count() or 1)
+    workers = workers_for(jobs)
     planned = _plan(path, workers, limits) if workers > 1 else None
     if planned is None:
         reading = read_trace(path, limits)

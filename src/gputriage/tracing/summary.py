@@ -7,7 +7,6 @@ trace's size; temporary files (store.py) are removed before this returns, also o
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass, field
 from functools import partial
@@ -26,7 +25,7 @@ from gputriage.tracing.collect import Collected
 from gputriage.tracing.gaps import ACTIVITIES, LONG_GAP_NS, GapTracker, claim_activities
 from gputriage.tracing.intervals import Spans
 from gputriage.tracing.limits import DEFAULT_LIMITS, MAX_NAMES, TraceLimits
-from gputriage.tracing.pool import can_fork
+from gputriage.tracing.pool import can_fork, workers_for
 from gputriage.tracing.reader import TraceHeader
 from gputriage.tracing.split import Begun, collect
 from gputriage.tracing.store import Run, SpillDir
@@ -86,7 +85,7 @@ def sweep_timeline(
     """Pass two: every accumulator fed the whole timeline, in stretches swept by `jobs` processes where the trace is
     large enough to gain from it and forking is safe, else in one sweep."""
     rows = sum(run.count for per_layout in runs.values() for run in per_layout)
-    workers = jobs if jobs is not None else (os.cpu_count() or 1)
+    workers = workers_for(jobs)
     count = segments.segment_count(rows, workers)
     if count < 2 or not can_fork():
         sweep = Sweep(ctx, spill)
