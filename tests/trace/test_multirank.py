@@ -10,14 +10,16 @@ from builders import TraceBuilder
 NCCL = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
 
 
-def _job(folder: Path, loader_us: list[float], clock_offset_us: list[float], steps: int = 6) -> Path:
+def _job(
+    folder: Path, loader_us: list[float], clock_offset_us: list[float], steps: int = 6, world: int | None = None
+) -> Path:
     """World of len(loader_us) ranks; each step: loader wait, 6 ms of kernels, then an all-reduce that ends when
     the last rank arrives. Rank clocks disagree by clock_offset_us (different hosts)."""
     folder.mkdir()
     step_us = 10_000.0 + max(loader_us)
     for rank, (loader, offset) in enumerate(zip(loader_us, clock_offset_us, strict=True)):
         b = TraceBuilder(base_ns=1_700_000_000_000_000_000 + int(offset * 1000))
-        b.meta["distributedInfo"] = {"backend": "nccl", "rank": rank, "world_size": len(loader_us)}
+        b.meta["distributedInfo"] = {"backend": "nccl", "rank": rank, "world_size": world or len(loader_us)}
         for i in range(steps):
             t0 = i * step_us
             b.step(i, t0, step_us)
@@ -49,6 +51,31 @@ def test_straggler_with_its_own_cause(tmp_path: Path, trace_json) -> None:  # ty
     assert [f["rank"] for f in loaders] == [2]
     assert ranks[2]["collective_lag_us"] == pytest.approx(4000, abs=1)
     assert code == 0
+
+
+def test_some_ranks_of_a_larger_job_say_so(tmp_path: Path, trace_json, capsys: pytest.CaptureFixture[str]) -> None:  # type: ignore[no-untyped-def]
+    """4 of a job's 8 ranks: the straggler is the latest of those given, and a later one may be among the rest."""
+    from gputriage.cli import main
+
+    folder = _job(tmp_path / "job", loader_us=[0, 0, 4000, 0], clock_offset_us=[0, 0, 0, 0], world=8)
+    _, doc = trace_json(folder)
+    straggler = next(f for f in doc["findings"] if f["code"] == "straggler-rank")
+    assert straggler["rank"] == 2
+    assert "(of the 4 ranks given; the job has 8)" in straggler["title"]
+    assert (straggler["evidence"]["ranks_given"], straggler["evidence"]["world_size"]) == (4, 8)
+    assert "Only 4 of the job's 8 ranks were given" in straggler["fix"]
+    capsys.readouterr()
+    main(["trace", str(folder), "-v"])
+    assert "per rank: 4 of the job's 8 ranks given, 4 not measured" in " ".join(capsys.readouterr().out.split())
+
+
+def test_every_rank_given_says_nothing_of_the_rest(tmp_path: Path, trace_json) -> None:  # type: ignore[no-untyped-def]
+    folder = _job(tmp_path / "job", loader_us=[0, 0, 4000, 0], clock_offset_us=[0, 0, 0, 0])
+    _, doc = trace_json(folder)
+    straggler = next(f for f in doc["findings"] if f["code"] == "straggler-rank")
+    assert "ranks given" not in straggler["title"]
+    assert (straggler["evidence"]["ranks_given"], straggler["evidence"]["world_size"]) == (4, 4)
+    assert "were given" not in straggler["fix"]
 
 
 def test_balanced_job_has_no_straggler(tmp_path: Path, trace_json) -> None:  # type: ignore[no-untyped-def]

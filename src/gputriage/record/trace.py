@@ -310,6 +310,15 @@ class TraceSection:
         reason = f"the profiler trace gave nothing ({self.note})" if self.note else "the profiler trace gave nothing"
         return {4: reason, 5: reason}
 
+    def ranks_of_world(self) -> tuple[int, int] | None:
+        """(ranks given, the job's world size) when the traces say their job had more ranks than were given (2 of
+        128): what the ranks show is then measured on those only, and a straggler among the rest cannot be seen.
+        None when every rank is here, or the traces do not say their world size."""
+        worlds = [r.world_size for r in self.ranks if r.world_size is not None]
+        given = len({r.rank if r.rank is not None else id(r) for r in self.ranks})
+        world = max(worlds, default=0)
+        return (given, world) if self.ranks and world > given else None
+
     def too_thin(self) -> RankTrace | None:
         """The rank with the most evidence, when even it holds too little to judge rung 5 (RankTrace.thin_evidence;
         only ranks with device work count); None when a rank holds enough."""

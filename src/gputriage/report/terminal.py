@@ -24,7 +24,7 @@ from gputriage import outdir
 from gputriage.diagnosis import Diagnosis, RungView
 from gputriage.findings import Finding, Severity
 from gputriage.record.environment import Environment
-from gputriage.record.trace import RankTrace
+from gputriage.record.trace import TraceSection
 from gputriage.report import fmt
 from gputriage.report.diagrams import RelationshipDiagram, SequenceDiagram, build_relationship, build_sequence
 from gputriage.report.layout import INDENT, Column, Framed, Grid, Heading, OneLine, Packed, Trimmed, plain
@@ -228,7 +228,7 @@ def measured_tables(diag: Diagnosis) -> list[RenderableType]:
     if any(m.time_s is not None or m.share_pct is not None for m in sequence.messages):
         tables.append(sequence_table(sequence))
     if run.trace is not None and run.trace.ranks:
-        tables.append(trace_table(run.trace.ranks))
+        tables.append(trace_table(run.trace))
     return tables
 
 
@@ -275,7 +275,7 @@ def sequence_table(diagram: SequenceDiagram) -> Grid:
     return grid
 
 
-def trace_table(ranks: list[RankTrace]) -> Grid:
+def trace_table(section: TraceSection) -> Grid:
     # Two busy shares, each named by what it counts and its window: kernels over the ProfilerSteps (the TensorBoard
     # plugin's GPU utilization, what the findings judge when the trace marks steps) and any device work over the GPU
     # window, first kernel to last (HTA's; the idle share is the rest of it). "host wait" is
@@ -283,9 +283,9 @@ def trace_table(ranks: list[RankTrace]) -> Grid:
     headers = ("rank", "device", "steps", "step", "kernels/steps", "busy/window", "host wait/idle", "loader/step")
     grid = Grid(
         [Column(h, justify="left" if h == "device" else "right", key=h in ("rank", "device")) for h in headers],
-        title=Text("profiler trace, per rank", style="bold"),
+        title=Text(trace_table_title(section), style="bold"),
     )
-    for r in ranks:
+    for r in section.ranks:
         idle = r.idle_breakdown
         grid.add_row(
             fmt.text(r.rank),
@@ -298,6 +298,15 @@ def trace_table(ranks: list[RankTrace]) -> Grid:
             fmt.percent(r.dataloader_pct_of_step),
         )
     return grid
+
+
+def trace_table_title(section: TraceSection) -> str:
+    """Says when the traces are some of their job's ranks only: the rows are not the whole job."""
+    of_world = section.ranks_of_world()
+    if of_world is None:
+        return "profiler trace, per rank"
+    given, world = of_world
+    return f"profiler trace, per rank: {given} of the job's {world} ranks given, {world - given} not measured"
 
 
 def finding_title(finding: Finding) -> Text:

@@ -531,13 +531,26 @@ def trace_straggler_rank(run: Run) -> Iterable[Finding]:
         why = f": {reason.code} on rank {straggler.rank} only"
     else:
         why = f": {reason.code}"
+    of_world = section.ranks_of_world()
+    among = f" (of the {of_world[0]} ranks given; the job has {of_world[1]})" if of_world is not None else ""
+    fix = (
+        reason.fix
+        if reason is not None
+        else f"Compare rank {straggler.rank}'s trace with another rank's: its input pipeline, host syncs and CPU work"
+    )
+    if of_world is not None:
+        # A slower rank may be among those not given: the straggler named here is only the latest of these.
+        fix += (
+            f"\n# Only {of_world[0]} of the job's {of_world[1]} ranks were given: a later one may be among the rest\n"
+            f"gputriage trace {_trace_folder(straggler)}  # with every rank's trace in it"
+        )
     return [
         Finding(
             code="straggler-rank",
             rung=5,
             severity=Severity.WARNING,
             title=f"Rank {straggler.rank} is late to the collectives by {imbalance.straggler_lag_us / 1000:.1f} ms and "
-            f"the other ranks wait for it{why}",
+            f"the other ranks{among} wait for it{why}",
             evidence={
                 "straggler_rank": straggler.rank,
                 "collective_lag_us": imbalance.straggler_lag_us,
@@ -548,13 +561,10 @@ def trace_straggler_rank(run: Run) -> Iterable[Finding]:
                 "busy_pct_min": imbalance.busy_pct_min,
                 "busy_pct_max": imbalance.busy_pct_max,
                 "step_time_spread_pct": imbalance.step_time_spread_pct,
+                "ranks_given": len(section.ranks),
+                "world_size": of_world[1] if of_world is not None else len(section.ranks),
             },
-            fix=(
-                reason.fix
-                if reason is not None
-                else "Compare rank "
-                f"{straggler.rank}'s trace with another rank's: its input pipeline, host syncs and CPU work"
-            ),
+            fix=fix,
             where=reason.where if reason is not None else None,
             rank=straggler.rank,
         )
@@ -603,16 +613,22 @@ def communication_bound(section: TraceSection, r: RankTrace) -> Finding | None:
     )
 
 
+def _trace_folder(r: RankTrace) -> str:
+    return shlex.quote(str(Path(r.path).parent)) if r.path else "TRACE_FOLDER"
+
+
 def _comm_fix(section: TraceSection, r: RankTrace) -> str:
     steps: list[list[str]] = []
     if (r.backend or "").lower() == "gloo":
         steps.append(["The trace's backend is gloo: for GPU tensors use dist.init_process_group('nccl')"])
-    if len(section.ranks) < 2 and (r.world_size or 1) > 1:
-        folder = shlex.quote(str(Path(r.path).parent)) if r.path else "TRACE_FOLDER"
+    of_world = section.ranks_of_world()
+    if of_world is not None:
+        given, world = of_world
         steps.append(
             [
-                "A late rank makes every other one wait inside the collective: put every rank's trace in one folder",
-                f"gputriage trace {folder}  # compares the ranks: names a straggler, and why it is late",
+                "A late rank makes every other one wait inside the collective: "
+                f"put all {world} ranks' traces in one folder ({given} given here)",
+                f"gputriage trace {_trace_folder(r)}  # compares the ranks: names a straggler, and why it is late",
             ]
         )
     steps.append(
