@@ -1,5 +1,3 @@
-import sys
+from gputriage.cli import entry
 
-from gputriage.cli import main
-
-sys.exit(main())
+entry()

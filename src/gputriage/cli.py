@@ -6,7 +6,9 @@ import argparse
 import sys
 from collections.abc import Sequence
 from importlib import import_module
+from typing import NoReturn
 
+from gputriage import cyclegc
 from gputriage.errors import InputError, Terminated
 from gputriage.report.sanitize import inline_text
 from gputriage.version import __version__
@@ -32,7 +34,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"gputriage {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    chosen = next((a for a in argv or () if not a.startswith("-")), None)
+    chosen = _command_in(argv or ())
     for name in (chosen,) if chosen in COMMANDS else COMMANDS:
         import_module(f"gputriage.commands.{name}").add_parser(sub)
     return parser
@@ -78,9 +80,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     return code
 
 
+def entry() -> NoReturn:
+    """The console script and `python -m gputriage`: main(), then the process's exit."""
+    argv = sys.argv[1:]
+    code = main(argv)
+    if _command_in(argv) not in JOB_COMMANDS:  # a job's process ends as Python ends it
+        cyclegc.skip_at_exit()
+    sys.exit(code)
+
+
+def _command_in(argv: Sequence[str]) -> str | None:
+    return next((a for a in argv if not a.startswith("-")), None)
+
+
 def _parse(argv: list[str]) -> argparse.Namespace:
     try:
-        return build_parser(argv).parse_args(argv)
+        with cyclegc.paused():  # the command's modules: most of start-up; `run`'s job has not started yet
+            return build_parser(argv).parse_args(argv)
     except RuntimeError as exc:
         _raise_signal_inside(exc)
         raise

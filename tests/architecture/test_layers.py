@@ -26,6 +26,7 @@ LAYER_OF = {
     "gputriage.wording": "base",
     "gputriage.outdir": "base",
     "gputriage.envnames": "base",
+    "gputriage.cyclegc": "base",
     "gputriage.data": "base",
     "gputriage.record": "record",
     "gputriage.hardware": "hardware",

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from gputriage import cyclegc
 from gputriage.commands.common import (
     add_output_options,
     device_name,
@@ -88,11 +89,12 @@ def _trace(args: argparse.Namespace) -> int:
     try:
         # Imported while the workers begin reading the file (0.1 s of a second's run on 2 cores): the analysis, the
         # rules and the report are not needed before the file is read, and the workers do not need them at all.
-        from gputriage.diagnosis import diagnose
-        from gputriage.record import Run
-        from gputriage.report.output import emit
-        from gputriage.report.sanitize import terminal_text
-        from gputriage.tracing.multirank import analyse_paths
+        with cyclegc.paused():
+            from gputriage.diagnosis import diagnose
+            from gputriage.record import Run
+            from gputriage.report.output import emit
+            from gputriage.report.sanitize import terminal_text
+            from gputriage.tracing.multirank import analyse_paths
 
         section = analyse_paths(paths, jobs=args.jobs, limits=limits, begun=begun)
     finally:
@@ -116,8 +118,9 @@ def _begin(paths: list[Path], jobs: int | None, limits: TraceLimits) -> Begun | 
     """Pass one over one large plain-JSON trace, started in forked workers before the rest is imported."""
     if len(paths) != 1 or not paths[0].is_file():
         return None
-    from gputriage.tracing.split import begin
-    from gputriage.tracing.store import SpillDir
+    with cyclegc.paused():  # numpy and the reader: no cycle among what they allocate
+        from gputriage.tracing.split import begin
+        from gputriage.tracing.store import SpillDir
 
     return begin(paths[0], limits, SpillDir(), jobs)
 

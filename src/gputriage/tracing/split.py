@@ -12,11 +12,9 @@ the analysis, the rules and the report); `collect(..., begun)` joins in and fini
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import itertools
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,6 +22,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from gputriage import cyclegc
 from gputriage.errors import InputError
 from gputriage.tracing.collect import Collected, Collector, LaneStats, TooManyEvents
 from gputriage.tracing.distinct import distinct
@@ -39,19 +38,6 @@ _MIN_RANGE_BYTES = 16 << 20
 # balance better and cost a cut, a header and a few sorted runs each.
 _RANGES_PER_WORKER = 2
 _MIN_WORKER_BUDGET = 64_000
-
-
-@contextlib.contextmanager
-def _without_cycle_collection() -> Iterator[None]:
-    """Pass one allocates millions of short-lived objects and no reference cycles; the cycle collector would scan
-    them again and again (a third of the decoding time). It is back on, as it was, when the pass ends."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 @dataclass
@@ -93,7 +79,9 @@ def collect(
 ) -> tuple[Collected, TraceHeader]:
     """Collect a trace's rows and statistics, with `jobs` processes where the file allows it (or finish what
     begin() started)."""
-    with _without_cycle_collection():
+    # Pass one allocates millions of short-lived objects and no cycle: the collector would scan them again and again
+    # (a third of the decoding time).
+    with cyclegc.paused():
         if begun is not None and begun.path == path:
             return _gather(path, limits, spill, jobs, header=begun.header, run=begun.started.finish)
         return _collect(path, limits, spill, jobs)
@@ -188,7 +176,7 @@ class _Range:
 
 
 def _collect_range(job: _Range) -> tuple[Collected, TraceHeader]:
-    with _without_cycle_collection():
+    with cyclegc.paused():
         return _collect_one_range(job)
 
 

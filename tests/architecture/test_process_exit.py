@@ -1,0 +1,55 @@
+"""The process entry (console script, `python -m gputriage`): a gputriage command's own process skips Python's last
+cycle collection at exit; a job's process (`run`, `demo`) ends exactly as Python ends it."""
+
+from __future__ import annotations
+
+import gc
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gputriage import cli, cyclegc
+
+
+def _entry(monkeypatch: pytest.MonkeyPatch, argv: list[str]) -> tuple[int, list[str]]:
+    calls: list[str] = []
+    monkeypatch.setattr(cyclegc, "skip_at_exit", lambda: calls.append("skipped"))
+    monkeypatch.setattr(sys, "argv", ["gputriage", *argv])
+    with pytest.raises(SystemExit) as ended:
+        cli.entry()
+    return int(ended.value.code or 0), calls
+
+
+def test_a_command_of_its_own_skips_the_exit_collection(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    code, calls = _entry(monkeypatch, ["trace", str(tmp_path / "missing.json")])
+    assert (code, calls) == (2, ["skipped"])
+
+
+def test_a_jobs_process_ends_as_python_ends_it(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    code, calls = _entry(monkeypatch, ["run", str(tmp_path / "missing.py")])
+    assert code == 2  # python's own code for a script that does not exist
+    assert calls == []
+
+
+def test_the_collector_is_on_after_start_up_as_before() -> None:
+    assert gc.isenabled()
+    with cyclegc.paused():
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with cyclegc.paused():
+            pass
+        assert not gc.isenabled()  # off before: left off
+    finally:
+        gc.enable()
+
+
+def test_python_m_gputriage_exits_with_the_commands_code(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "gputriage", "trace", str(tmp_path / "missing.json")], capture_output=True, text=True
+    )
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1 and "does not exist" in done.stderr
