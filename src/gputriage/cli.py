@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from importlib import import_module
 from typing import NoReturn
 
-from gputriage import cyclegc
+from gputriage import cyclegc, heap
 from gputriage.errors import InputError, Terminated
 from gputriage.report.sanitize import inline_text
 from gputriage.version import __version__
@@ -83,8 +83,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 def entry() -> NoReturn:
     """The console script and `python -m gputriage`: main(), then the process's exit."""
     argv = sys.argv[1:]
+    own = _command_in(argv) not in JOB_COMMANDS  # a job's process allocates and ends as Python makes it
+    if own:
+        heap.keep_freed_memory()
     code = main(argv)
-    if _command_in(argv) not in JOB_COMMANDS:  # a job's process ends as Python ends it
+    if own:
         cyclegc.skip_at_exit()
     sys.exit(code)
 

@@ -27,6 +27,7 @@ LAYER_OF = {
     "gputriage.outdir": "base",
     "gputriage.envnames": "base",
     "gputriage.cyclegc": "base",
+    "gputriage.heap": "base",
     "gputriage.data": "base",
     "gputriage.record": "record",
     "gputriage.hardware": "hardware",

@@ -1,5 +1,6 @@
-"""The process entry (console script, `python -m gputriage`): a gputriage command's own process skips Python's last
-cycle collection at exit; a job's process (`run`, `demo`) ends exactly as Python ends it."""
+"""The process entry (console script, `python -m gputriage`): a gputriage command's own process keeps the memory it
+frees for reuse (heap.py) and skips Python's last cycle collection at exit; a job's process (`run`, `demo`)
+allocates and ends exactly as Python makes it."""
 
 from __future__ import annotations
 
@@ -10,11 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from gputriage import cli, cyclegc
+from gputriage import cli, cyclegc, heap
 
 
 def _entry(monkeypatch: pytest.MonkeyPatch, argv: list[str]) -> tuple[int, list[str]]:
     calls: list[str] = []
+    monkeypatch.setattr(heap, "keep_freed_memory", lambda: calls.append("kept") or True)
     monkeypatch.setattr(cyclegc, "skip_at_exit", lambda: calls.append("skipped"))
     monkeypatch.setattr(sys, "argv", ["gputriage", *argv])
     with pytest.raises(SystemExit) as ended:
@@ -24,7 +26,7 @@ def _entry(monkeypatch: pytest.MonkeyPatch, argv: list[str]) -> tuple[int, list[
 
 def test_a_command_of_its_own_skips_the_exit_collection(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     code, calls = _entry(monkeypatch, ["trace", str(tmp_path / "missing.json")])
-    assert (code, calls) == (2, ["skipped"])
+    assert (code, calls) == (2, ["kept", "skipped"])
 
 
 def test_a_jobs_process_ends_as_python_ends_it(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -49,7 +51,21 @@ def test_the_collector_is_on_after_start_up_as_before() -> None:
 
 def test_python_m_gputriage_exits_with_the_commands_code(tmp_path: Path) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "gputriage", "trace", str(tmp_path / "missing.json")], capture_output=True, text=True
+        [sys.executable, "-m", "gputriage", "trace", str(tmp_path / "missing.json")],
+        capture_output=True,
+        text=True,
+        check=False,
     )
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1 and "does not exist" in done.stderr
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's mallopt")
+def test_the_thresholds_are_set_in_a_process_of_its_own() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", "from gputriage import heap; print(heap.keep_freed_memory())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert done.stdout.strip() == "True"
