@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from importlib import import_module
 from typing import NoReturn
 
-from gputriage import cyclegc, heap
+from gputriage import blas, cyclegc, heap
 from gputriage.errors import InputError, Terminated
 from gputriage.report.sanitize import inline_text
 from gputriage.version import __version__
@@ -86,6 +86,7 @@ def entry() -> NoReturn:
     own = _command_in(argv) not in JOB_COMMANDS  # a job's process allocates and ends as Python makes it
     if own:
         heap.keep_freed_memory()
+        blas.one_thread()
     code = main(argv)
     if own:
         cyclegc.skip_at_exit()

@@ -28,6 +28,7 @@ LAYER_OF = {
     "gputriage.envnames": "base",
     "gputriage.cyclegc": "base",
     "gputriage.heap": "base",
+    "gputriage.blas": "base",
     "gputriage.data": "base",
     "gputriage.record": "record",
     "gputriage.hardware": "hardware",

@@ -5,17 +5,20 @@ allocates and ends exactly as Python makes it."""
 from __future__ import annotations
 
 import gc
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from gputriage import cli, cyclegc, heap
+from gputriage import blas, cli, cyclegc, heap
 
 
 def _entry(monkeypatch: pytest.MonkeyPatch, argv: list[str]) -> tuple[int, list[str]]:
     calls: list[str] = []
+    for name in blas.THREAD_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
     monkeypatch.setattr(heap, "keep_freed_memory", lambda: calls.append("kept") or True)
     monkeypatch.setattr(cyclegc, "skip_at_exit", lambda: calls.append("skipped"))
     monkeypatch.setattr(sys, "argv", ["gputriage", *argv])
@@ -27,12 +30,14 @@ def _entry(monkeypatch: pytest.MonkeyPatch, argv: list[str]) -> tuple[int, list[
 def test_a_command_of_its_own_skips_the_exit_collection(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     code, calls = _entry(monkeypatch, ["trace", str(tmp_path / "missing.json")])
     assert (code, calls) == (2, ["kept", "skipped"])
+    assert all(os.environ.get(name) == "1" for name in blas.THREAD_VARIABLES)
 
 
 def test_a_jobs_process_ends_as_python_ends_it(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     code, calls = _entry(monkeypatch, ["run", str(tmp_path / "missing.py")])
     assert code == 2  # python's own code for a script that does not exist
     assert calls == []
+    assert not any(name in os.environ for name in blas.THREAD_VARIABLES)
 
 
 def test_the_collector_is_on_after_start_up_as_before() -> None:
@@ -69,3 +74,22 @@ def test_the_thresholds_are_set_in_a_process_of_its_own() -> None:
         check=True,
     )
     assert done.stdout.strip() == "True"
+
+
+def test_one_blas_thread_keeps_what_the_user_set() -> None:
+    env = {"OPENBLAS_NUM_THREADS": "8"}
+    blas.one_thread(env)
+    assert env == {"OPENBLAS_NUM_THREADS": "8", "MKL_NUM_THREADS": "1"}
+
+
+def test_the_jobs_environment_is_its_own(tmp_path: Path) -> None:
+    """`run`'s report worker gets one BLAS thread; the job it runs beside sees the environment it was given."""
+    job = tmp_path / "job.py"
+    job.write_text("import os\nprint(sorted(k for k in os.environ if k.endswith('_NUM_THREADS')))\n")
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_NUM_THREADS")}
+    env["OMP_NUM_THREADS"] = "3"
+    done = subprocess.run(
+        [sys.executable, "-m", "gputriage", "run", str(job)], capture_output=True, text=True, env=env, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "['OMP_NUM_THREADS']"

@@ -31,7 +31,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, TextIO
 
-from gputriage import envnames
+from gputriage import blas, envnames, heap
 
 if TYPE_CHECKING:
     from gputriage.diagnosis import Diagnosis
@@ -148,6 +148,8 @@ class ReportWorker:
         # `-c` puts the working directory first on sys.path: replace it by the folder this gputriage came from, so
         # the worker runs this very gputriage and never a module that happens to lie where the user stands.
         boot = f"import sys; sys.path[0] = {root!r}; from gputriage.commands.run_worker import serve; serve()"
+        env = dict(os.environ)
+        blas.one_thread(env)  # its numpy's BLAS threads would spin beside the job's start (blas.py)
         try:
             proc = subprocess.Popen(
                 [sys.executable, "-c", boot, json.dumps({"expect_device": expect_device})],
@@ -155,6 +157,7 @@ class ReportWorker:
                 stdout=subprocess.PIPE,
                 stderr=stderr_fd,
                 close_fds=True,
+                env=env,
             )
         except (OSError, ValueError):
             return None
@@ -260,6 +263,7 @@ def serve() -> None:
     """The worker process: warm up while the job runs, then do each request the job sends, until its input ends."""
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, signal.SIG_IGN)
+    heap.keep_freed_memory()  # its own process (heap.py)
     with contextlib.suppress(OSError):
         # Its warm-up and the partial record run while the job trains: on a busy machine they yield to the job.
         os.nice(NICE)
