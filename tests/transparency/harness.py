@@ -49,6 +49,8 @@ CASES: dict[str, Job] = {
     "ema_each_step": Job(["ema_each_step.py"]),
     "jit_script_trace": Job(["jit_script_trace.py"]),
     "compile_fullgraph": Job(["compiled.py"]),
+    "compile_graph_break": Job(["compile_graph_break.py"]),
+    "inference_only": Job(["inference_only.py"]),
     "parametrize_weight_norm": Job(["parametrize_weight_norm.py"]),
     "hogwild_spawn": Job(["hogwild.py"]),
     "user_hooks": Job(["user_hooks.py"]),

@@ -14,9 +14,9 @@ import sys
 from typing import Any
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from gputriage.collectors.preflight.state import STATE, PlaceholderRead
+from gputriage.collectors.probe.modes import OwnDispatchMode
 from gputriage.collectors.usercode import frame_where, user_frame
 
 aten = torch.ops.aten
@@ -56,7 +56,7 @@ def record_read(kind: str) -> None:
         entry.count += 1
 
 
-class MetaHostReads(TorchDispatchMode):  # type: ignore[no-untyped-call]
+class MetaHostReads(OwnDispatchMode):
     """For scripts written for `meta` (`--expect-device meta`): host reads of meta tensors return placeholders."""
 
     def __torch_dispatch__(

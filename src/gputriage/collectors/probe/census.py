@@ -18,10 +18,10 @@ import time
 from typing import Any
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from gputriage.collectors.identity import IdentityMap
 from gputriage.collectors.patching import hide_own_frames
+from gputriage.collectors.probe.modes import OwnDispatchMode
 from gputriage.collectors.probe.state import ProbeState, capturing
 from gputriage.collectors.probe.syncs import SyncRecorder
 from gputriage.collectors.usercode import frame_where, user_frame
@@ -37,7 +37,7 @@ _MASK_DTYPES = (torch.bool, torch.uint8)
 TOP_CPU_OPS = 12
 
 
-class OpCensus(TorchDispatchMode):  # type: ignore[no-untyped-call]
+class OpCensus(OwnDispatchMode):
     """The dispatch mode of the census window. It tells torch.compile to switch it off while compiling and for the
     compiled code (`ignore_compile_internals`): without that, torch.compile refuses to compile under a user's dispatch
     mode (and `fullgraph=True` fails), which would change the job. The census then counts the ops that run eagerly."""
@@ -193,7 +193,7 @@ class MixedDevices:
         return list(self._ops.values())
 
 
-class MixedDeviceMode(TorchDispatchMode):  # type: ignore[no-untyped-call]
+class MixedDeviceMode(OwnDispatchMode):
     """Only the tensors' look (MixedDevices), for the warm-up step, where the op census is off. Switched off under
     torch.compile and graph capture, and invisible in tracebacks, as the census is."""
 

@@ -1,15 +1,104 @@
-"""Take a dispatch mode of ours off torch's mode stack, wherever it is in it.
+"""gputriage's dispatch modes: their base class, and how one is taken off torch's mode stack, wherever it is in it.
 
 The op census pushes a dispatch mode for a few steps. The user's code may push its own on top meanwhile and keep it:
 taking ours out must leave theirs in place and in order, or our mode would stay in the job for good.
+
+torch wraps a mode's `__torch_dispatch__` in `torch._disable_dynamo` when the class is made, so that Dynamo never
+compiles the mode's own frames; that wrapper imports torch._dynamo at its first call. In a job that never loads
+Dynamo (no torch.compile, no torch.optim: an inference or evaluation script) that import was ours alone: 800 modules
+(sympy among them), a second and 80 MB at the job's first op. Dynamo can only compile a frame once it is loaded, so
+our modes are wrapped when the job loads it, before any compiled code can run; where it is already loaded, torch
+wraps them at once, as before.
 """
 
 from __future__ import annotations
 
+import contextlib
+import importlib.abc
+import importlib.util
+import sys
+from collections.abc import Callable, Sequence
+from importlib.machinery import ModuleSpec
+from types import ModuleType
 from typing import Any
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
+
+_DYNAMO = "torch._dynamo"
+_unwrapped: list[type[TorchDispatchMode]] = []
+
+
+class OwnDispatchMode(TorchDispatchMode):  # type: ignore[no-untyped-call]
+    """The base of gputriage's dispatch modes: wrapped for Dynamo when the job loads Dynamo, not before."""
+
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        return _DYNAMO in sys.modules  # asked by torch when a subclass is made: wrap it now only if Dynamo is loaded
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)  # type: ignore[no-untyped-call]
+        if _DYNAMO not in sys.modules and "__torch_dispatch__" in cls.__dict__:
+            _unwrapped.append(cls)
+            _after_import(_DYNAMO, _wrap_for_dynamo)
+
+
+def _wrap_for_dynamo() -> None:
+    """What torch does when a mode's class is made (TorchDispatchMode.__init_subclass__), done now that Dynamo is
+    loaded."""
+    while _unwrapped:
+        cls = _unwrapped.pop()
+        raw = cls.__dict__["__torch_dispatch__"]
+        cls.__torch_dispatch__ = torch._disable_dynamo(raw, recursive=True)  # type: ignore[attr-defined,method-assign]
+
+
+class _AfterImport(importlib.abc.MetaPathFinder):
+    """Calls `then` once the module `name` has been executed: found by the finders after this one, its loader is
+    wrapped for the one import, and the module keeps its own loader."""
+
+    def __init__(self, name: str, then: Callable[[], None]) -> None:
+        self.name = name
+        self.then = then
+        self._finding = False
+
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None = None, target: ModuleType | None = None
+    ) -> ModuleSpec | None:
+        if fullname != self.name or self._finding:
+            return None
+        self._finding = True
+        try:
+            spec = importlib.util.find_spec(fullname)  # the finders after this one (this one declines meanwhile)
+        finally:
+            self._finding = False
+        with contextlib.suppress(ValueError):
+            sys.meta_path.remove(self)
+        if spec is None or spec.loader is None:
+            return spec
+        spec.loader = _ThenLoader(spec.loader, self.then)
+        return spec
+
+
+class _ThenLoader(importlib.abc.Loader):
+    def __init__(self, loader: importlib.abc.Loader, then: Callable[[], None]) -> None:
+        self.loader = loader
+        self.then = then
+
+    def create_module(self, spec: ModuleSpec) -> ModuleType | None:
+        return self.loader.create_module(spec)
+
+    def exec_module(self, module: ModuleType) -> None:
+        module.__loader__ = self.loader  # the module is left as its own loader made it
+        if module.__spec__ is not None:
+            module.__spec__.loader = self.loader
+        self.loader.exec_module(module)
+        with contextlib.suppress(Exception):  # never into the job's import
+            self.then()
+
+
+def _after_import(name: str, then: Callable[[], None]) -> None:
+    if not any(isinstance(f, _AfterImport) and f.name == name for f in sys.meta_path):
+        sys.meta_path.insert(0, _AfterImport(name, then))
 
 
 def enter_dispatch_mode(mode: TorchDispatchMode) -> bool:
