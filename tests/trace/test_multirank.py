@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gzip
+import json
 from pathlib import Path
 
 import pytest
@@ -61,12 +63,53 @@ def test_some_ranks_of_a_larger_job_say_so(tmp_path: Path, trace_json, capsys: p
     _, doc = trace_json(folder)
     straggler = next(f for f in doc["findings"] if f["code"] == "straggler-rank")
     assert straggler["rank"] == 2
-    assert "(of the 4 ranks given; the job has 8)" in straggler["title"]
+    assert straggler["title"].endswith("input-pipeline-bound on rank 2 only (4 of the job's 8 ranks given)")
     assert (straggler["evidence"]["ranks_given"], straggler["evidence"]["world_size"]) == (4, 8)
     assert "Only 4 of the job's 8 ranks were given" in straggler["fix"]
+    assert f"gputriage trace {folder}  # compares the ranks" in straggler["fix"]  # where the others go too
     capsys.readouterr()
     main(["trace", str(folder), "-v"])
     assert "per rank: 4 of the job's 8 ranks given, 4 not measured" in " ".join(capsys.readouterr().out.split())
+
+
+def test_ranks_past_the_count_given_say_the_job_is_larger(tmp_path: Path, trace_json) -> None:  # type: ignore[no-untyped-def]
+    """No trace says its world size, but rank 5 is there: ranks 1 to 4 are missing, whatever the file count."""
+    folder = _job(tmp_path / "job", loader_us=[0, 4000], clock_offset_us=[0, 0])
+    for rank, name in ((0, "rank-0.pt.trace.json.gz"), (5, "rank-1.pt.trace.json.gz")):
+        _set_rank(folder / name, rank, world=None)
+    _, doc = trace_json(folder)
+    straggler = next(f for f in doc["findings"] if f["code"] == "straggler-rank")
+    assert straggler["title"].endswith("(2 of the job's 6 or more ranks given)")
+    assert (straggler["evidence"]["ranks_given"], straggler["evidence"]["world_size"]) == (2, None)
+
+
+def test_ranks_from_two_folders_name_no_single_folder(tmp_path: Path, trace_json) -> None:  # type: ignore[no-untyped-def]
+    folder = _job(tmp_path / "job", loader_us=[0, 4000], clock_offset_us=[0, 0], world=8)
+    other = tmp_path / "other"
+    other.mkdir()
+    (folder / "rank-1.pt.trace.json.gz").rename(other / "rank-1.pt.trace.json.gz")
+    _, doc = trace_json(folder / "rank-0.pt.trace.json.gz", other / "rank-1.pt.trace.json.gz")
+    straggler = next(f for f in doc["findings"] if f["code"] == "straggler-rank")
+    assert "gputriage trace ALL_RANKS_FOLDER  # the folder you put them in" in straggler["fix"]
+    assert str(other) not in straggler["fix"]
+
+
+def test_a_rank_past_its_own_world_size_gives_no_count(tmp_path: Path, trace_json) -> None:  # type: ignore[no-untyped-def]
+    folder = _job(tmp_path / "job", loader_us=[0, 0], clock_offset_us=[0, 0], world=8)
+    single = folder / "rank-1.pt.trace.json.gz"
+    _set_rank(single, 200, world=128)
+    code, doc = trace_json(single)
+    assert code == 0
+    assert "ranks given" not in json.dumps(doc)
+
+
+def _set_rank(path: Path, rank: int, world: int | None) -> None:
+    doc = json.loads(gzip.decompress(path.read_bytes()))
+    info = {"backend": "nccl", "rank": rank}
+    if world is not None:
+        info["world_size"] = world
+    doc["distributedInfo"] = info
+    path.write_bytes(gzip.compress(json.dumps(doc).encode()))
 
 
 def test_every_rank_given_says_nothing_of_the_rest(tmp_path: Path, trace_json) -> None:  # type: ignore[no-untyped-def]

@@ -7,6 +7,7 @@ evidence that the trace rules read. Every time is in microseconds (`_us`), every
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from gputriage.record.inconclusive import Inconclusive
 
@@ -282,6 +283,20 @@ class RankImbalance:
     straggler_lag_pct_of_step: float | None
 
 
+@dataclass(frozen=True)
+class RanksOfWorld:
+    """Some ranks of a larger job (TraceSection.ranks_of_world)."""
+
+    given: int
+    world: int
+    declared: bool  # the traces' world_size; False: at least the highest rank given, plus one
+    folder: str | None  # the one folder every rank given came from; None: several, or no path
+
+    def of_the_job(self) -> str:
+        """'2 of the job's 128 ranks' or '2 of the job's 6 or more ranks'."""
+        return f"{self.given} of the job's {self.world}{'' if self.declared else ' or more'} ranks"
+
+
 @dataclass
 class TraceSection:
     ranks: list[RankTrace] = field(default_factory=list)
@@ -310,14 +325,24 @@ class TraceSection:
         reason = f"the profiler trace gave nothing ({self.note})" if self.note else "the profiler trace gave nothing"
         return {4: reason, 5: reason}
 
-    def ranks_of_world(self) -> tuple[int, int] | None:
-        """(ranks given, the job's world size) when the traces say their job had more ranks than were given (2 of
-        128): what the ranks show is then measured on those only, and a straggler among the rest cannot be seen.
-        None when every rank is here, or the traces do not say their world size."""
-        worlds = [r.world_size for r in self.ranks if r.world_size is not None]
-        given = len({r.rank if r.rank is not None else id(r) for r in self.ranks})
-        world = max(worlds, default=0)
-        return (given, world) if self.ranks and world > given else None
+    def ranks_of_world(self) -> RanksOfWorld | None:
+        """How many of the job's ranks the traces are, when they are some only: the traces' world_size (2 of 128),
+        or, where no trace says it, the highest rank (ranks 0 and 5: at least 6). What the ranks show is then
+        measured on those only, and a straggler among the rest cannot be seen. None when every rank is here, when
+        nothing says the job was larger, or when a trace contradicts its own world size (a rank at or above it: the
+        reader notes that, and no count is given)."""
+        if not self.ranks:
+            return None
+        declared = max((r.world_size for r in self.ranks if r.world_size is not None), default=None)
+        ranks = [r.rank for r in self.ranks if r.rank is not None]
+        if declared is not None and any(rank >= declared for rank in ranks):
+            return None
+        given = len(set(ranks)) + sum(r.rank is None for r in self.ranks)
+        world = declared if declared is not None else max(ranks, default=-1) + 1
+        if world <= given:
+            return None
+        folders = {str(Path(r.path).parent) for r in self.ranks if r.path}
+        return RanksOfWorld(given, world, declared is not None, folders.pop() if len(folders) == 1 else None)
 
     def too_thin(self) -> RankTrace | None:
         """The rank with the most evidence, when even it holds too little to judge rung 5 (RankTrace.thin_evidence;

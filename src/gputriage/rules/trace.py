@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Callable, Iterable
-from pathlib import Path
 
 from gputriage.findings import Finding, Severity
 from gputriage.record import Run
 from gputriage.record.device import NOT_ACCELERATORS, judged_device
-from gputriage.record.trace import STEADY_SCHEDULE, IdleGap, RankTrace, TraceSection
+from gputriage.record.trace import STEADY_SCHEDULE, IdleGap, RanksOfWorld, RankTrace, TraceSection
 from gputriage.rules.registry import rule
 
 # input-pipeline-bound. The TensorBoard plugin advised on DataLoader time above 5% of the step; its share only
@@ -521,7 +520,12 @@ def trace_straggler_rank(run: Run) -> Iterable[Finding]:
     straggler = next((r for r in section.ranks if r.rank == imbalance.straggler_rank), None)
     if straggler is None:
         return []
-    own = [f for f in findings_for_rank(section, straggler) if f.code != "low-gpu-utilization"]
+    # An info finding (a few µs of pageable copies) cannot explain a rank that is milliseconds late.
+    own = [
+        f
+        for f in findings_for_rank(section, straggler)
+        if f.code != "low-gpu-utilization" and f.severity is not Severity.INFO
+    ]
     others = {f.code for r in section.ranks if r is not straggler for f in findings_for_rank(section, r)}
     specific = [f for f in own if f.code not in others]
     reason: Finding | None = (specific or own)[0] if (specific or own) else None
@@ -532,7 +536,7 @@ def trace_straggler_rank(run: Run) -> Iterable[Finding]:
     else:
         why = f": {reason.code}"
     of_world = section.ranks_of_world()
-    among = f" (of the {of_world[0]} ranks given; the job has {of_world[1]})" if of_world is not None else ""
+    among = f" ({of_world.of_the_job()} given)" if of_world is not None else ""
     fix = (
         reason.fix
         if reason is not None
@@ -541,8 +545,8 @@ def trace_straggler_rank(run: Run) -> Iterable[Finding]:
     if of_world is not None:
         # A slower rank may be among those not given: the straggler named here is only the latest of these.
         fix += (
-            f"\n# Only {of_world[0]} of the job's {of_world[1]} ranks were given: a later one may be among the rest\n"
-            f"gputriage trace {_trace_folder(straggler)}  # with every rank's trace in it"
+            f"\n# Only {of_world.of_the_job()} were given: a later one may be among the rest; with every rank's "
+            f"trace in one folder:\n{_all_ranks_command(of_world)}"
         )
     return [
         Finding(
@@ -550,7 +554,7 @@ def trace_straggler_rank(run: Run) -> Iterable[Finding]:
             rung=5,
             severity=Severity.WARNING,
             title=f"Rank {straggler.rank} is late to the collectives by {imbalance.straggler_lag_us / 1000:.1f} ms and "
-            f"the other ranks{among} wait for it{why}",
+            f"the other ranks wait for it{why}{among}",
             evidence={
                 "straggler_rank": straggler.rank,
                 "collective_lag_us": imbalance.straggler_lag_us,
@@ -562,7 +566,7 @@ def trace_straggler_rank(run: Run) -> Iterable[Finding]:
                 "busy_pct_max": imbalance.busy_pct_max,
                 "step_time_spread_pct": imbalance.step_time_spread_pct,
                 "ranks_given": len(section.ranks),
-                "world_size": of_world[1] if of_world is not None else len(section.ranks),
+                "world_size": _declared_world_size(section),
             },
             fix=fix,
             where=reason.where if reason is not None else None,
@@ -613,8 +617,16 @@ def communication_bound(section: TraceSection, r: RankTrace) -> Finding | None:
     )
 
 
-def _trace_folder(r: RankTrace) -> str:
-    return shlex.quote(str(Path(r.path).parent)) if r.path else "TRACE_FOLDER"
+def _declared_world_size(section: TraceSection) -> int | None:
+    """The world size the traces say (None where none does): evidence states what was read, never a guess."""
+    return max((r.world_size for r in section.ranks if r.world_size is not None), default=None)
+
+
+def _all_ranks_command(of_world: RanksOfWorld) -> str:
+    """The command that compares every rank, in the folder the given ranks came from (where the others go too)."""
+    folder = shlex.quote(of_world.folder) if of_world.folder else "ALL_RANKS_FOLDER"
+    where = "" if of_world.folder else "  # the folder you put them in;"
+    return f"gputriage trace {folder}{where}  # compares the ranks: names a straggler, and why it is late"
 
 
 def _comm_fix(section: TraceSection, r: RankTrace) -> str:
@@ -623,12 +635,11 @@ def _comm_fix(section: TraceSection, r: RankTrace) -> str:
         steps.append(["The trace's backend is gloo: for GPU tensors use dist.init_process_group('nccl')"])
     of_world = section.ranks_of_world()
     if of_world is not None:
-        given, world = of_world
         steps.append(
             [
                 "A late rank makes every other one wait inside the collective: "
-                f"put all {world} ranks' traces in one folder ({given} given here)",
-                f"gputriage trace {_trace_folder(r)}  # compares the ranks: names a straggler, and why it is late",
+                f"put every rank's trace in one folder ({of_world.of_the_job()} given here)",
+                _all_ranks_command(of_world),
             ]
         )
     steps.append(
