@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
-
 from gputriage.version import __version__
+
+# Nothing but the version at import: the console script starts here, and a Ctrl-C is handled only once
+# gputriage.launch runs (typing alone takes 5-10 ms to import). mypy reads the annotations below.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["__version__"]
 
@@ -22,5 +25,7 @@ def __getattr__(name: str) -> Any:
 
         return load_ipython_extension
     if name == "integrations":  # `gputriage.integrations.lightning.TriageCallback()` after a plain `import gputriage`
+        import importlib
+
         return importlib.import_module("gputriage.integrations")
     raise AttributeError(f"module 'gputriage' has no attribute {name!r}")

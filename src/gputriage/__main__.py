@@ -1,3 +1,3 @@
-from gputriage.cli import entry
+from gputriage.launch import main
 
-entry()
+main()

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import errno
+import os
 import sys
 from collections.abc import Sequence
 from importlib import import_module
 from typing import NoReturn
 
 from gputriage import blas, cyclegc, heap
-from gputriage.errors import InputError, Terminated
+from gputriage.errors import InputError, Terminated, raise_signal_inside
 from gputriage.report.sanitize import inline_text
 from gputriage.version import __version__
 
@@ -19,6 +21,9 @@ JOB_COMMANDS = ("run", "demo")  # they run the user's script, whose output and e
 # A reader that went away (`gputriage trace t.json | head -1`): the code a shell shows for a process ended by SIGPIPE,
 # not 1, which --fail-on gives a finding.
 BROKEN_PIPE_EXIT = 141
+# The output could not be written: an error of the command's, as bad input is (1 is --fail-on's).
+OUTPUT_ERROR_EXIT = 2
+_OUTPUT_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO})
 
 
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
@@ -48,6 +53,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 2
     except KeyboardInterrupt:  # Ctrl-C while starting: an exit code, not an import traceback
         return 130
+    if sys.stdout is None and args.command not in JOB_COMMANDS:  # `gputriage trace t.json >&-`: as `ls >&-` does
+        print("gputriage: error: standard output is closed (send it to /dev/null to discard it)", file=sys.stderr)
+        return OUTPUT_ERROR_EXIT
+    return _execute(args)
+
+
+def _execute(args: argparse.Namespace) -> int:
+    """Run the parsed command; its errors, Ctrl-C and a reader that has gone become one line and an exit code."""
     try:
         from gputriage.commands.settings import check_environment
 
@@ -65,6 +78,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         silence_stdout()
         return BROKEN_PIPE_EXIT
+    except OSError as exc:
+        if args.command in JOB_COMMANDS or exc.errno not in _OUTPUT_ERRNOS:
+            raise
+        # stdout on a full disk (`> /dev/full`), over a quota, or on a failing device: one line, and a code that
+        # --fail-on's 1 cannot be mistaken for
+        print(f"gputriage: error: cannot write the output ({os.strerror(exc.errno or 0)})", file=sys.stderr)
+        return OUTPUT_ERROR_EXIT
     except InputError as exc:
         # The message may quote a path or a value from a file: its control characters are shown, not sent.
         print(f"gputriage: error: {inline_text(str(exc))}", file=sys.stderr)
@@ -102,7 +122,7 @@ def _parse(argv: list[str]) -> argparse.Namespace:
         with cyclegc.paused():  # the command's modules: most of start-up; `run`'s job has not started yet
             return build_parser(argv).parse_args(argv)
     except RuntimeError as exc:
-        _raise_signal_inside(exc)
+        raise_signal_inside(exc)
         raise
 
 
@@ -111,21 +131,9 @@ def _call(args: argparse.Namespace) -> int:
         code: int = args.func(args)
     except RuntimeError as exc:
         if args.command not in JOB_COMMANDS:  # a job's own error ends it as it would under python
-            _raise_signal_inside(exc)
+            raise_signal_inside(exc)
         raise
     return code
-
-
-def _raise_signal_inside(exc: RuntimeError) -> None:
-    """Raise the signal (Ctrl-C, SIGTERM) that a RuntimeError wraps, if it wraps one. Python 3.11 wraps whatever is
-    raised in a `__set_name__` in "RuntimeError: Error calling __set_name__": a signal that arrives while a module
-    defines a class with a cached_property or a dataclass field (the commands import their modules late) was a
-    traceback and exit 1."""
-    cause = exc.__cause__
-    while cause is not None:
-        if isinstance(cause, (KeyboardInterrupt, Terminated)):
-            raise cause from None
-        cause = cause.__cause__
 
 
 def _pipe_breaks() -> int:

@@ -25,3 +25,15 @@ class Terminated(BaseException):
     def __init__(self, signal_name: str) -> None:
         super().__init__(signal_name)
         self.signal_name = signal_name
+
+
+def raise_signal_inside(exc: RuntimeError) -> None:
+    """Raise the signal (Ctrl-C, SIGTERM) that a RuntimeError wraps, if it wraps one. Python 3.11 wraps whatever is
+    raised in a `__set_name__` in "RuntimeError: Error calling __set_name__": a signal that arrives while a module
+    defines a class with a cached_property or a dataclass field (the commands import their modules late) was a
+    traceback and exit 1."""
+    cause = exc.__cause__
+    while cause is not None:
+        if isinstance(cause, (KeyboardInterrupt, Terminated)):
+            raise cause from None
+        cause = cause.__cause__

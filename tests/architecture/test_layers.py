@@ -20,6 +20,7 @@ PACKAGE = SRC / "gputriage"
 LAYER_OF = {
     "gputriage": "facade",  # the package itself: `gputriage.session` and `%load_ext gputriage`, resolved lazily
     "gputriage.__main__": "facade",
+    "gputriage.launch": "facade",
     "gputriage.errors": "base",
     "gputriage.version": "base",
     "gputriage.findings": "base",

@@ -5,6 +5,7 @@ allocates and ends exactly as Python makes it."""
 from __future__ import annotations
 
 import gc
+import json
 import os
 import subprocess
 import sys
@@ -93,3 +94,19 @@ def test_the_jobs_environment_is_its_own(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "['OMP_NUM_THREADS']"
+
+
+@pytest.mark.parametrize("redirect", ["> /dev/full", ">&-"])
+def test_output_that_cannot_be_written_is_one_line_and_exit_2(tmp_path: Path, redirect: str) -> None:
+    """A full disk or a closed stdout: not a traceback, and not --fail-on's 1."""
+    trace = tmp_path / "t.json"
+    op = {"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": 1, "ts": 1.0, "dur": 2.0}
+    trace.write_text(json.dumps({"traceEvents": [op]}))
+    done = subprocess.run(
+        ["sh", "-c", f'"$0" -m gputriage trace "$1" {redirect}', sys.executable, str(trace)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1 and done.stderr.startswith("gputriage: error: "), done.stderr
