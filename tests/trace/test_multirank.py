@@ -90,7 +90,7 @@ def test_ranks_from_two_folders_name_no_single_folder(tmp_path: Path, trace_json
     (folder / "rank-1.pt.trace.json.gz").rename(other / "rank-1.pt.trace.json.gz")
     _, doc = trace_json(folder / "rank-0.pt.trace.json.gz", other / "rank-1.pt.trace.json.gz")
     straggler = next(f for f in doc["findings"] if f["code"] == "straggler-rank")
-    assert "gputriage trace ALL_RANKS_FOLDER  # the folder you put them in" in straggler["fix"]
+    assert "gputriage trace ALL_RANKS_FOLDER  # the folder you put them all in" in straggler["fix"]
     assert str(other) not in straggler["fix"]
 
 

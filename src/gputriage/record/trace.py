@@ -333,16 +333,25 @@ class TraceSection:
         reader notes that, and no count is given)."""
         if not self.ranks:
             return None
-        declared = max((r.world_size for r in self.ranks if r.world_size is not None), default=None)
+        declared = self.declared_world_size()
         ranks = [r.rank for r in self.ranks if r.rank is not None]
         if declared is not None and any(rank >= declared for rank in ranks):
             return None
-        given = len(set(ranks)) + sum(r.rank is None for r in self.ranks)
+        given = self.ranks_given()
         world = declared if declared is not None else max(ranks, default=-1) + 1
         if world <= given:
             return None
         folders = {str(Path(r.path).parent) for r in self.ranks if r.path}
         return RanksOfWorld(given, world, declared is not None, folders.pop() if len(folders) == 1 else None)
+
+    def declared_world_size(self) -> int | None:
+        """The world size the traces say (distributedInfo.world_size; the largest, where they differ); None where
+        none says it."""
+        return max((r.world_size for r in self.ranks if r.world_size is not None), default=None)
+
+    def ranks_given(self) -> int:
+        """How many ranks the traces are: each rank number once, and each trace that does not say its rank."""
+        return len({r.rank for r in self.ranks if r.rank is not None}) + sum(r.rank is None for r in self.ranks)
 
     def too_thin(self) -> RankTrace | None:
         """The rank with the most evidence, when even it holds too little to judge rung 5 (RankTrace.thin_evidence;

@@ -565,8 +565,8 @@ def trace_straggler_rank(run: Run) -> Iterable[Finding]:
                 "busy_pct_min": imbalance.busy_pct_min,
                 "busy_pct_max": imbalance.busy_pct_max,
                 "step_time_spread_pct": imbalance.step_time_spread_pct,
-                "ranks_given": len(section.ranks),
-                "world_size": _declared_world_size(section),
+                "ranks_given": section.ranks_given(),
+                "world_size": section.declared_world_size(),  # what the traces say, never a guess
             },
             fix=fix,
             where=reason.where if reason is not None else None,
@@ -617,16 +617,12 @@ def communication_bound(section: TraceSection, r: RankTrace) -> Finding | None:
     )
 
 
-def _declared_world_size(section: TraceSection) -> int | None:
-    """The world size the traces say (None where none does): evidence states what was read, never a guess."""
-    return max((r.world_size for r in section.ranks if r.world_size is not None), default=None)
-
-
 def _all_ranks_command(of_world: RanksOfWorld) -> str:
     """The command that compares every rank, in the folder the given ranks came from (where the others go too)."""
-    folder = shlex.quote(of_world.folder) if of_world.folder else "ALL_RANKS_FOLDER"
-    where = "" if of_world.folder else "  # the folder you put them in;"
-    return f"gputriage trace {folder}{where}  # compares the ranks: names a straggler, and why it is late"
+    what = "names a straggler, and why it is late"
+    if of_world.folder is None:
+        return f"gputriage trace ALL_RANKS_FOLDER  # the folder you put them all in: {what}"
+    return f"gputriage trace {shlex.quote(of_world.folder)}  # compares the ranks: {what}"
 
 
 def _comm_fix(section: TraceSection, r: RankTrace) -> str:
