@@ -294,7 +294,14 @@ class RanksOfWorld:
 
     def of_the_job(self) -> str:
         """'2 of the job's 128 ranks' or '2 of the job's 6 or more ranks'."""
-        return f"{self.given} of the job's {self.world}{'' if self.declared else ' or more'} ranks"
+        return f"{self.given} of the job's {self.world}{self._bound()} ranks"
+
+    def not_given(self) -> str:
+        """'126' or '4 or more': the ranks the traces leave out."""
+        return f"{self.world - self.given}{self._bound()}"
+
+    def _bound(self) -> str:
+        return "" if self.declared else " or more"  # the highest rank only bounds the job's size from below
 
 
 @dataclass

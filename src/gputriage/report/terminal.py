@@ -305,8 +305,7 @@ def trace_table_title(section: TraceSection) -> str:
     of_world = section.ranks_of_world()
     if of_world is None:
         return "profiler trace, per rank"
-    missing = f"{of_world.world - of_world.given}{'' if of_world.declared else ' or more'}"
-    return f"profiler trace, per rank: {of_world.of_the_job()} given, {missing} not measured"
+    return f"profiler trace, per rank: {of_world.of_the_job()} given, {of_world.not_given()} not measured"
 
 
 def finding_title(finding: Finding) -> Text:
