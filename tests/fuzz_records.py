@@ -21,7 +21,6 @@ text or the Markdown included, is a failure with its reason.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import io
 import json
 import random
@@ -33,6 +32,8 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 _TESTS = Path(__file__).resolve().parent
 for _folder in (_TESTS / "report", _TESTS / "distributed"):
@@ -143,7 +144,7 @@ def _dist_records_job() -> list[Run]:
 
 
 def _bare(info: RankInfo) -> RankInfo:
-    bare = dataclasses.replace(info)
+    bare = msgspec.structs.replace(info)
     for name in ("environment", "process", "placement", "compute", "steps", "gpu", "trace"):
         setattr(bare, name, None)
     return bare

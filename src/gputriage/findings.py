@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
+
+import msgspec
 
 
 class Severity(str, Enum):
@@ -25,15 +26,14 @@ _SEVERITY_ORDER = {Severity.CRITICAL: 0, Severity.WARNING: 1, Severity.INFO: 2}
 Evidence = dict[str, Any]
 
 
-@dataclass
-class Finding:
+class Finding(msgspec.Struct):
     """One diagnosed cause. `code` is stable (docs/contract.md catalogue); never rename one."""
 
     code: str
     rung: int
     severity: Severity
     title: str
-    evidence: Evidence = field(default_factory=dict)
+    evidence: Evidence = msgspec.field(default_factory=dict)
     fix: str = ""
     where: str | None = None
     rank: int | None = None

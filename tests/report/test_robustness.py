@@ -5,6 +5,9 @@ The timeline stays a valid Chrome trace whatever the record holds; a value no ax
 
 from __future__ import annotations
 
+from typing import Any, get_type_hints
+
+import msgspec
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from report_records import diagnosis_with, starved_run
@@ -48,7 +51,45 @@ _SAMPLES = st.lists(
 _SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
-# Whole random records are slow to generate (a deep dataclass tree); a few dozen cover the None/empty combinations.
+def _field_values(kind: type[msgspec.Struct]) -> dict[str, st.SearchStrategy[Any]]:
+    """Any value of each field's type, or its default: hypothesis calls a Struct with its signature's defaults, where
+    a default factory is an object of msgspec's, not the value it makes."""
+    hints = get_type_hints(kind)
+    values: dict[str, st.SearchStrategy[Any]] = {}
+    for f in msgspec.structs.fields(kind):
+        drawn = st.from_type(hints[f.name])
+        if f.default is not msgspec.NODEFAULT:
+            drawn = st.just(f.default) | drawn
+        elif f.default_factory is not msgspec.NODEFAULT:
+            drawn = st.builds(f.default_factory) | drawn
+        values[f.name] = drawn
+    return values
+
+
+def _register_records(kind: type[msgspec.Struct], seen: set[type]) -> None:
+    """Every record class below `kind` is drawn field by field (_field_values)."""
+    if kind in seen:
+        return
+    seen.add(kind)
+    # A function, not a strategy: it runs when a record is first drawn, once every class below is registered.
+    st.register_type_strategy(kind, lambda _: st.builds(kind, **_field_values(kind)))
+    for hint in get_type_hints(kind).values():
+        for inner in _classes_in(hint):
+            if issubclass(inner, msgspec.Struct):
+                _register_records(inner, seen)
+
+
+def _classes_in(hint: Any) -> list[type]:
+    args = getattr(hint, "__args__", None)
+    if args is None:
+        return [hint] if isinstance(hint, type) else []
+    return [kind for arg in args for kind in _classes_in(arg)]
+
+
+_register_records(Run, set())
+
+
+# Whole random records are slow to generate (a deep tree of records); a few dozen cover the None/empty combinations.
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(st.from_type(Run))
 def test_any_run_record_renders_every_file(run: Run) -> None:

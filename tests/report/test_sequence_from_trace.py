@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import dataclasses
-
+import msgspec
 from report_records import trace_only_run
 
 from gputriage.record import Run
@@ -26,7 +25,7 @@ def _trace_run(kernel_pct: float, dataloader_pct: float, memcpy_pct: float, sync
         other_pct=0.0,
     )
     assert rank.syncs is not None
-    rank.syncs = dataclasses.replace(rank.syncs, blocking_pct_of_steps=sync_pct)
+    rank.syncs = msgspec.structs.replace(rank.syncs, blocking_pct_of_steps=sync_pct)
     return run
 
 

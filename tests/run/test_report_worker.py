@@ -8,8 +8,9 @@ import json
 import subprocess
 import sys
 import time
-from dataclasses import asdict
 from pathlib import Path
+
+import msgspec
 
 from gputriage.collectors.textsafe import encode_safely
 from gputriage.commands.run_worker import ReportRequest, read_message, write_message
@@ -34,7 +35,9 @@ def start_worker(partial_wait_s: float) -> subprocess.Popen[bytes]:
 
 def send(worker: subprocess.Popen[bytes], request: ReportRequest, run: Run, reply: bool = False) -> None:
     assert worker.stdin is not None
-    write_message(worker.stdin, json.dumps({**asdict(request), "reply": reply}).encode(), encode_safely(run))
+    write_message(
+        worker.stdin, json.dumps({**msgspec.structs.asdict(request), "reply": reply}).encode(), encode_safely(run)
+    )
     worker.stdin.flush()
 
 

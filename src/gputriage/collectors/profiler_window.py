@@ -20,7 +20,6 @@ line that is not such chatter is written back (`quiet_profiler_chatter`), so a w
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import gzip
 import os
 import re
@@ -32,6 +31,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+import msgspec
 import torch
 from torch.profiler import ProfilerAction, ProfilerActivity
 
@@ -265,13 +265,13 @@ def _drop_unreliable_where(node: Any, start_frames: set[tuple[str, int]]) -> Non
         for item in node:
             _drop_unreliable_where(item, start_frames)
         return
-    if not dataclasses.is_dataclass(node):
+    if not isinstance(node, msgspec.Struct):
         return
-    for f in dataclasses.fields(node):
-        value = getattr(node, f.name)
-        if f.name == "where" or f.name.endswith("_where"):
+    for name in node.__struct_fields__:
+        value = getattr(node, name)
+        if name == "where" or name.endswith("_where"):
             if isinstance(value, str) and _unreliable(value, start_frames):
-                setattr(node, f.name, None)
+                setattr(node, name, None)
         else:
             _drop_unreliable_where(value, start_frames)
 

@@ -29,28 +29,27 @@ import time
 import traceback
 import types
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType, TracebackType
 from typing import Any
 
+import msgspec
+
 from gputriage.collectors.usercode import is_own_file
 
 
-@dataclass
-class Target:
+class Target(msgspec.Struct):
     """What to run: a script path (or a folder / zip file with a __main__.py), or a module name for `-m`."""
 
     name: str
-    args: list[str] = field(default_factory=list)
+    args: list[str] = msgspec.field(default_factory=list)
     is_module: bool = False
 
     def describe(self) -> str:
         return f"-m {self.name}" if self.is_module else self.name
 
 
-@dataclass
-class Outcome:
+class Outcome(msgspec.Struct):
     exit_code: int
     exception: BaseException | None = None  # an uncaught exception other than SystemExit
     signal: str | None = None  # SIGINT | SIGTERM

@@ -12,9 +12,10 @@ import contextlib
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
+
+import msgspec
 
 from gputriage.collectors.observer import Observer
 from gputriage.collectors.runner import Outcome
@@ -32,8 +33,7 @@ DEFAULT_STEPS = 200
 MAX_MESSAGE_CHARS = 2000
 
 
-@dataclass
-class ObserveConfig:
+class ObserveConfig(msgspec.Struct):
     """What to observe. `expect_device` as the user gave it; None: the first available accelerator."""
 
     expect_device: str | None = None

@@ -18,10 +18,11 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING
+
+import msgspec
 
 from gputriage.collectors.probe.state import ProbeState
 from gputriage.collectors.probe.window import PROBE_STEPS
@@ -76,8 +77,7 @@ def stack_sampler_observers(steps: int | None, trace_steps: int | None, probe: R
     return [sampler]
 
 
-@dataclass
-class _LineCount:
+class _LineCount(msgspec.Struct):
     function: str | None
     samples: int = 0
     time_s: float = 0.0
@@ -85,8 +85,8 @@ class _LineCount:
     other_busy_s: float = 0.0
     self_s: float = 0.0
     depth: int = 1 << 30
-    phases: dict[str, float] = field(default_factory=dict)
-    libraries: dict[str, float] = field(default_factory=dict)
+    phases: dict[str, float] = msgspec.field(default_factory=dict)
+    libraries: dict[str, float] = msgspec.field(default_factory=dict)
 
 
 class StackSampler:

@@ -8,7 +8,6 @@ kept as the escape Python itself prints for it (`\\udce9`), so the text stays re
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 import msgspec
@@ -33,7 +32,7 @@ def encode_safely(record: Any) -> bytes:
 
 
 def make_safe(node: Any) -> Any:
-    """Make every string reachable from `node` (dataclass fields, lists, dicts, tuples) safe, in place where the
+    """Make every string reachable from `node` (a record's fields, lists, dicts, tuples) safe, in place where the
     container is mutable; returns the node (a new one for a string or a tuple)."""
     if isinstance(node, str):
         return safe_text(node)
@@ -45,10 +44,10 @@ def make_safe(node: Any) -> Any:
         items = [(make_safe(k), make_safe(v)) for k, v in node.items()]
         node.clear()
         node.update(items)
-    elif dataclasses.is_dataclass(node) and not isinstance(node, type):
-        for f in dataclasses.fields(node):
-            value = getattr(node, f.name)
+    elif isinstance(node, msgspec.Struct):
+        for name in node.__struct_fields__:
+            value = getattr(node, name)
             fixed = make_safe(value)
             if fixed is not value:
-                setattr(node, f.name, fixed)
+                setattr(node, name, fixed)
     return node

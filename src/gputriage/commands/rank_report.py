@@ -21,7 +21,6 @@ that has started finishes even when the rank's own process is stopped.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import os
 import time
 from pathlib import Path
@@ -48,17 +47,16 @@ def write_rank_record(run: Run, out_dir: Path) -> Path:
     if run.rank_info is None:
         raise ValueError("write_rank_record needs a run with rank_info")
     # The other GPUs of the node are recorded by the ranks that use them: 8 ranks need not write 8 copies each.
-    with_sections = dataclasses.replace(run.rank_info, gpu=run.gpu)
-    slim = dataclasses.replace(run, gpu=own_gpu_tracks(with_sections, keep_samples=True))
+    with_sections = msgspec.structs.replace(run.rank_info, gpu=run.gpu)
+    slim = msgspec.structs.replace(run, gpu=own_gpu_tracks(with_sections, keep_samples=True))
     return outdir.atomic_write(outdir.rank_record_path(out_dir, run.rank_info.rank), encode_run(slim))
 
 
-@dataclasses.dataclass
-class RankOutcome:
+class RankOutcome(msgspec.Struct):
     record_path: Path
     report_path: Path | None = None  # set when this rank wrote the merged report
     diagnosis: Diagnosis | None = None  # the merged job's, when this rank wrote it
-    missing: list[int] = dataclasses.field(default_factory=list)  # ranks absent from the report this rank wrote
+    missing: list[int] = msgspec.field(default_factory=list)  # ranks absent from the report this rank wrote
     merged_by_another: bool = False  # the report already held every record: another rank merged and showed it
 
 
@@ -138,10 +136,10 @@ def _merge_until_settled(out_dir: Path, record: Path) -> RankOutcome:
         take_over_dead_lock(out_dir)
         with outdir.merge_lock(out_dir) as lock:
             if lock is None:  # another rank is merging; it re-checks for late records after releasing
-                return dataclasses.replace(outcome, merged_by_another=outcome.diagnosis is None)
+                return msgspec.structs.replace(outcome, merged_by_another=outcome.diagnosis is None)
             before = _signature(out_dir)
             if _report_is_current(out_dir, before):
-                return dataclasses.replace(outcome, merged_by_another=outcome.diagnosis is None)
+                return msgspec.structs.replace(outcome, merged_by_another=outcome.diagnosis is None)
             merged = load_job([out_dir])
             if merged is None or merged.ranks is None:
                 return outcome

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import os
 import signal
 import sys
 import threading
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
+
+import msgspec
 
 from gputriage.collectors.distributed import is_multi_rank
 from gputriage.collectors.runner import (
@@ -44,13 +44,12 @@ PREFLIGHT_MAX_STEPS = 100
 DEFAULT_TRACE_STEPS = 3
 
 
-@dataclass
-class RunConfig:
+class RunConfig(msgspec.Struct):
     target: Target
     expect_device: str | None = None  # as given; None: the first available accelerator
     steps: int | None = DEFAULT_STEPS
     out_dir: Path = DEFAULT_OUT
-    argv: list[str] = field(default_factory=list)
+    argv: list[str] = msgspec.field(default_factory=list)
     fail_on: str | None = None  # critical | warning: exit 1 when the job succeeded but such a finding exists (CI)
     trace_steps: int | None = None  # --trace: profile this many steps after warm-up; None: no profiler window
     preflight: str | None = None  # --preflight: the stand-in's backing (cpu | meta); None: a normal run
@@ -287,7 +286,7 @@ class RunJob:
         probe = self.observers.probe
         if probe is None:
             return
-        partial = dataclasses.replace(self.observers.run)
+        partial = msgspec.structs.replace(self.observers.run)
         probe.snapshot(partial)
         request = ReportRequest(
             out_dir=str(self.out_dir),

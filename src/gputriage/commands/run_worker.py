@@ -27,9 +27,10 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, TextIO
+
+import msgspec
 
 from gputriage import blas, envnames, heap
 
@@ -47,8 +48,7 @@ NICE = 10
 PARTIAL_WAIT_S = 60.0
 
 
-@dataclass
-class ReportRequest:
+class ReportRequest(msgspec.Struct):
     """What to do with a finished (or, `partial`, a still running) job's record."""
 
     out_dir: str
@@ -193,7 +193,7 @@ class ReportWorker:
             self._proc.kill()
 
     def _send(self, request: ReportRequest, record: bytes, reply: bool) -> bool:
-        header = json.dumps({**asdict(request), "reply": reply}).encode()
+        header = json.dumps({**msgspec.structs.asdict(request), "reply": reply}).encode()
         with self._lock:
             if self._broken or self._proc.stdin is None or self._proc.stdin.closed:
                 return False
@@ -279,7 +279,7 @@ def serve() -> None:
     while message is not None:
         header = json.loads(message[0])
         reply = bool(header.pop("reply", False))
-        request = ReportRequest(**{k: v for k, v in header.items() if k in ReportRequest.__dataclass_fields__})
+        request = ReportRequest(**{k: v for k, v in header.items() if k in ReportRequest.__struct_fields__})
         request.expect_device = request.expect_device or options.get("expect_device")
         # The partial record waits for the job: its final record replaces it (most jobs), the end of the input (a job
         # killed by SIGKILL, or ended by os._exit) has it written at once, and a job that is still training after

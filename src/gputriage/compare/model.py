@@ -8,7 +8,7 @@ still there and new, and a verdict in one line.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import msgspec
 
 from gputriage.compare import stats
 from gputriage.compare.stats import BETTER, NOISE, UNMEASURED, WORSE, Judgement
@@ -23,8 +23,7 @@ from gputriage.record.steps import Step, steady_steps
 COMPARE_SCHEMA = "gputriage.compare/1"
 
 
-@dataclass(frozen=True)
-class Change:
+class Change(msgspec.Struct, frozen=True):
     key: str  # step_time | data_wait | h2d | ... | gpu_busy_nvml | gpu_busy_trace | samples_per_s
     label: str  # "step time", "load data", "GPU busy (NVML)"
     unit: str  # s | pct | per_s
@@ -40,8 +39,7 @@ class Change:
         return self.before / self.after
 
 
-@dataclass(frozen=True)
-class FindingRef:
+class FindingRef(msgspec.Struct, frozen=True):
     code: str
     rung: int
     severity: str
@@ -49,15 +47,13 @@ class FindingRef:
     title: str
 
 
-@dataclass
-class FindingsDelta:
-    resolved: list[FindingRef] = field(default_factory=list)
-    still: list[FindingRef] = field(default_factory=list)
-    new: list[FindingRef] = field(default_factory=list)
+class FindingsDelta(msgspec.Struct):
+    resolved: list[FindingRef] = msgspec.field(default_factory=list)
+    still: list[FindingRef] = msgspec.field(default_factory=list)
+    new: list[FindingRef] = msgspec.field(default_factory=list)
 
 
-@dataclass(frozen=True)
-class Side:
+class Side(msgspec.Struct, frozen=True):
     label: str  # the path as given
     status: str  # the run's verdict status
     exit_code: int | None
@@ -65,8 +61,7 @@ class Side:
     stand_in: bool  # a preflight or the meta stand-in: the times are the host's, not a GPU's
 
 
-@dataclass
-class Comparison:
+class Comparison(msgspec.Struct):
     before: Side
     after: Side
     step_time: Change
@@ -77,7 +72,9 @@ class Comparison:
     status: str  # fixed | no change | regressed
     summary: str
     timing_judged: bool = True  # False: stand-in runs across a change of the findings (see `timing_comparable`)
-    caveats: list[str] = field(default_factory=list)  # what differs between the two jobs beyond the change itself
+    caveats: list[str] = msgspec.field(
+        default_factory=list
+    )  # what differs between the two jobs beyond the change itself
 
     def regressed_timing(self) -> bool:
         """Step time or GPU busy got worse beyond the noise: what `--fail-on regression` guards."""

@@ -12,7 +12,8 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass
+
+import msgspec
 
 from gputriage.record.numbers import BOOTSTRAP_CONFIDENCE, BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, Interval
 
@@ -28,8 +29,7 @@ MIN_STEPS = 5
 BETTER, WORSE, NOISE, UNMEASURED = "better", "worse", "within noise", "not measured"
 
 
-@dataclass(frozen=True)
-class Judgement:
+class Judgement(msgspec.Struct, frozen=True):
     direction: str  # better | worse | within noise | not measured
     interval: Interval | None  # 90% interval of after - before, in the quantity's unit
     reason: str  # one phrase: what the call rests on

@@ -8,11 +8,10 @@ declared, and that the page and the table agree.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import msgspec
 
 
-@dataclass(frozen=True)
-class Entry:
+class Entry(msgspec.Struct, frozen=True):
     code: str
     rung: int
     severities: tuple[str, ...]  # critical | warning | info, the ones this code can take

@@ -6,8 +6,9 @@ Rules consult these tables; nothing here does I/O. Versions are kept as the stri
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import NamedTuple
+
+import msgspec
 
 _MAX_VERSION_DIGITS = 9
 
@@ -120,8 +121,7 @@ def cuda_supported_by_driver(driver_version: str, os_name: str | None) -> str | 
 # ships inside torch 2.13's own torch/cuda/__init__.py; 2.10-2.12 from the RELEASE.md matrix (stable and experimental
 # CUDA columns). `pypi_cuda` is the CUDA of the plain `pip install torch==X`
 # Linux wheel (None where PyPI's Linux wheel was not a CUDA build, or we do not know it).
-@dataclass(frozen=True)
-class TorchRelease:
+class TorchRelease(msgspec.Struct, frozen=True):
     cuda_variants: tuple[str, ...]
     pypi_cuda: str | None = None
 
@@ -285,8 +285,7 @@ def arch_supports(arch_list: list[str] | tuple[str, ...], capability: str) -> bo
 # 38 is cudaErrorNoDevice's number before CUDA 10.1 (old THCudaCheck messages). The explanations and fixes are the ones
 # the maintainers gave in the corpus threads (pytorch#88639, DeepVAC/TorchPod#43, NVIDIA/nvidia-docker#1515) and in
 # NVIDIA's Fabric Manager user guide.
-@dataclass(frozen=True)
-class CudaError:
+class CudaError(msgspec.Struct, frozen=True):
     name: str
     text: str  # the runtime's message, as people paste it
     meaning: str

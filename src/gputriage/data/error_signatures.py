@@ -14,14 +14,14 @@ logger still matches; nothing here is a regular expression.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+
+import msgspec
 
 NO_DEVICE = "no-device"  # CUDA sees no device: CUDA_VISIBLE_DEVICES, a container, or no GPU at all
 NO_DRIVER = "no-driver"  # the driver library is missing: a container without GPU access, a board without a driver
 
 
-@dataclass(frozen=True)
-class ErrorSignature:
+class ErrorSignature(msgspec.Struct, frozen=True):
     key: str  # stable id, shown in the environment record ("cuda-804")
     fragments: tuple[str, ...]  # lowercase substrings; any one identifies the error
     finding: str | None  # rung-1 finding code or family (NO_DEVICE, NO_DRIVER); None: not a rung-1 cause

@@ -9,7 +9,7 @@ The diagnosis sits between the pure rules and the renderers:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import msgspec
 
 from gputriage.diagnosis.job import evaluate_job
 from gputriage.diagnosis.ladder import RungView, build_ladder
@@ -22,14 +22,13 @@ from gputriage.rules.gpu import device_verdict
 __all__ = ["Diagnosis", "RungView", "Verdict", "diagnose"]
 
 
-@dataclass
-class Diagnosis:
+class Diagnosis(msgspec.Struct):
     run: Run
     findings: list[Finding]
     ladder: list[RungView]
     verdict: Verdict
     # One line per GPU the run sampled, by NVML index: "idle while python train.py (pid 42) holds 12.0 GiB".
-    device_verdicts: dict[int, str] = field(default_factory=dict)
+    device_verdicts: dict[int, str] = msgspec.field(default_factory=dict)
 
     def worst_at_least(self, threshold: Severity) -> bool:
         """True when a finding at `threshold` or more severe exists (drives --fail-on)."""

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterable
+
+import msgspec
 
 from gputriage import rules
 from gputriage.diagnosis.passes import explain_idle_gpu_below, link_straggler_causes, one_input_pipeline_finding
@@ -48,5 +49,5 @@ def _collapse(findings: Iterable[Finding]) -> list[Finding]:
     for group in groups.values():
         first = min(group, key=lambda f: (f.severity.weight, f.rank if f.rank is not None else -1))
         ranks = sorted({f.rank for f in group if f.rank is not None})
-        out.append(dataclasses.replace(first, evidence={**first.evidence, "on_ranks": ranks}))
+        out.append(msgspec.structs.replace(first, evidence={**first.evidence, "on_ranks": ranks}))
     return out

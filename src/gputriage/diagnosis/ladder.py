@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
+
+import msgspec
 
 from gputriage.findings import Finding, Severity
 from gputriage.record import Run
@@ -19,15 +20,16 @@ RUNG_QUESTIONS = {
 }
 
 
-@dataclass
-class RungView:
+class RungView(msgspec.Struct):
     rung: int
     question: str
     status: str  # pass | warn | fail | skipped ("not measured")
-    finding_codes: list[str] = field(default_factory=list)
+    finding_codes: list[str] = msgspec.field(default_factory=list)
     # skipped: why the rung was not measured ("no model ran a forward before the script crashed at step 0 (...)")
     reason: str | None = None
-    note_codes: list[str] = field(default_factory=list)  # the info findings among finding_codes: notes, not status
+    note_codes: list[str] = msgspec.field(
+        default_factory=list
+    )  # the info findings among finding_codes: notes, not status
     # skipped because what was measured is too thin to judge (record/inconclusive.py), not because nothing was
     inconclusive: bool = False
 

@@ -12,7 +12,7 @@ to evaluate the others:
 
 from __future__ import annotations
 
-import dataclasses
+import msgspec
 
 from gputriage.findings import Finding, Severity
 from gputriage.record import Run
@@ -79,4 +79,4 @@ def _with_cause(f: Finding, cause: Finding | None) -> Finding:
         f.rank, f.evidence["others_collective_wait_s_per_step"], f.evidence.get("cause_phase"), cause.code
     )
     evidence = {**f.evidence, "cause_code": cause.code}
-    return dataclasses.replace(f, title=title, evidence=evidence, fix=cause.fix or f.fix, where=cause.where)
+    return msgspec.structs.replace(f, title=title, evidence=evidence, fix=cause.fix or f.fix, where=cause.where)

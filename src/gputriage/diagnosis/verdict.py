@@ -4,7 +4,7 @@ unknown."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import msgspec
 
 from gputriage.diagnosis.ladder import rung_one_unjudged
 from gputriage.findings import Finding, Severity
@@ -15,8 +15,7 @@ from gputriage.rules.env_facts import not_rung_one_errors
 from gputriage.wording import counted, numbered
 
 
-@dataclass
-class Verdict:
+class Verdict(msgspec.Struct):
     status: str  # idle | underused | healthy | inconclusive | unknown
     root_cause: str | None
     summary: str

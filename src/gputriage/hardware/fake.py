@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any, TypeVar
+
+import msgspec
 
 T = TypeVar("T")
 
@@ -107,8 +108,7 @@ class FakeClock:
         self.now_s += seconds
 
 
-@dataclass
-class FakeProcess:
+class FakeProcess(msgspec.Struct):
     """A process with a context on a fake GPU, and what /proc would say about it."""
 
     pid: int
@@ -120,8 +120,7 @@ class FakeProcess:
     rank: int | None = None  # RANK in its environment (torchrun)
 
 
-@dataclass
-class FakeMigDevice:
+class FakeMigDevice(msgspec.Struct):
     """A MIG instance handle, as nvmlDeviceGetMigDeviceHandleByIndex returns it."""
 
     parent: FakeDevice
@@ -130,16 +129,17 @@ class FakeMigDevice:
     memory_total_bytes: int
     memory_used_bytes: int = 0
     gpu_instance_id: int = 1
-    not_supported: set[str] = field(default_factory=set)
-    processes: list[FakeProcess] = field(default_factory=list)  # NVML lists an instance's processes on its handle
+    not_supported: set[str] = msgspec.field(default_factory=set)
+    processes: list[FakeProcess] = msgspec.field(
+        default_factory=list
+    )  # NVML lists an instance's processes on its handle
 
     @property
     def lost(self) -> bool:
         return self.parent.lost
 
 
-@dataclass
-class FakeDevice:
+class FakeDevice(msgspec.Struct):
     name: str
     uuid: str
     memory_total_bytes: int
@@ -147,11 +147,11 @@ class FakeDevice:
     pci_bus_id: str = "00000000:00:00.0"
     memory_used_bytes: int = 0
     mig_mode: int = 0
-    mig_uuids: list[str] = field(default_factory=list)
+    mig_uuids: list[str] = msgspec.field(default_factory=list)
     lost: bool = False  # every call on it raises GPU_IS_LOST, as after "fell off the bus" (Xid 79)
     lost_after_s: float | None = None  # becomes lost this many fake seconds after the fake was built
     # nvml function names this device answers with NOT_SUPPORTED (GeForce boards, vGPU, old boards).
-    not_supported: set[str] = field(default_factory=set)
+    not_supported: set[str] = msgspec.field(default_factory=set)
     # Live state. Utilisation repeats `util_pattern`, one value per driver sampling period, from the fake's start.
     util_pattern: tuple[int, ...] = (0,)
     mem_util_pattern: tuple[int, ...] = (0,)
@@ -164,7 +164,7 @@ class FakeDevice:
     clock_event_reasons: int = REASON_GPU_IDLE
     pcie_tx_kb_per_s: int = 0
     pcie_rx_kb_per_s: int = 0
-    processes: list[FakeProcess] = field(default_factory=list)
+    processes: list[FakeProcess] = msgspec.field(default_factory=list)
     # GPM metric id -> value (Hopper and later); None: the board has no GPM (pre-Hopper).
     gpm_metrics: dict[int, float] | None = None
     mig_memory_bytes: int = 0  # each MIG instance's memory size, when mig_uuids are set
@@ -176,14 +176,12 @@ class FakeDevice:
         return self.mem_util_pattern[int(t_s / DRIVER_SAMPLE_PERIOD_S) % len(self.mem_util_pattern)]
 
 
-@dataclass
-class _FakeGpmSample:
+class _FakeGpmSample(msgspec.Struct):
     device: Any = None
     taken_at_s: float | None = None
 
 
-@dataclass
-class _FakeGpmMetric:
+class _FakeGpmMetric(msgspec.Struct):
     metricId: int = 0
     nvmlReturn: int = 0
     value: float = 0.0

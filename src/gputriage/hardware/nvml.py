@@ -11,16 +11,16 @@ import contextlib
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from gputriage import envnames
 from gputriage.errors import InputError
 from gputriage.record.environment import DriverFacts, GpuDevice
 
 
-@dataclass(frozen=True)
-class Unavailable:
+class Unavailable(msgspec.Struct, frozen=True):
     """A metric or call that could not be read, and why (nvitop's NA, with the reason kept)."""
 
     reason: str

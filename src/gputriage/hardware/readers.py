@@ -7,8 +7,9 @@ is marked lost and never queried again (calls on a lost GPU can block for second
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
+
+import msgspec
 
 from gputriage.hardware.nvml import NvmlSession, Unavailable
 from gputriage.record.gpu import GpuSample
@@ -45,15 +46,13 @@ GPM_METRICS_GET_VERSION = 1
 MIG_UTIL_HINT = "not reported for a GPU in MIG mode; DCGM (dcgmi dmon -e 1002) gives per-instance activity"
 
 
-@dataclass
-class ProcessReading:
+class ProcessReading(msgspec.Struct):
     pid: int
     kind: str  # compute | graphics
     used_memory_bytes: int | None
 
 
-@dataclass
-class DeviceProbe:
+class DeviceProbe(msgspec.Struct):
     """One GPU opened for sampling: its handle, its constant facts, and the state its incremental reads keep."""
 
     index: int
@@ -68,7 +67,7 @@ class DeviceProbe:
     mig_mode: bool = False
     lost: bool = False
     error: str | None = None
-    unavailable: dict[str, str] = field(default_factory=dict)
+    unavailable: dict[str, str] = msgspec.field(default_factory=dict)
     util_last_seen_us: int = 0
     proc_util_last_seen_us: int = 0
     gpm_prev: Any = None

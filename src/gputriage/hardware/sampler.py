@@ -16,7 +16,8 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+
+import msgspec
 
 from gputriage.hardware.nvml import NvmlSession, Unavailable
 from gputriage.hardware.procs import ProcessTable, job_role, table_for
@@ -41,8 +42,7 @@ UTIL_BUSY_THRESHOLD_PCT = 50.0  # TensorBoard's profiler plugin flags GPU utilis
 RECENT_UTIL_READINGS = 120  # the size of the driver's own ring: ~20 s at one reading per 1/6 s
 
 
-@dataclass
-class JobSpec:
+class JobSpec(msgspec.Struct):
     """Which PIDs are "the job": a root PID, and whether torchrun sibling ranks count."""
 
     root_pid: int | None = None
@@ -50,8 +50,7 @@ class JobSpec:
     root_role: str = "main"
 
 
-@dataclass
-class _Running:
+class _Running(msgspec.Struct):
     n: int = 0
     total: float = 0.0
     peak: float | None = None
@@ -67,8 +66,7 @@ class _Running:
         return round(self.total / self.n, 2) if self.n else None
 
 
-@dataclass
-class _UtilCounter:
+class _UtilCounter(msgspec.Struct):
     n: int = 0
     total: float = 0.0
     zero: int = 0
@@ -85,33 +83,32 @@ class _UtilCounter:
         self.below += pct < UTIL_BUSY_THRESHOLD_PCT
 
 
-@dataclass
-class _TrackBuilder:
+class _TrackBuilder(msgspec.Struct):
     """Everything one GPU accumulates over the window."""
 
     probe: DeviceProbe
     cuda_index: int | None
     max_samples: int
-    samples: list[GpuSample] = field(default_factory=list)
+    samples: list[GpuSample] = msgspec.field(default_factory=list)
     stride: int = 1
     ticks: int = 0
     first_t_s: float | None = None
     last_t_s: float | None = None
-    polled_util: _UtilCounter = field(default_factory=_UtilCounter)
-    history_util: _UtilCounter = field(default_factory=_UtilCounter)
-    memory: _Running = field(default_factory=_Running)
-    job_memory: _Running = field(default_factory=_Running)
-    power: _Running = field(default_factory=_Running)
-    temperature: _Running = field(default_factory=_Running)
-    sm_clock: _Running = field(default_factory=_Running)
-    gpm: dict[str, _Running] = field(default_factory=dict)
-    pcie_tx: _Running = field(default_factory=_Running)
-    pcie_rx: _Running = field(default_factory=_Running)
+    polled_util: _UtilCounter = msgspec.field(default_factory=_UtilCounter)
+    history_util: _UtilCounter = msgspec.field(default_factory=_UtilCounter)
+    memory: _Running = msgspec.field(default_factory=_Running)
+    job_memory: _Running = msgspec.field(default_factory=_Running)
+    power: _Running = msgspec.field(default_factory=_Running)
+    temperature: _Running = msgspec.field(default_factory=_Running)
+    sm_clock: _Running = msgspec.field(default_factory=_Running)
+    gpm: dict[str, _Running] = msgspec.field(default_factory=dict)
+    pcie_tx: _Running = msgspec.field(default_factory=_Running)
+    pcie_rx: _Running = msgspec.field(default_factory=_Running)
     throttle_ticks: int = 0
-    throttle_counts: dict[str, int] = field(default_factory=dict)
-    processes: dict[int, GpuProcess] = field(default_factory=dict)
-    process_util: dict[int, _Running] = field(default_factory=dict)
-    recent_util: deque[float] = field(default_factory=lambda: deque(maxlen=RECENT_UTIL_READINGS))
+    throttle_counts: dict[str, int] = msgspec.field(default_factory=dict)
+    processes: dict[int, GpuProcess] = msgspec.field(default_factory=dict)
+    process_util: dict[int, _Running] = msgspec.field(default_factory=dict)
+    recent_util: deque[float] = msgspec.field(default_factory=lambda: deque(maxlen=RECENT_UTIL_READINGS))
 
     def add_sample(self, sample: GpuSample) -> None:
         self.ticks += 1
@@ -374,7 +371,7 @@ def _track(b: _TrackBuilder) -> GpuTrack:
     for pid, proc in b.processes.items():
         util = b.process_util.get(pid)
         # A copy: the sampler keeps updating its own while the caller reads this one.
-        processes.append(replace(proc, sm_util_pct=util.mean() if util else None))
+        processes.append(msgspec.structs.replace(proc, sm_util_pct=util.mean() if util else None))
     track.processes = sorted(processes, key=lambda q: (-(q.used_memory_bytes or 0), q.pid))
     return track
 

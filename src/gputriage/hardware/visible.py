@@ -12,11 +12,10 @@ CUDA's rules, as the CUDA C Programming Guide and the MIG user guide give them:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import msgspec
 
 
-@dataclass(frozen=True)
-class NvmlIdentity:
+class NvmlIdentity(msgspec.Struct, frozen=True):
     """What the mapping needs to know of one NVML device."""
 
     index: int
@@ -25,18 +24,16 @@ class NvmlIdentity:
     mig_uuids: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
-class VisibleDevice:
+class VisibleDevice(msgspec.Struct, frozen=True):
     cuda_index: int
     nvml_index: int
     mig_uuid: str | None = None
 
 
-@dataclass
-class Visibility:
-    devices: list[VisibleDevice] = field(default_factory=list)
+class Visibility(msgspec.Struct):
+    devices: list[VisibleDevice] = msgspec.field(default_factory=list)
     # Entries CUDA ignores, with why: ["7 (no such GPU)", "GPU-dead (matches no GPU)"].
-    ignored: list[str] = field(default_factory=list)
+    ignored: list[str] = msgspec.field(default_factory=list)
     note: str | None = None  # a caveat on the mapping (order), when one applies
 
     def for_nvml(self, nvml_index: int) -> VisibleDevice | None:

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import msgspec
 
 from gputriage.record.steps import stand_in_within
 
 
-@dataclass
-class OpStat:
+class OpStat(msgspec.Struct):
     """One operator on one device inside the probe window, with the user line that issued most of it."""
 
     name: str  # aten op, e.g. "aten.addmm"
@@ -18,8 +17,7 @@ class OpStat:
     where: str | None = None
 
 
-@dataclass
-class HostSync:
+class HostSync(msgspec.Struct):
     """A place in the user's code where the host waited for the device."""
 
     kind: str  # item | cpu | tolist | print | to-cpu | scalar (bool()/int()/float() of a tensor) | nonzero | cuda-sync
@@ -37,33 +35,31 @@ class HostSync:
     steps: int = 0
 
 
-@dataclass
-class MixedDeviceOp:
+class MixedDeviceOp(msgspec.Struct):
     """An op that met a CPU tensor (not a 0-d scalar) next to tensors on the expected device: on CUDA, a crash."""
 
     name: str  # aten op, e.g. "aten.embedding"
     device: str  # the device of the other operands
-    cpu_shape: list[int] = field(default_factory=list)
+    cpu_shape: list[int] = msgspec.field(default_factory=list)
     count: int = 0  # inside the probe window
     where: str | None = None  # the user's line that called the op
     cpu_tensor_where: str | None = None  # the user's line that made the CPU tensor inside a forward, when seen
 
 
-@dataclass
-class ComputeSection:
+class ComputeSection(msgspec.Struct):
     # device type -> ops counted in the probe window
-    ops_per_device: dict[str, int] = field(default_factory=dict)
+    ops_per_device: dict[str, int] = msgspec.field(default_factory=dict)
     # device type -> host time spent inside those ops; ops whose tensors are all 0-d scalars are counted apart,
     # because optimizers keep their step counters as CPU scalars on purpose
-    op_time_s_per_device: dict[str, float] = field(default_factory=dict)
+    op_time_s_per_device: dict[str, float] = msgspec.field(default_factory=dict)
     scalar_cpu_ops: int = 0
     window_steps: int = 0  # steps the census covered
     window_wall_s: float = 0.0  # wall time of those steps
     # On a stand-in device: the part of window_wall_s spent computing its ops (see Step.stand_in_s); None otherwise
     window_stand_in_s: float | None = None
-    top_cpu_ops: list[OpStat] = field(default_factory=list)
-    syncs: list[HostSync] = field(default_factory=list)
-    mixed_device_ops: list[MixedDeviceOp] = field(default_factory=list)
+    top_cpu_ops: list[OpStat] = msgspec.field(default_factory=list)
+    syncs: list[HostSync] = msgspec.field(default_factory=list)
+    mixed_device_ops: list[MixedDeviceOp] = msgspec.field(default_factory=list)
     sync_debug_mode: bool = False  # torch.cuda.set_sync_debug_mode("warn") was on during the window
 
     def measured_rungs(self) -> set[int]:

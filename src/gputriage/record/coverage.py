@@ -13,8 +13,9 @@ train.py:237)").
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+import msgspec
 
 from gputriage.record.device import NOT_ACCELERATORS, device_type, is_preflight, judged_device
 from gputriage.record.inconclusive import Inconclusive
@@ -58,8 +59,7 @@ def _default_reason(run: Run, rung: int) -> str:
     return _DEFAULT_REASONS[rung]
 
 
-@dataclass(frozen=True)
-class RungCoverage:
+class RungCoverage(msgspec.Struct, frozen=True):
     rung: int
     measured: bool
     reason: str | None = None  # why not measured; None when measured

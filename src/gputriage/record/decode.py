@@ -16,7 +16,7 @@ how they are read without blocking, is `gputriage.outdir`.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
+import inspect
 import math
 import operator
 import re
@@ -288,11 +288,19 @@ def _flat_layout(items: list[Any] | tuple[Any, ...]) -> dict[str, str] | None:
 
 
 def _layout(kind: type) -> dict[str, str] | None:
-    """Each field of a dataclass with how it is checked; None for a type that is not a dataclass."""
+    """Each field of a record class with how it is checked; None for a type that is not one."""
     if kind not in _LAYOUTS:
-        fields = dataclasses.fields(kind) if dataclasses.is_dataclass(kind) else None
-        _LAYOUTS[kind] = None if fields is None else {f.name: _field_kind(f.type) for f in fields}
+        _LAYOUTS[kind] = None if not issubclass(kind, msgspec.Struct) else _kinds_of_fields(kind)
     return _LAYOUTS[kind]
+
+
+def _kinds_of_fields(kind: type[msgspec.Struct]) -> dict[str, str]:
+    # The annotations as written (strings here), a base class's fields included: resolving them would import what
+    # only a type checker needs.
+    written: dict[str, object] = {}
+    for klass in reversed(kind.__mro__):
+        written.update(inspect.get_annotations(klass))
+    return {name: _field_kind(written[name]) for name in kind.__struct_fields__}
 
 
 def _field_kind(annotation: object) -> str:

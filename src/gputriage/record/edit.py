@@ -6,12 +6,12 @@ layer, because both sides use it and it is plain data that round-trips through r
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
+import msgspec
 
-@dataclass(frozen=True)
-class Edit:
+
+class Edit(msgspec.Struct, frozen=True):
     path: str  # as `where` writes it
     line: int  # first line of the file that `old` covers
     old: tuple[str, ...]  # the file's lines as the run recorded them

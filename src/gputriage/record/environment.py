@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import msgspec
 
 
-@dataclass
-class TorchFacts:
+class TorchFacts(msgspec.Struct):
     installed: bool | None = None  # None: the pasted text does not say
     version: str | None = None
     cuda_version: str | None = None  # torch.version.cuda: the CUDA runtime torch was built with
@@ -23,7 +22,7 @@ class TorchFacts:
     cuda_version_inferred_from: str | None = None  # set when cuda_version was not read but looked up (a pip command)
     cpuonly_package: bool | None = None  # conda's `cpuonly` package, which pins every later solve to CPU builds
     install_command: str | None = None  # the install command seen in a pasted text
-    other_accelerators: dict[str, bool] = field(default_factory=dict)  # mps / xpu -> available
+    other_accelerators: dict[str, bool] = msgspec.field(default_factory=dict)  # mps / xpu -> available
     # Another library that initialised the device before torch in the same process (cupy, ...), when shown.
     init_conflict: str | None = None
     probe_mode: str | None = None  # subprocess | in-process | text
@@ -31,16 +30,17 @@ class TorchFacts:
     cpu_build_evidence: str | None = None
     # The text that shows torch did use the GPU (an out-of-memory error on GPU 0, a tensor on cuda:0).
     gpu_use_evidence: str | None = None
-    companions: dict[str, str] = field(default_factory=dict)  # torchvision / torchaudio / xformers -> version seen
+    companions: dict[str, str] = msgspec.field(
+        default_factory=dict
+    )  # torchvision / torchaudio / xformers -> version seen
     # Other torch builds the report names ("swapped 2.9.1+cu128 for 2.9.0+cpu"), besides `version`.
-    other_versions: list[str] = field(default_factory=list)
+    other_versions: list[str] = msgspec.field(default_factory=list)
     # A pasted report where another session answers is_available() True (another container, before / after a
     # change): which torch answered it, "unknown" when that session did not print its version.
     available_elsewhere: str | None = None
 
 
-@dataclass
-class GpuDevice:
+class GpuDevice(msgspec.Struct):
     index: int
     name: str
     uuid: str | None = None
@@ -49,26 +49,24 @@ class GpuDevice:
     pci_bus_id: str | None = None
     mig_mode: bool | None = None
     error: str | None = None  # NVML's reason when the device answers nothing (e.g. "GPU is lost")
-    mig_uuids: list[str] = field(default_factory=list)  # "MIG-..." of its MIG instances, when MIG is on
+    mig_uuids: list[str] = msgspec.field(default_factory=list)  # "MIG-..." of its MIG instances, when MIG is on
     # Where the device was seen: nvml | nvidia-smi | collect_env | torch-warning | text
     source: str | None = None
     unsupported_by_torch: bool | None = None  # torch's own warning said this GPU is not supported by the build
     compute_mode: str | None = None  # Default | Exclusive_Process | Prohibited, when shown
 
 
-@dataclass
-class DriverFacts:
+class DriverFacts(msgspec.Struct):
     nvml_loaded: bool | None = None
     nvml_error: str | None = None  # e.g. "Driver/library version mismatch"
     driver_version: str | None = None  # "535.104.05"
     cuda_driver_version: str | None = None  # the highest CUDA the driver supports, "12.2"
-    devices: list[GpuDevice] = field(default_factory=list)
+    devices: list[GpuDevice] = msgspec.field(default_factory=list)
     # A pasted nvidia-smi said "No devices were found" (a positive "no GPU", unlike a missing fact).
     no_devices_reported: bool | None = None
 
 
-@dataclass
-class HostFacts:
+class HostFacts(msgspec.Struct):
     python_version: str | None = None
     platform: str | None = None
     in_container: bool | None = None
@@ -83,7 +81,7 @@ class HostFacts:
     container_gpu_requested: bool | None = None
     cuda_toolkit_version: str | None = None  # nvcc / "CUDA runtime version" of collect_env: NOT what torch uses
     # A pasted report's other signs about the hardware (the probe leaves these None).
-    other_gpus: list[str] = field(default_factory=list)  # non-NVIDIA graphics named ("Mesa Intel Xe Graphics")
+    other_gpus: list[str] = msgspec.field(default_factory=list)  # non-NVIDIA graphics named ("Mesa Intel Xe Graphics")
     no_gpu_stated: bool | None = None  # the reporter says the machine has no (NVIDIA) GPU
     runtime: str | None = None  # a hosted runtime named in the text: colab | kaggle
     nvidia_smi_missing: bool | None = None  # "nvidia-smi: command not found" where it was run
@@ -98,8 +96,7 @@ class HostFacts:
     secure_boot: bool | None = None  # the kernel says Secure Boot is enabled (it refuses unsigned modules)
 
 
-@dataclass
-class ErrorSeen:
+class ErrorSeen(msgspec.Struct):
     """An error text of the catalogue (gputriage.data.error_signatures) found in a pasted report."""
 
     key: str  # the signature's id ("cuda-804")
@@ -108,16 +105,15 @@ class ErrorSeen:
     cuda_error: int | None = None
 
 
-@dataclass
-class Environment:
+class Environment(msgspec.Struct):
     source: str = "probe"  # probe | text
-    torch: TorchFacts = field(default_factory=TorchFacts)
-    driver: DriverFacts = field(default_factory=DriverFacts)
-    host: HostFacts = field(default_factory=HostFacts)
-    env_vars: dict[str, str] = field(default_factory=dict)
+    torch: TorchFacts = msgspec.field(default_factory=TorchFacts)
+    driver: DriverFacts = msgspec.field(default_factory=DriverFacts)
+    host: HostFacts = msgspec.field(default_factory=HostFacts)
+    env_vars: dict[str, str] = msgspec.field(default_factory=dict)
     # Facts that could not be told (from a pasted text, or a probe that failed), as sentences.
-    unknown: list[str] = field(default_factory=list)
-    errors: list[ErrorSeen] = field(default_factory=list)  # error texts of a pasted report, in order
+    unknown: list[str] = msgspec.field(default_factory=list)
+    errors: list[ErrorSeen] = msgspec.field(default_factory=list)  # error texts of a pasted report, in order
 
     def measured_rungs(self) -> set[int]:
         return {1}

@@ -7,11 +7,10 @@ is None in the samples, with its reason in `GpuTrack.unavailable` ("power_w": "N
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import msgspec
 
 
-@dataclass
-class GpuSample:
+class GpuSample(msgspec.Struct):
     t_s: float  # seconds since the run (or the watch) started
     gpu_util_pct: float | None = None  # NVML "utilization": share of time at least one kernel ran
     mem_util_pct: float | None = None  # share of time device memory was read or written
@@ -31,8 +30,7 @@ class GpuSample:
     dram_active_pct: float | None = None
 
 
-@dataclass
-class GpuProcess:
+class GpuProcess(msgspec.Struct):
     """A process with a context on the GPU, as NVML lists it (memory is the largest seen during the run)."""
 
     pid: int
@@ -46,8 +44,7 @@ class GpuProcess:
     last_seen_s: float | None = None
 
 
-@dataclass
-class GpuSummary:
+class GpuSummary(msgspec.Struct):
     """Statistics over every tick of the window (not just the kept samples)."""
 
     sample_count: int = 0
@@ -65,7 +62,7 @@ class GpuSummary:
     temperature_max_c: int | None = None
     sm_clock_mean_mhz: float | None = None
     # Share of ticks (in %) each clock-event reason was active, e.g. {"power_cap": 62.5}.
-    throttle_pct_of_samples: dict[str, float] = field(default_factory=dict)
+    throttle_pct_of_samples: dict[str, float] = msgspec.field(default_factory=dict)
     sm_active_mean_pct: float | None = None
     sm_occupancy_mean_pct: float | None = None
     tensor_active_mean_pct: float | None = None
@@ -74,8 +71,7 @@ class GpuSummary:
     pcie_rx_mean_bytes_per_s: float | None = None
 
 
-@dataclass
-class GpuTrack:
+class GpuTrack(msgspec.Struct):
     index: int  # NVML index
     name: str | None = None
     cuda_index: int | None = None  # the index this job's CUDA sees (through CUDA_VISIBLE_DEVICES), None if hidden
@@ -86,26 +82,25 @@ class GpuTrack:
     max_sm_clock_mhz: int | None = None
     lost: bool = False  # "GPU is lost": fell off the bus (Xid 79) before or during the window
     error: str | None = None  # why this device answered nothing
-    unavailable: dict[str, str] = field(default_factory=dict)  # metric -> reason
-    samples: list[GpuSample] = field(default_factory=list)
+    unavailable: dict[str, str] = msgspec.field(default_factory=dict)  # metric -> reason
+    samples: list[GpuSample] = msgspec.field(default_factory=list)
     # The driver's latest utilisation readings (nvmlDeviceGetSamples, one per ~1/6 s, oldest first): the last ~20 s
     # at full resolution, which a one-shot `watch --once` has no ticks for.
-    util_recent_pct: list[float] = field(default_factory=list)
-    summary: GpuSummary = field(default_factory=GpuSummary)
-    processes: list[GpuProcess] = field(default_factory=list)
+    util_recent_pct: list[float] = msgspec.field(default_factory=list)
+    summary: GpuSummary = msgspec.field(default_factory=GpuSummary)
+    processes: list[GpuProcess] = msgspec.field(default_factory=list)
 
 
-@dataclass
-class GpuSection:
+class GpuSection(msgspec.Struct):
     available: bool = False
     unavailable_reason: str | None = None
     driver_version: str | None = None
     source: str = "nvml"  # nvml | fake:<scenario> (tests, docs)
     interval_s: float | None = None  # cheap metrics
     process_interval_s: float | None = None  # process lists, PCIe
-    job_pids: list[int] = field(default_factory=list)
+    job_pids: list[int] = msgspec.field(default_factory=list)
     cuda_visible_devices: str | None = None
-    devices: list[GpuTrack] = field(default_factory=list)
+    devices: list[GpuTrack] = msgspec.field(default_factory=list)
 
     def measured_rungs(self) -> set[int]:
         """Rung 5 when NVML gave at least one utilisation reading of a GPU."""

@@ -6,9 +6,10 @@ merge is the `--out` folder protocol (`gputriage.outdir`); who merges when is `g
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
+
+import msgspec
 
 from gputriage import outdir
 from gputriage.errors import InputError
@@ -41,7 +42,7 @@ def _rank_of(run: Run) -> int:
 def rank_view(rec: Run) -> RankInfo:
     """The rank's info with its sections moved in, slimmed for the merged view."""
     assert rec.rank_info is not None
-    info = dataclasses.replace(rec.rank_info)
+    info = msgspec.structs.replace(rec.rank_info)
     info.copy_sections_from(rec)
     info.gpu = own_gpu_tracks(info)
     if info.steps is not None:
@@ -99,13 +100,13 @@ def own_gpu_tracks(info: RankInfo, keep_samples: bool = False) -> GpuSection | N
     keep_all = info.local_rank in (0, None)
     own_index = cuda_index(info.device)
     tracks = [
-        track if keep_samples else dataclasses.replace(track, samples=[])
+        track if keep_samples else msgspec.structs.replace(track, samples=[])
         for track in info.gpu.devices
         if keep_all
         or (info.device_uuid is not None and track.uuid == info.device_uuid)
         or (info.device_uuid is None and own_index is not None and track.cuda_index == own_index)
     ]
-    return dataclasses.replace(info.gpu, devices=tracks)
+    return msgspec.structs.replace(info.gpu, devices=tracks)
 
 
 def cuda_index(device: str | None) -> int | None:
@@ -133,12 +134,11 @@ def rank_run(merged: Run, info: RankInfo) -> Run:
 
 
 # --- reading rank records from folders -------------------------------------------------------------------------------
-@dataclasses.dataclass
-class _Job:
+class _Job(msgspec.Struct):
     """The records of one job seen so far while streaming rank files (memory: slim views, one full record)."""
 
     first: Run | None = None  # the lowest rank's full record: the merged report's top level
-    views: dict[int, tuple[float, RankInfo]] = dataclasses.field(default_factory=dict)
+    views: dict[int, tuple[float, RankInfo]] = msgspec.field(default_factory=dict)
     newest_s: float = 0.0
 
     def add(self, run: Run) -> None:

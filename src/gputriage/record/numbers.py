@@ -19,14 +19,14 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+
+import msgspec
 
 from gputriage.record.gpu import GpuTrack
 from gputriage.record.steps import WARMUP_STEPS, Step, steady_steps
 
 
-@dataclass(frozen=True)
-class PartSpec:
+class PartSpec(msgspec.Struct, frozen=True):
     key: str
     label: str  # the arrow's words in the sequence diagram
     detail: str  # what it covers
@@ -45,8 +45,7 @@ PARTS: tuple[PartSpec, ...] = (
 PART_KEYS = tuple(p.key for p in PARTS)
 
 
-@dataclass(frozen=True)
-class StepWindow:
+class StepWindow(msgspec.Struct, frozen=True):
     """Which steps a number rests on."""
 
     recorded: int  # steps the record holds
@@ -65,8 +64,7 @@ class StepWindow:
         return f"{span} ({self.count} {noun}{warm})"
 
 
-@dataclass(frozen=True)
-class Part:
+class Part(msgspec.Struct, frozen=True):
     key: str
     label: str
     detail: str
@@ -74,8 +72,7 @@ class Part:
     share_pct: float  # of the step's wall time, rounded to 0.1; the parts add up to 100.0
 
 
-@dataclass(frozen=True)
-class StepNumbers:
+class StepNumbers(msgspec.Struct, frozen=True):
     window: StepWindow
     step_time_s: float  # mean wall time per step over the window
     parts: tuple[Part, ...]
@@ -203,8 +200,7 @@ BOOTSTRAP_CONFIDENCE = 0.90
 BOOTSTRAP_SEED = 20240611
 
 
-@dataclass(frozen=True)
-class Interval:
+class Interval(msgspec.Struct, frozen=True):
     low: float
     high: float
 

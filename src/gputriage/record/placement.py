@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import msgspec
 
 
-@dataclass
-class StrayPart:
+class StrayPart(msgspec.Struct):
     """A piece of a model that sits on another device than the rest of the job expects.
 
     `path` is the qualified name inside the model ("head", "encoder.mask"); `kind` says what it is, because the fix
@@ -25,39 +24,36 @@ class StrayPart:
     created_in_forward: bool = False
 
 
-@dataclass
-class ModelInfo:
+class ModelInfo(msgspec.Struct):
     """The top-level model, as seen by the first forward pre-hook."""
 
     name: str  # class name, e.g. "ResNet"
     parameter_count: int = 0
     # device -> number of parameter and buffer elements there
-    devices: dict[str, int] = field(default_factory=dict)
+    devices: dict[str, int] = msgspec.field(default_factory=dict)
     where: str | None = None  # file:line where the model was built or moved
     moved_to: str | None = None  # the device of the last `.to()` / `.cuda()` on the model, if any
     moved_where: str | None = None  # file:line of that call
     called_where: str | None = None  # file:line of the first forward call
     # Submodules, parameters, buffers and plain tensor attributes away from the expected device (at most a few dozen)
-    stray: list[StrayPart] = field(default_factory=list)
+    stray: list[StrayPart] = msgspec.field(default_factory=list)
 
 
-@dataclass
-class TensorSeen:
+class TensorSeen(msgspec.Struct):
     """A tensor entering the model or the loss at the first steps."""
 
     role: str  # input (into the model) | prediction (first loss argument) | label (other loss arguments)
     device: str
-    shape: list[int] = field(default_factory=list)
+    shape: list[int] = msgspec.field(default_factory=list)
     dtype: str | None = None
     target: str | None = None  # the module class or loss function it entered, e.g. "Net", "cross_entropy"
     argument: str | None = None  # "args[0]", "target"
     where: str | None = None  # file:line of the call in the user's code
 
 
-@dataclass
-class PlacementSection:
-    models: list[ModelInfo] = field(default_factory=list)
-    tensors: list[TensorSeen] = field(default_factory=list)
+class PlacementSection(msgspec.Struct):
+    models: list[ModelInfo] = msgspec.field(default_factory=list)
+    tensors: list[TensorSeen] = msgspec.field(default_factory=list)
     steps_watched: int = 0  # how many steps the placement hooks watched
 
     def measured_rungs(self) -> set[int]:

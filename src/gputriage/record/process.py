@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import msgspec
 
 
-@dataclass
-class ProcessSection:
+class ProcessSection(msgspec.Struct):
     exit_code: int | None = None
     exception_type: str | None = None
     exception_message: str | None = None

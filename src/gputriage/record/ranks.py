@@ -7,13 +7,12 @@ report holds every rank's evidence and the rules can be re-run per rank on a sav
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import msgspec
 
 from gputriage.record.sections import Sections
 
 
-@dataclass
-class NodeGpuProcess:
+class NodeGpuProcess(msgspec.Struct):
     """One process that NVML lists on a GPU of this rank's node (nvmlDeviceGetComputeRunningProcesses)."""
 
     gpu_index: int  # NVML index (physical, not CUDA_VISIBLE_DEVICES-relative)
@@ -22,8 +21,7 @@ class NodeGpuProcess:
     used_memory_bytes: int | None = None
 
 
-@dataclass
-class ModelWrap:
+class ModelWrap(msgspec.Struct):
     """How the model was wrapped for data parallelism, seen at the wrapper's constructor."""
 
     kind: str  # ddp | dataparallel
@@ -34,8 +32,7 @@ class ModelWrap:
     where: str | None = None  # file:line of the wrapper's construction in the user's code
 
 
-@dataclass
-class RankLoader:
+class RankLoader(msgspec.Struct):
     """A DataLoader this rank iterated, with the numbers that show whether it shards the dataset."""
 
     sampler_class: str | None = None
@@ -48,8 +45,7 @@ class RankLoader:
     where: str | None = None  # file:line where the user's loop iterates it
 
 
-@dataclass
-class CollectiveEvent:
+class CollectiveEvent(msgspec.Struct):
     """One collective that this rank waited on, timed on the host (never issued by gputriage)."""
 
     op: str  # all_reduce | barrier | ... | ddp_allreduce (DDP's gradient buckets, last bucket of a backward)
@@ -57,18 +53,16 @@ class CollectiveEvent:
     wait_s: float  # how long this rank was blocked in it
 
 
-@dataclass
-class CollectiveStats:
+class CollectiveStats(msgspec.Struct):
     calls: int = 0  # every collective call seen, including async ones
     wait_s: float = 0.0  # total time blocked in synchronous collectives and in DDP's gradient all-reduce
     ddp_timed: bool = False  # DDP's gradient all-reduce was timed through a comm hook
     ddp_untimed_reason: str | None = None  # why it was not (e.g. the user registered their own comm hook)
-    events: list[CollectiveEvent] = field(default_factory=list)  # capped; the totals above are not
+    events: list[CollectiveEvent] = msgspec.field(default_factory=list)  # capped; the totals above are not
     events_dropped: int = 0
 
 
-@dataclass
-class RankInfo(Sections):
+class RankInfo(Sections, kw_only=True):
     """One rank of a distributed job. Its evidence sections (see `Sections`) are filled only in the merged view:
     a rank's own record keeps them at the top level of its Run, and the merge moves them in here."""
 
@@ -90,32 +84,33 @@ class RankInfo(Sections):
     cuda_device_count: int | None = None  # GPUs this rank can see
     cuda_visible_devices: str | None = None
     # torch's caching allocator: bytes reserved per device by this rank ("cuda:0" -> bytes).
-    cuda_reserved_bytes: dict[str, int] = field(default_factory=dict)
+    cuda_reserved_bytes: dict[str, int] = msgspec.field(default_factory=dict)
     # NVML: every compute process on this node's GPUs, read once when the rank finished.
     gpu_processes: list[NodeGpuProcess] | None = None
     gpu_processes_unavailable: str | None = None
     wrap: ModelWrap | None = None
-    loaders: list[RankLoader] = field(default_factory=list)
-    collectives: CollectiveStats = field(default_factory=CollectiveStats)
+    loaders: list[RankLoader] = msgspec.field(default_factory=list)
+    collectives: CollectiveStats = msgspec.field(default_factory=CollectiveStats)
     # file:line of torch.load calls without map_location (they load tensors onto the device they were saved from).
-    load_without_map_location: list[str] = field(default_factory=list)
+    load_without_map_location: list[str] = msgspec.field(default_factory=list)
 
 
-@dataclass
-class RanksSection:
+class RanksSection(msgspec.Struct):
     """The merged view of several rank records (filled by the merge step, never by a collective)."""
 
     world_size: int = 0
-    ranks: list[RankInfo] = field(default_factory=list)
-    missing: list[int] = field(default_factory=list)  # ranks of the job that left no record (killed hard)
+    ranks: list[RankInfo] = msgspec.field(default_factory=list)
+    missing: list[int] = msgspec.field(default_factory=list)  # ranks of the job that left no record (killed hard)
     job_id: str | None = None
-    nodes: list[str] = field(default_factory=list)
-    sources: list[str] = field(default_factory=list)  # the folders the records were read from
-    unreadable: list[str] = field(default_factory=list)  # rank files that could not be read (named, not guessed)
-    unreadable_reasons: dict[str, str] = field(default_factory=dict)  # each of them -> why, in one line
+    nodes: list[str] = msgspec.field(default_factory=list)
+    sources: list[str] = msgspec.field(default_factory=list)  # the folders the records were read from
+    unreadable: list[str] = msgspec.field(
+        default_factory=list
+    )  # rank files that could not be read (named, not guessed)
+    unreadable_reasons: dict[str, str] = msgspec.field(default_factory=dict)  # each of them -> why, in one line
     # records of other jobs found beside this one (a reused --out, or folders of two jobs named together): one line
     # each, never merged into this job's report
-    other_jobs: list[str] = field(default_factory=list)
+    other_jobs: list[str] = msgspec.field(default_factory=list)
 
     def measured_rungs(self) -> set[int]:
         return set()  # the merged view; its top level carries the first rank's sections

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -16,8 +15,7 @@ from gputriage.record.sections import Sections
 RUN_SCHEMA = "gputriage.run/1"
 
 
-@dataclass
-class Run(Sections):
+class Run(Sections, kw_only=True):
     """Everything one command measured: its evidence sections (see `Sections`), and what the run was about.
 
     Which sections are present decides which rungs of the ladder are "measured" rather than "skipped".
@@ -25,8 +23,8 @@ class Run(Sections):
 
     command: str  # env | run | trace | watch | demo | report
     schema: str = RUN_SCHEMA
-    created_at_s: float = field(default_factory=time.time)
-    argv: list[str] = field(default_factory=list)
+    created_at_s: float = msgspec.field(default_factory=time.time)
+    argv: list[str] = msgspec.field(default_factory=list)
     # --expect-device as the user gave it ("cuda:1"); None: not given. Ask `record.device.judged_device(run)` which
     # device the run is judged for.
     expect_device: str | None = None

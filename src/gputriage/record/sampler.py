@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+
+import msgspec
 
 from gputriage.record.steps import Step
 
@@ -25,14 +26,13 @@ MAX_LINES = 40
 STAND_IN_SPIKE_CAP = 2.0
 
 
-@dataclass
-class SampledLine:
+class SampledLine(msgspec.Struct):
     where: str  # file:line of the user's code
     function: str | None = None  # qualified name of the function the line is in, e.g. "main"
     samples: int = 0  # samples inside steps with this line on the stack
     time_s: float = 0.0  # the time those samples stand for
     busy_s: float = 0.0  # of it, time the thread was busy (running or runnable, not blocked)
-    phase_s: dict[str, float] = field(default_factory=dict)  # step part -> time on the stack
+    phase_s: dict[str, float] = msgspec.field(default_factory=dict)  # step part -> time on the stack
     # busy, in the step's "other" part, not inside torch's own Python: CPU work no probe attributed
     other_busy_s: float = 0.0
     self_s: float = 0.0  # time as the innermost line of the user's code
@@ -40,8 +40,7 @@ class SampledLine:
     library: str | None = None  # what ran at the top of the stack most often below it: numpy, PIL, torch, python
 
 
-@dataclass
-class SamplerSection:
+class SamplerSection(msgspec.Struct):
     interval_s: float = 0.0  # aimed-at time between samples
     first_step: int | None = None
     last_step: int | None = None  # the last step sampled (inclusive)
@@ -49,12 +48,12 @@ class SamplerSection:
     samples: int = 0  # samples taken inside those steps
     time_s: float = 0.0  # the time they stand for
     busy_s: float = 0.0
-    phase_s: dict[str, float] = field(default_factory=dict)  # step part -> time
+    phase_s: dict[str, float] = msgspec.field(default_factory=dict)  # step part -> time
     busy_clock: bool = False  # the thread's busy clock was readable (else all time counts as busy)
     # On a preflight's stand-in: the host time its ops took to compute inside the window, which a GPU does not spend
     # on the host (see host_share_pct)
     stand_in_s: float | None = None
-    lines: list[SampledLine] = field(default_factory=list)  # the lines with the most time, at most MAX_LINES
+    lines: list[SampledLine] = msgspec.field(default_factory=list)  # the lines with the most time, at most MAX_LINES
 
     def measured_rungs(self) -> set[int]:
         return set()  # evidence for rung 4's CPU work in the step, next to the op census that measures the rung

@@ -9,10 +9,10 @@ measure, each with its reason); `record/coverage.py` turns them into the ladder'
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Protocol
+
+import msgspec
 
 from gputriage.record.compute import ComputeSection
 from gputriage.record.environment import Environment
@@ -38,8 +38,7 @@ class Section(Protocol):
         ...
 
 
-@dataclass(kw_only=True)
-class Sections:
+class Sections(msgspec.Struct, kw_only=True):
     """A section is None when the command did not measure it."""
 
     environment: Environment | None = None
@@ -65,4 +64,4 @@ class Sections:
             setattr(self, name, getattr(other, name))
 
 
-SECTION_NAMES: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(Sections))
+SECTION_NAMES: tuple[str, ...] = Sections.__struct_fields__

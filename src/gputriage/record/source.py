@@ -13,7 +13,7 @@ Bounded: at most MAX_SNIPPETS snippets of at most MAX_SNIPPET_LINES lines each.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import msgspec
 
 MAX_SNIPPETS = 48
 MAX_SNIPPET_LINES = 200
@@ -21,8 +21,7 @@ WINDOW_LINES = 30  # on each side of the line, when the enclosing function is lo
 MAX_DEVICE_LINES = 12  # device assignments kept per file
 
 
-@dataclass
-class SourceSnippet:
+class SourceSnippet(msgspec.Struct):
     path: str  # as the `where` strings write it: relative to the working directory when below it
     first_line: int  # 1-based number of the first line of `text`
     text: str
@@ -42,9 +41,8 @@ class SourceSnippet:
         return self.text.split("\n")[number - self.first_line]
 
 
-@dataclass
-class SourceSection:
-    snippets: list[SourceSnippet] = field(default_factory=list)
+class SourceSection(msgspec.Struct):
+    snippets: list[SourceSnippet] = msgspec.field(default_factory=list)
 
     def measured_rungs(self) -> set[int]:
         return set()  # it measures nothing: it lets the fixes speak the user's code

@@ -8,7 +8,7 @@ with their lines, because control flow that depends on them may differ from a re
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import msgspec
 
 PREFLIGHT_LABEL = "preflight on a stand-in device"
 # What a preflight judges and what it cannot, in the words every renderer shows.
@@ -22,8 +22,7 @@ PREFLIGHT_CANNOT = (
 )
 
 
-@dataclass
-class PlaceholderSite:
+class PlaceholderSite(msgspec.Struct):
     """A line of the user's code that read a tensor holding no values, and got a placeholder."""
 
     kind: str  # scalar (.item(), bool(), float(), int()) | cpu (.cpu(), .tolist(), .to("cpu"))
@@ -32,22 +31,21 @@ class PlaceholderSite:
     count: int = 0
 
 
-@dataclass
-class StandInSection:
+class StandInSection(msgspec.Struct):
     preflight: bool  # True: run --preflight; False: the meta stand-in of --expect-device meta
     label: str | None = None  # "preflight on a stand-in device" for a preflight
     simulated: str | None = None  # the device type the script sees ("cuda")
     backing: str = "meta"  # where the stand-in's values live: cpu (computed for real) | meta (shapes only)
     device_name: str | None = None
     device_count: int | None = None
-    judged_rungs: list[int] = field(default_factory=list)
+    judged_rungs: list[int] = msgspec.field(default_factory=list)
     judges: str | None = None
     cannot_judge: str | None = None
     # the preflight ended the job on purpose after this many steps (exit code 0); None: the job ended by itself
     stopped_after_steps: int | None = None
     compiled_eagerly: bool = False  # the script called torch.compile, which the preflight ran eagerly
     stand_in_s: float = 0.0  # host time spent computing the stand-in's ops (a GPU would run them asynchronously)
-    placeholder_reads: list[PlaceholderSite] = field(default_factory=list)
+    placeholder_reads: list[PlaceholderSite] = msgspec.field(default_factory=list)
 
     def measured_rungs(self) -> set[int]:
         return set()  # it bounds what the other sections may judge; it answers no rung itself

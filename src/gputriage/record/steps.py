@@ -7,7 +7,7 @@ so the phases always add up to the step's wall time (checked by `self_check`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import msgspec
 
 # Timer resolution and float sums allow this much slack when checking that phases add up to wall time.
 PHASE_SUM_TOLERANCE_S = 1e-6
@@ -19,8 +19,7 @@ def stand_in_within(stand_in_s: float | None, wall_s: float) -> float:
     return min(max(stand_in_s or 0.0, 0.0), max(wall_s, 0.0))
 
 
-@dataclass
-class Step:
+class Step(msgspec.Struct):
     index: int
     start_s: float  # seconds since the run started
     wall_s: float
@@ -67,8 +66,7 @@ def steady_steps(steps: list[Step]) -> list[Step]:
     return list(steps[WARMUP_STEPS:])
 
 
-@dataclass
-class LoaderInfo:
+class LoaderInfo(msgspec.Struct):
     """The DataLoader feeding the steps, as the user configured it."""
 
     dataset_class: str | None = None
@@ -99,9 +97,8 @@ class LoaderInfo:
     batch_device: str | None = None
 
 
-@dataclass
-class StepsSection:
-    steps: list[Step] = field(default_factory=list)
+class StepsSection(msgspec.Struct):
+    steps: list[Step] = msgspec.field(default_factory=list)
     loader: LoaderInfo | None = None
     steps_observed: int = 0  # how many steps the probes watched (--steps)
     steps_total: int | None = None  # how many steps the job ran in all, when counted

@@ -6,8 +6,9 @@ evidence that the trace rules read. Every time is in microseconds (`_us`), every
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
+
+import msgspec
 
 from gputriage.record.inconclusive import Inconclusive
 
@@ -27,15 +28,13 @@ TRACE_MIN_DEVICE_EVENTS = 20
 STEADY_SCHEDULE = "torch.profiler.schedule(wait=1, warmup=2, active=5)"
 
 
-@dataclass
-class IdleBreakdown:
+class IdleBreakdown(msgspec.Struct):
     host_wait_pct: float | None = None
     kernel_wait_pct: float | None = None
     other_pct: float | None = None
 
 
-@dataclass
-class StreamIdle:
+class StreamIdle(msgspec.Struct):
     """HTA's idle breakdown for one stream: shares of that stream's idle time."""
 
     stream: int
@@ -45,8 +44,7 @@ class StreamIdle:
     other_pct: float
 
 
-@dataclass
-class StepBreakdown:
+class StepBreakdown(msgspec.Struct):
     """The TensorBoard plugin's step partition: each instant of a step goes to the first category that covers it."""
 
     kernel_pct: float
@@ -60,8 +58,7 @@ class StepBreakdown:
     comm_pct: float | None = None
 
 
-@dataclass
-class SyncSite:
+class SyncSite(msgspec.Struct):
     """Where the host blocked on the device: the runtime call, the op around it and the user's line."""
 
     call: str
@@ -71,8 +68,7 @@ class SyncSite:
     total_us: float
 
 
-@dataclass
-class SyncSummary:
+class SyncSummary(msgspec.Struct):
     calls: int
     blocking_us: float
     calls_per_step: float | None  # the calls that start inside a ProfilerStep, per step (None: no steps)
@@ -81,11 +77,10 @@ class SyncSummary:
     # None: the trace holds no device event, so the GPU's idle time was not measured.
     idle_after_sync_us: float | None
     idle_after_sync_pct: float | None
-    sites: list[SyncSite] = field(default_factory=list)
+    sites: list[SyncSite] = msgspec.field(default_factory=list)
 
 
-@dataclass
-class CopySummary:
+class CopySummary(msgspec.Struct):
     h2d_count: int
     h2d_bytes: int
     h2d_us: float
@@ -99,8 +94,7 @@ class CopySummary:
     pageable_h2d_pct_of_window: float | None
 
 
-@dataclass
-class LaunchSummary:
+class LaunchSummary(msgspec.Struct):
     kernels: int
     kernels_per_step: float | None
     median_kernel_us: float | None
@@ -110,8 +104,7 @@ class LaunchSummary:
     idle_in_short_gaps_pct: float | None  # share of GPU idle time in gaps under 100 µs
 
 
-@dataclass
-class GraphSummary:
+class GraphSummary(msgspec.Struct):
     graph_launches: int
     graph_kernels: int
     compiled_regions: int  # torch.compile markers on the CPU side
@@ -120,8 +113,7 @@ class GraphSummary:
     unattributed_gpu_pct: float | None  # of GPU busy time
 
 
-@dataclass
-class CommSummary:
+class CommSummary(msgspec.Struct):
     kernels: int
     comm_us: float
     overlap_us: float  # communication that runs while a compute kernel runs
@@ -129,8 +121,7 @@ class CommSummary:
     comm_pct_of_window: float | None
 
 
-@dataclass
-class CpuComputeSummary:
+class CpuComputeSummary(msgspec.Struct):
     """Long ATen ops on the CPU that launched no device work (a loss, metrics or augmentation on CPU tensors)."""
 
     ops: int
@@ -138,12 +129,11 @@ class CpuComputeSummary:
     pct_of_steps: float | None
     gpu_idle_during_us: float | None  # None: the trace holds no device event (the GPU's idle time was not measured)
     gpu_idle_during_pct_of_steps: float | None
-    top_ops: list[str] = field(default_factory=list)
+    top_ops: list[str] = msgspec.field(default_factory=list)
     where: str | None = None
 
 
-@dataclass
-class IdleGap:
+class IdleGap(msgspec.Struct):
     """One long GPU idle gap, and what the CPU main thread did meanwhile."""
 
     start_us: float  # from the start of the GPU window
@@ -153,18 +143,16 @@ class IdleGap:
     where: str | None
 
 
-@dataclass
-class GapSummary:
+class GapSummary(msgspec.Struct):
     threshold_us: float
     count: int
     total_us: float
     pct_of_window: float | None
-    by_activity_us: dict[str, float] = field(default_factory=dict)
-    top: list[IdleGap] = field(default_factory=list)
+    by_activity_us: dict[str, float] = msgspec.field(default_factory=dict)
+    top: list[IdleGap] = msgspec.field(default_factory=list)
 
 
-@dataclass
-class RankTrace:
+class RankTrace(msgspec.Struct):
     """One rank's trace summary. A field the trace cannot give is None, never a guess."""
 
     rank: int | None = None
@@ -195,8 +183,8 @@ class RankTrace:
     cuda_implied_by: str | None = None
     comm_pct: float | None = None
     memory_pct: float | None = None
-    streams: list[StreamIdle] = field(default_factory=list)
-    step_times_us: list[float] = field(default_factory=list)
+    streams: list[StreamIdle] = msgspec.field(default_factory=list)
+    step_times_us: list[float] = msgspec.field(default_factory=list)
     dataloader_us_per_step: float | None = None
     step_breakdown: StepBreakdown | None = None
     dataloader_where: str | None = None
@@ -210,7 +198,7 @@ class RankTrace:
     # Multi-rank: when this rank starts its collectives, relative to the earliest rank (median over collectives).
     collective_lag_us: float | None = None
     # What the reader skipped or capped, one sentence each ("312 events dropped: ts out of range").
-    notes: list[str] = field(default_factory=list)
+    notes: list[str] = msgspec.field(default_factory=list)
 
     def thin_evidence(self) -> str | None:
         """What the trace holds, when it is too little to judge how busy the GPU keeps ("1 step", "3 kernels, copies
@@ -266,8 +254,7 @@ class RankTrace:
         return problems
 
 
-@dataclass
-class RankImbalance:
+class RankImbalance(msgspec.Struct):
     """How the ranks of one job compare (filled when several ranks' traces are analysed together)."""
 
     ranks: int
@@ -283,8 +270,7 @@ class RankImbalance:
     straggler_lag_pct_of_step: float | None
 
 
-@dataclass(frozen=True)
-class RanksOfWorld:
+class RanksOfWorld(msgspec.Struct, frozen=True):
     """Some ranks of a larger job (TraceSection.ranks_of_world)."""
 
     given: int
@@ -304,15 +290,14 @@ class RanksOfWorld:
         return "" if self.declared else " or more"  # the highest rank only bounds the job's size from below
 
 
-@dataclass
-class TraceSection:
-    ranks: list[RankTrace] = field(default_factory=list)
+class TraceSection(msgspec.Struct):
+    ranks: list[RankTrace] = msgspec.field(default_factory=list)
     imbalance: RankImbalance | None = None
     # `run --trace`: why the profiler window gave no trace (never raised into the job), or that the job ended inside it
     note: str | None = None
     # Files found in a folder of rank traces that are not traces at all ("skipped config.json: is not a PyTorch
     # profiler trace (no traceEvents list found)"); a broken trace is never skipped: it stops the command.
-    skipped: list[str] = field(default_factory=list)
+    skipped: list[str] = msgspec.field(default_factory=list)
 
     def measured_rungs(self) -> set[int]:
         if not self.ranks:

@@ -11,7 +11,8 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+
+import msgspec
 
 from gputriage.record import Run
 from gputriage.record.numbers import PARTS, StepNumbers, step_numbers, util_text, window_of
@@ -22,28 +23,24 @@ from gputriage.report import fmt
 from gputriage.report.views import gpu_summary, model_device, primary_steps
 
 
-@dataclass
-class Attribute:
+class Attribute(msgspec.Struct):
     name: str
     value: str
     measured: bool  # False: the value reads "not measured" and is drawn greyed out
 
 
-@dataclass
-class Entity:
+class Entity(msgspec.Struct):
     key: str  # user | loader | model | gpu
     title: str
-    attributes: list[Attribute] = field(default_factory=list)
+    attributes: list[Attribute] = msgspec.field(default_factory=list)
 
 
-@dataclass
-class RelationshipDiagram:
+class RelationshipDiagram(msgspec.Struct):
     entities: list[Entity]
     edge_labels: list[str]  # between consecutive entities
 
 
-@dataclass
-class Message:
+class Message(msgspec.Struct):
     number: int
     action: str  # "load data"
     detail: str  # which phases of the Step record it covers
@@ -55,8 +52,7 @@ class Message:
     caveat: str | None = None  # what the arrow's words do not say, shown even when it is highlighted
 
 
-@dataclass
-class SequenceDiagram:
+class SequenceDiagram(msgspec.Struct):
     participants: list[tuple[str, str]]  # (key, label)
     messages: list[Message]
     step_time_s: float | None

@@ -9,7 +9,6 @@ Escaping, in one place each:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from typing import Any
@@ -94,8 +93,7 @@ def _environment() -> Environment:
     return env
 
 
-@dataclass
-class ChartData:
+class ChartData(msgspec.Struct):
     payload: dict[str, Any]  # what report.js draws, embedded as JSON
     step_rows: list[StepBucket]  # the step table: one row per step, or per group of steps in a long run
     steps_total: int

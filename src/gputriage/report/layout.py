@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 
+import msgspec
 from rich import box
 from rich.console import Console, ConsoleOptions, RenderableType, RenderResult
 from rich.measure import Measurement
@@ -46,8 +46,7 @@ def plain(value: object, style: str = "") -> Text:
     return Text(terminal_text(str(value)), style=style)
 
 
-@dataclass(frozen=True)
-class Column:
+class Column(msgspec.Struct, frozen=True):
     header: str
     justify: str = "left"  # left | right
     prose: bool = False  # a sentence: may wrap in its cell; every other cell is shown whole, on one line
@@ -57,13 +56,12 @@ class Column:
     min_width: int = PROSE_MIN_WIDTH  # a sentence column narrower than this stacks the table
 
 
-@dataclass
-class Grid:
+class Grid(msgspec.Struct):
     """A table's content, laid out when rendered: as a table when it fits the width, else stacked."""
 
     columns: Sequence[Column]
-    rows: list[list[Cell]] = field(default_factory=list)
-    row_styles: list[str] = field(default_factory=list)  # one per row, or empty
+    rows: list[list[Cell]] = msgspec.field(default_factory=list)
+    row_styles: list[str] = msgspec.field(default_factory=list)  # one per row, or empty
     title: Text | None = None
     show_header: bool = True
     ruled_header: bool = False  # in a terminal: a heavy rule under the header and lines between the columns

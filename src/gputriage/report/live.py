@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import TextIO
 
+import msgspec
 from rich.console import Group, RenderableType
 from rich.live import Live
 from rich.table import Table
@@ -232,8 +232,7 @@ class Stopped(Exception):
         self.signal_name = signal_name
 
 
-@dataclass
-class LiveEnd:
+class LiveEnd(msgspec.Struct):
     last: Frame | None  # the last frame shown
     stopped_by: str | None  # "SIGINT", "SIGTERM", ...; None when `wait` ended the loop
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
+
+import msgspec
 
 from gputriage import outdir
 from gputriage.diagnosis import Diagnosis
@@ -22,8 +23,7 @@ if TYPE_CHECKING:
 # start-up need neither, and together they cost about 50 ms of imports.
 
 
-@dataclass
-class OutputOptions:
+class OutputOptions(msgspec.Struct):
     json: bool = False  # print the JSON document to stdout instead of the terminal report
     out_dir: Path | None = None  # write report.json (and the other report files) there
     terminal_stream: TextIO | None = None  # None: stdout; `run` passes stderr (stdout is the script's)

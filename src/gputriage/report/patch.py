@@ -19,8 +19,9 @@ import ast
 import difflib
 import stat
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from pathlib import Path
+
+import msgspec
 
 from gputriage.diagnosis import Diagnosis
 from gputriage.findings import Finding, Severity
@@ -31,19 +32,17 @@ from gputriage.report.sanitize import inline_text
 MAX_SOURCE_BYTES = 4 * 2**20
 
 
-@dataclass
-class Patch:
+class Patch(msgspec.Struct):
     text: str  # the comments, then the diff of every file
     edits: int = 0  # edits in the diff
-    files: list[str] = field(default_factory=list)  # files the diff changes, as the headers name them
+    files: list[str] = msgspec.field(default_factory=list)  # files the diff changes, as the headers name them
     advice: int = 0  # findings left as advice (named in the comments)
 
 
-@dataclass
-class _FileEdits:
+class _FileEdits(msgspec.Struct):
     rel: str  # the path in the diff headers
     disk: Path
-    edits: list[tuple[Finding, Edit]] = field(default_factory=list)
+    edits: list[tuple[Finding, Edit]] = msgspec.field(default_factory=list)
 
 
 def build_patch(diag: Diagnosis, root: Path) -> Patch:

@@ -7,8 +7,8 @@ retitle the window and `\\x1b[2J` clear the screen. Every control character (C0,
 override is shown as a visible escape instead (`\\x1b`, `\\u202e`); a newline and a tab stay where the layout places
 them. The JSON document is never cleaned: it keeps every string exact.
 
-`clean_tree` applies `terminal_text` to every string of a record, a finding or a diagnosis (dataclasses, lists, dicts,
-keys included), copying only the objects that held something to clean, so a clean record costs one walk and no copy.
+`clean_tree` applies `terminal_text` to every string of a record, a finding or a diagnosis (Structs, lists, dicts, keys
+included), copying only the objects that held something to clean, so a clean record costs one walk and no copy.
 `report_tree` does the same for a report, where every string is one line (`inline_text`) but a fix's code: an op
 name with a newline in it ("aten::mul\ngputriage verdict: HEALTHY") would otherwise print a line of its own, a fake
 verdict under the real one.
@@ -16,12 +16,13 @@ verdict under the real one.
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from collections.abc import Callable
 from enum import Enum
 from functools import cache
 from typing import Any, TypeVar, get_type_hints
+
+import msgspec
 
 T = TypeVar("T")
 
@@ -51,14 +52,14 @@ def inline_text(text: str) -> str:
     return _UNSAFE_INLINE.sub(_visible, text)
 
 
-# The dataclass fields whose text is several lines by design: a finding's fix (code, commands, comments).
+# The fields whose text is several lines by design: a finding's fix (code, commands, comments).
 BLOCK_FIELDS = frozenset({"fix"})
 
 
 def clean_tree(value: T, clean: Callable[[str], str] = terminal_text) -> T:
     """A copy of `value` whose every string (dict keys too) went through `clean`; `value` itself when nothing needed it.
 
-    Walks dataclasses, lists, tuples and dicts. Enum members (a finding's severity) and numbers are left alone.
+    Walks Structs, lists, tuples and dicts. Enum members (a finding's severity) and numbers are left alone.
     """
     cleaned: T = _clean(value, clean)
     return cleaned
@@ -78,8 +79,8 @@ def _clean(value: Any, clean: Callable[[str], str], block: Callable[[str], str] 
         return _clean_sequence(value, clean, block)
     if kind is dict:
         return _clean_dict(value, clean, block)
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return _clean_dataclass(value, clean, block)
+    if isinstance(value, msgspec.Struct):
+        return _clean_struct(value, clean, block)
     return value
 
 
@@ -101,7 +102,7 @@ def _clean_dict(
     return dict(pairs)
 
 
-def _clean_dataclass(value: Any, clean: Callable[[str], str], block: Callable[[str], str] | None) -> Any:
+def _clean_struct(value: Any, clean: Callable[[str], str], block: Callable[[str], str] | None) -> Any:
     changed = {}
     kind: Any = type(value)
     for name in _text_fields(kind):
@@ -109,18 +110,18 @@ def _clean_dataclass(value: Any, clean: Callable[[str], str], block: Callable[[s
         new = _clean(old, block, None) if block is not None and name in BLOCK_FIELDS else _clean(old, clean, block)
         if new is not old:
             changed[name] = new
-    return dataclasses.replace(value, **changed) if changed else value
+    return msgspec.structs.replace(value, **changed) if changed else value
 
 
 @cache
 def _text_fields(kind: Any) -> tuple[str, ...]:
-    """The fields of a dataclass that may hold a string somewhere below them: a list of 100,000 steps, all numbers,
+    """The fields of a record class that may hold a string somewhere below them: a list of 100,000 steps, all numbers,
     is skipped without a look at each step."""
     try:
         hints = get_type_hints(kind)
     except (NameError, TypeError):  # an annotation that cannot be resolved: look at every field
-        return tuple(f.name for f in dataclasses.fields(kind) if f.init)
-    return tuple(f.name for f in dataclasses.fields(kind) if f.init and _may_hold_text(hints.get(f.name, Any), set()))
+        return kind.__struct_fields__  # type: ignore[no-any-return]
+    return tuple(name for name in kind.__struct_fields__ if _may_hold_text(hints.get(name, Any), set()))
 
 
 def _may_hold_text(hint: Any, seen: set[int]) -> bool:
@@ -138,7 +139,7 @@ def _may_hold_text(hint: Any, seen: set[int]) -> bool:
 
 
 def _class_may_hold_text(kind: type, seen: set[int]) -> bool:
-    if issubclass(kind, Enum) or not dataclasses.is_dataclass(kind):
+    if issubclass(kind, Enum) or not issubclass(kind, msgspec.Struct):
         return False  # numbers, bools; a str-valued Enum is one of ours (a severity), never a file's text
     hints = _hints(kind)
     return hints is None or any(_may_hold_text(h, seen) for h in hints.values())

@@ -11,10 +11,10 @@ gets the line intact). In plain mode (pipes, CI, NO_COLOR, TERM=dumb) there are 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import msgspec
 from rich.console import Console, Group, RenderableType
 from rich.padding import Padding
 from rich.syntax import Syntax
@@ -52,8 +52,7 @@ FIX_LIMIT_CHARS = 4000
 LADDER_QUESTION_MIN_WIDTH = 30
 
 
-@dataclass
-class Block:
+class Block(msgspec.Struct):
     """One thing to print. `whole`: print its lines unbroken (code, a file:line), letting the terminal fold them."""
 
     renderable: RenderableType

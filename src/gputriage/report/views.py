@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+
+import msgspec
 
 from gputriage.record import Run
 from gputriage.record.gpu import GpuSample, GpuSection, GpuTrack
@@ -17,8 +18,7 @@ from gputriage.record.steps import Step
 from gputriage.wording import counted
 
 
-@dataclass(frozen=True)
-class PhaseGroup:
+class PhaseGroup(msgspec.Struct, frozen=True):
     """One band of the stacked step chart; `fields` are the Step attributes it adds up."""
 
     key: str
@@ -94,8 +94,7 @@ def primary_steps(run: Run) -> tuple[int | None, list[Step]]:
     return lists[0] if lists else (None, [])
 
 
-@dataclass
-class LabelledTrack:
+class LabelledTrack(msgspec.Struct):
     label: str  # "GPU 0", or "node-a GPU 0" when the job spans several nodes
     track: GpuTrack
 
@@ -125,8 +124,7 @@ def gpu_tracks(run: Run) -> list[LabelledTrack]:
     return out
 
 
-@dataclass
-class RankStepSummary:
+class RankStepSummary(msgspec.Struct):
     """One rank's step numbers (record/numbers.py), over its steps after warm-up."""
 
     rank: int | None
@@ -159,8 +157,7 @@ def rank_summaries(run: Run) -> list[RankStepSummary]:
     return out
 
 
-@dataclass
-class StepBucket:
+class StepBucket(msgspec.Struct):
     """One row of the step table or one point of the chart: a single step, or the mean of consecutive steps."""
 
     first_index: int
@@ -197,8 +194,7 @@ def bucket_steps(steps: Sequence[Step], max_buckets: int) -> list[StepBucket]:
     return buckets
 
 
-@dataclass
-class GpuPoint:
+class GpuPoint(msgspec.Struct):
     t_s: float
     gpu_util_pct: float | None  # mean of the bucket's samples
     memory_used_bytes: float | None  # peak of the bucket's samples: memory pressure is about the peak
@@ -224,8 +220,7 @@ def bucket_samples(samples: Sequence[GpuSample], max_points: int) -> list[GpuPoi
     return points
 
 
-@dataclass
-class GpuSummary:
+class GpuSummary(msgspec.Struct):
     """What the relationship diagram's GPU box says."""
 
     label: str | None  # "GPU 0: NVIDIA A100-SXM4-80GB"

@@ -19,7 +19,8 @@ import io
 import re
 import textwrap
 import tokenize
-from dataclasses import dataclass
+
+import msgspec
 
 from gputriage.record.placement import TensorSeen
 from gputriage.record.source import SourceSection, SourceSnippet, split_where
@@ -54,8 +55,7 @@ FACTORIES = frozenset(
 _NOT_A_DEVICE = ("dtype", "float", "half", "bfloat16", "long", "int", "bool", "double", "memory_format")
 
 
-@dataclass(frozen=True)
-class Statement:
+class Statement(msgspec.Struct, frozen=True):
     node: ast.stmt
     line: int  # the `where` line
     first_line: int  # the statement's first line in the file

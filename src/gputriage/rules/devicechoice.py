@@ -12,7 +12,8 @@ Pure: it reads the record and the captured source only.
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass
+
+import msgspec
 
 from gputriage.record import Run
 from gputriage.record.device import device_type
@@ -20,8 +21,7 @@ from gputriage.record.source import SourceSection
 from gputriage.rules import codefix
 
 
-@dataclass(frozen=True)
-class FrameworkChoice:
+class FrameworkChoice(msgspec.Struct, frozen=True):
     """A framework call that chose the CPU for the job, as written and with the keyword that chooses the GPU."""
 
     where: str  # file:line of the statement
@@ -30,8 +30,7 @@ class FrameworkChoice:
     keyword: str  # accelerator="cpu"
 
 
-@dataclass(frozen=True)
-class CpuChosen:
+class CpuChosen(msgspec.Struct, frozen=True):
     """The job's device choice was the CPU: by the script's device expression, or by a framework call."""
 
     moved_where: str | None  # the `.to(DEVICE)` that sent the model to the CPU

@@ -15,7 +15,8 @@ import ast
 import io
 import textwrap
 import tokenize
-from dataclasses import dataclass
+
+import msgspec
 
 from gputriage.record.edit import Edit
 from gputriage.record.placement import StrayPart, TensorSeen
@@ -312,8 +313,7 @@ def read_rarely(source: SourceSection | None, where: str | None) -> Edit | None:
     return checked(Edit(stmt.snippet.path, stmt.first_line, tuple(lines), new, "read-rarely"))
 
 
-@dataclass(frozen=True)
-class Interval:
+class Interval(msgspec.Struct, frozen=True):
     """How often a fix reads a device value: `test` is the `if` condition, `every` the steps between reads."""
 
     test: str  # "iter_num % log_interval == 0"

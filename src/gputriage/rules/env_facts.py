@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+
+import msgspec
 
 from gputriage.data.cuda_tables import (
     ARCH_LISTS,
@@ -134,8 +135,7 @@ def base_version(torch_version: str) -> str:
 
 
 # --- CUDA_VISIBLE_DEVICES -------------------------------------------------------------------------------------------
-@dataclass
-class VisibleDevices:
+class VisibleDevices(msgspec.Struct):
     value: str
     entries: list[str]
     ignored: list[str]  # entries CUDA ignores, with why (only when the GPUs are known)
@@ -192,8 +192,7 @@ def conda_install(release: str, cuda: str) -> str:
     return f"conda install pytorch=={release}.0 cudatoolkit={cuda} {channels}"
 
 
-@dataclass
-class Variant:
+class Variant(msgspec.Struct):
     torch_version: str | None  # None: the newest release on that index
     cuda: str
     minor_compat: bool = False  # newer than the driver's CUDA, runs through CUDA minor version compatibility
@@ -284,8 +283,7 @@ def driver_needed(cuda: str, env: Environment) -> str:
 
 
 # --- what rung 1 could not measure, and what to paste next ----------------------------------------------------------
-@dataclass
-class RungGap:
+class RungGap(msgspec.Struct):
     missing: list[str]  # the rung-1 facts the record lacks, in words
     commands: list[str]  # the commands whose output would settle them, most decisive first
 

@@ -29,7 +29,8 @@ from __future__ import annotations
 
 import math
 import textwrap
-from dataclasses import dataclass
+
+import msgspec
 
 from gputriage.findings import Finding, Severity
 from gputriage.record import Run
@@ -164,8 +165,7 @@ _GPU_MACHINE_CORES = (
 )
 
 
-@dataclass(frozen=True)
-class WorkerSizing:
+class WorkerSizing(msgspec.Struct, frozen=True):
     """How many workers the measured load time asks for, and how many this machine can run beside the loop."""
 
     load_s: float  # LoaderInfo.batch_load_s

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import heapq
 from collections import Counter
-from dataclasses import dataclass, field
 
+import msgspec
 import numpy as np
 import numpy.typing as npt
 
@@ -47,8 +47,7 @@ def _us(ns: float) -> float:
     return round(float(ns) / 1000.0, 3)
 
 
-@dataclass
-class Syncs:
+class Syncs(msgspec.Struct):
     """Host-device syncs: the sync runtime calls, plus cudaMemcpy calls whose copy went device-to-host."""
 
     calls: int = 0
@@ -60,7 +59,7 @@ class Syncs:
     idle_after_ns: float = 0.0
     runtime_rows: int = 0
     # The first MAX_ATTRIBUTED calls, in time order: (call, enclosing op, line) and the call's duration in ms.
-    located: list[tuple[tuple[str, str | None, str | None], float]] = field(default_factory=list)
+    located: list[tuple[tuple[str, str | None, str | None], float]] = msgspec.field(default_factory=list)
 
     @staticmethod
     def mask(w: Window) -> npt.NDArray[np.bool_]:
@@ -128,9 +127,8 @@ class Syncs:
         )
 
 
-@dataclass
-class Copies:
-    sums: Counter[str] = field(default_factory=Counter)
+class Copies(msgspec.Struct):
+    sums: Counter[str] = msgspec.field(default_factory=Counter)
     rows: int = 0
 
     def add(self, w: Window) -> None:
@@ -174,8 +172,7 @@ class Copies:
         )
 
 
-@dataclass
-class Launches:
+class Launches(msgspec.Struct):
     kernel_ns: Median
     launch_ns: Median
     delay_ns: Median
@@ -234,12 +231,11 @@ class Launches:
         )
 
 
-@dataclass
-class Graphs:
+class Graphs(msgspec.Struct):
     """CUDA graphs and torch.compile: replayed kernels hide which op ran them."""
 
     launches: int = 0
-    graph_corr: I64 = field(default_factory=lambda: np.zeros(0, np.int64))
+    graph_corr: I64 = msgspec.field(default_factory=lambda: np.zeros(0, np.int64))
     graph_kernels: int = 0
     compiled: int = 0
     triton: int = 0
@@ -279,8 +275,7 @@ class Graphs:
         )
 
 
-@dataclass
-class Comm:
+class Comm(msgspec.Struct):
     kernels: int = 0
     comm_ns: int = 0
     overlap_ns: int = 0
@@ -310,8 +305,7 @@ class Comm:
         )
 
 
-@dataclass
-class CpuCompute:
+class CpuCompute(msgspec.Struct):
     """ATen ops that ran long on a CPU thread and launched no device work, outside the DataLoader.
 
     An op is judged within each window it spans (the windows are cut outside long ops whenever possible).
@@ -321,10 +315,10 @@ class CpuCompute:
     kept: int = 0
     total_ns: int = 0
     idle_during_ns: float = 0.0
-    top: Counter[int] = field(default_factory=Counter)
+    top: Counter[int] = msgspec.field(default_factory=Counter)
     longest_ns: int = -1
     where: str | None = None
-    spans: Spans = field(default_factory=Spans.empty)  # this window's kept time (read by the gap measures)
+    spans: Spans = msgspec.field(default_factory=Spans.empty)  # this window's kept time (read by the gap measures)
 
     def add(self, w: Window) -> None:
         cpu = w.cpu
@@ -400,17 +394,16 @@ def _mask(size: int, rows: npt.NDArray[np.intp]) -> npt.NDArray[np.bool_]:
     return out
 
 
-@dataclass
-class LongGaps:
+class LongGaps(msgspec.Struct):
     """Every GPU idle gap of LONG_GAP_NS or more, with what the main thread did meanwhile."""
 
     count: int = 0
     total_ns: int = 0
-    by_activity: dict[str, float] = field(
+    by_activity: dict[str, float] = msgspec.field(
         default_factory=lambda: dict.fromkeys((*ACTIVITIES, "python", "outside-steps"), 0.0)
     )
     # The longest gaps so far, as a min-heap of (length, -order, order, start, end, activity, op, where).
-    top: list[tuple[int, int, int, int, int, str, str | None, str | None]] = field(default_factory=list)
+    top: list[tuple[int, int, int, int, int, str, str | None, str | None]] = msgspec.field(default_factory=list)
     _order: int = 0
 
     def on_gaps(self, w: Window, gaps: Gaps) -> None:
@@ -494,12 +487,11 @@ def _longest_op_in(w: Window, start: int, end: int) -> str | None:
     return None
 
 
-@dataclass
-class Collectives:
+class Collectives(msgspec.Struct):
     """A rank's communication kernels (start, end) in time order, in ns: what multi-rank straggler checks need."""
 
-    start_ns: list[int] = field(default_factory=list)
-    end_ns: list[int] = field(default_factory=list)
+    start_ns: list[int] = msgspec.field(default_factory=list)
+    end_ns: list[int] = msgspec.field(default_factory=list)
 
     def add(self, w: Window) -> None:
         room = MAX_COLLECTIVES - len(self.start_ns)
@@ -515,8 +507,7 @@ class Collectives:
         self.end_ns.extend(later.end_ns[:room])
 
 
-@dataclass
-class LoaderWhere:
+class LoaderWhere(msgspec.Struct):
     """Where the user's code iterates the DataLoader: only a 'Call stack' taken at the loader call can say.
 
     A Python frame's name gives the line its function was defined on (or, for a frame already running when the

@@ -6,8 +6,8 @@ Each is an accumulator fed one window at a time (sweep.py); the windows add up t
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
+import msgspec
 import numpy as np
 import numpy.typing as npt
 
@@ -30,8 +30,7 @@ def pct(part: float, whole: float) -> float | None:
     return round(float(100.0 * part / whole), 3) if whole > 0 else None
 
 
-@dataclass
-class Temporal:
+class Temporal(msgspec.Struct):
     """HTA's temporal breakdown: window = first GPU event start to last GPU event end (all streams).
 
     idle = window - union(all GPU events); compute = union(compute kernels); non-compute = busy - compute. HTA
@@ -58,14 +57,12 @@ class Temporal:
         return self.busy_ns - self.compute_ns - self.comm_ns
 
 
-@dataclass
-class _Stream:
+class _Stream(msgspec.Struct):
     last_end: int
-    split: npt.NDArray[np.float64] = field(default_factory=lambda: np.zeros(3))
+    split: npt.NDArray[np.float64] = msgspec.field(default_factory=lambda: np.zeros(3))
 
 
-@dataclass
-class IdleByStream:
+class IdleByStream(msgspec.Struct):
     """HTA's idle breakdown per stream, and its sum over the streams as one rank-level split.
 
     On each stream, in start order, the gap before a kernel is "host wait" when the kernel's launch call started
@@ -73,12 +70,12 @@ class IdleByStream:
     CONSECUTIVE_KERNEL_DELAY_NS, and "other" otherwise (waiting on another stream, an event, ...).
     """
 
-    streams: dict[int, _Stream] = field(default_factory=dict)
-    overflow: npt.NDArray[np.float64] = field(default_factory=lambda: np.zeros(3))
+    streams: dict[int, _Stream] = msgspec.field(default_factory=dict)
+    overflow: npt.NDArray[np.float64] = msgspec.field(default_factory=lambda: np.zeros(3))
     rows: int = 0
     # Each stream's first kernel here, (start, launch start): its gap is known only once the stretch of the
     # timeline before this one is merged in (segments.py).
-    first_seen: dict[int, tuple[int, float]] = field(default_factory=dict)
+    first_seen: dict[int, tuple[int, float]] = msgspec.field(default_factory=dict)
 
     def add(self, w: Window) -> None:
         new = np.flatnonzero(w.gpu_new)
@@ -161,8 +158,7 @@ def _split_gaps(ts: I64, prev: I64, launch: npt.NDArray[np.float64], valid: npt.
     return np.stack([np.where(host, gap, 0), np.where(kernel, gap, 0), np.where(other, gap, 0)])
 
 
-@dataclass
-class StepResult:
+class StepResult(msgspec.Struct):
     count: int
     total_ns: int
     step_time_us: float
@@ -178,8 +174,7 @@ def _breakdown(shares_pct: list[float], comm_pct: float | None) -> StepBreakdown
     return StepBreakdown(kernel, memcpy, memset, runtime, dataloader, cpu_exec, other, comm_pct)
 
 
-@dataclass
-class Steps:
+class Steps(msgspec.Struct):
     """The TensorBoard plugin's step view over the ProfilerStep spans.
 
     Each instant of a step is given to the first category that covers it: kernel, memcpy, memset, runtime,
@@ -189,8 +184,8 @@ class Steps:
 
     count: int = 0
     total_ns: int = 0
-    times_us: list[float] = field(default_factory=list)
-    shares_ns: npt.NDArray[np.int64] = field(default_factory=lambda: np.zeros(6, np.int64))
+    times_us: list[float] = msgspec.field(default_factory=list)
+    shares_ns: npt.NDArray[np.int64] = msgspec.field(default_factory=lambda: np.zeros(6, np.int64))
     comm_ns: int = 0  # of the kernel share: communication with no compute beside it (Temporal's comm, in the steps)
 
     def add(self, w: Window) -> None:

@@ -14,9 +14,9 @@ from __future__ import annotations
 import itertools
 import operator
 from collections import Counter
-from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
 import numpy as np
 import numpy.typing as npt
 
@@ -53,14 +53,13 @@ class TooManyEvents(InputError):
     """More events than --max-events allows (split.py names the file in the message it shows)."""
 
 
-@dataclass
-class LaneStats:
+class LaneStats(msgspec.Struct):
     """Per-thread counts that choose the main thread (see sweep.main_lane)."""
 
-    cpu: I64 = field(default_factory=lambda: np.zeros(0, np.int64))
-    steps: I64 = field(default_factory=lambda: np.zeros(0, np.int64))
-    loader: I64 = field(default_factory=lambda: np.zeros(0, np.int64))
-    runtime: I64 = field(default_factory=lambda: np.zeros(0, np.int64))
+    cpu: I64 = msgspec.field(default_factory=lambda: np.zeros(0, np.int64))
+    steps: I64 = msgspec.field(default_factory=lambda: np.zeros(0, np.int64))
+    loader: I64 = msgspec.field(default_factory=lambda: np.zeros(0, np.int64))
+    runtime: I64 = msgspec.field(default_factory=lambda: np.zeros(0, np.int64))
 
     def add(self, kind: str, lanes: npt.NDArray[np.int32]) -> None:
         if len(lanes):
@@ -76,8 +75,7 @@ class LaneStats:
         setattr(self, kind, merged)
 
 
-@dataclass
-class Collected:
+class Collected(msgspec.Struct):
     """What pass one keeps from one file (or one byte range of it): tables, statistics and sorted runs."""
 
     names: list[str]
@@ -101,8 +99,7 @@ class Collected:
     unread_events: int = 0
 
 
-@dataclass
-class _Rows:
+class _Rows(msgspec.Struct):
     """One batch's kept events as columns, family by family in file order, before their times are checked.
 
     The per-family columns line up with that family's rows: stream, device_corr and nbytes with the device rows;
@@ -116,11 +113,11 @@ class _Rows:
     ts_code: npt.NDArray[np.int8]
     dur: I64
     dur_code: npt.NDArray[np.int8]
-    stream: I64 = field(default_factory=lambda: np.zeros(0, np.int64))
-    device_corr: I64 = field(default_factory=lambda: np.zeros(0, np.int64))
-    nbytes: I64 = field(default_factory=lambda: np.zeros(0, np.int64))
-    lane: npt.NDArray[np.int32] = field(default_factory=lambda: np.zeros(0, np.int32))
-    runtime_corr: I64 = field(default_factory=lambda: np.zeros(0, np.int64))
+    stream: I64 = msgspec.field(default_factory=lambda: np.zeros(0, np.int64))
+    device_corr: I64 = msgspec.field(default_factory=lambda: np.zeros(0, np.int64))
+    nbytes: I64 = msgspec.field(default_factory=lambda: np.zeros(0, np.int64))
+    lane: npt.NDArray[np.int32] = msgspec.field(default_factory=lambda: np.zeros(0, np.int32))
+    runtime_corr: I64 = msgspec.field(default_factory=lambda: np.zeros(0, np.int64))
     where: npt.NDArray[np.int32] | None = None
 
 

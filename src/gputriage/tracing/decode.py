@@ -17,7 +17,6 @@ import itertools
 import operator
 import typing
 from collections import Counter
-from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
@@ -138,15 +137,14 @@ def _tagged_struct(index: int, tag: str, family: int, *, with_stack: bool) -> ty
     return msgspec.defstruct(f"Cat{index}", fields, tag_field="cat", tag=tag, gc=False)
 
 
-@dataclass
-class Families:
+class Families(msgspec.Struct):
     """One batch's timed events of each family that the analysis keeps (still raw columns)."""
 
-    device: list[Any] = field(default_factory=list)
-    runtime: list[Any] = field(default_factory=list)
-    cpu: dict[int, list[Any]] = field(default_factory=lambda: {CPU_OP: [], ANNOTATION: [], PYTHON: []})
+    device: list[Any] = msgspec.field(default_factory=list)
+    runtime: list[Any] = msgspec.field(default_factory=list)
+    cpu: dict[int, list[Any]] = msgspec.field(default_factory=lambda: {CPU_OP: [], ANNOTATION: [], PYTHON: []})
     events: int = 0
-    dropped: Counter[str] = field(default_factory=Counter)
+    dropped: Counter[str] = msgspec.field(default_factory=Counter)
     stacks: bool = False  # the CPU events may carry a "Call stack" (older traces)
     scanned: scan.Scanned | None = None  # the batch as columns, from the compiled fast path (then the lists are empty)
 

@@ -11,8 +11,7 @@ unescaped quotes precede it (counted from a known state). Nothing here recurses,
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+import msgspec
 import numpy as np
 import numpy.typing as npt
 
@@ -29,8 +28,7 @@ _DELTA[list(_OPEN)] = 1
 _DELTA[list(_CLOSE)] = -1
 
 
-@dataclass
-class Structure:
+class Structure(msgspec.Struct):
     """The structural bytes of a buffer: offsets, the byte, and the depth after it (relative to the start)."""
 
     pos: I64
@@ -70,8 +68,7 @@ def structure(buf: bytes | bytearray | memoryview, *, in_string: bool = False) -
     return Structure(outside, byte, depth, bool((len(quotes) + int(in_string)) % 2))
 
 
-@dataclass
-class Elements:
+class Elements(msgspec.Struct):
     """Top-level elements of a JSON list, from a buffer that starts inside the list between two elements."""
 
     starts: I64  # offset of each complete element's first structural byte or value text

@@ -9,8 +9,8 @@ only the description of a gap that spans a cut (its longest op, its line) comes 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
+import msgspec
 import numpy as np
 import numpy.typing as npt
 
@@ -27,8 +27,7 @@ LONG_GAP_NS = 1_000_000  # a GPU idle gap of 1 ms or more is worth explaining
 ACTIVITIES = ("dataloader", "sync", "optimizer", "allocator", "cpu-op")
 
 
-@dataclass
-class Gaps:
+class Gaps(msgspec.Struct):
     """Complete gaps (closed in this window): true start and end, and every per-gap value summed over its pieces."""
 
     start: I64
@@ -42,11 +41,10 @@ class Gaps:
         return out
 
 
-@dataclass
-class GapTracker:
+class GapTracker(msgspec.Struct):
     last_busy_end: int | None = None  # where the most recent busy span ended (None: no GPU work yet)
     open_start: int | None = None  # true start of the gap still open at the last cut
-    open_values: dict[str, float] = field(default_factory=dict)
+    open_values: dict[str, float] = msgspec.field(default_factory=dict)
 
     def window(self, w: Window, measure: Callable[[Window, Spans, npt.NDArray[np.bool_]], dict[str, F64]]) -> Gaps:
         """The gaps that close in this window; pieces that stay open are remembered for the next window."""

@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+import msgspec
 import numpy as np
 import numpy.typing as npt
 
 I64 = npt.NDArray[np.int64]
 
 
-@dataclass
-class Spans:
+class Spans(msgspec.Struct):
     """Sorted, disjoint intervals [start, end)."""
 
     start: I64

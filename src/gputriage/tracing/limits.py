@@ -7,13 +7,12 @@ temporary disk, and these limits bound both. Each one is documented in docs/trac
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import msgspec
 
 GIB = 1 << 30
 
 
-@dataclass(frozen=True)
-class TraceLimits:
+class TraceLimits(msgspec.Struct, frozen=True):
     # JSON bytes read from one file (after gzip inflation): --max-gib. The largest real traces are a few GiB.
     max_bytes: int = 64 * GIB
     # Events in one file: --max-events. About 400 bytes of JSON each in a real trace, so 400 M is 150 GiB of JSON.

@@ -5,9 +5,9 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
 
+import msgspec
 import numpy as np
 
 from gputriage import outdir
@@ -83,8 +83,7 @@ def name_pattern(name: str) -> str:
     return re.sub(r"\d+", "#", "*" + handler.group(1) if handler else name)
 
 
-@dataclass
-class _Member:
+class _Member(msgspec.Struct):
     path: Path
     rank: int | None
     world_size: int | None

@@ -12,10 +12,10 @@ import itertools
 import operator
 import re
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import numpy as np
 import numpy.typing as npt
 
@@ -133,15 +133,14 @@ _SEARCHED = (
 )
 
 
-@dataclass
-class NameTable:
+class NameTable(msgspec.Struct):
     """Interned names with their class bits; ids are dense ints in order of first appearance."""
 
-    ids: dict[str, int] = field(default_factory=dict)
-    names: list[str] = field(default_factory=list)
-    bits: list[int] = field(default_factory=list)
+    ids: dict[str, int] = msgspec.field(default_factory=dict)
+    names: list[str] = msgspec.field(default_factory=list)
+    bits: list[int] = msgspec.field(default_factory=list)
     _chars: int = 0
-    _overflow: dict[int, int] = field(default_factory=dict)  # class bits -> the shared "<other names>" id
+    _overflow: dict[int, int] = msgspec.field(default_factory=dict)  # class bits -> the shared "<other names>" id
     overflowed: int = 0  # distinct names that were not kept
 
     def intern(self, name: Any) -> int:

@@ -11,9 +11,9 @@ per value. In memory it is numpy's own.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 
+import msgspec
 import numpy as np
 import numpy.typing as npt
 
@@ -27,8 +27,7 @@ _OFFSET = 1 << 63  # a value's key is value + 2**63: int64 order as uint64 order
 _SLICE_BITS = 16
 
 
-@dataclass(frozen=True)
-class _Range:
+class _Range(msgspec.Struct, frozen=True):
     """Keys from first to last (inclusive), with `below` values under first and `inside` values in the range."""
 
     first: int
@@ -44,15 +43,14 @@ class _Range:
         return _Range(first, last, self.below + before, int(cumulative[index]) - before)
 
 
-@dataclass
-class Median:
+class Median(msgspec.Struct):
     spill: SpillDir
     stem: str
-    chunks: list[I64] = field(default_factory=list)
+    chunks: list[I64] = msgspec.field(default_factory=list)
     in_memory: int = 0
     count: int = 0
     path: Path | None = None  # the file this column spills to
-    more_paths: list[Path] = field(default_factory=list)  # files of columns merged into this one (segments.py)
+    more_paths: list[Path] = msgspec.field(default_factory=list)  # files of columns merged into this one (segments.py)
     least: int | None = None
     greatest: int | None = None
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -55,15 +54,14 @@ class _HeaderDoc(msgspec.Struct):
     distributedInfo: msgspec.Raw = _ABSENT
 
 
-@dataclass
-class TraceHeader:
+class TraceHeader(msgspec.Struct):
     """What the analysis reads from the trace's top-level keys (before or after the events), validated."""
 
     device: str | None = None
     rank: int | None = None
     world_size: int | None = None
     backend: str | None = None
-    notes: list[str] = field(default_factory=list)
+    notes: list[str] = msgspec.field(default_factory=list)
 
     def fill_from(self, other: TraceHeader) -> None:
         """Keys found after the events fill what the keys before them left empty."""
@@ -133,8 +131,7 @@ def _decode_raw(raw: msgspec.Raw, kind: Any) -> Any:
         return None
 
 
-@dataclass
-class Reading:
+class Reading(msgspec.Struct):
     """One open trace: its header now, its batches as an iterator (the tail is added to the header at the end)."""
 
     header: TraceHeader
@@ -156,8 +153,7 @@ def read_trace(path: Path, limits: TraceLimits, decoder: EventDecoder | None = N
     return Reading(header, _iter_batches(source, decoder or EventDecoder(), header, rest, bare))
 
 
-@dataclass
-class EventsStart:
+class EventsStart(msgspec.Struct):
     """Where the traceEvents list begins in a plain (not gzip) file: what splitting it into ranges needs."""
 
     header: TraceHeader

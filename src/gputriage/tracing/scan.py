@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import importlib
 import os
-from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
@@ -52,8 +51,7 @@ def _load() -> ModuleType | None:
 NATIVE = _load()
 
 
-@dataclass
-class Scanned:
+class Scanned(msgspec.Struct):
     """One batch's kept timed events as columns, in the Python path's row order."""
 
     events: int  # every event of the batch, kept or not

@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
 from typing import Protocol, TypeVar
 
+import msgspec
 import numpy as np
 import numpy.typing as npt
 
@@ -68,8 +68,7 @@ class Sweeper(Protocol):
 S = TypeVar("S", bound=Sweeper)
 
 
-@dataclass
-class _Job:
+class _Job(msgspec.Struct):
     ctx: Context
     runs: dict[str, list[Run]]
     segments: list[Segment]
@@ -113,7 +112,7 @@ def _sweep_one(index: int) -> Sweeper:
     segment = job.segments[index]
     if index:
         runtime = job.runs["runtime"]
-        segment = replace(
+        segment = msgspec.structs.replace(
             segment,
             ring=ring_before(runtime, segment),
             graph_corr=graph_launches_before(job.ctx, runtime, segment),
@@ -129,8 +128,7 @@ def _sweep_one(index: int) -> Sweeper:
 # ---- planning the cuts
 
 
-@dataclass(frozen=True)
-class _Target:
+class _Target(msgspec.Struct, frozen=True):
     lo: int  # the cut is chosen in (lo, at], among the rows that run there
     at: int
 

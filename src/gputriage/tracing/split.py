@@ -15,10 +15,10 @@ from __future__ import annotations
 import itertools
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import numpy as np
 import numpy.typing as npt
 
@@ -40,8 +40,7 @@ _RANGES_PER_WORKER = 2
 _MIN_WORKER_BUDGET = 64_000
 
 
-@dataclass
-class Begun:
+class Begun(msgspec.Struct):
     """Pass one over a large plain-JSON file, started in forked workers (begin()); collect() finishes it."""
 
     path: Path
@@ -164,8 +163,7 @@ def _plan(
     return start.header, start.bare, bounds
 
 
-@dataclass
-class _Range:
+class _Range(msgspec.Struct):
     path: Path
     start: int
     stop: int | None

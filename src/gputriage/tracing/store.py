@@ -18,10 +18,10 @@ import os
 import shutil
 import tempfile
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import numpy as np
 import numpy.typing as npt
 
@@ -111,17 +111,16 @@ class SpillDir:
             self._path = None
 
 
-@dataclass
-class Run:
+class Run(msgspec.Struct):
     """Rows sorted by start time: in memory (`cols`), or in a file (one column after the other)."""
 
     layout: Layout
     count: int
     cols: Columns | None = None
     path: Path | None = None
-    offsets: dict[str, int] = field(default_factory=dict)
+    offsets: dict[str, int] = msgspec.field(default_factory=dict)
     index_ts: npt.NDArray[np.int64] | None = None  # ts of every INDEX_STRIDE-th row (file runs)
-    maps: dict[str, npt.NDArray[np.int32]] = field(default_factory=dict)  # id column -> renumbering
+    maps: dict[str, npt.NDArray[np.int32]] = msgspec.field(default_factory=dict)  # id column -> renumbering
 
     def read(self, start: int, stop: int, columns: tuple[str, ...] | None = None) -> Columns:
         """Rows [start, stop) (of `columns`, or all), with their ids renumbered."""
@@ -220,13 +219,12 @@ def write_run(cols: Columns, layout: Layout, spill: SpillDir, stem: str) -> Run:
     return Run(layout, count, path=path, offsets=offsets, index_ts=index)
 
 
-@dataclass
-class RowStore:
+class RowStore(msgspec.Struct):
     """Rows of one layout: chunks in memory, flushed to sorted run files when the process's budget is spent."""
 
     layout: Layout
-    chunks: list[Columns] = field(default_factory=list)
-    runs: list[Run] = field(default_factory=list)
+    chunks: list[Columns] = msgspec.field(default_factory=list)
+    runs: list[Run] = msgspec.field(default_factory=list)
     in_memory: int = 0
     total: int = 0
 

@@ -8,11 +8,11 @@ trace's size; temporary files (store.py) are removed before this returns, also o
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
+import msgspec
 import numpy as np
 import numpy.typing as npt
 
@@ -108,6 +108,11 @@ def merge_sweeps(parts: list[Sweep]) -> Sweep:
     return whole
 
 
+def _without_context(*fields: Any) -> Sweep:
+    """A sweep a worker sent back; the caller sets its context (sweep_timeline)."""
+    return Sweep(cast("Context", None), *fields)
+
+
 # ProcessGroupNCCL's record_function names ("nccl:all_reduce"): NCCL runs on CUDA tensors only.
 _NCCL_OP_RE = re.compile(r"^nccl:[A-Za-z_]+")
 
@@ -136,24 +141,23 @@ def _refuse_when_nothing_is_usable(path: Path, col: Collected) -> None:
         raise InputError(f"{path} has nothing to analyse: its list of events holds {held} (no op, no kernel)")
 
 
-@dataclass
-class Sweep:
+class Sweep(msgspec.Struct):
     """Every accumulator, fed window by window."""
 
     ctx: Context
     spill: SpillDir
-    temporal: analysis.Temporal = field(default_factory=analysis.Temporal)
-    idle: analysis.IdleByStream = field(default_factory=analysis.IdleByStream)
-    steps: analysis.Steps = field(default_factory=analysis.Steps)
-    syncs: activity.Syncs = field(default_factory=activity.Syncs)
-    copies: activity.Copies = field(default_factory=activity.Copies)
-    graphs: activity.Graphs = field(default_factory=activity.Graphs)
-    comm: activity.Comm = field(default_factory=activity.Comm)
-    cpu: activity.CpuCompute = field(default_factory=activity.CpuCompute)
-    long_gaps: activity.LongGaps = field(default_factory=activity.LongGaps)
-    collectives: Collectives = field(default_factory=Collectives)
-    loader_where: activity.LoaderWhere = field(default_factory=activity.LoaderWhere)
-    tracker: GapTracker = field(default_factory=GapTracker)
+    temporal: analysis.Temporal = msgspec.field(default_factory=analysis.Temporal)
+    idle: analysis.IdleByStream = msgspec.field(default_factory=analysis.IdleByStream)
+    steps: analysis.Steps = msgspec.field(default_factory=analysis.Steps)
+    syncs: activity.Syncs = msgspec.field(default_factory=activity.Syncs)
+    copies: activity.Copies = msgspec.field(default_factory=activity.Copies)
+    graphs: activity.Graphs = msgspec.field(default_factory=activity.Graphs)
+    comm: activity.Comm = msgspec.field(default_factory=activity.Comm)
+    cpu: activity.CpuCompute = msgspec.field(default_factory=activity.CpuCompute)
+    long_gaps: activity.LongGaps = msgspec.field(default_factory=activity.LongGaps)
+    collectives: Collectives = msgspec.field(default_factory=Collectives)
+    loader_where: activity.LoaderWhere = msgspec.field(default_factory=activity.LoaderWhere)
+    tracker: GapTracker = msgspec.field(default_factory=GapTracker)
     forced_cuts: int = 0
     launches: activity.Launches | None = None
 
@@ -172,9 +176,9 @@ class Sweep:
         if self.launches is not None:
             self.launches.to_files()
 
-    def __getstate__(self) -> dict[str, Any]:
+    def __reduce__(self) -> tuple[Any, ...]:
         # A worker sends its sweep back without the context: the caller has it, and it holds every name.
-        return {key: value for key, value in self.__dict__.items() if key != "ctx"}
+        return _without_context, tuple(getattr(self, name) for name in self.__struct_fields__[1:])
 
     def merge(self, later: Sweep) -> None:
         """Continue with the sweep of the next stretch of the timeline (each accumulator's own merge)."""

@@ -14,10 +14,10 @@ The window's size limit bounds memory: a window holds at most WINDOW_ROWS rows, 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+import msgspec
 import numpy as np
 import numpy.typing as npt
 
@@ -38,8 +38,7 @@ RING_CALLS = 262_144  # recent runtime calls kept to find a kernel's launch acro
 TIME_MIN, TIME_MAX = -(2**63), 2**63 - 1
 
 
-@dataclass
-class Context:
+class Context(msgspec.Struct):
     """Trace-wide facts, known after pass one and before the sweep."""
 
     names: list[str]
@@ -103,8 +102,7 @@ def main_lane(col: Collected) -> int:
     return -1
 
 
-@dataclass
-class Window:
+class Window(msgspec.Struct, dict=True):  # dict: the cached properties
     """The rows of one window of time, and what is derived from them (computed once, on first use)."""
 
     ctx: Context
@@ -116,7 +114,7 @@ class Window:
     final: bool
     recent_launches: tuple[I64, I64]  # (corr, ts) of runtime calls before this window (the most recent ones)
     forced_cut: bool = False
-    _lane_ops: dict[int, tuple[I64, I64, npt.NDArray[np.int32]]] = field(default_factory=dict)
+    _lane_ops: dict[int, tuple[I64, I64, npt.NDArray[np.int32]]] = msgspec.field(default_factory=dict)
 
     # ---- masks
     @cached_property
@@ -330,8 +328,7 @@ def _at_or_after(ts: I64, lo: int) -> Mask:
 # ---- the windows
 
 
-@dataclass
-class Segment:
+class Segment(msgspec.Struct):
     """A stretch of the timeline swept on its own: from `lo` to `stop` (None: to the end of the trace).
 
     `lo` is a cut that the whole sweep could have made (see segments.py), and what a sweep from the start would carry
@@ -343,7 +340,7 @@ class Segment:
     rows: dict[str, list[tuple[int, int]]]  # per layout, per run: the row numbers [start, stop) in this stretch
     carried: dict[str, Columns]
     ring: tuple[I64, I64]
-    graph_corr: I64 = field(default_factory=lambda: np.zeros(0, np.int64))  # CUDA graph launches before lo
+    graph_corr: I64 = msgspec.field(default_factory=lambda: np.zeros(0, np.int64))  # CUDA graph launches before lo
 
 
 class _Family:

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+
+import msgspec
 
 from gputriage.collectors.env_text.limits import MATCH_CHARS, MAX_LINES
 
@@ -87,8 +88,7 @@ _COMMAND = re.compile(
 )
 
 
-@dataclass
-class Line:
+class Line(msgspec.Struct):
     index: int
     text: str  # the line without quote markers / log prefixes / prompt, cut to MATCH_CHARS
     low: str  # text.lower()
@@ -100,8 +100,7 @@ class Line:
         return not self.suggested
 
 
-@dataclass
-class Paste:
+class Paste(msgspec.Struct):
     lines: list[Line]
 
     def facts(self) -> Iterator[Line]:

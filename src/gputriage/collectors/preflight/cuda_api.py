@@ -11,10 +11,10 @@ from __future__ import annotations
 import gc
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from types import ModuleType, SimpleNamespace
 from typing import Any
 
+import msgspec
 import torch
 
 from gputriage.collectors.patching import Patches
@@ -28,8 +28,7 @@ MULTIPROCESSORS = 108
 CUDNN_VERSION = 90100
 
 
-@dataclass
-class _Memory:
+class _Memory(msgspec.Struct):
     peak_bytes: int = 0
 
 

@@ -8,8 +8,8 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 
+import msgspec
 import torch
 
 from gputriage.collectors.identity import IdentityMap
@@ -21,32 +21,32 @@ class Backing(enum.Enum):
     META = "meta"  # shapes only; host reads get placeholders
 
 
-@dataclass
-class PlaceholderRead:
+class PlaceholderRead(msgspec.Struct):
     kind: str  # scalar (item/bool/float/int) | tolist | cpu
     where: str | None
     code: str | None
     count: int = 0
 
 
-@dataclass
-class StandInState:
+class StandInState(msgspec.Struct):
     backing: Backing = Backing.CPU
     device_count: int = 1
     current_index: int = 0
     backing_s: float = 0.0  # host time spent computing the stand-in's ops (a GPU would run them asynchronously)
-    rng: StandInRng = field(default_factory=StandInRng)
+    rng: StandInRng = msgspec.field(default_factory=StandInRng)
     # tensors that pin_memory() returned: is_pinned() says True for them, as for page-locked memory (keyed by
     # identity: a tensor's __eq__ is elementwise)
-    pinned: IdentityMap[torch.Tensor, bool] = field(default_factory=IdentityMap)
-    placeholder_reads: dict[tuple[str, str | None], PlaceholderRead] = field(default_factory=dict)
-    lock: threading.Lock = field(default_factory=threading.Lock)
+    pinned: IdentityMap[torch.Tensor, bool] = msgspec.field(default_factory=IdentityMap)
+    placeholder_reads: dict[tuple[str, str | None], PlaceholderRead] = msgspec.field(default_factory=dict)
+    lock: threading.Lock = msgspec.field(default_factory=threading.Lock)
     # called with the kind of each host sync that only the stand-in sees (torch.cuda.synchronize(), event waits)
-    sync_listeners: list[Callable[[str], None]] = field(default_factory=list)
+    sync_listeners: list[Callable[[str], None]] = msgspec.field(default_factory=list)
     # what this run pickled from stand-in tensors (torch.save), by content: a checkpoint holds plain CPU tensors,
     # and torch.load puts these back on the stand-in, as a GPU run's load puts cuda tensors back on cuda
-    saved: dict[tuple[int, bytes], int] = field(default_factory=dict)
-    owner_pid: int = field(default_factory=os.getpid)  # the job's process; a DataLoader worker is forked from it
+    saved: dict[tuple[int, bytes], int] = msgspec.field(default_factory=dict)
+    owner_pid: int = msgspec.field(
+        default_factory=os.getpid
+    )  # the job's process; a DataLoader worker is forked from it
     used: bool = False  # the job touched the device: CUDA is initialised, and a forked child cannot use it
     _depth: int = 0
 

@@ -5,17 +5,17 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+
+import msgspec
 
 OTHER = "other"
 PHASES = ("data_wait", "h2d", "forward", "sync", "backward", "optimizer", OTHER)
 
 
-@dataclass
-class StepTimes:
+class StepTimes(msgspec.Struct):
     start_s: float  # clock reading when the step began
     wall_s: float
-    phases_s: dict[str, float] = field(default_factory=dict)
+    phases_s: dict[str, float] = msgspec.field(default_factory=dict)
 
 
 class PhaseClock:

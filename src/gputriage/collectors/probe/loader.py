@@ -22,9 +22,9 @@ import threading
 import time
 import weakref
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
 from torch.utils.data import DataLoader, IterableDataset
 from torch.utils.data import dataloader as dataloader_mod
 
@@ -40,13 +40,14 @@ MIN_WAITED_BATCHES = 3
 MAX_TIMED_BATCHES = 10_000  # per loader: more than any observed window, and bounded for one that sets --steps huge
 
 
-@dataclass
-class BatchTimes:
+class BatchTimes(msgspec.Struct):
     """One loader's per-batch times while steps were observed (bounded), for LoaderInfo.batch_load_s."""
 
-    waits_s: list[float] = field(default_factory=list)
-    cpu_s: list[float] = field(default_factory=list)  # the loop thread's CPU time in __next__
-    waited_intervals_s: list[float] = field(default_factory=list)  # between batches, for those the loop waited for
+    waits_s: list[float] = msgspec.field(default_factory=list)
+    cpu_s: list[float] = msgspec.field(default_factory=list)  # the loop thread's CPU time in __next__
+    waited_intervals_s: list[float] = msgspec.field(
+        default_factory=list
+    )  # between batches, for those the loop waited for
     last_end_s: float | None = None
     last_iterator: int | None = None  # id() of the iterator of the last batch: an interval never spans two epochs
 
@@ -65,8 +66,7 @@ class BatchTimes:
         self.last_end_s, self.last_iterator = end_s, iterator
 
 
-@dataclass(frozen=True)
-class LoadTime:
+class LoadTime(msgspec.Struct, frozen=True):
     load_s: float  # LoaderInfo.batch_load_s
     source: str  # LoaderInfo.batch_load_source
     cpu_s: float | None = None  # LoaderInfo.batch_load_cpu_s

@@ -5,9 +5,9 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
 import torch
 from torch.compiler import is_compiling
 
@@ -22,12 +22,11 @@ def capturing() -> bool:
     return is_compiling() or _tracing_state() is not None
 
 
-@dataclass
-class ProbeState:
+class ProbeState(msgspec.Struct):
     expected_device: str  # device type: cuda | mps | xpu | meta | cpu
-    clock: PhaseClock = field(default_factory=PhaseClock)
-    owner_pid: int = field(default_factory=os.getpid)
-    owner_thread: int = field(default_factory=threading.get_ident)  # the thread that runs the training loop
+    clock: PhaseClock = msgspec.field(default_factory=PhaseClock)
+    owner_pid: int = msgspec.field(default_factory=os.getpid)
+    owner_thread: int = msgspec.field(default_factory=threading.get_ident)  # the thread that runs the training loop
     in_loader: int = 0  # > 0 while DataLoader.__next__ runs (its modules are transforms, not the model)
     in_loss: int = 0  # > 0 inside a loss module's call while placement watches (its F.* call is the same loss)
     in_sync_call: int = 0  # > 0 inside a Python-level sync wrapper, so the dispatch census does not count it twice

@@ -8,7 +8,8 @@ job. `--steps N` ends every probe after step N.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+
+import msgspec
 
 PLACEMENT = "placement"
 CENSUS = "census"
@@ -35,8 +36,7 @@ def active_probes(step: int, steps_limit: int | None) -> frozenset[str]:
     return frozenset(on)
 
 
-@dataclass
-class Switch:
+class Switch(msgspec.Struct):
     start: Callable[[], None]
     stop: Callable[[], None]
 
