@@ -118,6 +118,20 @@ def test_run_with_baseline_prints_the_compare_after_the_report(tmp_path: Path) -
     assert "the job now completes (exit 1 -> 0)" in second.stderr
 
 
+@pytest.mark.parametrize("kind", ["empty folder", "folder of other files"])
+def test_a_baseline_that_holds_no_report_is_refused_before_the_job_starts(kind: str, tmp_path: Path) -> None:
+    """Not after a job of hours: a folder with no report.json and no trace is one line and exit 2 at once."""
+    (tmp_path / "before").mkdir()
+    if kind == "folder of other files":
+        (tmp_path / "before" / "notes.txt").write_text("the run before the fix\n")
+    (tmp_path / "job.py").write_text("open('ran', 'w').write('yes')\n")
+    proc = run_meta(tmp_path, "after", "job.py", [], "--baseline", "before")
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.startswith("gputriage: error: --baseline before: no report.json, and not a folder of traces")
+    assert len(proc.stderr.splitlines()) == 1
+    assert not (tmp_path / "ran").exists()
+
+
 # A step of a known length on the meta stand-in, where compute costs next to nothing: the sleep is the step.
 # tests/scripts/step_sleep.py: a step that waits `--sleep-ms` (50 ms by default), as README's regression example
 TIMED = (SCRIPTS / "step_sleep.py").read_text()

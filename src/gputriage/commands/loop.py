@@ -49,10 +49,24 @@ def add_loop_options(p: argparse.ArgumentParser) -> None:
 def check_loop_options(args: argparse.Namespace) -> None:
     """Before the job starts: a --baseline that is not there, or --fail-on regression without one, is exit 2."""
     baseline = getattr(args, "baseline", None)
-    if baseline is not None and not Path(baseline).exists():
-        raise InputError(f"--baseline {baseline}: no such file or folder")
+    if baseline is not None:
+        _check_baseline(Path(baseline))
     if getattr(args, "fail_on", None) == "regression" and baseline is None:
         raise InputError("--fail-on regression compares with an earlier run: give --baseline DIR")
+
+
+def _check_baseline(path: Path) -> None:
+    """A folder that holds neither a report nor a trace is refused now, not after a job of hours (compare's
+    load_side reads it then: a report folder, a report.json, or a trace file or folder)."""
+    if not path.exists():
+        raise InputError(f"--baseline {path}: no such file or folder")
+    if path.is_dir() and not outdir.report_json(path).is_file():
+        from gputriage.tracing.multirank import trace_files
+
+        try:
+            trace_files([path])
+        except InputError as exc:
+            raise InputError(f"--baseline {path}: no report.json, and not a folder of traces either ({exc})") from None
 
 
 def write_patch(diag: Diagnosis, path: Path | None, root: Path, stream: TextIO | None = None) -> None:
