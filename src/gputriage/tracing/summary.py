@@ -108,9 +108,9 @@ def merge_sweeps(parts: list[Sweep]) -> Sweep:
     return whole
 
 
-def _without_context(*fields: Any) -> Sweep:
+def _without_context(fields: dict[str, Any]) -> Sweep:
     """A sweep a worker sent back; the caller sets its context (sweep_timeline)."""
-    return Sweep(cast("Context", None), *fields)
+    return Sweep(ctx=cast("Context", None), **fields)
 
 
 # ProcessGroupNCCL's record_function names ("nccl:all_reduce"): NCCL runs on CUDA tensors only.
@@ -178,7 +178,8 @@ class Sweep(msgspec.Struct):
 
     def __reduce__(self) -> tuple[Any, ...]:
         # A worker sends its sweep back without the context: the caller has it, and it holds every name.
-        return _without_context, tuple(getattr(self, name) for name in self.__struct_fields__[1:])
+        fields = {name: getattr(self, name) for name in self.__struct_fields__ if name != "ctx"}
+        return _without_context, (fields,)
 
     def merge(self, later: Sweep) -> None:
         """Continue with the sweep of the next stretch of the timeline (each accumulator's own merge)."""
