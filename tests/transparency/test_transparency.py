@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
-from harness import CASES, Compared
+from harness import CASES, Compared, Job, Observed, _load_noise, differences
 
 pytestmark = pytest.mark.slow
 
@@ -46,3 +48,31 @@ def test_the_probes_saw_the_jobs(compared: dict[str, Compared]) -> None:
         report = compared[name].traced.report
         assert report is not None and report["steps"]["steps_observed"] >= 3, name
         assert report["placement"]["models"], name
+
+
+LEAK = (
+    b"/usr/lib/python3.11/multiprocessing/resource_tracker.py:254: UserWarning: resource_tracker: There appear to be 1 "
+    b"leaked semaphore objects to clean up at shutdown\n  warnings.warn('resource_tracker: There appear to be %d '\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("plain_err", "traced_err", "again"),
+    [
+        (b"step 0\n" + LEAK, b"step 0\n", True),  # only the tracker's shutdown race apart: one more pair
+        (b"step 0\n", b"step 0\n" + LEAK, True),
+        (b"step 0\n", b"step 1\n" + LEAK, False),  # the job's own text apart too: a difference, at once
+        (b"step 0\n", b"Traceback\n", False),
+    ],
+)
+def test_only_the_trackers_warnings_apart_runs_again(plain_err: bytes, traced_err: bytes, again: bool) -> None:
+    job = Job(["job.py"], report=False)
+    plain, traced = Observed(0, b"", plain_err, {}, 0.0), Observed(0, b"", traced_err, {}, 0.0)
+    found = differences(job, plain, traced, Path())
+    assert found and _load_noise(job, found, plain, traced) is again
+
+
+def test_a_torchrun_pair_apart_only_by_exit_code_is_run_again_and_one_process_is_not() -> None:
+    plain, traced = Observed(0, b"", b"", {}, 0.0), Observed(1, b"", b"", {}, 0.0)
+    for job, again in ((Job(["ddp.py"], report=False, torchrun=2), True), (Job(["job.py"], report=False), False)):
+        assert _load_noise(job, differences(job, plain, traced, Path()), plain, traced) is again
