@@ -35,6 +35,11 @@ REPORT_FILES = (REPORT_JSON, REPORT_HTML, REPORT_MD, TIMELINE_JSON)
 
 RANKS_DIR = "ranks"
 RANK_FILE_RE = re.compile(r"^rank-(\d{1,9})\.json$")
+# The first key of a profiler trace's JSON object, where a file has one of gputriage's own names.
+_TRACE_HEAD_RE = re.compile(
+    rb'\A(?:\xef\xbb\xbf)?\s*\{\s*"(?:schemaVersion|traceEvents|deviceProperties|distributedInfo)"'
+)
+_HEAD_BYTES = 256
 LOCK_NAME = ".merge.lock"
 # A lock older than this was left by a merger that was killed; the next merger takes it over.
 STALE_LOCK_S = 120.0
@@ -67,10 +72,33 @@ def trace_rank(path: Path) -> int | None:
 
 
 def is_own_output(path: Path) -> bool:
-    """gputriage's own --out files (the reports, the rank records), which may sit next to the traces they came from."""
-    if path.name in (REPORT_JSON, TIMELINE_JSON):
+    """gputriage's own --out files (the reports, the rank records), which may sit next to the traces they came from.
+
+    By name, unless the file's first bytes are a profiler trace's: traces saved as `ranks/rank-0.json` or
+    `report.json` by the user's own code are still traces."""
+    if path.name == TIMELINE_JSON:
         return True
-    return path.parent.name == RANKS_DIR and RANK_FILE_RE.match(path.name) is not None
+    named = path.name == REPORT_JSON or (path.parent.name == RANKS_DIR and RANK_FILE_RE.match(path.name) is not None)
+    return named and not _starts_like_a_trace(path)
+
+
+def _starts_like_a_trace(path: Path) -> bool:
+    """A Kineto trace's first key is schemaVersion (or traceEvents, in other writers' traces); gputriage's report and
+    rank record start with their own "schema". Not a regular file, or unreadable: not a trace (passed over, as by
+    name)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))  # a FIFO must not block us
+    except OSError:
+        return False
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return False
+        head = os.read(fd, _HEAD_BYTES)
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    return _TRACE_HEAD_RE.match(head) is not None
 
 
 def rank_of_record(path: Path) -> int | None:

@@ -167,6 +167,77 @@ def test_a_folder_scan_skips_gputriage_rank_records(tmp_path: Path) -> None:
     assert trace_files([tmp_path]) == [trace]
 
 
+REPORT = '{"schema": "gputriage.report/1", "run_schema": "gputriage.run/1"}'
+RECORD = '{"schema":"gputriage.run/1","command":"run"}'
+
+
+@pytest.mark.parametrize(
+    ("files", "says"),
+    [
+        (
+            {"ranks/rank-00000.json": RECORD, "ranks/rank-00001.json": RECORD},
+            "ranks holds no profiler trace, only gputriage's own report files (rank-00000.json, rank-00001.json); "
+            "read them with: gputriage report {tmp}",
+        ),
+        (
+            {"out/report.json": REPORT, "out/timeline.json": '{"traceEvents": []}'},
+            "out holds no profiler trace, only gputriage's own report files (report.json, timeline.json); "
+            "read them with: gputriage report {tmp}/out",
+        ),
+        ({"out/timeline.json": "{}"}, "out holds no profiler trace, only gputriage's own report files (timeline.json)"),
+    ],
+)
+def test_a_folder_of_gputriage_files_only_says_what_they_are(tmp_path: Path, files: dict[str, str], says: str) -> None:
+    """Not "holds no trace file": the files are there, gputriage's own; and the command that reads them, where one
+    does."""
+    from gputriage.errors import InputError
+    from gputriage.tracing.multirank import trace_files
+
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        (tmp_path / name).write_text(text)
+    folder = tmp_path / next(iter(files)).split("/")[0]
+    with pytest.raises(InputError) as raised:
+        trace_files([folder])
+    assert str(raised.value).endswith(says.format(tmp=tmp_path))
+
+
+@pytest.mark.parametrize("names", [["ranks/rank-0.json", "ranks/rank-1.json"], ["job/report.json"]])
+def test_profiler_traces_under_gputriages_own_names_are_still_traces(
+    tmp_path: Path,
+    trace_json,  # type: ignore[no-untyped-def]
+    names: list[str],
+) -> None:
+    """A name is not proof: the user's own code may save its traces as ranks/rank-0.json. The first key of the file
+    tells a profiler trace from gputriage's report or rank record."""
+    from gputriage.tracing.multirank import trace_files
+
+    written = []
+    for rank, name in enumerate(names):
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        b = TraceBuilder()
+        b.meta["distributedInfo"] = {"backend": "nccl", "rank": rank, "world_size": len(names)}
+        b.step(0, 0.0, 1_000.0)
+        b.launch(100.0, 110.0, 800.0)
+        written.append(b.write(tmp_path / name))
+    folder = written[0].parent
+    assert trace_files([folder]) == written
+    code, doc = trace_json(folder)
+    assert code != 2 and sorted(r["rank"] for r in doc["trace"]["ranks"]) == list(range(len(names)))
+
+
+def test_a_fifo_under_an_own_name_is_passed_over_without_blocking(tmp_path: Path) -> None:
+    import os
+
+    from builders import training_loop
+
+    from gputriage.tracing.multirank import trace_files
+
+    trace = training_loop().write(tmp_path / "worker0.pt.trace.json")
+    os.mkfifo(tmp_path / "report.json")
+    assert trace_files([tmp_path]) == [trace]
+
+
 def test_a_folder_scan_does_not_enter_subfolders(tmp_path: Path, trace_json) -> None:  # type: ignore[no-untyped-def]
     from builders import training_loop
 

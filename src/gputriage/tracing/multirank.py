@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -71,10 +72,23 @@ def _no_file_twice(files: list[Path]) -> None:
 
 def _empty_folder(path: Path) -> str:
     below = sorted({p.parent for p in path.glob("*/*") if _is_trace_name(p) and p.is_file()})
+    own = sorted(p.name for p in path.iterdir() if p.name.lower().endswith(_TRACE_SUFFIXES) and outdir.is_own_output(p))
+    if not below and own:
+        return _only_own_files(path, own)
     if not below:
         return f"{path} holds no trace file (.json or .json.gz)"
     names = ", ".join(p.name for p in below[:_SHOWN]) + (", ..." if len(below) > _SHOWN else "")
     return f"{path} holds no trace file itself; its subfolders do ({names}): pass the folder of one job"
+
+
+def _only_own_files(path: Path, own: list[str]) -> str:
+    """A folder of gputriage's own --out files: what they are and the command that reads them, not "no trace file"."""
+    names = ", ".join(own[:_SHOWN]) + (", ..." if len(own) > _SHOWN else "")
+    said = f"{path} holds no profiler trace, only gputriage's own report files ({names})"
+    report_dir = path.parent if path.name == outdir.RANKS_DIR else path
+    if outdir.report_json(report_dir).is_file() or (report_dir / outdir.RANKS_DIR).is_dir():
+        return f"{said}; read them with: gputriage report {shlex.quote(str(report_dir))}"
+    return said
 
 
 def name_pattern(name: str) -> str:
