@@ -238,10 +238,29 @@ def test_save_copy_and_pickle_the_model(stand_in: Session) -> None:
     clone = copy.deepcopy(model)
     assert clone[0].weight.device.type == "cuda" and clone[0].weight is not model[0].weight
     assert torch.equal(clone[0].weight.cpu(), model[0].weight.cpu())
-    assert type(pickle.loads(pickle.dumps(model[0].weight.detach()))) is torch.Tensor
+    assert isinstance(pickle.loads(pickle.dumps(model[0].weight.detach())), torch.Tensor)
     state.seek(0)
     loaded = torch.load(state, map_location="cuda")
     assert loaded["0.weight"].device.type == "cuda"
+
+
+def test_pickle_round_trips_come_back_where_a_gpu_run_puts_them(stand_in: Session) -> None:
+    """pickle.loads(pickle.dumps(x)) of a CUDA tensor or model comes back on its GPU (torch pickles a storage with
+    torch.save and reads it with torch.load); on the stand-in it came back on the CPU, and the job's next step failed
+    with a device mismatch that a GPU run never has (from the differential tester)."""
+    model = nn.Linear(4, 2).cuda()
+    on_device = torch.randn(3, device="cuda", requires_grad=True)
+    host = torch.randn(5)
+    host_bytes = pickle.dumps(host)
+    model_back, tensor_back, host_back = pickle.loads(pickle.dumps((model, on_device, host)))
+    assert model_back.weight.device == torch.device("cuda", 0) and isinstance(model_back.weight, nn.Parameter)
+    assert model_back.weight.requires_grad and model_back.weight is not model.weight
+    assert torch.equal(model_back.weight.cpu(), model.weight.cpu())
+    assert tensor_back.device.type == "cuda" and tensor_back.requires_grad and tensor_back.is_leaf
+    assert torch.equal(tensor_back.detach().cpu(), on_device.detach().cpu())
+    assert host_back.device.type == "cpu" and torch.equal(host_back, host)  # a CPU tensor stays on the CPU
+    assert pickle.dumps(host) == host_bytes  # what pickle writes for a plain tensor is torch's own
+    assert model_back(torch.randn(2, 4, device="cuda")).device.type == "cuda"
 
 
 def test_checkpoint_written_under_the_preflight_is_plain_cpu_torch(stand_in: Session) -> None:
