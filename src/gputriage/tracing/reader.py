@@ -33,6 +33,10 @@ _WS = b" \t\r\n"
 _BOM = b"\xef\xbb\xbf"
 # An event boundary: the end of one object and the start of the next, whose first key is quoted. Text inside a
 # string can hold `}, {` but never `{"` (its quote would end the string), so a range split never starts in a name.
+# The bytes read at first to find and prove an event start: decoding them is the proof, and the caller plans every
+# byte range this way before any worker starts (18 cuts on 16 cores). 64 KiB holds a few hundred events; a window
+# with no provable start grows fourfold, up to MAX_PIECE_BYTES.
+_FIRST_EVENT_WINDOW_BYTES = 1 << 16
 _EVENT_GAP_RE = re.compile(rb'\}[ \t\r\n]*,[ \t\r\n]*\{[ \t\r\n]*"')
 
 
@@ -180,7 +184,7 @@ def first_event_at(path: Path, pos: int, limits: TraceLimits, stop: int | None =
     (a '{' inside a nested object cannot: its brackets would not balance). No candidate before `stop`, or within
     MAX_PIECE_BYTES, gives None: the caller then simply does not split there.
     """
-    window = 1 << 20
+    window = _FIRST_EVENT_WINDOW_BYTES
     decoder = EventDecoder()
     while True:
         source = Source(path, limits, pos, pos + window)
