@@ -1,4 +1,4 @@
-"""Everything is on the device, but each sample takes milliseconds to prepare in the main process."""
+"""Everything is on the device, but each sample takes milliseconds to read and decode in the main process."""
 
 import os
 import time
@@ -17,8 +17,14 @@ class SlowImages(Dataset):
         return 48
 
     def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
-        time.sleep(0.004)  # stands in for decoding a JPEG and augmenting it
-        return torch.randn(16), index % 4
+        # Stands in for reading a JPEG (I/O: a sleep) and decoding and augmenting it (CPU work in Python). Half of the
+        # time is CPU work: when other processes share the cores it slows down as the training step does, so the
+        # step's share of waiting for data depends less on the machine's load than a sleep alone would make it.
+        time.sleep(0.002)
+        pixel = 0
+        for i in range(10_000):
+            pixel = (pixel + (index * 31 + i) * 2654435761) % 251
+        return torch.full((16,), pixel / 251.0), index % 4
 
 
 def main() -> None:
