@@ -1,14 +1,11 @@
-"""A POSIX timer on one thread's CPU clock that signals another thread of ours: the stack sampler's second trigger.
+"""A POSIX timer on the process's CPU clock that signals one thread of ours: the stack sampler's second trigger.
 
 Why not `signal.setitimer(ITIMER_PROF)`: SIGPROF's default action ends the process, and libraries reset every
 signal's handler to what they saw before (Lightning's signal connector does at the end of `fit`): the next tick then
 killed the job (both Lightning scripts of the accuracy set, with no report). This timer sends SIGURG, whose default
 action is to ignore it, so a reset handler makes it harmless, and it sends it to the sampler's own thread
 (SIGEV_THREAD_ID): no system call of the job's threads is interrupted. CPython still runs the Python handler in the
-main thread, at its next bytecode, which is the point. The clock is the training thread's own CPU time, not the
-process's: with the process's, every other busy thread (a preflight's threaded stand-in compute) made ticks, each one
-woke the sampler thread and took the GIL, and the extra work in the main thread made a DataParallel script's loader
-look slow (input-pipeline-bound in 2 of 3 runs). Linux only (glibc's timer_create); elsewhere `start` says no.
+main thread, at its next bytecode, which is the point. Linux only (glibc's timer_create); elsewhere `start` says no.
 """
 
 from __future__ import annotations
@@ -17,6 +14,7 @@ import ctypes
 import signal
 import sys
 
+_CLOCK_PROCESS_CPUTIME_ID = 2
 _SIGEV_THREAD_ID = 4
 TIMER_SIGNAL = signal.SIGURG
 
@@ -55,20 +53,19 @@ def _libc() -> ctypes.CDLL | None:
 
 
 class CpuTimer:
-    """Every `interval_s` on the clock `clock_id` (time.pthread_getcpuclockid), TIMER_SIGNAL to the thread
-    `thread_id` (a native id)."""
+    """Every `interval_s` of the whole process's CPU time, TIMER_SIGNAL to the thread `thread_id` (a native id)."""
 
     def __init__(self) -> None:
         self._lib: ctypes.CDLL | None = None
         self._timer = ctypes.c_void_p()
         self._armed = False
 
-    def start(self, clock_id: int, thread_id: int, interval_s: float) -> bool:
+    def start(self, thread_id: int, interval_s: float) -> bool:
         lib = _libc()
         if lib is None:
             return False
         event = _SigEvent(signo=int(TIMER_SIGNAL), notify=_SIGEV_THREAD_ID, thread_id=thread_id)
-        if lib.timer_create(clock_id, ctypes.byref(event), ctypes.byref(self._timer)) != 0:
+        if lib.timer_create(_CLOCK_PROCESS_CPUTIME_ID, ctypes.byref(event), ctypes.byref(self._timer)) != 0:
             return False
         whole = int(interval_s)
         period = _TimeSpec(whole, int((interval_s - whole) * 1e9))

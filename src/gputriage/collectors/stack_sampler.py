@@ -58,11 +58,11 @@ SAMPLING_SWITCH_INTERVAL_S = 0.0005
 # its timed wait, and code that releases and retakes the GIL in short bursts (a NumPy copy of more than 500 elements
 # releases it each time) restarts that wait again and again. A loop of np.pad on 28x28 images, the augmentation of a
 # real tutorial script (corpus case 13), let the thread take 6-11 samples in a second at any switch interval from
-# 0.5 ms down to 20 us (105 at 5 us), against about 250 for a loop of np.clip. A timer on the training thread's CPU
-# clock (cpu_timer.py) makes CPython run a signal handler in the main thread at its next bytecode, with its frame: the
-# GIL cannot keep that out. It ticks only while that thread computes (the sampler thread covers the waits), and a
-# tick samples only when nothing did for half an interval. Used only when the training thread is the main thread and
-# the job has no handler of its own for the timer's signal; the handler goes with the window.
+# 0.5 ms down to 20 us (105 at 5 us), against about 250 for a loop of np.clip. A timer on the process's CPU clock
+# (cpu_timer.py) makes CPython run a signal handler in the main thread at its next bytecode, with its frame: the GIL
+# cannot keep that out. It ticks only while the process computes (the thread covers the waits), and a tick samples
+# only when nothing did for half an interval. Used only when the training thread is the main thread and the job has
+# no handler of its own for the timer's signal; the handler goes with the window.
 _HANDLER_MIN_GAP = 0.5  # of the interval
 # A sample counts as busy when the thread ran or waited for a core at least this share of the time since the last one.
 BUSY_RATIO = 0.5
@@ -128,7 +128,6 @@ class StackSampler:
         self._handler: Callable[[int, FrameType | None], None] | None = None  # the timer's, while installed
         self._timer: CpuTimer | None = None  # made with the handler (ctypes loads only then)
         self._timer_armed = False
-        self._clock_id = 0  # the training thread's CPU clock, for the timer
         self._in_handler = False  # a handler that runs nested in itself samples once
 
     # -- Observer ------------------------------------------------------------------------------------------------------
@@ -175,10 +174,9 @@ class StackSampler:
         with contextlib.suppress(AttributeError, OSError, ValueError):
             if signal.getsignal(TIMER_SIGNAL) != signal.SIG_DFL:
                 return  # the job's own (or a C library's: getsignal gives None): left alone
-            clock_id = time.pthread_getcpuclockid(threading.get_ident())  # this thread's CPU time
             handler = self._on_tick
             signal.signal(TIMER_SIGNAL, handler)
-            self._handler, self._timer, self._clock_id = handler, CpuTimer(), clock_id
+            self._handler, self._timer = handler, CpuTimer()
 
     def _remove_handler(self) -> None:
         handler, self._handler = self._handler, None
@@ -223,8 +221,7 @@ class StackSampler:
     def _run(self) -> None:
         # the timer signals this thread, whose waits CPython resumes: no system call of the job's is interrupted
         timer = self._timer
-        armed = timer is not None and timer.start(self._clock_id, threading.get_native_id(), self.interval_s)
-        self._timer_armed = armed
+        self._timer_armed = timer is not None and timer.start(threading.get_native_id(), self.interval_s)
         try:
             while not self._stop.wait(self.interval_s) and self._samples < MAX_SAMPLES:
                 with contextlib.suppress(Exception):  # a sample that fails is a sample not taken
