@@ -1,21 +1,19 @@
 """CPU work in the step, found by time: a low-overhead sampler of the training thread's stack (record/sampler.py).
 
 In the spirit of py-spy and pyinstrument, but from inside the process: a daemon thread wakes every
-SAMPLE_INTERVAL_S, reads the training thread's frame with `sys._current_frames()` (and, where the training thread is
-the main thread, a CPU-time timer samples it too while it keeps the GIL from the thread), and counts each line of the
-user's code on it, with the phase of the step the probe's clock is in and whether the thread was busy since the last
-sample: running on a core or runnable and waiting for one (Linux's per-thread schedstat; elsewhere its CPU clock), as
-opposed to sleeping or blocked. On a busy shared machine a thread that computes gets a fraction of a core, so "got CPU
-time" would undercount; "wanted CPU time" does not. It never touches the user's objects: the thread and the timer run
+SAMPLE_INTERVAL_S, reads the training thread's frame with `sys._current_frames()`, and counts each line of the user's
+code on it, with the phase of the step the probe's clock is in and whether the thread was busy since the last sample:
+running on a core or runnable and waiting for one (Linux's per-thread schedstat; elsewhere its CPU clock), as opposed to
+sleeping or blocked. On a busy shared machine a thread that computes gets a fraction of a core, so "got CPU time" would
+undercount; "wanted CPU time" does not. It never touches the user's objects and installs nothing: the thread runs
 only inside its window of steps (from the step after the probes' own windows, the op census's, to the probes'
-`--steps` limit, ending before a `--trace` profiler window, and after at most MAX_SAMPLES samples), and are gone
+`--steps` limit, ending before a `--trace` profiler window, and after at most MAX_SAMPLES samples), and is joined
 when the window ends, so it costs nothing after it.
 """
 
 from __future__ import annotations
 
 import contextlib
-import signal
 import sys
 import threading
 import time
@@ -33,7 +31,6 @@ from gputriage.record import Run
 from gputriage.record.sampler import MAX_LINES, SampledLine, SamplerSection
 
 if TYPE_CHECKING:
-    from gputriage.collectors.cpu_timer import CpuTimer
     from gputriage.collectors.probe import RunProbe
 
 # 250 samples per second: a 25 ms step gets 6, and 100 steps 600. One sample (the frame walk of a 30-frame stack, one
@@ -54,16 +51,6 @@ MAX_SAMPLES = 2500  # 10 s of sampling is plenty; the thread ends itself then
 # A short interval while the sampler runs makes where a sample lands follow where the time goes; the user's own
 # interval is back when the window ends. It matters only while a thread waits for the GIL.
 SAMPLING_SWITCH_INTERVAL_S = 0.0005
-# The thread alone is not enough: CPython hands the GIL to a waiting thread only when no other switch happened during
-# its timed wait, and code that releases and retakes the GIL in short bursts (a NumPy copy of more than 500 elements
-# releases it each time) restarts that wait again and again. A loop of np.pad on 28x28 images, the augmentation of a
-# real tutorial script (corpus case 13), let the thread take 6-11 samples in a second at any switch interval from
-# 0.5 ms down to 20 us (105 at 5 us), against about 250 for a loop of np.clip. A timer on the process's CPU clock
-# (cpu_timer.py) makes CPython run a signal handler in the main thread at its next bytecode, with its frame: the GIL
-# cannot keep that out. It ticks only while the process computes (the thread covers the waits), and a tick samples
-# only when nothing did for half an interval. Used only when the training thread is the main thread and the job has
-# no handler of its own for the timer's signal; the handler goes with the window.
-_HANDLER_MIN_GAP = 0.5  # of the interval
 # A sample counts as busy when the thread ran or waited for a core at least this share of the time since the last one.
 BUSY_RATIO = 0.5
 MAX_TRACKED_LINES = 2000  # lines counted while sampling; memory stays bounded on any program
@@ -125,10 +112,6 @@ class StackSampler:
         self._busy_clock: Callable[[], float] | None = None  # seconds the thread ran or waited to run
         self._last: tuple[float, float] | None = None  # (wall, busy clock) at the last sample
         self._switch_interval_s: float | None = None  # the job's, while ours is set
-        self._handler: Callable[[int, FrameType | None], None] | None = None  # the timer's, while installed
-        self._timer: CpuTimer | None = None  # made with the handler (ctypes loads only then)
-        self._timer_armed = False
-        self._in_handler = False  # a handler that runs nested in itself samples once
 
     # -- Observer ------------------------------------------------------------------------------------------------------
 
@@ -162,47 +145,7 @@ class StackSampler:
         if before > SAMPLING_SWITCH_INTERVAL_S:
             sys.setswitchinterval(SAMPLING_SWITCH_INTERVAL_S)
             self._switch_interval_s = before
-        self._install_handler()
         self._thread.start()
-
-    def _install_handler(self) -> None:
-        """The timer's handler, when this is the main thread and the job has none for its signal."""
-        if threading.current_thread() is not threading.main_thread():
-            return  # a handler runs in the main thread only: it would sample the wrong thread
-        from gputriage.collectors.cpu_timer import TIMER_SIGNAL, CpuTimer
-
-        with contextlib.suppress(AttributeError, OSError, ValueError):
-            if signal.getsignal(TIMER_SIGNAL) != signal.SIG_DFL:
-                return  # the job's own (or a C library's: getsignal gives None): left alone
-            handler = self._on_tick
-            signal.signal(TIMER_SIGNAL, handler)
-            self._handler, self._timer = handler, CpuTimer()
-
-    def _remove_handler(self) -> None:
-        handler, self._handler = self._handler, None
-        # the default back, unless the job set its own meanwhile; a handler is set from the main thread only (from
-        # another, ours stays, and with its timer deleted it never runs)
-        if handler is None or threading.current_thread() is not threading.main_thread():
-            return
-        from gputriage.collectors.cpu_timer import TIMER_SIGNAL
-
-        with contextlib.suppress(OSError, ValueError):
-            if signal.getsignal(TIMER_SIGNAL) == handler:
-                signal.signal(TIMER_SIGNAL, signal.SIG_DFL)
-
-    def _on_tick(self, signum: int, frame: FrameType | None) -> None:
-        """In the main thread, between two of its bytecodes: `frame` is where the training loop is."""
-        last = self._last
-        if frame is None or last is None or self._in_handler or self._stop.is_set() or self._samples >= MAX_SAMPLES:
-            return
-        if time.perf_counter() - last[0] < _HANDLER_MIN_GAP * self.interval_s:
-            return
-        self._in_handler = True
-        try:
-            with contextlib.suppress(Exception):  # a sample that fails is a sample not taken, never the job's error
-                self._sample(frame)
-        finally:
-            self._in_handler = False
 
     def _end(self) -> None:
         stand_in = self._state.stand_in_clock
@@ -212,24 +155,15 @@ class StackSampler:
         thread = self._thread
         if thread is not None and thread is not threading.current_thread():
             thread.join()
-        self._remove_handler()
         before, self._switch_interval_s = self._switch_interval_s, None
         # the job's own value back, unless the job set one of its own meanwhile
         if before is not None and sys.getswitchinterval() == SAMPLING_SWITCH_INTERVAL_S:
             sys.setswitchinterval(before)
 
     def _run(self) -> None:
-        # the timer signals this thread, whose waits CPython resumes: no system call of the job's is interrupted
-        timer = self._timer
-        self._timer_armed = timer is not None and timer.start(threading.get_native_id(), self.interval_s)
-        try:
-            while not self._stop.wait(self.interval_s) and self._samples < MAX_SAMPLES:
-                with contextlib.suppress(Exception):  # a sample that fails is a sample not taken
-                    self._sample(None)
-        finally:
-            self._timer_armed = False
-            if timer is not None:
-                timer.stop()
+        while not self._stop.wait(self.interval_s) and self._samples < MAX_SAMPLES:
+            with contextlib.suppress(Exception):  # a sample that fails is a sample not taken
+                self._sample()
 
     def _read_busy_clock(self) -> float:
         clock = self._busy_clock
@@ -241,24 +175,14 @@ class StackSampler:
             self._busy_clock = None
             return 0.0
 
-    def _sample(self, frame: FrameType | None) -> None:
-        """`frame`: the main thread's, from the timer's handler; None: the thread reads the training thread's.
-
-        No lock between the two (a thread that holds one can lose the GIL for long while it does): the thread samples
-        only when nothing did for an interval, reads the frame before the clock, and swaps the last sample's time
-        last, so a thread starved in the middle never counts again the time the timer's samples counted.
-        """
-        if frame is None:
-            last_s = self._last[0] if self._last is not None else None
-            if self._timer_armed and last_s is not None and time.perf_counter() - last_s < self.interval_s:
-                return  # the timer sampled just now
-            frame = sys._current_frames().get(self._state.owner_thread)
+    def _sample(self) -> None:
         now = (time.perf_counter(), self._read_busy_clock())
         last, self._last = self._last, now
         phase = self._state.clock.phase
         step = self._state.step
         if phase is None or not self.first_step <= step < self.end_step:
             return
+        frame = sys._current_frames().get(self._state.owner_thread)
         if frame is None or last is None:
             return
         # This sample stands for the time since the last one (at most a few intervals: a pause between steps or a
