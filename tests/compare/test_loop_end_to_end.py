@@ -138,9 +138,9 @@ TIMED = (SCRIPTS / "step_sleep.py").read_text()
 
 
 def test_a_no_op_change_is_no_change_and_a_planted_slowdown_regresses(tmp_path: Path) -> None:
-    # A 100 ms step: the stand-in's compute (about 10 ms of the host's time with the probes, more when the machine is
-    # busy) is a smaller part of it than of a 50 ms step, so a neighbour's burst in one run stays under the 10% floor
-    # (with 50 ms, a no-op edit once came out "fixed" on the shared 2-core test machine).
+    # A 100 ms step: the stand-in's compute (3.5-4 ms of the host's time with the probes on a quiet machine, several
+    # times that when it is busy) is a smaller part of it than of a 50 ms step, so a neighbour's burst in one run stays
+    # under the 10% floor (with 50 ms, a no-op edit once came out "fixed" on the shared 2-core test machine).
     base = TIMED.replace("default=50.0", "default=100.0")
     (tmp_path / "timed.py").write_text(base)
     run_meta(tmp_path, "before", "timed.py", [])
