@@ -44,7 +44,11 @@ class StandInSection(msgspec.Struct):
     # the preflight ended the job on purpose after this many steps (exit code 0); None: the job ended by itself
     stopped_after_steps: int | None = None
     compiled_eagerly: bool = False  # the script called torch.compile, which the preflight ran eagerly
-    stand_in_s: float = 0.0  # host time spent computing the stand-in's ops (a GPU would run them asynchronously)
+    # host time the stand-in cost the job, which a GPU run does not pay: computing its ops (a GPU runs them
+    # asynchronously), and its mode's cost on each of the job's other torch calls (mode_calls x mode_call_us)
+    stand_in_s: float = 0.0
+    mode_calls: int = 0
+    mode_call_us: float | None = None  # measured on this host when the preflight started; None: not a preflight
     placeholder_reads: list[PlaceholderSite] = msgspec.field(default_factory=list)
 
     def measured_rungs(self) -> set[int]:
@@ -60,6 +64,8 @@ class StandInSection(msgspec.Struct):
         problems = []
         if self.stand_in_s < 0:
             problems.append("stand_in: negative stand-in time")
+        if self.mode_calls < 0 or (self.mode_call_us is not None and self.mode_call_us < 0):
+            problems.append("stand_in: negative mode calls or cost")
         if self.preflight and self.label != PREFLIGHT_LABEL:
             problems.append("stand_in: a preflight must carry its label")
         return problems

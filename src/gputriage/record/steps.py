@@ -32,7 +32,8 @@ class Step(msgspec.Struct):
     other_s: float = 0.0
     rank: int | None = None
     # On a stand-in device (run --preflight): host time inside its ops, which the host computes for real but a GPU
-    # would run asynchronously. Part of forward/backward/optimizer, not a phase of its own. None on a real device.
+    # would run asynchronously, and its mode's cost on the step's other torch calls, which a GPU run does not pay
+    # (record/stand_in.py). Part of the phases, not a phase of its own. None on a real device.
     stand_in_s: float | None = None
     # Of stand_in_s, the part spent inside the data wait (a collate_fn or Dataset that builds the batch on the device).
     wait_stand_in_s: float | None = None

@@ -14,7 +14,7 @@ from typing import Any, Protocol
 import torch
 
 from gputriage.collectors.patching import Patches
-from gputriage.collectors.preflight import autocast, cpp_devices, cuda_api, eager, loading, parallel
+from gputriage.collectors.preflight import autocast, cpp_devices, cuda_api, eager, loading, mode_cost, parallel
 from gputriage.collectors.preflight.checks import is_host_read
 from gputriage.collectors.preflight.placeholders import MetaHostReads, placeholder_sites
 from gputriage.collectors.preflight.redirect import CudaRedirect, is_pinned, pin_memory, record_stream
@@ -71,6 +71,8 @@ class Preflight:
 
     def start(self, run: Run) -> None:
         STATE.reset(self._backing, device_count=1)
+        STATE.mode_call_s = mode_cost.per_call_s(CudaRedirect)
+        STATE.mode_calls = 0  # the measurement's own calls are not the job's
         try:
             cuda_api.install(self._patches)
             autocast.install(self._patches)
@@ -107,7 +109,9 @@ class Preflight:
             cannot_judge=PREFLIGHT_CANNOT,
             stopped_after_steps=self._stopped_at,
             compiled_eagerly=self._compiled_eagerly,
-            stand_in_s=round(STATE.backing_s, 6),
+            stand_in_s=round(STATE.spent_s(), 6),
+            mode_calls=STATE.mode_calls,
+            mode_call_us=round(1e6 * STATE.mode_call_s, 3),
             placeholder_reads=_sites(),
         )
 
@@ -169,7 +173,7 @@ class MetaStandIn:
 
 
 def _stand_in_seconds() -> float:
-    return STATE.backing_s
+    return STATE.spent_s()
 
 
 def _sites() -> list[PlaceholderSite]:

@@ -80,6 +80,7 @@ class CudaRedirect(TorchFunctionMode):
     def __torch_function__(
         self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None
     ) -> Any:
+        STATE.count_mode_call()
         kwargs = kwargs or {}
         handler = handler_for(func)
         if handler is not None:

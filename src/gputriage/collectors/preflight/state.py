@@ -33,6 +33,10 @@ class StandInState(msgspec.Struct):
     device_count: int = 1
     current_index: int = 0
     backing_s: float = 0.0  # host time spent computing the stand-in's ops (a GPU would run them asynchronously)
+    # the job's torch calls that the preflight's mode saw outside the stand-in's timed compute, and what the mode adds
+    # to each one (measured at the start, mode_cost.py): host time a GPU run does not pay either
+    mode_calls: int = 0
+    mode_call_s: float = 0.0
     rng: StandInRng = msgspec.field(default_factory=StandInRng)
     # tensors that pin_memory() returned: is_pinned() says True for them, as for page-locked memory (keyed by
     # identity: a tensor's __eq__ is elementwise)
@@ -65,6 +69,15 @@ class StandInState(msgspec.Struct):
             self.backing_s += time.perf_counter() - start_s
             self._depth -= 1
 
+    def count_mode_call(self) -> None:
+        """A torch call the mode saw; inside the stand-in's timed compute it is already in backing_s."""
+        if not self._depth:
+            self.mode_calls += 1
+
+    def spent_s(self) -> float:
+        """The host time the stand-in cost the job: its compute, and its mode's cost on every other torch call."""
+        return self.backing_s + self.mode_calls * self.mode_call_s
+
     def touch_device(self) -> None:
         """CUDA's rule for a forked child (a DataLoader worker that makes or moves a tensor onto the device in
         __getitem__): once the parent initialised CUDA, the child cannot, and CUDA says so."""
@@ -89,6 +102,8 @@ class StandInState(msgspec.Struct):
         self.device_count = device_count
         self.current_index = 0
         self.backing_s = 0.0
+        self.mode_calls = 0
+        self.mode_call_s = 0.0
         self.rng = StandInRng()
         self.pinned = IdentityMap()
         self.placeholder_reads = {}
