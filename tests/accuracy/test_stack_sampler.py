@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import sys
 import threading
 import time
@@ -11,6 +12,7 @@ from types import FrameType
 
 import numpy as np
 
+from gputriage.collectors.cpu_timer import TIMER_SIGNAL
 from gputriage.collectors.probe.state import ProbeState
 from gputriage.collectors.stack_sampler import SAMPLING_SWITCH_INTERVAL_S, StackSampler
 from gputriage.record import Run
@@ -68,6 +70,120 @@ def test_cpu_work_outside_the_model_is_found_at_its_line() -> None:
     assert numpy_line.other_busy_s > 0
     sleep_line = by_line.get(str(_line_of("THE SLEEP LINE")))
     assert sleep_line is None or sleep_line.other_busy_s <= 0.2 * sleep_line.time_s
+
+
+def _pad_loop(seconds: float, midway: Callable[[], object] = lambda: None) -> None:
+    images = np.random.rand(64, 1, 28, 28).astype(np.float32)
+    for part in (0, 1):
+        if part:
+            midway()
+        end = time.perf_counter() + seconds / 2
+        while time.perf_counter() < end:
+            for image in images:
+                np.pad(image, ((0, 0), (2, 2), (2, 2)), mode="edge")  # THE PAD LINE
+
+
+def _sample_pad_loop(seconds: float, midway: Callable[[], object] = lambda: None) -> SamplerSection | None:
+    state = ProbeState(expected_device="meta")
+    sampler = StackSampler(state, first_step=1, end_step=3)
+    state.clock.begin()
+    state.step = 1
+    sampler.on_step(1)
+    _pad_loop(seconds, midway)
+    state.step = 3
+    sampler.on_step(3)
+    run = Run(command="run")
+    sampler.finish(run)
+    return run.sampler
+
+
+def _pad_line(section: SamplerSection) -> SampledLine | None:
+    where = f":{_line_of('THE PAD LINE')}"
+    return next((line for line in section.lines if "test_stack" in line.where and line.where.endswith(where)), None)
+
+
+def test_a_numpy_loop_that_keeps_the_gil_from_the_thread_is_sampled_by_the_cpu_timer() -> None:
+    """The augmentation of corpus case 13: a loop of np.pad releases and retakes the GIL so often that the sampler
+    thread got 6-11 samples in a second of it. On the main thread the CPU-time timer samples it as the CPU goes."""
+    assert threading.current_thread() is threading.main_thread()
+    section = _sample_pad_loop(0.8)
+    assert section is not None
+    pad = _pad_line(section)
+    assert pad is not None, section.lines
+    # 0.8 s of CPU work, a tick every 4-8 ms of it; a loaded machine gives fewer cores, not fewer CPU-time ticks
+    assert pad.samples >= 50, (pad.samples, section.samples)
+    assert section.share_pct(pad) > 50
+    assert signal.getsignal(TIMER_SIGNAL) == signal.SIG_DFL  # the job's disposition is back after the window
+
+
+def test_a_library_that_resets_every_signal_handler_mid_window_does_not_end_the_job() -> None:
+    """Lightning restores every signal's handler it saw before `fit` when `fit` ends. With SIGPROF (setitimer) the
+    next tick then killed the job; the timer's signal is ignored by default, so a reset only stops the ticks."""
+    section = _sample_pad_loop(0.4, midway=lambda: signal.signal(TIMER_SIGNAL, signal.SIG_DFL))
+    assert section is not None  # this process is alive, and sampled
+    assert signal.getsignal(TIMER_SIGNAL) == signal.SIG_DFL
+
+
+def test_a_jobs_own_handler_for_the_timers_signal_is_left_alone() -> None:
+    """A job with a handler of its own for the signal keeps it, and gets no tick of ours: the thread samples alone."""
+    received: list[int] = []
+
+    def jobs_handler(signum: int, frame: FrameType | None) -> None:
+        received.append(signum)
+
+    previous = signal.signal(TIMER_SIGNAL, jobs_handler)
+    try:
+        _sample_pad_loop(0.3)  # the thread alone: a few samples, or none
+        assert signal.getsignal(TIMER_SIGNAL) is jobs_handler
+        assert received == []
+    finally:
+        signal.signal(TIMER_SIGNAL, previous)
+
+
+def test_a_tick_while_the_thread_samples_is_skipped_and_the_counts_stay_whole() -> None:
+    """The handler runs between any two bytecodes of the main thread, also while the sampler thread is inside a sample
+    (the GIL passed to the main thread mid-sample). Two samples counting at once lost one's time from the total but
+    not from its lines: "has more time than possible" in 1 full suite of 3. A tick while a sample is being taken is
+    skipped; the thread waits for the handler's."""
+    state = ProbeState(expected_device="meta")
+    sampler = StackSampler(state, first_step=1, end_step=3, interval_s=0.001)
+    state.clock.begin()
+    state.step = 1
+    sampler.on_step(1)
+    time.sleep(0.01)
+    with sampler._sampling:  # the thread is inside a sample
+        taken = sampler.section().samples
+        sampler._last = (time.perf_counter() - 1.0, 0.0)  # long enough since the last one for a tick to sample
+        sampler._on_tick(int(TIMER_SIGNAL), sys._getframe())
+        assert sampler.section().samples == taken
+    # both triggers at full speed: the pad loop ticks the timer, the sleeps let the thread in
+    _pad_loop(0.3, midway=lambda: _sleep(0.05))
+    state.step = 3
+    sampler.on_step(3)
+    run = Run(command="run")
+    sampler.finish(run)
+    assert run.sampler is not None and run.sampler.samples > taken
+    assert run.sampler.self_check() == []
+
+
+def test_no_timer_when_the_training_thread_is_not_the_main_thread() -> None:
+    """A signal handler runs in the main thread only: it would sample the wrong thread."""
+    seen: list[object] = []
+
+    def train() -> None:
+        state = ProbeState(expected_device="meta")  # owner_thread: this thread
+        sampler = StackSampler(state, first_step=1, end_step=3)
+        state.clock.begin()
+        state.step = 1
+        sampler.on_step(1)
+        seen.append(signal.getsignal(TIMER_SIGNAL))
+        state.step = 3
+        sampler.on_step(3)
+
+    worker = threading.Thread(target=train)
+    worker.start()
+    worker.join()
+    assert seen == [signal.SIG_DFL]
 
 
 def test_the_sampler_thread_ends_with_its_window() -> None:

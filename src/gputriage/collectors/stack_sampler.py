@@ -1,19 +1,21 @@
 """CPU work in the step, found by time: a low-overhead sampler of the training thread's stack (record/sampler.py).
 
 In the spirit of py-spy and pyinstrument, but from inside the process: a daemon thread wakes every
-SAMPLE_INTERVAL_S, reads the training thread's frame with `sys._current_frames()`, and counts each line of the user's
-code on it, with the phase of the step the probe's clock is in and whether the thread was busy since the last sample:
-running on a core or runnable and waiting for one (Linux's per-thread schedstat; elsewhere its CPU clock), as opposed to
-sleeping or blocked. On a busy shared machine a thread that computes gets a fraction of a core, so "got CPU time" would
-undercount; "wanted CPU time" does not. It never touches the user's objects and installs nothing: the thread runs
+SAMPLE_INTERVAL_S, reads the training thread's frame with `sys._current_frames()` (and, where the training thread is
+the main thread, a CPU-time timer samples it too while it keeps the GIL from the thread), and counts each line of the
+user's code on it, with the phase of the step the probe's clock is in and whether the thread was busy since the last
+sample: running on a core or runnable and waiting for one (Linux's per-thread schedstat; elsewhere its CPU clock), as
+opposed to sleeping or blocked. On a busy shared machine a thread that computes gets a fraction of a core, so "got CPU
+time" would undercount; "wanted CPU time" does not. It never touches the user's objects: the thread and the timer run
 only inside its window of steps (from the step after the probes' own windows, the op census's, to the probes'
-`--steps` limit, ending before a `--trace` profiler window, and after at most MAX_SAMPLES samples), and is joined
+`--steps` limit, ending before a `--trace` profiler window, and after at most MAX_SAMPLES samples), and are gone
 when the window ends, so it costs nothing after it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import signal
 import sys
 import threading
 import time
@@ -31,6 +33,7 @@ from gputriage.record import Run
 from gputriage.record.sampler import MAX_LINES, SampledLine, SamplerSection
 
 if TYPE_CHECKING:
+    from gputriage.collectors.cpu_timer import CpuTimer
     from gputriage.collectors.probe import RunProbe
 
 # 250 samples per second: a 25 ms step gets 6, and 100 steps 600. One sample (the frame walk of a 30-frame stack, one
@@ -51,6 +54,16 @@ MAX_SAMPLES = 2500  # 10 s of sampling is plenty; the thread ends itself then
 # A short interval while the sampler runs makes where a sample lands follow where the time goes; the user's own
 # interval is back when the window ends. It matters only while a thread waits for the GIL.
 SAMPLING_SWITCH_INTERVAL_S = 0.0005
+# The thread alone is not enough: CPython hands the GIL to a waiting thread only when no other switch happened during
+# its timed wait, and code that releases and retakes the GIL in short bursts (a NumPy copy of more than 500 elements
+# releases it each time) restarts that wait again and again. A loop of np.pad on 28x28 images, the augmentation of a
+# real tutorial script (corpus case 13), let the thread take 6-11 samples in a second at any switch interval from
+# 0.5 ms down to 20 us (105 at 5 us), against about 250 for a loop of np.clip. A timer on the training thread's CPU
+# clock (cpu_timer.py) makes CPython run a signal handler in the main thread at its next bytecode, with its frame: the
+# GIL cannot keep that out. It ticks only while that thread computes (the sampler thread covers the waits), and a
+# tick samples only when nothing did for half an interval. Used only when the training thread is the main thread and
+# the job has no handler of its own for the timer's signal; the handler goes with the window.
+_HANDLER_MIN_GAP = 0.5  # of the interval
 # A sample counts as busy when the thread ran or waited for a core at least this share of the time since the last one.
 BUSY_RATIO = 0.5
 MAX_TRACKED_LINES = 2000  # lines counted while sampling; memory stays bounded on any program
@@ -112,6 +125,14 @@ class StackSampler:
         self._busy_clock: Callable[[], float] | None = None  # seconds the thread ran or waited to run
         self._last: tuple[float, float] | None = None  # (wall, busy clock) at the last sample
         self._switch_interval_s: float | None = None  # the job's, while ours is set
+        self._handler: Callable[[int, FrameType | None], None] | None = None  # the timer's, while installed
+        self._timer: CpuTimer | None = None  # made with the handler (ctypes loads only then)
+        self._timer_armed = False
+        self._clock_id = 0  # the training thread's CPU clock, for the timer
+        # One sample counts at a time (see _sample): the handler runs in the main thread between any two bytecodes,
+        # also between two of the sampler thread's when the GIL passes, and two samples counting at once lost one's
+        # time from the total but not from its lines ("has more time than possible", in 1 full suite of 3).
+        self._sampling = threading.Lock()
 
     # -- Observer ------------------------------------------------------------------------------------------------------
 
@@ -145,7 +166,44 @@ class StackSampler:
         if before > SAMPLING_SWITCH_INTERVAL_S:
             sys.setswitchinterval(SAMPLING_SWITCH_INTERVAL_S)
             self._switch_interval_s = before
+        self._install_handler()
         self._thread.start()
+
+    def _install_handler(self) -> None:
+        """The timer's handler, when this is the main thread and the job has none for its signal."""
+        if threading.current_thread() is not threading.main_thread():
+            return  # a handler runs in the main thread only: it would sample the wrong thread
+        from gputriage.collectors.cpu_timer import TIMER_SIGNAL, CpuTimer
+
+        with contextlib.suppress(AttributeError, OSError, ValueError):
+            if signal.getsignal(TIMER_SIGNAL) != signal.SIG_DFL:
+                return  # the job's own (or a C library's: getsignal gives None): left alone
+            clock_id = time.pthread_getcpuclockid(threading.get_ident())  # this thread's CPU time
+            handler = self._on_tick
+            signal.signal(TIMER_SIGNAL, handler)
+            self._handler, self._timer, self._clock_id = handler, CpuTimer(), clock_id
+
+    def _remove_handler(self) -> None:
+        handler, self._handler = self._handler, None
+        # the default back, unless the job set its own meanwhile; a handler is set from the main thread only (from
+        # another, ours stays, and with its timer deleted it never runs)
+        if handler is None or threading.current_thread() is not threading.main_thread():
+            return
+        from gputriage.collectors.cpu_timer import TIMER_SIGNAL
+
+        with contextlib.suppress(OSError, ValueError):
+            if signal.getsignal(TIMER_SIGNAL) == handler:
+                signal.signal(TIMER_SIGNAL, signal.SIG_DFL)
+
+    def _on_tick(self, signum: int, frame: FrameType | None) -> None:
+        """In the main thread, between two of its bytecodes: `frame` is where the training loop is."""
+        last = self._last
+        if frame is None or last is None or self._stop.is_set() or self._samples >= MAX_SAMPLES:
+            return
+        if time.perf_counter() - last[0] < _HANDLER_MIN_GAP * self.interval_s:
+            return
+        with contextlib.suppress(Exception):  # a sample that fails is a sample not taken, never the job's error
+            self._sample(frame)
 
     def _end(self) -> None:
         stand_in = self._state.stand_in_clock
@@ -155,15 +213,25 @@ class StackSampler:
         thread = self._thread
         if thread is not None and thread is not threading.current_thread():
             thread.join()
+        self._remove_handler()
         before, self._switch_interval_s = self._switch_interval_s, None
         # the job's own value back, unless the job set one of its own meanwhile
         if before is not None and sys.getswitchinterval() == SAMPLING_SWITCH_INTERVAL_S:
             sys.setswitchinterval(before)
 
     def _run(self) -> None:
-        while not self._stop.wait(self.interval_s) and self._samples < MAX_SAMPLES:
-            with contextlib.suppress(Exception):  # a sample that fails is a sample not taken
-                self._sample()
+        # the timer signals this thread, whose waits CPython resumes: no system call of the job's is interrupted
+        timer = self._timer
+        armed = timer is not None and timer.start(self._clock_id, threading.get_native_id(), self.interval_s)
+        self._timer_armed = armed
+        try:
+            while not self._stop.wait(self.interval_s) and self._samples < MAX_SAMPLES:
+                with contextlib.suppress(Exception):  # a sample that fails is a sample not taken
+                    self._sample(None)
+        finally:
+            self._timer_armed = False
+            if timer is not None:
+                timer.stop()
 
     def _read_busy_clock(self) -> float:
         clock = self._busy_clock
@@ -175,14 +243,36 @@ class StackSampler:
             self._busy_clock = None
             return 0.0
 
-    def _sample(self) -> None:
+    def _sample(self, frame: FrameType | None) -> None:
+        """`frame`: the main thread's, from the timer's handler; None: the thread reads the training thread's.
+
+        The busy clock first: reading it is a file read that lets go of the GIL, and a thread waiting to take it back
+        behind a loop of np.pad waits ~100 ms. Then the frame, fresh, and the count under `_sampling`, which is only
+        Python (no wait for the GIL inside, whoever holds it). The thread waits for the lock; the handler, in the main
+        thread, never does: it skips its tick (a main thread blocked on the lock would wait for the thread).
+        """
         now = (time.perf_counter(), self._read_busy_clock())
-        last, self._last = self._last, now
+        from_thread = frame is None
+        if from_thread:
+            frame = sys._current_frames().get(self._state.owner_thread)
+        if not self._sampling.acquire(blocking=from_thread):
+            return
+        try:
+            self._count_sample(frame, now, from_thread)
+        finally:
+            self._sampling.release()
+
+    def _count_sample(self, frame: FrameType | None, now: tuple[float, float], from_thread: bool) -> None:
+        last = self._last
+        if last is not None and now[0] <= last[0]:
+            return  # a sample taken after this one read the clock counted the time
+        if from_thread and self._timer_armed and last is not None and now[0] - last[0] < self.interval_s:
+            return  # the timer sampled just now
+        self._last = now
         phase = self._state.clock.phase
         step = self._state.step
         if phase is None or not self.first_step <= step < self.end_step:
             return
-        frame = sys._current_frames().get(self._state.owner_thread)
         if frame is None or last is None:
             return
         # This sample stands for the time since the last one (at most a few intervals: a pause between steps or a
