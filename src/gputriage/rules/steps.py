@@ -53,6 +53,7 @@ WAIT_SHARE_WARN_PCT = 20.0
 WAIT_SHARE_CRIT_PCT = 50.0
 MIN_WAIT_PER_STEP_S = 0.002
 PREFLIGHT_FLOOR_MARGIN = 2.0
+PREFLIGHT_MIN_WAIT_PER_STEP_S = MIN_WAIT_PER_STEP_S * PREFLIGHT_FLOOR_MARGIN
 RUN_TO_RUN_NOISE_PCT = 5.0
 # Fewer steps than this after warm-up say too little about a pipeline that prefetches a few batches ahead.
 MIN_STEADY_STEPS = 5
@@ -80,7 +81,7 @@ def input_pipeline_bound(run: Run) -> list[Finding]:
     if wait.share_pct < WAIT_SHARE_WARN_PCT or wait.time_s < MIN_WAIT_PER_STEP_S:
         return []
     preflight = is_preflight(run)
-    under_preflight_floor = preflight and wait.time_s < MIN_WAIT_PER_STEP_S * PREFLIGHT_FLOOR_MARGIN
+    under_preflight_floor = preflight and wait.time_s < PREFLIGHT_MIN_WAIT_PER_STEP_S
     interval = bootstrap_share_pct(steady_steps(run.steps.steps), ("data_wait_s",))
     severity = _severity(interval, numbers.window.count, under_preflight_floor)
     evidence: dict[str, object] = {
@@ -101,7 +102,7 @@ def input_pipeline_bound(run: Run) -> list[Finding]:
     if _made_on_device(loader):
         evidence["batch_device"] = loader.batch_device
     if preflight:
-        evidence["preflight_wait_floor_s_per_step"] = MIN_WAIT_PER_STEP_S * PREFLIGHT_FLOOR_MARGIN
+        evidence["preflight_wait_floor_s_per_step"] = PREFLIGHT_MIN_WAIT_PER_STEP_S
     # A preflight runs on another machine than the GPU one: its cores do not size the workers there.
     cores = None if preflight else run.steps.cpu_count
     sizing = size_workers(loader, numbers.step_time_s - wait.time_s, numbers.window.count, cores)
@@ -125,7 +126,7 @@ def input_pipeline_bound(run: Run) -> list[Finding]:
         title = (
             f"Borderline: the step may wait for the DataLoader {share} of the time ({_ms(wait.time_s)} a step, "
             f"{counted(numbers.window.count, 'step')}; a preflight names it from "
-            f"{_ms(MIN_WAIT_PER_STEP_S * PREFLIGHT_FLOOR_MARGIN)} a step: this machine is not the GPU one)"
+            f"{_ms(PREFLIGHT_MIN_WAIT_PER_STEP_S)} a step: this machine is not the GPU one)"
         )
     elif severity is Severity.INFO:
         title = (
