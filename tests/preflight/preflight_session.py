@@ -9,6 +9,7 @@ from typing import Any
 from gputriage.collectors.preflight import Backing, Preflight
 from gputriage.collectors.probe.state import ProbeState
 from gputriage.record import Run
+from gputriage.record.steps import StepsSection
 
 
 @dataclass
@@ -18,6 +19,7 @@ class FakeProbe:
     state: ProbeState = field(default_factory=lambda: ProbeState(expected_device="cuda"))
     step_listeners: list[Any] = field(default_factory=list)
     syncs: list[tuple[str, str]] = field(default_factory=list)
+    steps_section: StepsSection = field(default_factory=StepsSection)
 
     def record_host_sync(self, kind: str, device: str) -> None:
         self.syncs.append((kind, device))

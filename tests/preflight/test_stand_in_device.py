@@ -312,6 +312,28 @@ def test_the_preflight_ends_the_job_at_its_step_budget() -> None:
         preflight._on_step(3)
 
 
+def test_the_preflights_second_is_the_sum_of_the_sampled_steps_walls_in_the_record() -> None:
+    """The window is the record's own number, whatever a clock read in the listener says: a listener before this one
+    (the sampler starts at FIRST_SAMPLED_STEP) must not let the record's steps run past the second (CI's failure)."""
+    from gputriage.collectors.preflight import Preflight
+    from gputriage.collectors.runner import StopRun
+    from gputriage.collectors.stack_sampler import FIRST_SAMPLED_STEP
+    from gputriage.record.steps import Step
+
+    probe = FakeProbe()
+    preflight = Preflight(probe, stop_after_steps=None, min_steps=4)
+    walls_s = [5.0] * FIRST_SAMPLED_STEP + [0.25] * 6  # warm-up steps are long and do not count
+    stopped = None
+    for index, wall_s in enumerate(walls_s):
+        probe.steps_section.steps.append(Step(index=index, start_s=0.0, wall_s=wall_s))
+        try:
+            preflight._on_step(index + 1)
+        except StopRun:
+            stopped = index + 1
+            break
+    assert stopped == FIRST_SAMPLED_STEP + 4  # four sampled steps of 0.25 s reach the second, three did not
+
+
 def test_meta_backing_reads_are_placeholders_with_their_line(meta_stand_in: Session) -> None:
     loss = nn.Linear(4, 1).cuda()(torch.randn(2, 4, device="cuda")).sum()
     assert loss.device.type == "cuda"

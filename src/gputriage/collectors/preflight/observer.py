@@ -8,7 +8,6 @@ one mode on the job's thread; nothing is attached to the user's objects.
 from __future__ import annotations
 
 import contextlib
-import time
 from typing import Any, Protocol
 
 import torch
@@ -42,6 +41,7 @@ class StepSource(Protocol):
     """What the preflight needs from the run probe: the step counter, the sync recorder, the step clock."""
 
     step_listeners: list[Any]
+    steps_section: Any  # the record's steps, as the probe cut them
 
     @property
     def state(self) -> Any: ...
@@ -67,7 +67,7 @@ class Preflight:
         self._stopped_at: int | None = None
         self._compiled_eagerly = False
         self._min_steps = min_steps  # end early, after this many steps, once they lasted MIN_WINDOW_S
-        self._after_warm_up_s: float | None = None  # the clock when the first sampled step began
+        self._sampled_s = 0.0  # the walls of the steps the stack sampler sampled, as the record has them
 
     def start(self, run: Run) -> None:
         STATE.reset(self._backing, device_count=1)
@@ -128,22 +128,19 @@ class Preflight:
         self._probe.state.stand_in_host_read = None
 
     def _on_step(self, step: int) -> None:
-        now_s = time.perf_counter()
-        if step == FIRST_SAMPLED_STEP:
-            self._after_warm_up_s = now_s
+        # `step` steps have closed. The window is the sum of the sampled steps' walls in the record, not a clock of
+        # its own: the sampler starts at FIRST_SAMPLED_STEP, in a listener that may run before this one, and a clock
+        # read here would start late by that and let the steps in the record run past the second.
+        steps = self._probe.steps_section.steps
+        if step > FIRST_SAMPLED_STEP and steps:
+            self._sampled_s += steps[-1].wall_s
         at_most = self._stop_after_steps is not None and step >= self._stop_after_steps
-        if at_most or self._long_enough(step, now_s):
+        if at_most or self._long_enough(step):
             self._stopped_at = step
             raise StopRun(f"the preflight ends the job after {counted(step, 'step')}")
 
-    def _long_enough(self, step: int, now_s: float) -> bool:
-        started_s = self._after_warm_up_s
-        return (
-            self._min_steps is not None
-            and step >= self._min_steps
-            and started_s is not None
-            and now_s - started_s >= MIN_WINDOW_S
-        )
+    def _long_enough(self, step: int) -> bool:
+        return self._min_steps is not None and step >= self._min_steps and self._sampled_s >= MIN_WINDOW_S
 
     def _on_compile(self) -> None:
         self._compiled_eagerly = True
