@@ -141,3 +141,31 @@ def test_an_environment_only_record_keeps_rung_1() -> None:
     run = Run(command="env", environment=cpu_only_machine())
     assert rung_coverage(run)[1].measured
     assert not rung_coverage(run)[3].measured
+
+
+def test_rung_5_on_a_gpu_job_does_not_pass_on_the_steps_waits_alone() -> None:
+    """"How busy is the GPU" needs a reading of the GPU: a job meant for cuda that never reached one (no NVML, no
+    trace) measured what its steps wait for, not how busy its GPU was. With a GPU's readings the rung passes."""
+    from gputriage.record.gpu import GpuSample, GpuSection, GpuTrack
+
+    run = meta_run(environment=cpu_only_machine(), placement=placement(model_on("cuda:0")), steps=steps([0.001] * 10))
+    run.expect_device = "cuda"
+    run.gpu = GpuSection(available=False, unavailable_reason="NVML Shared Library Not Found")
+    status, reason = _ladder(run)[5]
+    assert status == "skipped"
+    assert reason == (
+        "how busy the cuda device is was not measured: NVML gave no utilisation reading (NVML Shared Library Not "
+        "Found); what the step waits for was, with no finding"
+    )
+    run.environment, run.gpu = gpu_machine(), None
+    assert _ladder(run)[5][1] == (
+        "how busy the cuda device is was not measured: the GPU was not sampled; what the step waits for was, with no "
+        "finding"
+    )
+    samples = [GpuSample(t_s=0.1 * i, gpu_util_pct=90.0) for i in range(20)]
+    run.gpu = GpuSection(available=True, devices=[GpuTrack(index=0, name="NVIDIA A100", cuda_index=0, samples=samples)])
+    assert _ladder(run)[5] == ("pass", None)
+    run.steps = steps([0.02] * 10, compute_s=0.01)  # the wait still decides where it is a finding
+    assert _ladder(run)[5][0] in ("warn", "fail")
+    run.gpu = None
+    assert _ladder(run)[5][0] in ("warn", "fail")

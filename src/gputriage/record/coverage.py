@@ -79,6 +79,10 @@ def rung_coverage(run: Run) -> dict[int, RungCoverage]:
             reasons.setdefault(rung, why)
     if run.command in JOB_COMMANDS and run.steps is None:
         reasons[5] = "no step completed"
+    gpu_side = _gpu_side_unmeasured(run)
+    if 5 in measured and gpu_side is not None:
+        measured.discard(5)
+        reasons[5] = gpu_side
     out = {}
     ending = _ending(run)
     for rung in RUNGS:
@@ -92,6 +96,21 @@ def rung_coverage(run: Run) -> dict[int, RungCoverage]:
             why = reasons.get(rung, _default_reason(run, rung))
             out[rung] = RungCoverage(rung, False, why + ending, said, isinstance(why, Inconclusive))
     return out
+
+
+def _gpu_side_unmeasured(run: Run) -> str | None:
+    """Why rung 5's first half, how busy the GPU is, went unmeasured on a real job judged for an accelerator; None when
+    it was measured or is not asked. The step's waits answer only the second half, so a "pass" on them alone would say
+    the GPU was busy enough where no reading of it exists (a job that never reached its GPU, NVML missing). A stand-in
+    has no GPU to read: its scope says so (stand_in.py), and a trace or `watch` is judged by its own sections."""
+    judged = judged_device(run)
+    if run.command not in JOB_COMMANDS or judged is None or judged in NOT_ACCELERATORS or run.stand_in is not None:
+        return None
+    for section in (run.gpu, run.trace):
+        if section is not None and 5 in section.measured_rungs():
+            return None
+    why = run.gpu.unmeasured_rungs()[5] if run.gpu is not None else "the GPU was not sampled"
+    return f"how busy the {judged} device is was not measured: {why}; what the step waits for was, with no finding"
 
 
 def measured_rungs(run: Run) -> list[int]:

@@ -7,6 +7,8 @@ is None in the samples, with its reason in `GpuTrack.unavailable` ("power_w": "N
 
 from __future__ import annotations
 
+import math
+
 import msgspec
 
 
@@ -90,6 +92,15 @@ class GpuTrack(msgspec.Struct):
     summary: GpuSummary = msgspec.field(default_factory=GpuSummary)
     processes: list[GpuProcess] = msgspec.field(default_factory=list)
 
+    def util_mean_pct(self) -> float | None:
+        """The GPU's mean NVML utilisation: the sampler's mean over every tick when it kept one (samples are decimated
+        on long runs), else the mean of the kept samples. The one number every view and rule shows, and what says
+        rung 5 was measured."""
+        if self.summary.util_mean_pct is not None:
+            return self.summary.util_mean_pct
+        present = [s.gpu_util_pct for s in self.samples if s.gpu_util_pct is not None and math.isfinite(s.gpu_util_pct)]
+        return sum(present) / len(present) if present else None
+
 
 class GpuSection(msgspec.Struct):
     available: bool = False
@@ -104,7 +115,7 @@ class GpuSection(msgspec.Struct):
 
     def measured_rungs(self) -> set[int]:
         """Rung 5 when NVML gave at least one utilisation reading of a GPU."""
-        return {5} if any(d.summary.util_mean_pct is not None for d in self.devices) else set()
+        return {5} if any(d.util_mean_pct() is not None for d in self.devices) else set()
 
     def unmeasured_rungs(self) -> dict[int, str]:
         if self.measured_rungs():

@@ -172,12 +172,8 @@ def pct_text(share_pct: float) -> str:
 
 
 def gpu_util_mean_pct(track: GpuTrack) -> float | None:
-    """A GPU's mean NVML utilisation: the sampler's mean over every tick when it kept one (samples are decimated on
-    long runs), else the mean of the kept samples."""
-    if track.summary.util_mean_pct is not None:
-        return track.summary.util_mean_pct
-    present = [s.gpu_util_pct for s in track.samples if s.gpu_util_pct is not None and math.isfinite(s.gpu_util_pct)]
-    return sum(present) / len(present) if present else None
+    """A GPU's mean NVML utilisation (GpuTrack.util_mean_pct)."""
+    return track.util_mean_pct()
 
 
 def gpu_util_readings(track: GpuTrack) -> int:
