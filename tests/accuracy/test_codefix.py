@@ -251,3 +251,22 @@ def test_an_argument_moved_already_is_not_moved_twice() -> None:
     assert label is not None and codefix.moved_already(label) == "cuda"
     plain = codefix.call_argument(loss, "args[0]", "CrossEntropyLoss")
     assert plain is not None and codefix.moved_already(plain) is None
+
+
+def test_a_loss_inside_the_library_the_line_calls_adds_no_made_up_name() -> None:
+    """Transformers' `model(**batch, labels=labels)` computes its CrossEntropyLoss inside: the loss's target is seen
+    at the user's line but is no argument there. The fix moves `labels`, and adds no `y = y.to(...)` for a `y` that
+    the script does not have (corpus case 16)."""
+    code = 'labels = batch.pop("labels")\nbatch = {k: v.to(device) for k, v in batch.items()}\n'
+    code += "outputs = model(**batch, labels=labels)"
+    section = SourceSection([SourceSnippet("train.py", 93, code, "window", None)])
+    seen = [
+        TensorSeen("label", "cpu", [8], "int64", "BertForSequenceClassification", "labels", "train.py:95"),
+        TensorSeen("label", "cpu", [8], "int64", "CrossEntropyLoss", "args[1]", "train.py:95"),
+    ]
+    lines = codefix.moved_tensor_lines(section, seen, "device")
+    assert lines == [
+        "# before line 95: outputs = model(**batch, labels=labels)",
+        "labels = labels.to(device, non_blocking=True)",
+    ]
+    assert codefix.moved_tensor_lines(section, seen[1:], "device")[-1].startswith("y = y.to(device")  # nothing better

@@ -405,8 +405,13 @@ def moved_tensor_lines(source: SourceSection | None, tensors: list[TensorSeen], 
     """For each tensor seen off the device: `# before line N: <the call>` and the line that moves it, once each."""
     lines: list[str] = []
     done: set[str] = set()
-    for t in tensors:
-        moved = _moved_line(source, t, device)
+    found = [(t, _moved_line(source, t, device)) for t in tensors]
+    # A tensor whose call is not in the user's code (a loss that runs inside the library the line calls) reached it
+    # from that line: where another tensor of the line has its own move, that move is the fix, not a made-up name.
+    named_at = {t.where for t, moved in found if moved is not None}
+    for t, moved in found:
+        if moved is None and t.where in named_at:
+            continue
         if moved is None:
             name = "x" if t.role == "input" else "y"
             moved = (f"{t.where}", f"{name} = {name}.to({device}, non_blocking=True)  # before {t.target}(...)")
