@@ -318,6 +318,8 @@ def test_a_stand_in_line_is_judged_on_the_least_share_it_can_have_of_a_gpu_step(
     low, high = finding.evidence["line_pct_interval_90"]  # type: ignore[misc]
     assert 20.0 < low < 40.0 < high
     assert finding.title.startswith("At least 40.0% of a GPU step is CPU work at train.py:154")
+    # the views list the evidence in order: the interval sits right under the share it is of, not under the 20%
+    assert list(finding.evidence)[:3] == ["line_pct_of_gpu_step_min", "line_pct_interval_90", "line_pct_of_step"]
 
 
 def test_a_step_that_waits_for_the_device_or_a_meta_stand_in_keeps_the_measured_share() -> None:

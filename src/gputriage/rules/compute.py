@@ -206,9 +206,15 @@ def sampled_cpu_work(run: Run) -> list[Finding]:
                 f"; {pct_text(host_pct)} of the host's part of the step, which it approaches on a GPU faster "
                 "than the stand-in: `gputriage run` on the GPU machine decides"
             )
-    evidence: dict[str, object] = {
-        "line_pct_of_step": share_pct,
+    # The share the finding is judged on comes first, with its interval right after it: on a preflight that is the
+    # least share of a GPU step, and the stand-in's own share (smaller) follows, so no number sits above an interval
+    # that is not its own.
+    evidence: dict[str, object] = {}
+    if gpu_scale is not None:
+        evidence["line_pct_of_gpu_step_min"] = judged_pct
+    evidence |= {
         "line_pct_interval_90": [interval.low, interval.high],
+        "line_pct_of_step": share_pct,
         "samples_at_line": line.samples,
         "samples": sampler.samples,
         "steps_sampled": sampler.steps,
@@ -219,8 +225,6 @@ def sampled_cpu_work(run: Run) -> list[Finding]:
         evidence["cpu_time_per_step_s"] = round(per_step_s, 6)
     if host_pct is not None:  # a preflight: the share of the host's part of the step, beside the conservative one
         evidence["line_pct_of_host_step"] = round(host_pct, 1)
-    if gpu_scale is not None:  # what the finding is judged on, and what its interval is of
-        evidence["line_pct_of_gpu_step_min"] = judged_pct
     if inner is not None:
         evidence["hottest_line_inside"] = f"{inner.where} ({inner.function}, {inner.library})"
     return [
