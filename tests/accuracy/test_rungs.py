@@ -169,3 +169,26 @@ def test_rung_5_on_a_gpu_job_does_not_pass_on_the_steps_waits_alone() -> None:
     assert _ladder(run)[5][0] in ("warn", "fail")
     run.gpu = None
     assert _ladder(run)[5][0] in ("warn", "fail")
+
+
+def test_no_gpu_compute_points_at_the_models_forward_call_not_at_the_op_that_took_longest() -> None:
+    """Which op took the most time (a matmul in forward, the loss, backward) changes from run to run: the same job was
+    pointed at three lines. The model's forward call in the loop is the one line that issues the step's compute."""
+    from gputriage.record.compute import OpStat
+
+    model = model_on("cpu", where="train.py:28")
+    model.called_where = "train.py:32"
+    for slowest in ("train.py:22", "train.py:34"):
+        compute = ComputeSection(
+            ops_per_device={"cpu": 108},
+            window_steps=3,
+            window_wall_s=0.03,
+            top_cpu_ops=[OpStat("aten.addmm", "cpu", 9, 0.002, slowest), OpStat("aten.mm", "cpu", 6, 0.001)],
+        )
+        run = meta_run(placement=placement(model), compute=compute, steps=steps([0.001] * 10))
+        run.expect_device = "cuda"
+        (finding,) = [f for f in diagnose(run).findings if f.code == "no-gpu-compute"]
+        assert finding.where == "train.py:32"
+    run.placement = PlacementSection()
+    (finding,) = [f for f in diagnose(run).findings if f.code == "no-gpu-compute"]
+    assert finding.where == "train.py:34"  # no model seen: the op is all there is

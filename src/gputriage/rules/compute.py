@@ -66,6 +66,9 @@ def no_gpu_compute(run: Run) -> list[Finding]:
     return [
         Finding(
             code="no-gpu-compute",
+            # The line the script chose the CPU at; else the model's forward call, which issues the step's compute; the
+            # op with the most time only last: which op that is (a matmul in forward, the loss, backward) changes from
+            # run to run, and the same job pointed at three lines.
             rung=4,
             severity=Severity.CRITICAL,
             title=f"The {compute.window_steps} probed steps ran {total_ops} ops, none of them on {expected}",
@@ -77,9 +80,16 @@ def no_gpu_compute(run: Run) -> list[Finding]:
                 **(chosen.evidence() if chosen is not None else {}),
             },
             fix=_no_compute_fix(run, expected, top.where if top else None),
-            where=(chosen.where if chosen is not None else None) or (top.where if top else None),
+            where=(chosen.where if chosen is not None else None) or _forward_call(run) or (top.where if top else None),
         )
     ]
+
+
+def _forward_call(run: Run) -> str | None:
+    """Where the script first called its (largest) model's forward."""
+    models = run.placement.models if run.placement is not None else []
+    called = [m for m in models if m.called_where]
+    return max(called, key=lambda m: m.parameter_count).called_where if called else None
 
 
 def _no_compute_fix(run: Run, expected: str, where: str | None) -> str:
