@@ -248,3 +248,13 @@ def test_an_empty_record_renders_with_an_unknown_verdict() -> None:
     page = render_html(diagnosis_with(Run(command="report", created_at_s=CREATED_AT_S), []))
     assert "UNKNOWN" in page.split("</header>")[0]
     assert "Step timing and GPU samples: not measured." in page
+
+
+def test_control_characters_from_the_run_are_made_visible_in_the_page() -> None:
+    """A file name with an ESC sequence (`train\\x1b[1mX.py`): HTML-escaping leaves the ESC as it is, and `cat
+    report.html` would run it. The page shows it as report.md and the terminal do."""
+    run = starved_run()
+    run.argv = ["train\x1b[1mX.py"]
+    page = render_html(diagnosis_with(run, [starvation_finding(where="train\x1b[1mX.py:31")]))
+    assert "\x1b" not in page
+    assert "train\\x1b[1mX.py:31" in page
