@@ -144,7 +144,7 @@ def test_an_environment_only_record_keeps_rung_1() -> None:
 
 
 def test_rung_5_on_a_gpu_job_does_not_pass_on_the_steps_waits_alone() -> None:
-    """"How busy is the GPU" needs a reading of the GPU: a job meant for cuda that never reached one (no NVML, no
+    """ "How busy is the GPU" needs a reading of the GPU: a job meant for cuda that never reached one (no NVML, no
     trace) measured what its steps wait for, not how busy its GPU was. With a GPU's readings the rung passes."""
     from gputriage.record.gpu import GpuSample, GpuSection, GpuTrack
 

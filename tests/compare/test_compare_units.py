@@ -208,3 +208,26 @@ def test_a_run_against_a_trace_says_the_step_times_are_different_clocks() -> Non
     result = compare(_diag(_run(0.1)), _diag(trace), "run-out", "trace.json")
     assert len(result.caveats) == 1
     assert result.caveats[0].startswith("before was measured by `gputriage run` and after by a profiler trace")
+    lines = _terminal(result)
+    row = next(line for line in lines if line.strip().startswith("step time"))
+    assert "ms -> not measured" in row and "not measured ms" not in row and "µs" not in row
+    assert row.rstrip().endswith("not measured")  # nothing to judge: not "not judged (not measured ...)"
+
+
+def _terminal(result: object) -> list[str]:
+    import io
+
+    from gputriage.report.compare import render_terminal
+
+    stream = io.StringIO()
+    render_terminal(result, stream)  # type: ignore[arg-type]
+    return stream.getvalue().splitlines()
+
+
+def test_a_value_measured_on_one_side_only_keeps_its_unit_next_to_it() -> None:
+    from gputriage.compare.model import times_text
+
+    assert times_text(0.1, None) == "100 ms -> not measured"
+    assert times_text(None, 2e-5) == "not measured -> 20 µs"
+    assert times_text(0.154, 0.097) == "154 -> 97 ms"
+    assert times_text(None, None) == "not measured"

@@ -389,6 +389,8 @@ def times_text(before: float | None, after: float | None) -> str:
             return "not measured"
         return f"{v * scale:.0f}" if v * scale >= 100 else f"{v * scale:.3g}"
 
+    if before is None or after is None:  # the unit goes with the number, never after "not measured"
+        return " -> ".join("not measured" if v is None else f"{one(v)} {unit}" for v in (before, after))
     return f"{one(before)} -> {one(after)} {unit}"
 
 

@@ -12,6 +12,7 @@ from html import escape
 from typing import Any, TextIO
 
 from gputriage.compare.model import COMPARE_SCHEMA, Change, Comparison, FindingRef, Side, steps_of, times_text
+from gputriage.compare.stats import UNMEASURED
 from gputriage.diagnosis import Diagnosis
 from gputriage.record.numbers import PARTS, host_parts_s
 from gputriage.report.diagrams import build_sequence
@@ -84,7 +85,12 @@ def _value_text(c: Change) -> str:
 
 def _direction(c: Change, judged: bool) -> str:
     timing = c.key in ("step_time", "samples_per_s") or c.unit in ("s", "pct")
-    return c.judgement.direction if judged or not timing else f"not judged ({c.judgement.direction} on a stand-in)"
+    unmeasured = c.judgement.direction == UNMEASURED  # nothing to judge, on a stand-in or not
+    return (
+        c.judgement.direction
+        if judged or not timing or unmeasured
+        else f"not judged ({c.judgement.direction} on a stand-in)"
+    )
 
 
 def _row(c: Change, judged: bool = True) -> str:

@@ -409,13 +409,12 @@ def moved_tensor_lines(source: SourceSection | None, tensors: list[TensorSeen], 
     # A tensor whose call is not in the user's code (a loss that runs inside the library the line calls) reached it
     # from that line: where another tensor of the line has its own move, that move is the fix, not a made-up name.
     named_at = {t.where for t, moved in found if moved is not None}
-    for t, moved in found:
-        if moved is None and t.where in named_at:
+    for t, own in found:
+        if own is None and t.where in named_at:
             continue
-        if moved is None:
-            name = "x" if t.role == "input" else "y"
-            moved = (f"{t.where}", f"{name} = {name}.to({device}, non_blocking=True)  # before {t.target}(...)")
-        before, line = moved
+        name = "x" if t.role == "input" else "y"
+        generic = (f"{t.where}", f"{name} = {name}.to({device}, non_blocking=True)  # before {t.target}(...)")
+        before, line = own or generic
         if line in done:
             continue
         done.add(line)
