@@ -187,3 +187,27 @@ def test_info_findings_are_not_patched(tmp_path: Path) -> None:
     note = _finding("model-on-cpu", found)
     note.severity = Severity.INFO
     assert "+++" not in _patch(tmp_path, [note])
+
+
+def test_the_line_on_stderr_counts_every_edit_left_out_not_only_the_advice(tmp_path: Path) -> None:
+    """A new user's patch held 0 edits, 1 advice and 2 edits left out for their file name; stderr said only
+    "1 finding(s) left as advice"."""
+    import io
+
+    from gputriage.commands.loop import write_patch
+
+    model = edits.model_edits(_source(), f"train.py:{_line(TRAIN, 'model = Net()')}", None)
+    outside = Edit("../elsewhere.py", 1, ("x",), ("y",), "move-model")
+    changed = TRAIN.replace("model = Net()", "model = Net(3)")
+    (tmp_path / "train.py").write_text(changed)
+    diag = diagnose(Run(command="run"))
+    diag.findings = [
+        _finding("no-gpu-compute", [], "train.py:3"),
+        _finding("model-on-cpu", model),
+        _finding("data-on-cpu", [outside]),
+    ]
+    patch = build_patch(diag, tmp_path)
+    assert (patch.edits, patch.advice, patch.left_out) == (0, 1, 2)
+    stream = io.StringIO()
+    write_patch(diag, tmp_path / "fix.patch", tmp_path, stream)
+    assert stream.getvalue().rstrip().endswith("1 finding(s) left as advice and 2 edit(s) left out (see its comments)")

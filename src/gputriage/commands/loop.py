@@ -79,7 +79,9 @@ def write_patch(diag: Diagnosis, path: Path | None, root: Path, stream: TextIO |
     patch = build_patch(diag, root)
     write_file(path, patch.text.encode("utf-8"))
     files = ", ".join(patch.files) or "no file"
-    advice = f"; {patch.advice} finding(s) left as advice (see its comments)" if patch.advice else ""
+    left = [f"{patch.advice} finding(s) left as advice"] if patch.advice else []
+    left += [f"{patch.left_out} edit(s) left out"] if patch.left_out else []
+    advice = f"; {' and '.join(left)} (see its comments)" if left else ""
     shown = outdir.shown_path(path)
     how = f" (git apply {shown})" if patch.files else ""
     line = inline_text(f"gputriage: patch: {patch.edits} edit(s) in {files} -> {shown}{how}{advice}")

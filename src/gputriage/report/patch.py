@@ -37,6 +37,7 @@ class Patch(msgspec.Struct):
     edits: int = 0  # edits in the diff
     files: list[str] = msgspec.field(default_factory=list)  # files the diff changes, as the headers name them
     advice: int = 0  # findings left as advice (named in the comments)
+    left_out: int = 0  # edits that are not in the diff, each with its reason in the comments
 
 
 class _FileEdits(msgspec.Struct):
@@ -50,6 +51,7 @@ def build_patch(diag: Diagnosis, root: Path) -> Patch:
     notes: list[str] = []
     by_file: dict[str, _FileEdits] = {}
     advice = 0
+    patch = Patch("")
     for finding in diag.findings:
         if finding.severity is Severity.INFO:
             continue
@@ -63,13 +65,14 @@ def build_patch(diag: Diagnosis, root: Path) -> Patch:
             target = _target(edit, root)
             if isinstance(target, str):
                 notes.append(f"{_name(finding)}: left out: {target}")
+                patch.left_out += 1
                 continue
             rel, disk = target
             by_file.setdefault(rel, _FileEdits(rel, disk)).edits.append((finding, edit))
     diffs: list[str] = []
-    patch = Patch("")
     for entry in by_file.values():
-        diff, used = _file_diff(entry, notes)
+        diff, used, left_out = _file_diff(entry, notes)
+        patch.left_out += left_out
         if diff:
             diffs.append(diff)
             patch.files.append(entry.rel)
@@ -114,13 +117,14 @@ def _read(disk: Path) -> str | None:
         return None
 
 
-def _file_diff(entry: _FileEdits, notes: list[str]) -> tuple[str, int]:
-    """The unified diff of one file with its edits applied, and how many edits it holds."""
+def _file_diff(entry: _FileEdits, notes: list[str]) -> tuple[str, int, int]:
+    """The unified diff of one file with its edits applied, how many edits it holds and how many were left out."""
     text = _read(entry.disk)
+    distinct = len(_distinct(entry.edits))
     if text is None:
         why = "not a readable UTF-8 file" if entry.disk.exists() else f"not found from {Path.cwd()}"
         notes.append(f"{entry.rel}: left out: {why} (run where the job ran)")
-        return "", 0
+        return "", 0, distinct
     lines = text.splitlines(keepends=True)
     chosen: list[Edit] = []
     for finding, edit in sorted(entry.edits, key=lambda fe: fe[1].line):
@@ -133,15 +137,24 @@ def _file_diff(entry: _FileEdits, notes: list[str]) -> tuple[str, int]:
         else:
             chosen.append(edit)
     if not chosen:
-        return "", 0
+        return "", 0, distinct
     new_lines = _applied(lines, chosen)
     try:
         ast.parse("".join(new_lines))
     except (SyntaxError, ValueError):
         notes.append(f"{entry.rel}: left out: the edited file would not parse")
-        return "", 0
+        return "", 0, distinct
     diff = difflib.unified_diff(lines, new_lines, fromfile=f"a/{entry.rel}", tofile=f"b/{entry.rel}")
-    return "".join(_terminated(diff)), len(chosen)
+    return "".join(_terminated(diff)), len(chosen), distinct - len(chosen)
+
+
+def _distinct(edits: list[tuple[Finding, Edit]]) -> list[Edit]:
+    """The file's edits, each once (two findings can carry the same edit)."""
+    out: list[Edit] = []
+    for _, edit in edits:
+        if not any(e == edit for e in out):
+            out.append(edit)
+    return out
 
 
 def _still_there(lines: list[str], edit: Edit) -> bool:
