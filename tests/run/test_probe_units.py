@@ -79,3 +79,49 @@ def test_driver_starts_and_stops_each_probe_once() -> None:
         "-census",
         "-timing",
     ]
+
+
+def test_a_stand_ins_time_is_known_per_phase() -> None:
+    """A preflight's stand-in computes in forward and backward; the clock reads it at each phase change, so each part
+    loses its own stand-in time (not a share of the step's total taken from forward first: forward read 0 ms). Its
+    time before the step, or between steps, is not the step's."""
+    from gputriage.record.numbers import PARTS, host_parts_s
+    from gputriage.record.steps import Step
+
+    fake, stand_in = FakeClock(), FakeClock()
+    clock = PhaseClock(fake)
+    clock.stand_in = stand_in
+    stand_in.advance(9.0)  # before the step
+    clock.begin()
+    for phase, wall_s, stand_in_s in (("forward", 0.25, 0.125), ("backward", 0.5, 0.5), ("optimizer", 0.125, 0.0)):
+        clock.push(phase)
+        fake.advance(wall_s)
+        stand_in.advance(stand_in_s)
+        clock.pop()
+    fake.advance(0.125)
+    stand_in.advance(0.0625)  # in "other"
+    times = clock.cut()
+    assert times is not None and times.stand_in_phases_s == {"forward": 0.125, "backward": 0.5, "other": 0.0625}
+    p = times.phases_s
+    step = Step(0, 0.0, times.wall_s, forward_s=p["forward"], backward_s=p["backward"], optimizer_s=p["optimizer"],
+                other_s=p["other"], stand_in_s=0.6875, stand_in_phases_s=times.stand_in_phases_s)  # fmt: skip
+    host = dict(zip([spec.key for spec in PARTS], host_parts_s(step), strict=True))
+    assert host["forward"] == 0.125 and host["backprop"] == 0.125 and host["other"] == 0.0625
+    step.stand_in_phases_s = None  # a record from before: the step's total comes off forward first
+    assert host_parts_s(step)[[spec.key for spec in PARTS].index("forward")] == 0.0
+
+
+def test_the_stand_ins_clock_counts_a_call_still_running() -> None:
+    """`loss.backward()` is one timed call around the whole pass: the phase clock reads the stand-in's clock inside
+    it, at the end of the backward phase, and must see the time so far (it saw none, and "other" got it all)."""
+    import time
+
+    from gputriage.collectors.preflight.state import STATE, Backing
+
+    STATE.reset(Backing.CPU, device_count=1)
+    before_s = STATE.spent_s()
+    with STATE.timed():
+        time.sleep(0.02)
+        inside_s = STATE.spent_s() - before_s
+    after_s = STATE.spent_s() - before_s
+    assert 0.02 <= inside_s <= after_s

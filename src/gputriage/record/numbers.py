@@ -130,25 +130,35 @@ def _part_s(step: Step, fields: tuple[str, ...]) -> float:
     return sum(float(getattr(step, name)) for name in fields)
 
 
-# The parts a stand-in's own compute lands in, in the order its time is taken out of them. Last the data wait: a
-# collate_fn or Dataset that builds the batch on the device computes there, and what is left of the stand-in's time
-# can only have been spent in it (so the parts add up to the host's step, and no share passes 100%).
+# Where the stand-in's time is not known per phase (records made before the phase clock read it, and what no phase
+# held), the parts it is taken out of, in this order. Last the data wait: a collate_fn or Dataset that builds the
+# batch on the device computes there, and what is left of the stand-in's time can only have been spent in it (so the
+# parts add up to the host's step, and no share passes 100%).
 _STAND_IN_PARTS = ("forward", "backprop", "sync", "other", "h2d", "data_wait")
 
 
 def host_parts_s(step: Step) -> list[float]:
-    """Each part's time in this step (PARTS order), without a stand-in device's own compute: the part measured inside
-    the data wait comes off the wait, the rest off the parts it can have fallen in."""
+    """Each part's time in this step (PARTS order), without a stand-in device's own compute: each part's own stand-in
+    time where the phase clock measured it (older records: the part measured inside the data wait comes off the wait),
+    then whatever is left off the parts it can have fallen in."""
     parts = {spec.key: _part_s(step, spec.fields) for spec in PARTS}
     left_s = step.stand_in_spent_s()
-    in_wait_s = min(max(step.wait_stand_in_s or 0.0, 0.0), left_s, parts["data_wait"])
-    parts["data_wait"] -= in_wait_s
-    left_s -= in_wait_s
+    for key, own_s in _stand_in_by_part(step).items():
+        taken = min(left_s, max(own_s, 0.0), parts[key])
+        parts[key] -= taken
+        left_s -= taken
     for key in _STAND_IN_PARTS:
         taken = min(left_s, parts[key])
         parts[key] -= taken
         left_s -= taken
     return [parts[spec.key] for spec in PARTS]
+
+
+def _stand_in_by_part(step: Step) -> dict[str, float]:
+    """The stand-in's time in each part of the step, as measured: per phase, or in the data wait alone."""
+    if step.stand_in_phases_s is None:
+        return {"data_wait": step.wait_stand_in_s or 0.0}
+    return {spec.key: sum(step.stand_in_phases_s.get(f.removesuffix("_s"), 0.0) for f in spec.fields) for spec in PARTS}
 
 
 def largest_remainder(values: Sequence[float], total: float, step: float) -> list[float]:

@@ -37,6 +37,9 @@ class Step(msgspec.Struct):
     stand_in_s: float | None = None
     # Of stand_in_s, the part spent inside the data wait (a collate_fn or Dataset that builds the batch on the device).
     wait_stand_in_s: float | None = None
+    # Of stand_in_s, the part in each phase (data_wait, h2d, forward, sync, backward, optimizer, other; only those with
+    # some), read by the phase clock at each phase change. None on a real device and in records made before it.
+    stand_in_phases_s: dict[str, float] | None = None
 
     def stand_in_spent_s(self) -> float:
         """The stand-in's compute in this step, within what the step can hold (see `stand_in_within`)."""

@@ -53,6 +53,7 @@ class StandInState(msgspec.Struct):
     )  # the job's process; a DataLoader worker is forked from it
     used: bool = False  # the job touched the device: CUDA is initialised, and a forked child cannot use it
     _depth: int = 0
+    _open_since_s: float = 0.0  # when the outermost timed call now running began
 
     @contextlib.contextmanager
     def timed(self) -> Iterator[None]:
@@ -62,7 +63,7 @@ class StandInState(msgspec.Struct):
             yield
             return
         self._depth += 1
-        start_s = time.perf_counter()
+        start_s = self._open_since_s = time.perf_counter()
         try:
             yield
         finally:
@@ -75,8 +76,11 @@ class StandInState(msgspec.Struct):
             self.mode_calls += 1
 
     def spent_s(self) -> float:
-        """The host time the stand-in cost the job: its compute, and its mode's cost on every other torch call."""
-        return self.backing_s + self.mode_calls * self.mode_call_s
+        """The host time the stand-in cost the job: its compute, and its mode's cost on every other torch call. A call
+        still running counts up to now: `loss.backward()` is one timed call around the whole backward pass, and the
+        phase clock reads this inside it, at the end of the backward phase."""
+        open_s = time.perf_counter() - self._open_since_s if self._depth else 0.0
+        return self.backing_s + open_s + self.mode_calls * self.mode_call_s
 
     def touch_device(self) -> None:
         """CUDA's rule for a forked child (a DataLoader worker that makes or moves a tensor onto the device in

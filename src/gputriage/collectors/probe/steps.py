@@ -163,7 +163,11 @@ class StepTracker:
         if not earlier:
             return
         first = earlier[0]
-        self._state.clock.absorb(first.start_s + self._t0_s, [_phases_of(s) for s in earlier])
+        self._state.clock.absorb(
+            first.start_s + self._t0_s,
+            [_phases_of(s) for s in earlier],
+            [s.stand_in_phases_s or {} for s in earlier],
+        )
         self._stand_in_at_cut_s -= sum(s.stand_in_s or 0.0 for s in earlier)
         self._wait_stand_in_s += sum(s.wait_stand_in_s or 0.0 for s in earlier)
         self.section.steps = []
@@ -192,6 +196,7 @@ class StepTracker:
             other_s=p["other"],
             stand_in_s=self._stand_in_since_cut(),
             wait_stand_in_s=self._wait_stand_in_taken(),
+            stand_in_phases_s=_rounded(times.stand_in_phases_s),
         )
 
     def _wait_stand_in_taken(self) -> float | None:
@@ -199,6 +204,10 @@ class StepTracker:
             return None
         spent_s, self._wait_stand_in_s = self._wait_stand_in_s, 0.0
         return spent_s
+
+
+def _rounded(phases_s: dict[str, float] | None) -> dict[str, float] | None:
+    return {k: round(v, 9) for k, v in phases_s.items()} if phases_s is not None else None
 
 
 def _phases_of(step: Step) -> dict[str, float]:
