@@ -212,3 +212,15 @@ def test_golden_renders(case: str, width: int, mode: str, verbose: bool) -> None
         path.write_text(text)
     assert path.is_file(), f"no golden render: run {UPDATE_ENV}=1 pytest {Path(__file__).name}"
     assert text == path.read_text(), f"{path.name} differs: if the change is meant, run {UPDATE_ENV}=1 pytest"
+
+
+def test_a_trace_of_one_process_has_no_rank_rather_than_an_unmeasured_one() -> None:
+    """A job that is not distributed has no rank: its row reads "none" under "profiler trace, one process", not
+    "rank not measured" (a new user read that as a gap in the measurement). Two ranks keep the per-rank title."""
+    run = trace_only_run()
+    assert run.trace is not None
+    run.trace.ranks[0].rank = None
+    text = render_text(diagnose(run), 80, verbose=True, out_dir=Path("gputriage-out"))
+    assert "profiler trace, one process" in text and "rank none" in text
+    assert "rank not measured" not in text
+    assert "profiler trace, per rank" in render_text(two_rank_trace(), 80, verbose=True, out_dir=Path("o"))

@@ -284,10 +284,11 @@ def trace_table(section: TraceSection) -> Grid:
         [Column(h, justify="left" if h == "device" else "right", key=h in ("rank", "device")) for h in headers],
         title=Text(trace_table_title(section), style="bold"),
     )
+    alone = _one_process(section)
     for r in section.ranks:
         idle = r.idle_breakdown
         grid.add_row(
-            fmt.text(r.rank),
+            "none" if alone else fmt.text(r.rank),  # a job of one process has no rank: none, not "not measured"
             fmt.text(r.device),
             fmt.text(r.steps),
             fmt.duration(r.step_time_us / 1e6 if r.step_time_us is not None else None),
@@ -301,10 +302,17 @@ def trace_table(section: TraceSection) -> Grid:
 
 def trace_table_title(section: TraceSection) -> str:
     """Says when the traces are some of their job's ranks only: the rows are not the whole job."""
+    if _one_process(section):
+        return "profiler trace, one process"
     of_world = section.ranks_of_world()
     if of_world is None:
         return "profiler trace, per rank"
     return f"profiler trace, per rank: {of_world.of_the_job()} given, {of_world.not_given()} not measured"
+
+
+def _one_process(section: TraceSection) -> bool:
+    """One trace that names no rank: a job that was not distributed."""
+    return len(section.ranks) == 1 and section.ranks[0].rank is None and section.ranks_of_world() is None
 
 
 def finding_title(finding: Finding) -> Text:
