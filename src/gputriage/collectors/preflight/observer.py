@@ -93,7 +93,6 @@ class Preflight:
         STATE.sync_listeners.append(self._on_host_sync)
         self._probe.step_listeners.append(self._on_step)
         self._probe.state.stand_in_clock = _stand_in_seconds
-        self._probe.state.clock.stand_in = _stand_in_seconds  # read at each phase change: the stand-in per phase
         self._probe.state.stand_in_host_read = is_host_read
 
     def finish(self, run: Run) -> None:
@@ -126,7 +125,6 @@ class Preflight:
         with contextlib.suppress(ValueError):
             self._probe.step_listeners.remove(self._on_step)
         self._probe.state.stand_in_clock = None
-        self._probe.state.clock.stand_in = None
         self._probe.state.stand_in_host_read = None
 
     def _on_step(self, step: int) -> None:

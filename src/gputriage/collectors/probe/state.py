@@ -31,11 +31,19 @@ class ProbeState(msgspec.Struct):
     in_loss: int = 0  # > 0 inside a loss module's call while placement watches (its F.* call is the same loss)
     in_sync_call: int = 0  # > 0 inside a Python-level sync wrapper, so the dispatch census does not count it twice
     step: int = 0  # index of the step that is running now
-    # On a stand-in device: reads the host seconds spent computing its ops so far (Step.stand_in_s); None otherwise
-    stand_in_clock: Callable[[], float] | None = None
     # On a stand-in device: whether an op the census would count as a host sync really reads the device's values on
     # the host (the stand-in's C++ side calls itself "cpu", so torch's own casts look like copies to the host)
     stand_in_host_read: Callable[[Any, list[Any]], bool] | None = None
+
+    @property
+    def stand_in_clock(self) -> Callable[[], float] | None:
+        """On a stand-in device: reads the host seconds its ops have cost so far (Step.stand_in_s); None otherwise.
+        Kept by the phase clock, which reads it at each phase change (Step.stand_in_phases_s): one clock, set once."""
+        return self.clock.stand_in
+
+    @stand_in_clock.setter
+    def stand_in_clock(self, read: Callable[[], float] | None) -> None:
+        self.clock.stand_in = read
 
     @property
     def in_child(self) -> bool:
