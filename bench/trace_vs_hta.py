@@ -13,7 +13,9 @@ all alike; the table shows medians and the ratios between them:
 - the floor: one typed msgspec decode of the whole file, of only ph, name, cat, ts, dur, args.stream and
   args.correlation (ts and dur as floats), nothing else: what any exact analysis has to pay to read the trace;
 - two `--jobs 1` runs at once: how much of this very work the machine's cores do together (memory bandwidth and
-  shared caches included), the ceiling that `--jobs 2` is read against.
+  shared caches included), the ceiling that `--jobs 2` is read against;
+- the start-up `trace` pays in one process before it forks (the interpreter and the imports its workers need): with
+  the ceiling it bounds what `--jobs 2` can reach (Amdahl), and the table says how much of that bound it reaches.
 
 `--jobs-only` runs only gputriage's --jobs commands (no floor, no pure-Python path, no HTA).
 
@@ -70,6 +72,10 @@ print(len(msgspec.json.decode(data, type=Trace).traceEvents))
 """
 
 
+# As the command does it: one BLAS thread (cli.py) before numpy is imported, then what the workers need.
+_START_UP = "from gputriage import blas; blas.one_thread(); import gputriage.cli, gputriage.tracing.split"
+
+
 def _largest_real_trace(folder: Path) -> Path:
     if not CORPUS.is_dir():
         raise SystemExit(f"the corpus is not at {CORPUS}: run with --shapes kernels cpu")
@@ -94,6 +100,8 @@ def commands(trace: Path) -> dict[str, list[str]]:
         # the same command without the compiled scanner: what a user without a C compiler at install gets
         "pure py": ["env", "GPUTRIAGE_PURE_PYTHON=1", *ours, "1"],
         "floor": [str(OUR_PY), "-c", FLOOR_SCRIPT, str(trace)],
+        # what `trace` does in one process before it forks: the interpreter and the imports the workers need
+        "start-up": [str(OUR_PY), "-c", _START_UP],
         "HTA": [str(HTA_PY), "-c", HTA_SCRIPT, str(trace.parent)],
     }
 
@@ -130,7 +138,9 @@ def run_shape(label: str, trace: Path, rounds: int, hta: bool, jobs_only: bool) 
     print(
         f"  jobs 1 / jobs 2: {j1 / j2:.2f}x (goal >= 1.8 on 2 cores); jobs 1 / {all_jobs}: {j1 / med[all_jobs][0]:.2f}x"
     )
-    print(f"  two jobs-1 runs at once do {2 * j1 / med['2 x jobs 1'][0]:.2f}x the work of one: the ceiling here")
+    ceiling = 2 * j1 / med["2 x jobs 1"][0]
+    print(f"  two jobs-1 runs at once do {ceiling:.2f}x the work of one: the ceiling here")
+    _print_bound(j1, j2, med["start-up"][0], ceiling)
     if not jobs_only:
         floor = med["floor"][0]
         print(f"  jobs 1 / floor: {j1 / floor:.2f} (goal <= 1.2); CPU {med['jobs 1'][1] / med['floor'][1]:.2f}")
@@ -141,6 +151,16 @@ def run_shape(label: str, trace: Path, rounds: int, hta: bool, jobs_only: bool) 
         print(
             f"  HTA / gputriage ({all_jobs}): {hw / ow:.1f}x wall, {hc / oc:.1f}x CPU (goal >= 10x); RSS {om / hm:.2f}"
         )
+
+
+def _print_bound(j1: float, j2: float, serial: float, ceiling: float) -> None:
+    """Amdahl's bound for --jobs 2: the start-up before the fork runs in one process, the rest at most `ceiling`
+    times faster on two. What --jobs 2 reaches is read against it, not against 2x."""
+    bound = j1 / (serial + (j1 - serial) / ceiling)
+    print(
+        f"  start-up before the fork (interpreter, imports): {serial:.2f} s; with the ceiling, --jobs 2 can be at most "
+        f"{bound:.2f}x --jobs 1; it is {j1 / j2:.2f}x, {100 * (j1 / j2 - 1) / (bound - 1):.0f}% of the way from 1x"
+    )
 
 
 def main() -> None:

@@ -25,7 +25,7 @@ from report_records import (
 )
 
 from gputriage.record import Run
-from gputriage.record.gpu import GpuSection, GpuSummary, GpuTrack
+from gputriage.record.gpu import GpuSample, GpuSection, GpuSummary, GpuTrack
 from gputriage.record.steps import StepsSection
 from gputriage.report.html import render_html, script_json
 
@@ -108,6 +108,18 @@ def test_the_gpu_box_prefers_the_samplers_whole_window_summary_over_the_kept_sam
     diagrams = section(render_html(diagnosis_with(run, [])), "diagrams")
     assert "usage: 47% mean (NVML, 6000 readings)" in diagrams
     assert "memory: 12.0 GiB peak of 80.0 GiB" in diagrams
+
+
+def test_the_gpu_boxs_reading_count_is_the_count_its_mean_rests_on() -> None:
+    """A kept sample with no finite reading (a NaN in a hand-edited report.json) is left out of the mean, so it is
+    left out of the count that the mean is said to rest on."""
+    run = starved_run()
+    assert run.gpu is not None
+    track = run.gpu.devices[0]
+    track.summary = GpuSummary()
+    track.samples = [GpuSample(t_s=0.0, gpu_util_pct=50.0), GpuSample(t_s=1.0, gpu_util_pct=float("nan")),
+                     GpuSample(t_s=2.0), GpuSample(t_s=3.0, gpu_util_pct=30.0)]  # fmt: skip
+    assert "usage: 40% mean (NVML, 2 readings)" in section(render_html(diagnosis_with(run, [])), "diagrams")
 
 
 def test_a_lost_gpu_says_so_in_the_gpu_box() -> None:

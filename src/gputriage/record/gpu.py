@@ -98,8 +98,18 @@ class GpuTrack(msgspec.Struct):
         rung 5 was measured."""
         if self.summary.util_mean_pct is not None:
             return self.summary.util_mean_pct
-        present = [s.gpu_util_pct for s in self.samples if s.gpu_util_pct is not None and math.isfinite(s.gpu_util_pct)]
+        present = self._util_present()
         return sum(present) / len(present) if present else None
+
+    def util_readings(self) -> int:
+        """How many utilisation readings util_mean_pct() rests on: the sampler's count where its mean is used, else
+        the kept samples with a finite reading (a NaN from a hand-edited report counts in neither)."""
+        if self.summary.util_mean_pct is not None and self.summary.util_sample_count:
+            return self.summary.util_sample_count
+        return len(self._util_present())
+
+    def _util_present(self) -> list[float]:
+        return [s.gpu_util_pct for s in self.samples if s.gpu_util_pct is not None and math.isfinite(s.gpu_util_pct)]
 
 
 class GpuSection(msgspec.Struct):

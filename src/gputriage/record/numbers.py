@@ -187,10 +187,8 @@ def gpu_util_mean_pct(track: GpuTrack) -> float | None:
 
 
 def gpu_util_readings(track: GpuTrack) -> int:
-    """How many utilisation readings `gpu_util_mean_pct` rests on."""
-    if track.summary.util_mean_pct is not None and track.summary.util_sample_count:
-        return track.summary.util_sample_count
-    return sum(1 for s in track.samples if s.gpu_util_pct is not None)
+    """How many utilisation readings `gpu_util_mean_pct` rests on (GpuTrack.util_readings)."""
+    return track.util_readings()
 
 
 def util_text(util_pct: float) -> str:
