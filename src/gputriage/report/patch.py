@@ -120,16 +120,15 @@ def _read(disk: Path) -> str | None:
 def _file_diff(entry: _FileEdits, notes: list[str]) -> tuple[str, int, int]:
     """The unified diff of one file with its edits applied, how many edits it holds and how many were left out."""
     text = _read(entry.disk)
-    distinct = len(_distinct(entry.edits))
+    edits = _distinct(entry.edits)
+    distinct = len(edits)
     if text is None:
         why = "not a readable UTF-8 file" if entry.disk.exists() else f"not found from {Path.cwd()}"
         notes.append(f"{entry.rel}: left out: {why} (run where the job ran)")
         return "", 0, distinct
     lines = text.splitlines(keepends=True)
     chosen: list[Edit] = []
-    for finding, edit in sorted(entry.edits, key=lambda fe: fe[1].line):
-        if any(e == edit for e in chosen):
-            continue  # two findings, one edit
+    for finding, edit in sorted(edits, key=lambda fe: fe[1].line):
         if not _still_there(lines, edit):
             notes.append(f"{_name(finding)}: left out: {entry.rel} changed since the run (line {edit.line})")
         elif chosen and edit.line < chosen[-1].line + len(chosen[-1].old):
@@ -148,12 +147,12 @@ def _file_diff(entry: _FileEdits, notes: list[str]) -> tuple[str, int, int]:
     return "".join(_terminated(diff)), len(chosen), distinct - len(chosen)
 
 
-def _distinct(edits: list[tuple[Finding, Edit]]) -> list[Edit]:
-    """The file's edits, each once (two findings can carry the same edit)."""
-    out: list[Edit] = []
-    for _, edit in edits:
-        if not any(e == edit for e in out):
-            out.append(edit)
+def _distinct(edits: list[tuple[Finding, Edit]]) -> list[tuple[Finding, Edit]]:
+    """The file's edits, each once, with the first finding that carries it (two findings can carry the same edit)."""
+    out: list[tuple[Finding, Edit]] = []
+    for finding, edit in edits:
+        if not any(e == edit for _, e in out):
+            out.append((finding, edit))
     return out
 
 
