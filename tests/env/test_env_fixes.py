@@ -119,15 +119,29 @@ def test_conda_cpuonly_is_removed_with_the_packages() -> None:
     )
 
 
-def test_an_unknown_installer_gets_the_cpuonly_check() -> None:
+def test_an_unknown_installer_in_a_conda_env_gets_the_cpuonly_check() -> None:
     text = (
         "PyTorch version: 1.8.1\nCUDA used to build PyTorch: Could not collect\nIs CUDA available: False\n"
         "GPU models and configuration: GPU 0: NVIDIA GeForce RTX 3090\nNvidia driver version: 470.182.03\n"
+        '  File "/home/me/miniconda3/envs/x/lib/python3.8/site-packages/torch/cuda/__init__.py", line 1\n'
     )
     lines = diagnose_text(text).findings[0].fix.splitlines()
 
     assert lines[0].startswith("conda list cpuonly")
     assert lines[2] == "python -m pip install torch==1.8.1+cu111 -f https://download.pytorch.org/whl/torch_stable.html"
+
+
+def test_an_unknown_installer_with_no_sign_of_conda_gets_no_conda_command() -> None:
+    """`conda list` on a machine without conda is "command not found": a fix that does not paste."""
+    text = (
+        "PyTorch version: 1.8.1\nCUDA used to build PyTorch: Could not collect\nIs CUDA available: False\n"
+        "GPU models and configuration: GPU 0: NVIDIA GeForce RTX 3090\nNvidia driver version: 470.182.03\n"
+        "(7.0) - (12.0)\n"
+    )
+    lines = diagnose_text(text).findings[0].fix.splitlines()
+
+    assert not any("conda" in line for line in lines)
+    assert lines[1] == "python -m pip install torch==1.8.1+cu111 -f https://download.pytorch.org/whl/torch_stable.html"
 
 
 def test_a_driver_too_old_fix_replaces_the_build_and_its_companions() -> None:

@@ -121,8 +121,12 @@ def test_new_style_capability_warning_of_torch_2_13() -> None:
 
     assert env.driver.devices[0].compute_capability == "3.0"
     assert top.code == "arch-not-supported"
-    # The last published builds with sm_30 kernels: the 1.3 conda packages (moi90/pytorch_compute_capabilities).
-    assert top.fix.startswith("conda install pytorch==1.3.0 cudatoolkit=10.1 -c pytorch")
+    # The last published builds with sm_30 kernels: the 1.3 conda packages (moi90/pytorch_compute_capabilities); with
+    # the driver unknown, the one that needs the oldest driver; those packages need an env with an old Python.
+    lines = top.fix.splitlines()
+    assert lines[0] == "conda install pytorch==1.3.0 cudatoolkit=10.0 -c pytorch"
+    assert lines[1] == "# CUDA 10.0 needs NVIDIA driver >= 410.48"
+    assert "conda create -n torch13 python=3.7" in top.fix
 
 
 def test_an_arch_list_from_the_build_table_catches_a_blackwell_card() -> None:

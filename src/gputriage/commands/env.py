@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import codecs
 import os
 import stat
 import sys
@@ -65,12 +66,47 @@ def _from_text(source: str) -> Environment:
         raise InputError(
             f"{name} is over {_MAX_TEXT_BYTES} bytes, too large for a pasted report; give the collect_env text"
         )
-    if b"\x00" in raw:
+    text = decode_report(raw)
+    if "\x00" in text:
         raise InputError(f"{name} looks binary, not text: give a collect_env / nvidia-smi text file")
     try:
-        return parse_environment_text(raw.decode("utf-8", errors="replace"))
+        return parse_environment_text(text)
     except InputError as exc:
         raise InputError(f"{name}: {exc}") from exc
+
+
+_BOMS = (
+    (codecs.BOM_UTF32_LE, "utf-32-le"),  # before UTF-16 LE: its BOM starts with UTF-16 LE's
+    (codecs.BOM_UTF32_BE, "utf-32-be"),
+    (codecs.BOM_UTF8, "utf-8"),
+    (codecs.BOM_UTF16_LE, "utf-16-le"),
+    (codecs.BOM_UTF16_BE, "utf-16-be"),
+)
+
+
+def decode_report(raw: bytes) -> str:
+    """A pasted report's text. Windows PowerShell 5 writes `collect_env > env.txt` as UTF-16 with a byte-order mark,
+    and some editors save without one: both are read as what they are, not refused as binary. Anything else is UTF-8,
+    an undecodable byte replaced."""
+    for bom, codec in _BOMS:
+        if raw.startswith(bom):
+            return raw[len(bom) :].decode(codec, errors="replace")
+    sample = raw[:4096]
+    if len(sample) >= 16:
+        if _ascii_as_utf16(sample[0::2], sample[1::2]):  # "a\0b\0": little-endian
+            return raw.decode("utf-16-le", errors="replace")
+        if _ascii_as_utf16(sample[1::2], sample[0::2]):
+            return raw.decode("utf-16-be", errors="replace")
+    return raw.decode("utf-8", errors="replace")
+
+
+_TEXT_BYTES = frozenset(b"\t\n\r" + bytes(range(0x20, 0x7F)))
+
+
+def _ascii_as_utf16(low: bytes, high: bytes) -> bool:
+    """Mostly ASCII text written as UTF-16: the high bytes almost all zero, the low ones almost all printable."""
+    printable = sum(1 for b in low if b in _TEXT_BYTES)
+    return high.count(0) > 0.9 * len(high) and printable > 0.9 * len(low)
 
 
 def _read_bytes(source: str) -> bytes:

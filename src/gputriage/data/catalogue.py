@@ -47,9 +47,11 @@ CATALOGUE: tuple[Entry, ...] = (
         ),
         (
             "container",
+            "error",
             "nvidia_device_nodes",
             "nvml_error",
             "nvml_gpus",
+            "os",
             "other_gpus",
             "pci_nvidia_gpus",
             "torch_cuda_devices",

@@ -297,7 +297,7 @@ SIGNATURES: tuple[ErrorSignature, ...] = (
     # --- errors that are NOT why the GPU is idle (they prove torch reached it) ----------------------------------------
     ErrorSignature(
         "cuda-oom",
-        ("cuda out of memory", "outofmemoryerror"),
+        ("cuda out of memory", "outofmemoryerror", "cuda error: out of memory", "cudaerrormemoryallocation"),
         None,
         "the GPU ran out of memory: torch reached the GPU, so this is not why a GPU sits idle",
         "reduce the batch size, or free the memory other processes hold (nvidia-smi)",

@@ -94,6 +94,8 @@ class HostFacts(msgspec.Struct):
     container_evidence: str | None = None
     gpu_named: str | None = None  # a GPU the reporter names without a driver's listing ("GTX 1080Ti"); not proof
     secure_boot: bool | None = None  # the kernel says Secure Boot is enabled (it refuses unsigned modules)
+    # A pasted report shows conda on the machine ("[conda]" lines, a conda command or path, a conda prompt).
+    conda_seen: bool | None = None
 
 
 class ErrorSeen(msgspec.Struct):

@@ -23,7 +23,7 @@ from rich.text import Text
 from gputriage import outdir
 from gputriage.diagnosis import Diagnosis, RungView
 from gputriage.findings import Finding, Severity
-from gputriage.record.environment import Environment
+from gputriage.record.environment import Environment, TorchFacts
 from gputriage.record.trace import TraceSection
 from gputriage.report import fmt
 from gputriage.report.diagrams import RelationshipDiagram, SequenceDiagram, build_relationship, build_sequence
@@ -193,9 +193,8 @@ def _environment_rows(env: Environment) -> list[tuple[str, str]]:
     if t.installed is False:
         rows.append(("torch", "not installed"))
     elif t.version:
-        build = f"CUDA {t.cuda_version}" if t.cuda_version else (f"HIP {t.hip_version}" if t.hip_version else "CPU")
         avail = {True: "available", False: "not available", None: "availability unknown"}[t.is_available]
-        rows.append(("torch", f"{t.version} ({build} build, {t.install_method or 'install unknown'}), {avail}"))
+        rows.append(("torch", f"{t.version} ({_build_text(t)}, {t.install_method or 'install unknown'}), {avail}"))
     if d.driver_version or d.nvml_error:
         cuda = f", supports CUDA <= {d.cuda_driver_version}" if d.cuda_driver_version else ""
         rows.append(("driver", f"{d.driver_version}{cuda}" if d.driver_version else f"NVML: {d.nvml_error}"))
@@ -215,6 +214,15 @@ def _environment_rows(env: Environment) -> list[tuple[str, str]]:
     for name, value in env.env_vars.items():
         rows.append((name, repr(value)))
     return rows
+
+
+def _build_text(t: TorchFacts) -> str:
+    """Which build torch is, as far as the facts say: a text that never names its CUDA version is not a CPU build."""
+    if t.cuda_version:
+        return f"CUDA {t.cuda_version} build"
+    if t.hip_version:
+        return f"HIP {t.hip_version} build"
+    return "CPU build" if t.is_cpu_build else "build unknown"
 
 
 def measured_tables(diag: Diagnosis) -> list[RenderableType]:

@@ -26,7 +26,7 @@ from gputriage.record import Run
 from gputriage.record.device import device_type
 from gputriage.record.environment import Environment
 from gputriage.rules.env_facts import (
-    arch_variant_for,
+    arch_builds,
     build_arch_list,
     cuda_at_most,
     cuda_variant_for,
@@ -42,7 +42,7 @@ from gputriage.rules.env_facts import (
     nvidia_nodes,
     parse_visible_devices,
 )
-from gputriage.rules.env_fixes import MPS_FIX, absence, arch_fix, cpu_build_fix, driver_fix
+from gputriage.rules.env_fixes import absence, arch_fix, cpu_build_fix, driver_fix, mps_fix
 from gputriage.rules.registry import rule
 
 RUNG = 1
@@ -272,13 +272,15 @@ def no_gpu_visible(run: Run) -> Iterator[Finding]:
     if presence != "none" and not (no_driver and not env.host.in_container):
         return
     evidence: Evidence = {
-        "nvml_gpus": len(env.driver.devices),
+        "nvml_gpus": _nvml_gpus(env),
         "nvml_error": env.driver.nvml_error,
         "nvidia_device_nodes": len(nvidia_nodes(env)) if env.source == "probe" else None,
         "pci_nvidia_gpus": env.host.pci_nvidia_devices,
         "other_gpus": ", ".join(env.host.other_gpus) or None,
         "torch_cuda_devices": env.torch.device_count,
         "container": env.host.container_kind,
+        "os": env.host.os_name if env.source == "text" else None,
+        "error": next((e.text for e in errors_pointing_to(env, NO_DRIVER, NO_DEVICE)), None),
     }
     expected = expected_kind(run)
     if expected == "cuda":
@@ -299,9 +301,17 @@ def no_gpu_visible(run: Run) -> Iterator[Finding]:
     )
 
 
+def _nvml_gpus(env: Environment) -> int | None:
+    """The GPUs NVML listed, where NVML was read: by the probe, or by an nvidia-smi in the pasted text (its driver
+    line, or its "No devices were found"); a paste without nvidia-smi measured no count."""
+    d = env.driver
+    read = env.source == "probe" or d.driver_version is not None or d.no_devices_reported or d.nvml_loaded is not None
+    return len(d.devices) if read or d.devices else None
+
+
 def _no_gpu_fix(env: Environment) -> str:
     if env.source == "text" and env.host.os_name == "darwin":
-        return MPS_FIX
+        return mps_fix(env)
     amd = next((g for g in env.host.other_gpus if re.search(r"\b(?:amd|radeon|rx)\b", g, re.IGNORECASE)), None)
     if amd is not None or has_error(env, "no-hip-gpu"):
         named = f" ({amd})" if amd else ""
@@ -507,7 +517,7 @@ def arch_not_supported(run: Run) -> Iterator[Finding]:
             continue
         named = True
         sm = "sm_" + cc.replace(".", "")
-        found = arch_variant_for(cc, env)
+        found = next(iter(arch_builds(cc, env)), None)
         evidence: Evidence = {
             "gpu": device.name,
             "compute_capability": cc,
@@ -515,7 +525,7 @@ def arch_not_supported(run: Run) -> Iterator[Finding]:
             "min_capability": env.torch.min_capability,
             "torch_version": env.torch.version,
             "torch_cuda": env.torch.cuda_version,
-            "build_with_kernels": f"torch {found[0]} + CUDA {found[1]}" if found else None,
+            "build_with_kernels": f"torch {found.release} + CUDA {found.cuda}" if found else None,
         }
         yield _finding(
             run,

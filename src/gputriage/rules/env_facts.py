@@ -242,22 +242,45 @@ def _has_kernels_for(release: str, cuda: str, capabilities: list[str]) -> bool:
     return archs is None or all(arch_supports(archs, cc) for cc in capabilities)
 
 
-def arch_variant_for(capability: str, env: Environment) -> tuple[str, str, str] | None:
-    """(release, cuda, command) of the newest published build with kernels for `capability` that the driver runs."""
+class ArchBuild(msgspec.Struct, frozen=True):
+    """A published build with kernels for the GPU: its release, its CUDA, and how the driver runs it."""
+
+    release: str
+    cuda: str
+    runs: str  # "exact": the driver's CUDA covers it | "compat": through minor version compatibility
+
+    def command(self, env: Environment) -> str:
+        # Releases before 2.0 in the table were read from the conda packages; give the command for those packages.
+        if version_tuple(self.release) < _PIP_INDEX_SINCE:
+            return conda_install(self.release, self.cuda)
+        t = env.torch
+        own = release_of(t.version) if t.version else None
+        pinned = t.version if self.release == own and t.version else f"{self.release}.0"
+        wanted = [n for n in ("torchvision", "torchaudio") if n in t.companions]
+        seen = t.companions if self.release == own else None  # the report's pairing holds for its own torch only
+        return pip_install(pinned, self.cuda, wanted, seen, env.host.os_name)
+
+
+def arch_builds(capability: str, env: Environment) -> list[ArchBuild]:
+    """The published builds with kernels for `capability` that the driver runs, best first: the user's own release
+    (the smallest change); then the newest release the driver fully supports; then the newest it runs through minor
+    version compatibility. In a release: the newest CUDA the driver fully supports, else the oldest it runs. With the
+    driver unknown: the newest release, in the CUDA that needs the oldest driver (a cu132 build asks for a driver
+    >= 580 the user may not have)."""
     limit = driver_cuda(env)
     own = release_of(env.torch.version) if env.torch.version else None
-    candidates = sorted(ARCH_LISTS, key=lambda k: (k[0] == own, version_tuple(k[0]), version_tuple(k[1])), reverse=True)
-    for release, cuda in candidates:
-        if limit and not cuda_at_most(cuda, limit):
-            continue
-        if not arch_supports(ARCH_LISTS[(release, cuda)], capability):
-            continue
-        # Releases before 2.0 in the table were read from the conda packages; give the command for those packages.
-        if version_tuple(release) < _PIP_INDEX_SINCE:
-            return release, cuda, conda_install(release, cuda)
-        pinned = env.torch.version if release == own and env.torch.version else f"{release}.0"
-        return release, cuda, pip_install(pinned, cuda)
-    return None
+    found = [
+        ArchBuild(release, cuda, runs)
+        for (release, cuda), archs in ARCH_LISTS.items()
+        if (runs := runs_on_driver(cuda, limit)) and arch_supports(archs, capability)
+    ]
+
+    def rank(b: ArchBuild) -> tuple[bool, bool, tuple[int, ...], tuple[int, ...]]:
+        cuda = version_tuple(b.cuda)
+        newest_first = cuda if b.runs == "exact" and limit is not None else tuple(-p for p in cuda)
+        return (b.release == own, b.runs == "exact", version_tuple(b.release), newest_first)
+
+    return sorted(found, key=rank, reverse=True)
 
 
 def build_arch_list(env: Environment) -> list[str] | None:
@@ -271,12 +294,15 @@ def build_arch_list(env: Environment) -> list[str] | None:
 
 
 def driver_needed(cuda: str, env: Environment) -> str:
-    """ "NVIDIA driver >= 560.28.03", from the GA table, else the major version's minor-compatibility floor."""
+    """ "NVIDIA driver >= 560.28.03 (>= 525.60.13 through CUDA 12.x minor version compatibility)": the GA table's
+    driver, and the major version's minor-compatibility floor where that is older (CUDA 11 and later)."""
     exact = min_driver_for(cuda, env.host.os_name)
-    if exact:
-        return f"NVIDIA driver >= {exact}"
     floor = compat_min_driver_for(cuda, env.host.os_name)
     major = major_version(cuda)
+    if exact:
+        older = floor and floor != exact and version_tuple(floor) < version_tuple(exact)
+        compat = f" (>= {floor} through CUDA {major}.x minor version compatibility)" if older else ""
+        return f"NVIDIA driver >= {exact}{compat}"
     return (
         f"NVIDIA driver >= {floor} (CUDA {major}.x minor version compatibility)" if floor else "a recent NVIDIA driver"
     )
@@ -359,9 +385,10 @@ def uninstall_lines(env: Environment) -> list[str]:
     lines = []
     if t.cpuonly_package or t.install_method == "conda":
         conda_names = ["pytorch" if n == "torch" else n for n in names if n != "xformers"]
+        why = "cpuonly pins conda to CPU builds" if t.cpuonly_package else "conda's build goes first"
         extra = " cpuonly" if t.cpuonly_package else ""
-        lines.append(f"conda remove -y{extra} {' '.join(conda_names)}   # cpuonly pins conda to CPU builds")
-    elif t.install_method is None:  # the paste does not say: a conda env's cpuonly would undo the pip install
+        lines.append(f"conda remove -y{extra} {' '.join(conda_names)}   # {why}")
+    elif t.install_method is None and env.host.conda_seen:  # a conda env's cpuonly would undo the pip install
         lines.append("conda list cpuonly   # in a conda env: if it is listed, `conda remove -y cpuonly` first")
     lines.append(f"python -m pip uninstall -y {' '.join(names)}")
     return lines

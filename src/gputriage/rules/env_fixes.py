@@ -7,16 +7,17 @@ xformers) to the same variant, and pins versions that exist in the release table
 
 from __future__ import annotations
 
-from gputriage.data.cuda_tables import min_driver_for, version_tuple
+from gputriage.data.cuda_tables import version_tuple
 from gputriage.record.environment import Environment
 from gputriage.rules.env_facts import (
-    arch_variant_for,
+    arch_builds,
     cuda_variant_for,
     driver_cuda,
     driver_needed,
     driver_version,
     has_error,
     install_lines,
+    major_version,
     uninstall_lines,
 )
 
@@ -27,11 +28,24 @@ EXTRA_INDEX_NOTE = (
 
 
 JETSON_WHEELS = "https://developer.download.nvidia.com/compute/redist/jp/"
-MPS_FIX = (
-    "# macOS has no CUDA: use Apple's GPU through MPS (Apple Silicon, macOS 12.3+) instead\n"
-    'python -c "import torch; print(torch.backends.mps.is_available())"   # must print True\n'
-    "device = torch.device('mps')   # or --device mps where the tool takes a device"
-)
+_MPS_CHECK = 'python -c "import torch; print(torch.backends.mps.is_available())"   # must print True\n'
+_MPS_FIRST = (1, 12)  # the first torch with the MPS backend (macOS 12.3+)
+
+
+def mps_fix(env: Environment) -> str:
+    """macOS: no NVIDIA driver since 10.14, so no CUDA; Apple's GPU through MPS where this torch and macOS have it.
+    Every line pastes into a shell; the change to the script is a comment."""
+    head = "# macOS 10.14 and later have no NVIDIA driver, so no CUDA"
+    use = "# then, in the script: device = torch.device('mps')   (or --device mps where the tool takes a device)"
+    old = env.torch.version and version_tuple(env.torch.version)[:2] < _MPS_FIRST
+    if not old:
+        return f"{head}: use Apple's GPU through MPS (torch 1.12+, macOS 12.3+) instead\n{_MPS_CHECK}{use}"
+    return (
+        f"{head}; torch {env.torch.version} predates MPS (torch 1.12+, macOS 12.3+)\n"
+        "python -m pip install --upgrade torch   # on macOS 12.3 or later\n"
+        f"{_MPS_CHECK}{use}\n"
+        "# on an older macOS: run on the CPU (device = 'cpu'), or on Linux / Windows with an NVIDIA GPU"
+    )
 
 
 def jetson_wheels(env: Environment) -> str:
@@ -50,7 +64,7 @@ def jetson_wheels(env: Environment) -> str:
 
 def cpu_build_fix(env: Environment, presence: str) -> str:
     if env.host.os_name == "darwin":
-        return MPS_FIX
+        return mps_fix(env)
     if env.host.jetson:
         return jetson_wheels(env)
     lines = ["# nothing to change here; on a machine with an NVIDIA GPU:"] if presence == "none" else []
@@ -106,16 +120,59 @@ def arch_fix(env: Environment, capability: str | None) -> str:
             "# if it is there, a compiled extension (not torch) lacks it: rebuild it with TORCH_CUDA_ARCH_LIST"
         )
     sm = "sm_" + capability.replace(".", "")
-    found = arch_variant_for(capability, env)
-    if found is None:
+    builds = arch_builds(capability, env)
+    if not builds:
         return _too_old_or_source_build(capability, sm)
-    release, cuda, command = found
+    best = builds[0]
+    release, cuda, command = best.release, best.cuda, best.command(env)
     lines = [*uninstall_lines(env), command] if not command.startswith("conda") else [command]
-    if driver_cuda(env) is None:
+    limit = driver_cuda(env)
+    if limit is None:
         lines.append(f"# CUDA {cuda} needs {driver_needed(cuda, env)}")
-    elif min_driver_for(cuda, env.host.os_name):
-        lines.append(f"# torch {release} + CUDA {cuda}: the newest build with {sm} kernels that the driver runs")
+    elif best.runs == "compat":
+        lines.append(
+            f"# torch {release} + CUDA {cuda} has {sm} kernels; the driver (CUDA {limit}) runs it through CUDA "
+            f"{major_version(cuda)}.x minor version compatibility"
+        )
+    else:
+        newer = next((b for b in builds if version_tuple(b.release) > version_tuple(release)), None)
+        also = (
+            f"; torch {newer.release} + CUDA {newer.cuda} has them too, through CUDA {major_version(newer.cuda)}.x "
+            "minor version compatibility"
+            if newer
+            else ""
+        )
+        lines.append(
+            f"# torch {release} + CUDA {cuda}: the newest build with {sm} kernels for the driver's CUDA {limit}{also}"
+        )
+    lines += _old_conda_python(release)
+    lines += _companions_note(env, release)
     return "\n".join(lines)
+
+
+def _companions_note(env: Environment, release: str) -> list[str]:
+    """A new torch release takes torchvision and torchaudio of that release; the command above moves the ones the
+    report lists, and this says so for the ones it does not show."""
+    t = env.torch
+    own = version_tuple(t.version)[:2] if t.version else None
+    if own == version_tuple(release)[:2] or all(n in t.companions for n in ("torchvision", "torchaudio")):
+        return []
+    return [f"# torchvision / torchaudio, where installed: add them to that command, for the ones of torch {release}"]
+
+
+# Conda's packages of these releases were built for Pythons up to this one: in a newer Python the command cannot solve.
+_CONDA_PYTHON_UP_TO = {"1.3": "3.7"}
+
+
+def _old_conda_python(release: str) -> list[str]:
+    python = _CONDA_PYTHON_UP_TO.get(release)
+    if python is None:
+        return []
+    name = "torch" + release.replace(".", "")
+    return [
+        f"# pytorch {release} was built for Python <= {python}: in a newer Python, make an env for it first:",
+        f"# conda create -n {name} python={python} && conda activate {name}",
+    ]
 
 
 # The last CUDA toolkit that can compile for a compute capability (CUDA release notes: 9.0 dropped Fermi sm_2x,
@@ -129,9 +186,9 @@ def _too_old_or_source_build(capability: str, sm: str) -> str:
     if last is None:
         return f'# no published build has {sm} kernels: build from source with TORCH_CUDA_ARCH_LIST="{capability}"'
     return (
-        f"# this GPU is too old for current PyTorch: CUDA {last} is the last CUDA that can compile {sm} kernels, and\n"
-        f"# PyTorch's own builds need compute capability >= 3.5; a source build is possible only with CUDA <= {last}\n"
-        "# and a PyTorch old enough to build with it: run on the CPU (device = 'cpu') or use a newer GPU"
+        f"# this GPU is too old: no published PyTorch build has {sm} kernels, and CUDA {last} is the last CUDA that\n"
+        f"# can compile them: a source build is possible only with CUDA <= {last} and a PyTorch old enough to build\n"
+        "# with it; otherwise run on the CPU (device = 'cpu') or use a newer GPU"
     )
 
 
@@ -143,7 +200,7 @@ def absence(env: Environment) -> str:
         (bool(d.no_devices_reported), "nvidia-smi reports no devices"),
         (bool(h.no_gpu_stated), "the report says the machine has no GPU"),
         (bool(h.other_gpus), f"its only graphics are {h.other_gpus[0] if h.other_gpus else ''}"),
-        (text and h.os_name == "darwin", "it is a Mac, and macOS has no CUDA"),
+        (text and h.os_name == "darwin", "it is a Mac, and macOS 10.14 and later have no NVIDIA driver, so no CUDA"),
         (text and bool(h.wsl), "WSL does not expose the GPU here (WSL 1, or a Windows driver without WSL support)"),
         (h.runtime == "colab", "the Colab runtime has no GPU attached (Runtime > Change runtime type > GPU)"),
         (

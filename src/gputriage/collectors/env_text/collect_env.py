@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 
 from gputriage.collectors.env_text.facts import add_device, fail_wins, first
-from gputriage.collectors.env_text.limits import small_int, version
+from gputriage.collectors.env_text.limits import MATCH_CHARS, small_int, version
 from gputriage.collectors.env_text.lines import Line, Paste
 from gputriage.collectors.env_text.packages import record_package
 from gputriage.collectors.env_text.system import os_from
@@ -20,7 +20,12 @@ _GPU_LINE = re.compile(
     r"^[ \t]*(?:GPU models and configuration:[ \t]*)?GPU ([0-9]{1,3})[ \t]*[:：][ \t]*(.+?)"
     r"(?:[ \t]*\(UUID: ([\w-]{4,64})\))?[ \t]*$"
 )
-_D2_GPU = re.compile(r"^GPU ([0-9,]{1,40})[ \t]+(\S.*)$")
+_D2_GPU = re.compile(r"^GPU ([0-9,]{1,40})[ \t]+(\S.*?)(?:[ \t]*\(arch=([0-9]{1,2}\.[0-9]{1,2})\))?$")
+_D2_AVAILABLE = ("cuda available ", "gpu available ")
+# torch.__config__.show() ("PyTorch built with:", which detectron2's collect_env prints too): one "  - " item a line.
+_RUNTIME = re.compile(r"^-[ \t]*(CUDA|HIP) Runtime[ \t]+([0-9][\w.]{0,20})")
+_NVCC_ARCH = re.compile(r"code=((?:sm|compute)_[0-9]{2,3}a?)")
+_SETTING = re.compile(r"\b(CUDA_VERSION|TORCH_VERSION)=([0-9][\w.+]{0,30})")
 _LIB = re.compile(r"^\[(pip3?|conda)\][ \t]+([\w.-]{1,60})(?:[ \t]*==[ \t]*|[ \t]+)(\S{1,60})(?:[ \t]+(\S{1,80}))?")
 NOT_COLLECTED = ("could not collect", "n/a", "none", "no cuda", "")
 _YES = ("true", "yes")
@@ -45,6 +50,37 @@ def extract(paste: Paste, env: Environment) -> None:
         _library(line, env)
         _detectron_lines(line, env)
     _gpus(paste, fields, env)
+    _built_with(paste, env)
+
+
+def _built_with(paste: Paste, env: Environment) -> None:
+    """torch.__config__.show(): "- CUDA Runtime 11.1", "- NVCC architecture flags: ...code=sm_86...", "- Build
+    settings: ..., CUDA_VERSION=11.1, ...". A whole block with a build-settings line and no CUDA or HIP in it is a
+    build without CUDA."""
+    heads = paste.containing("pytorch built with")
+    start = next((line for line in heads if line.low.strip() == "pytorch built with:"), None)
+    if start is None:
+        return
+    t = env.torch
+    gpu_runtime = settings = False
+    for line in paste.lines[start.index + 1 : start.index + 60]:
+        text = line.text.strip()
+        if not text.startswith("-"):
+            break
+        if runtime := _RUNTIME.match(text):
+            gpu_runtime = True
+            first(t, "cuda_version" if runtime.group(1) == "CUDA" else "hip_version", version(runtime.group(2)))
+        elif text.lower().startswith("- nvcc architecture flags") and len(line.text) < MATCH_CHARS:  # never a cut list
+            archs = list(dict.fromkeys(_NVCC_ARCH.findall(text)))
+            first(t, "arch_list", archs[:40] or None)
+        elif text.lower().startswith("- build settings:"):
+            settings = True
+            found = dict(_SETTING.findall(text))
+            gpu_runtime = gpu_runtime or "CUDA_VERSION" in found or "rocm" in line.low or "hip" in line.low
+            first(t, "cuda_version", version(found.get("CUDA_VERSION", "")))
+            first(t, "version", version(found.get("TORCH_VERSION", "")))
+    if settings and not gpu_runtime and t.cuda_version is None and t.hip_version is None:
+        first(t, "cpu_build_evidence", "torch.__config__.show(): built with no CUDA runtime and no CUDA_VERSION")
 
 
 def _apply(fields: dict[str, str], env: Environment) -> None:
@@ -93,13 +129,18 @@ def _library(line: Line, env: Environment) -> None:
 
 
 def _detectron_lines(line: Line, env: Environment) -> None:
-    """detectron2's collect_env: "PyTorch 1.3.1", "CUDA available True", "GPU 0,1,2 GeForce RTX 2080 Ti"."""
+    """detectron2's collect_env: "PyTorch 1.3.1", "CUDA available True" (later "GPU available Yes"), "GPU 0,1,2
+    GeForce RTX 2080 Ti" (later with "(arch=7.5)"), "Driver version 496.49"."""
     text = line.text.strip()
     if text.startswith("PyTorch ") and (v := version(text[8:])):
         first(env.torch, "version", v)
-    elif text.lower().startswith("cuda available ") and text[15:].strip().lower() in _YES + _NO:
-        fail_wins(env.torch, "is_available", text[15:].strip().lower() in _YES)
+    elif text.lower().startswith(_D2_AVAILABLE) and text[14:].strip().lower() in _YES + _NO:
+        fail_wins(env.torch, "is_available", text[14:].strip().lower() in _YES)
+    elif text.lower().startswith("driver version ") and (v := version(text[15:])):
+        first(env.driver, "driver_version", v)
     elif match := _D2_GPU.match(text):
         for part in match.group(1).split(",")[:64]:
             if (index := small_int(part, 999)) is not None:
-                add_device(env, GpuDevice(index=index, name=match.group(2), source="collect_env"))
+                device = GpuDevice(index=index, name=match.group(2), compute_capability=match.group(3))
+                device.source = "collect_env"
+                add_device(env, device)

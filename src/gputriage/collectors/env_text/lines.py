@@ -126,11 +126,21 @@ def iter_lines(text: str, limit: int = MAX_LINES, width: int = MATCH_CHARS * 2) 
         start, count = end + 1, count + 1
 
 
+# Markdown's backslash escapes, as a report copied from an issue's source reads: `torch.\_\_version\_\_`. Outside
+# code blocks only: inside one a backslash is the machine's own (a Windows path).
+_MARKDOWN_ESCAPE = re.compile(r"\\([_*`#\[\]<>])")
+
+
 def split_paste(text: str) -> Paste:
     lines: list[Line] = []
+    in_fence = False
     for index, raw in enumerate(iter_lines(text)):
         line = raw.rstrip()
         line = _PREFIXES.sub("", line, count=1)
+        if _FENCE.match(line):
+            in_fence = not in_fence
+        elif not in_fence and "\\" in line:
+            line = _MARKDOWN_ESCAPE.sub(r"\1", line)
         prompt = bool(_PROMPT.match(line) or _REPL.match(line))
         body = _REPL.sub("", _PROMPT.sub("", line, count=1), count=1) if prompt else line
         body = body[:MATCH_CHARS]

@@ -69,6 +69,27 @@ def extract(paste: Paste, env: Environment) -> None:
             record_package(env, "torch", local.group(1), build=None, manager="pip", text=line.text)
     _install_commands(paste, env)
     _prose_build(paste, env)
+    _conda_seen(paste, env)
+
+
+# What shows conda on the reporter's machine: collect_env's "[conda]" list, a conda command, a conda install's path.
+# Without one, a fix does not ask to check for conda's cpuonly package.
+_CONDA_MARK = re.compile(
+    r"^\[conda\]|\b(?:conda|mamba|micromamba)[ \t]+(?:install|create|activate|list|env|remove|update)\b|"
+    r"(?:ana|mini|micro)conda|miniforge|mambaforge|[/\\]conda[/\\]",
+    re.IGNORECASE,
+)
+
+
+def _conda_seen(paste: Paste, env: Environment) -> None:
+    if env.torch.install_method == "conda" or env.torch.cpuonly_package:
+        env.host.conda_seen = True
+        return
+    for line in paste.lines:  # a suggested conda command is not the reporter's conda
+        hinted = "conda" in line.low or "mamba" in line.low
+        if line.fact and hinted and _CONDA_MARK.search(line.text):
+            env.host.conda_seen = True
+            return
 
 
 def _prose_build(paste: Paste, env: Environment) -> None:

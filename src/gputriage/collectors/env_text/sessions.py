@@ -34,6 +34,13 @@ _PROSE = re.compile(
     r"(?:returns?[ \t]+)?[`'\"*]*(?P<value>true|false|ture|flase|fasle|[0-9]{1,3})\b",
     re.IGNORECASE,
 )
+# The answer before the question: "i get False when i run torch.cuda.is_available()".
+_PROSE_BEFORE = re.compile(
+    r"\b(?:get|got|getting|see|saw|returns?|returned|shows?|showed|prints?|printed)[ \t]+[`'\"*]*"
+    r"(?P<value>true|false|ture|flase|fasle)\b[`'\"*]*[ \t]+(?:when(?:ever)?|if|after|from|for|on|with|by|"
+    r"running|calling|checking)\b[^!?]{0,60}?\bis_available\b",
+    re.IGNORECASE,
+)
 _PRINT_LABEL = re.compile(r"^[ \t]*(?:cuda available|is cuda available|gpu available)[ \t]*:?[ \t]*$", re.IGNORECASE)
 # A script's own labelled prints and the reporter's set-up lists: "torch version: 2.2.1", "cuda available: Flase",
 # "cuda version: None", "GPU count: 0", "- CUDA: 11.3", "--pytorch 1.10.0", "pytorch version 1.10".
@@ -55,17 +62,21 @@ def extract(paste: Paste, env: Environment) -> None:
     asked = 0
     session: list[str | None] = [None]  # the torch version the current interpreter printed
     answers_by_version: list[tuple[str | None, bool]] = []
+    grouped: set[int] = set()  # code lines already asked with the one before them
     for line in paste.facts():
         if line.prompt and line.low.strip() in ("import torch", "python", "python3"):
             session[0] = None  # a new interpreter (or a fresh import): a new session
         if not any(word in line.low for word in _QUERY_WORDS):
             continue
-        queries = list(_QUERY.finditer(line.text)) if asked < _MAX_QUERIES else []
+        queries = list(_QUERY.finditer(line.text)) if asked < _MAX_QUERIES and line.index not in grouped else []
         asked += bool(queries)
         if queries and _asks(line):
-            answers = _answers_after(lines, line.index + 1, len(queries))
-            for query, answer in zip(queries, answers, strict=False):
-                _record(env, query, answer, line)
+            group = _code_group(lines, line)
+            grouped.update(g.index for g in group[1:])
+            asked_here = [(q, g) for g in group for q in (_QUERY.finditer(g.text) if g is not line else queries)]
+            answers = _answers_after(lines, group[-1].index + 1, len(asked_here))
+            for (query, asking), answer in zip(asked_here, answers, strict=False):
+                _record(env, query, answer, asking)
                 _follow_session(query, answer, session, answers_by_version)
         _prose_answer(line, env)
         _printed_label(lines, line, env)
@@ -113,6 +124,24 @@ def _sessions_disagree(answers: list[tuple[str | None, bool]], env: Environment)
             "cpu_build_evidence",
             f"torch {failing} answers is_available() False where torch {working} in the same report answers True",
         )
+
+
+def _code_group(lines: list[Line], line: Line) -> list[Line]:
+    """A bare code line that asks torch, with the code lines right after it that ask too (blank lines and imports
+    between): a snippet pasted whole, then what it printed, in order ("print(torch.__version__)",
+    "torch.cuda.is_available()", "returns:", "1.3.1", "False"). A line typed at a prompt is answered right below."""
+    group = [line]
+    if line.prompt:
+        return group
+    for after in lines[line.index + 1 : line.index + 8]:
+        text = after.text.strip()
+        if not text or text.startswith(("import ", "from ")):
+            continue
+        if after.fact and not after.prompt and _QUERY.search(text) and _asks(after):
+            group.append(after)
+            continue
+        break
+    return group
 
 
 def _asks(line: Line) -> bool:
@@ -181,6 +210,8 @@ def _prose_answer(line: Line, env: Environment) -> None:
             first(env.torch, "device_count", small_int(value, 4096))
         elif (flag := _bool(value)) is not None:
             fail_wins(env.torch, "is_available", flag)
+    for match in _PROSE_BEFORE.finditer(line.text):
+        fail_wins(env.torch, "is_available", _bool(match.group("value")))
 
 
 def _printed_label(lines: list[Line], line: Line, env: Environment) -> None:
