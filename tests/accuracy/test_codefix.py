@@ -164,7 +164,11 @@ def test_without_source_the_fix_stays_generic() -> None:
     seen = TensorSeen("input", "cpu", [8, 16], "float32", "Net", "args[0]", "gone.py:3")
     run = meta_run(placement=placement(model_on("meta"), seen))
     (finding,) = [f for f in diagnose(run).findings if f.code == "data-on-cpu"]
-    assert 'device = torch.device("meta")' in finding.fix and "x = x.to(device" in finding.fix
+    assert finding.fix.splitlines() == [
+        'device = torch.device("meta")',
+        "# before gone.py:3",
+        "# move Net's args[0] (float32[8, 16]) to device before this call",
+    ]
 
 
 def test_an_indexed_argument_is_moved_in_place() -> None:
@@ -269,4 +273,40 @@ def test_a_loss_inside_the_library_the_line_calls_adds_no_made_up_name() -> None
         "# before line 95: outputs = model(**batch, labels=labels)",
         "labels = labels.to(device, non_blocking=True)",
     ]
-    assert codefix.moved_tensor_lines(section, seen[1:], "device")[-1].startswith("y = y.to(device")  # nothing better
+    alone = codefix.moved_tensor_lines(section, seen[1:], "device")[-1]
+    assert alone == "# move CrossEntropyLoss's args[1] (int64[8]) to device before this call"  # no made-up `y`
+
+
+def test_a_window_cut_inside_a_block_still_shows_the_device_the_script_moves_to() -> None:
+    """makemore's loop at the module's top level: the window starts at an `else:` and does not parse whole; the
+    `.to(args.device)` calls of its lines name the device, not `device = idx.device` of some model's forward."""
+    window = "    else:\n        raise ValueError('type')\n    model.to(args.device)\n    while True:\n"
+    window += "        X, Y = batch\n        X = X.to(args.device)\n        logits, loss = model(X, Y)\n"
+    source = SourceSection(
+        [
+            SourceSnippet("makemore.py", 650, window, "window", None),
+            SourceSnippet("makemore.py", 137, "        device = idx.device", "device", None),
+        ]
+    )
+    assert codefix.device_expression(source, "makemore.py:656") == "args.device"
+
+
+def test_a_tensor_of_a_starred_argument_moves_with_the_rest_of_it() -> None:
+    """pytorch/examples' GCN: `output = model(*input)`; the probe saw GCN's args[1] on the CPU. The fix named a made-up
+    `x`; now every tensor of `input` moves, in one line above the call, and the patch carries that line."""
+    source = SourceSection([SourceSnippet("main.py", 170, "    output = model(*input)", "window", None)])
+    seen = TensorSeen("input", "cpu", [8, 8], "float32", "GCN", "args[1]", "main.py:170")
+    line = "input = tuple(t.to(device, non_blocking=True) if torch.is_tensor(t) else t for t in input)"
+
+    assert codefix.moved_tensor_lines(source, [seen], "device") == ["# before line 170: output = model(*input)", line]
+    edit = move_argument(source, "main.py:170", "args[1]", "GCN", "device")
+    assert edit is not None and edit.new == (f"    {line}", "    output = model(*input)")
+
+
+def test_without_the_calls_source_the_fix_names_the_tensor_and_invents_no_variable() -> None:
+    seen = TensorSeen("input", "cpu", [8, 8], "float32", "GCN", "args[1]", "main.py:170")
+
+    assert codefix.moved_tensor_lines(None, [seen], "device") == [
+        "# before main.py:170",
+        "# move GCN's args[1] (float32[8, 8]) to device before this call",
+    ]

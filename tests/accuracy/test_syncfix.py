@@ -99,3 +99,31 @@ def test_a_while_loop_takes_the_counter_and_interval_from_its_own_modulo_test() 
     source = SourceSection([SourceSnippet("train.py", 200, WHILE_LOOP, "window", None)])
     fix = sync_fix(source, "train.py:204")
     assert 'if iter_num % eval_interval == 0:\n    print(f"iter {iter_num}: loss {loss.item():.4f}")' in fix
+
+
+def test_a_read_under_the_scripts_own_interval_that_ran_every_step_gets_the_interval_as_its_fix() -> None:
+    """pytorch/examples mnist with `--log-interval 1`: the print is under `if batch_idx % args.log_interval == 0:`
+    already, and the fix wrapped it in that same test. The value of the interval is what to change, and the patch
+    leaves the line alone."""
+    from gputriage.rules.edits import read_rarely
+
+    loop = textwrap.dedent(
+        """\
+        def train(args, model, train_loader):
+            for batch_idx, (data, target) in enumerate(train_loader):
+                loss = F.nll_loss(model(data), target)
+                if batch_idx % args.log_interval == 0:
+                    print('Loss: {:.6f}'.format(
+                        loss.item()))
+        """
+    ).rstrip("\n")
+    source = SourceSection([SourceSnippet("main.py", 30, loop, "function", "train")])
+
+    assert sync_fix(source, "main.py:35").splitlines() == [
+        "# print('Loss: {:.6f}'.format(",
+        "#     loss.item()))",
+        "# runs only when batch_idx % args.log_interval == 0, yet it read the device at every step: "
+        "args.log_interval was 1 in this run;",
+        "# set args.log_interval to 100 (--log-interval 100 on the command line) to read the value every 100 steps",
+    ]
+    assert read_rarely(source, "main.py:35") is None

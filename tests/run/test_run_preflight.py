@@ -316,3 +316,35 @@ def test_a_crash_on_a_cpu_tensor_made_in_forward_points_at_the_line_that_made_it
     assert finding["code"] == "device-mismatch-error"
     assert Path(finding["where"]).name == mark_line("pos_arange_in_forward.py", "device-mismatch-error")
     assert "device=idx.device" in finding["fix"]
+
+
+def test_a_grid_built_by_torchs_own_backward_is_not_a_device_mismatch_and_warnings_keep_their_place(
+    tmp_path: Path,
+) -> None:
+    """PyTorch's spatial transformer tutorial: affine_grid's backward makes its base grid from the operand's C++
+    options, the stand-in's "cpu"; on a GPU it is on the GPU. The preflight called it a CPU tensor meeting cuda ones
+    (critical), and placed torch's own warnings on torch/overrides.py (two of them then printed as one), with a
+    FutureWarning of torch.distributed that a plain run never prints."""
+    r = run_case(Case(["spatial_transformer_grid.py"]), tmp_path, preflight=True)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert not [f for f in r.report["findings"] if f["severity"] != "info"]
+    for mark in ("affine_grid", "grid_sample"):
+        assert f"{mark_line('spatial_transformer_grid.py', mark)}: UserWarning: Default grid_sample" in r.stderr
+    assert "overrides.py" not in r.stderr and "FutureWarning" not in r.stderr
+
+
+def test_labels_passed_to_a_model_that_computes_its_loss_are_fixed_once_in_the_scripts_names(tmp_path: Path) -> None:
+    """makemore: the loop, at the module's top level, moves X with `args.device` and passes Y to a model whose forward
+    computes the loss from `targets.view(-1)`. The fix named `device` (another function's local) and moved the
+    loss's view as well, and the patch made the script raise NameError."""
+    r = run_case(Case(["labels_into_model_loss.py"]), tmp_path, preflight=True)
+    finding = r.finding("data-on-cpu")
+    where = mark_line("labels_into_model_loss.py", "data-on-cpu")
+    line = int(where.rsplit(":", 1)[1])
+    assert finding["where"] == where
+    assert finding["title"] == "The labels reach the loss on cpu, not on cuda"
+    assert finding["fix"].splitlines() == [
+        f"# before line {line}: logits, loss = model(X, Y)",
+        "Y = Y.to(args.device, non_blocking=True)",
+    ]
+    assert [e["line"] for e in finding["evidence"]["edits"]] == [line]

@@ -13,6 +13,7 @@ frames it would have walked as many frames as it counted of ours further out, ou
 
 from __future__ import annotations
 
+import os
 import sys
 import warnings
 from types import FrameType
@@ -20,6 +21,9 @@ from typing import Any
 
 from gputriage.collectors.patching import Patches
 from gputriage.collectors.usercode import is_own_file
+
+# torch's dispatch of a torch function to a mode or a tensor subclass: its frames exist only while gputriage's are in.
+_OVERRIDES = f"torch{os.sep}overrides.py"
 
 
 class WarningPlaces:
@@ -36,7 +40,7 @@ class WarningPlaces:
         self._patches.restore()
 
     def _show(self, original: Any, msg: warnings.WarningMessage) -> Any:
-        if not is_own_file(msg.filename):
+        if not is_own_file(msg.filename) and not msg.filename.endswith(_OVERRIDES):
             return original(msg)
         # 0: this frame, 1: the patch's wrapper, 2: the innermost frame when the warning was issued
         ours, place = place_without_ours(sys._getframe(2), msg.filename, msg.lineno)
@@ -61,18 +65,50 @@ def place_without_ours(
     start: FrameType | None, filename: str, lineno: int
 ) -> tuple[FrameType | None, FrameType | None]:
     """(our frame at filename:lineno, the frame Python would have named without gputriage's frames), searching out
-    from `start`, the innermost frame when the warning was issued."""
-    own_below = 0
+    from `start`, the innermost frame when the warning was issued.
+
+    Python walked out some frames from `start` and stopped on ours; without gputriage, the stack is this one less the
+    frames that exist only because of it, and Python would have walked as many of those frames."""
+    frames: list[FrameType] = []
     frame = start
     while frame is not None:
-        own = is_own_file(frame.f_code.co_filename)
-        own_below += own
-        if own and frame.f_code.co_filename == filename and frame.f_lineno == lineno:
-            break
+        frames.append(frame)
         frame = frame.f_back
-    ours = frame
-    while frame is not None and own_below > 0:
-        frame = frame.f_back
-        if frame is not None and not is_own_file(frame.f_code.co_filename):
-            own_below -= 1
-    return ours, frame
+    named = next((i for i, f in enumerate(frames) if _is_at(f, filename, lineno)), None)
+    if named is None:
+        return None, None
+    dropped = _ours_only(frames)
+    walk = sum(1 for i in range(named + 1) if i in dropped)  # frames Python counted that a plain run lacks
+    i = named
+    while walk > 0:
+        i += 1
+        if i >= len(frames):
+            return frames[named], None
+        walk -= i not in dropped
+    return frames[named], frames[i]
+
+
+def _is_at(frame: FrameType, filename: str, lineno: int) -> bool:
+    return frame.f_code.co_filename == filename and frame.f_lineno == lineno and _ours_or_dispatch(frame)
+
+
+def _ours_only(frames: list[FrameType]) -> set[int]:
+    """The frames (by index, innermost first) that only gputriage's modes and stand-in put there: ours; torch's
+    `handle_torch_function`, which a torch function calls only when a mode or a tensor subclass is active; and the
+    torch function's first entry just outside it (it calls itself again through the mode, and only that entry runs)."""
+    dropped: set[int] = set()
+    for i, frame in enumerate(frames):
+        if is_own_file(frame.f_code.co_filename):
+            dropped.add(i)
+        elif _is_dispatch(frame):
+            dropped.update((i, i + 1))
+    return dropped
+
+
+def _ours_or_dispatch(frame: FrameType) -> bool:
+    return is_own_file(frame.f_code.co_filename) or _is_dispatch(frame)
+
+
+def _is_dispatch(frame: FrameType) -> bool:
+    code = frame.f_code
+    return code.co_name == "handle_torch_function" and code.co_filename.endswith(_OVERRIDES)

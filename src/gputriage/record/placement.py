@@ -49,6 +49,13 @@ class TensorSeen(msgspec.Struct):
     target: str | None = None  # the module class or loss function it entered, e.g. "Net", "cross_entropy"
     argument: str | None = None  # "args[0]", "target"
     where: str | None = None  # file:line of the call in the user's code
+    # The earlier entry this host tensor shares its storage with, in the same step ("Transformer args[1] at
+    # makemore.py:680"): a loss inside the model's forward gets a view of the labels the loop passed in.
+    same_as: str | None = None
+
+    def described(self) -> str:
+        """How same_as names an entry: "Transformer args[1] at makemore.py:680"."""
+        return f"{self.target} {self.argument} at {self.where}"
 
 
 class PlacementSection(msgspec.Struct):

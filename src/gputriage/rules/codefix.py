@@ -148,11 +148,10 @@ def device_expression(source: SourceSection | None, where: str | None) -> str | 
     snippet = source.around(where) if source is not None else None
     if snippet is None or source is None:
         return None
-    tree = parse_code(snippet.text)
-    if tree is not None:
-        found = _device_in(tree)
-        if found is not None:
-            return found
+    tree = parse_code(snippet.text) or _line_by_line(snippet.text)
+    found = _device_in(tree)
+    if found is not None:
+        return found
     for line in source.device_lines(snippet.path):
         parsed = parse_code(line.text)
         if parsed is not None and parsed.body:
@@ -160,6 +159,18 @@ def device_expression(source: SourceSection | None, where: str | None) -> str | 
             if target is not None:
                 return target
     return None
+
+
+def _line_by_line(text: str) -> ast.Module:
+    """The statements of a window that does not parse as a whole (it starts inside a block: "else:", or a loop at
+    a module's top level cut mid-way), each line parsed on its own: what the script moves its tensors to still shows
+    (`X = X.to(args.device)`), where only a `device = ...` of some other function would be found otherwise."""
+    body: list[ast.stmt] = []
+    for line in text.splitlines():
+        parsed = parse_code(line.strip()) if line.strip() else None
+        if parsed is not None:
+            body.extend(parsed.body)
+    return ast.Module(body=body, type_ignores=[])
 
 
 def _device_in(tree: ast.AST) -> str | None:
@@ -225,6 +236,9 @@ def call_argument(stmt: Statement, argument: str | None, callee: str | None) -> 
         return None
     index = _positional_index(argument)
     for call in _rank_calls(calls, callee):
+        starred = _starred_at(call, index)
+        if starred is not None:
+            return starred  # `model(*inputs)`: the tensor is one of `inputs`
         if index is not None and index < len(call.args) and not isinstance(call.args[index], ast.Starred):
             if _literal(call.args[index]):
                 continue  # `.squeeze(-1)`, `.max(1)`: a number is never the tensor the probe saw
@@ -238,6 +252,21 @@ def call_argument(stmt: Statement, argument: str | None, callee: str | None) -> 
             if spread is not None:
                 return spread
     return None
+
+
+def _starred_at(call: ast.Call, index: int | None) -> ast.Starred | None:
+    """The `*name` that positional argument `index` came from: the first starred argument at or before it."""
+    if index is None:
+        return None
+    for position, arg in enumerate(call.args[: index + 1]):
+        if isinstance(arg, ast.Starred):
+            return arg if isinstance(arg.value, ast.Name) and position <= index else None
+    return None
+
+
+def moved_starred(name: str, device: str) -> str:
+    """`inputs = tuple(...)` that moves every tensor of `model(*inputs)`, leaving any other element as it is."""
+    return f"{name} = tuple(t.to({device}, non_blocking=True) if torch.is_tensor(t) else t for t in {name})"
 
 
 def _literal(node: ast.expr) -> bool:
@@ -412,8 +441,9 @@ def moved_tensor_lines(source: SourceSection | None, tensors: list[TensorSeen], 
     for t, own in found:
         if own is None and t.where in named_at:
             continue
-        name = "x" if t.role == "input" else "y"
-        generic = (f"{t.where}", f"{name} = {name}.to({device}, non_blocking=True)  # before {t.target}(...)")
+        # The call is not in the record's source: say which tensor, and to where, without inventing its name.
+        shown = f"{t.dtype}{t.shape}" if t.dtype else "the tensor"
+        generic = (f"{t.where}", f"# move {t.target}'s {t.argument} ({shown}) to {device} before this call")
         before, line = own or generic
         if line in done:
             continue
@@ -434,6 +464,8 @@ def _moved_line(source: SourceSection | None, t: TensorSeen, device: str) -> tup
     if expr is None:
         return None
     before = f"line {stmt.first_line}: {stmt.text}"
+    if isinstance(expr, ast.Starred) and isinstance(expr.value, ast.Name):
+        return before, moved_starred(expr.value.id, device)
     spread = t.argument is not None and not t.argument.startswith("args[") and is_spread(stmt, expr)
     if spread and isinstance(expr, ast.Name):
         return before, moved_spread(expr.id, device)

@@ -139,16 +139,25 @@ def move_argument(
     expr = codefix.call_argument(stmt, argument, callee)
     if expr is None or codefix.moved_already(expr) is not None:
         return None  # moved already: the device it names is what is wrong, no edit of this line fixes that
-    if isinstance(expr, ast.Name):
-        spread = argument is not None and not argument.startswith("args[") and codefix.is_spread(stmt, expr)
-        line = codefix.moved_spread(expr.id, device) if spread else codefix.moved_argument(stmt, expr, device, argument)
-        return checked(insert_before(stmt, [line], "move-data"))
-    if codefix.container_element(expr, argument) is not None:
-        line = codefix.moved_argument(stmt, expr, device, argument)
+    line = _line_that_moves(stmt, expr, argument, device)
+    if line is not None:
         return checked(insert_before(stmt, [line], "move-data"))
     if codefix.in_container(argument):
         return None  # an element of a container written out in the call: advice, not an edit
     return checked(splice(stmt, expr, f".to({device}, non_blocking=True)", at_end=True, kind="move-data"))
+
+
+def _line_that_moves(stmt: codefix.Statement, expr: ast.expr, argument: str | None, device: str) -> str | None:
+    """The line inserted above the call that moves what it is given by name: a name, `**batch`, `*inputs`, or an
+    element of a container the name holds; None for an argument written out in the call."""
+    if isinstance(expr, ast.Starred) and isinstance(expr.value, ast.Name):
+        return codefix.moved_starred(expr.value.id, device)
+    if isinstance(expr, ast.Name):
+        spread = argument is not None and not argument.startswith("args[") and codefix.is_spread(stmt, expr)
+        return codefix.moved_spread(expr.id, device) if spread else codefix.moved_argument(stmt, expr, device, argument)
+    if codefix.container_element(expr, argument) is not None:
+        return codefix.moved_argument(stmt, expr, device, argument)
+    return None
 
 
 def move_model(source: SourceSection | None, model_where: str | None, device: str) -> Edit | None:
@@ -299,8 +308,8 @@ def read_rarely(source: SourceSection | None, where: str | None) -> Edit | None:
     loss.item()`) changes what the loop computes, and stays advice.
     """
     stmt = codefix.statement_at(source, where)
-    if stmt is None or stmt.function is None or not is_display(stmt.node):
-        return None
+    if stmt is None or stmt.function is None or not is_display(stmt.node) or guarding_interval(stmt) is not None:
+        return None  # under its own `if step % every == 0:` already: the value of `every` is what to change
     interval = read_interval(stmt)
     lines = _lines(stmt)
     if interval is None or not lines:
@@ -342,6 +351,19 @@ def read_interval(stmt: Statement) -> Interval | None:
     if counter is None:
         return None
     return Interval(f"{counter} % {READ_EVERY_STEPS} == 0", str(READ_EVERY_STEPS))
+
+
+def guarding_interval(stmt: Statement) -> Interval | None:
+    """The script's own `if <counter> % <interval> == 0:` that the statement is already under, or None. A read under
+    it that still happened at every step means the interval was 1 (a command-line flag) in this run."""
+    for node in ast.walk(stmt.tree):
+        if not isinstance(node, ast.If) or _zero_modulo(node.test) is None:
+            continue
+        modulo = _zero_modulo(node.test)
+        inside = any(n is stmt.node for child in node.body for n in ast.walk(child))
+        if inside and modulo is not None:
+            return Interval(ast.unparse(node.test), ast.unparse(modulo.right))
+    return None
 
 
 def _modulo_tests(scope: ast.AST) -> list[tuple[str, str, set[str]]]:

@@ -292,6 +292,12 @@ def data_findings(run: Run) -> Iterator[Finding]:
         return
     tensors = run.placement.tensors
     off = [t for t in tensors if t.shape and device_type(t.device) != expected]
+    # A host tensor that is a view of one seen before it (a loss inside forward gets the labels the loop passed to
+    # the model) is that tensor: moving the first moves both. Its role tells what the first one is.
+    seen_as = {t.described(): t for t in off}
+    followers = [t for t in off if t.same_as in seen_as]
+    label_sources = {t.same_as for t in followers if t.role == "label"}
+    off = [t for t in off if t not in followers]
     on_cpu_models = {
         m.name for m in run.placement.models if _total_numel(m) and _off_numel(m, expected) == _total_numel(m)
     }
@@ -303,7 +309,9 @@ def data_findings(run: Run) -> Iterator[Finding]:
         and not _follows_the_model(t, tensors, on_cpu_models, expected)
     ]
     # `model(**batch, labels=labels)`: labels that enter the model (which computes the loss) are still the labels
-    labels = [t for t in off if t.role == "label" or (t in into_model and _label_keyword(t))]
+    labels = [
+        t for t in off if t.role == "label" or t.described() in label_sources or (t in into_model and _label_keyword(t))
+    ]
     inputs = [t for t in into_model if t not in labels]
     if inputs or labels:
         yield _data_on_cpu(run, inputs, labels, expected)

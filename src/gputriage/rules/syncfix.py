@@ -37,6 +37,12 @@ def sync_fix(source: SourceSection | None, where: str | None, kind: str | None =
         )
     if stmt is None:
         return GENERIC_FIX
+    guard = edits.guarding_interval(stmt)
+    return _interval_too_small(stmt.text, guard) if guard is not None else _fix_of(stmt)
+
+
+def _fix_of(stmt: codefix.Statement) -> str:
+    """The fix that fits what the line does with the device value it reads."""
     interval = edits.read_interval(stmt) or edits.Interval(f"step % {edits.READ_EVERY_STEPS} == 0", "100")
     every = interval.every
     node = stmt.node
@@ -62,6 +68,20 @@ def sync_fix(source: SourceSection | None, where: str | None, kind: str | None =
         f"# this line reads a device value on the host every step:\n{stmt.text}\n"
         "# compute it with torch ops on the device and keep the result a tensor (.detach()),\n"
         f"# then read it with .item() once where it is shown (every {every} steps, or once per epoch)"
+    )
+
+
+def _interval_too_small(text: str, guard: edits.Interval) -> str:
+    """The read is under the script's own interval test already, and still ran every step: the interval is the fix."""
+    every, steps = guard.every, edits.READ_EVERY_STEPS
+    owner, _, name = every.partition(".")
+    on_command_line = owner in ("args", "opt", "opts") and name.isidentifier()
+    flag = f" (--{name.replace('_', '-')} {steps} on the command line)" if on_command_line else ""
+    quoted = "\n".join(f"# {line}" for line in text.splitlines())
+    return (
+        f"{quoted}\n"
+        f"# runs only when {guard.test}, yet it read the device at every step: {every} was 1 in this run;\n"
+        f"# set {every} to {steps}{flag} to read the value every {steps} steps"
     )
 
 

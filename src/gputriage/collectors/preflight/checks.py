@@ -17,6 +17,7 @@ import torch
 
 from gputriage.collectors.preflight.marks import backing_of, index_of, is_stand_in
 from gputriage.collectors.preflight.state import STATE
+from gputriage.collectors.probe.state import in_backward
 
 aten = torch.ops.aten
 
@@ -62,13 +63,6 @@ def check_devices(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], flat
     if foreign is not None and func not in _CROSSING and not in_backward():
         raise _mismatch(func, args, kwargs, foreign, (f"cuda:{index}", str(foreign.device)))
     return index
-
-
-def in_backward() -> bool:
-    """Inside autograd's backward pass. torch's C++ derivative formulas make some tensors from an operand's options,
-    whose C++ device is the stand-in's "cpu"; they are the stand-in's own values, not the user's CPU tensors, and a
-    real placement mistake has already shown in the forward pass."""
-    return bool(torch._C._current_graph_task_id() != -1)
 
 
 def is_host_read(func: Any, tensors: list[Any]) -> bool:

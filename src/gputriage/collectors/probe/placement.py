@@ -76,6 +76,9 @@ def iter_tensors(value: Any, depth: int = 0) -> Iterator[tuple[str, torch.Tensor
                 yield f"[{key!r}]{path}", t
 
 
+MAX_HOST_SEEN = 256  # host tensors remembered for same_as (a few per call, a few calls per target)
+
+
 class PlacementProbe:
     """Records ModelInfo and TensorSeen into a PlacementSection."""
 
@@ -100,6 +103,9 @@ class PlacementProbe:
         self._called: IdentityMap[nn.Module, bool] = IdentityMap()
         self._models: dict[int, tuple[weakref.ref[nn.Module], ModelInfo]] = {}
         self._calls_recorded: dict[str, int] = {}
+        # Host tensors already seen, by their storage's address (no reference to the user's tensor is kept): a loss
+        # called inside the model's forward gets a view of a tensor that entered the model at the loop's line.
+        self._host_seen: dict[int, tuple[int, int, str]] = {}  # data_ptr -> (step, numel, "Net args[1] at f.py:9")
 
     # -- sites: always on until the placement window ends ---------------------------------------------------------
 
@@ -243,9 +249,27 @@ class PlacementProbe:
             argument=argument,
             where=where,
         )
+        entry.same_as = self._same_host_tensor(t, entry.described())
         if entry not in self.section.tensors:
             self.section.tensors.append(entry)
         return 1
+
+    def _same_host_tensor(self, t: torch.Tensor, described: str) -> str | None:
+        """The earlier entry (this step) whose storage this host tensor shares, e.g. a loss's `targets.view(-1)` of
+        the labels the loop passed to the model; or None. Remembers this one for the next."""
+        if t.device.type != "cpu" or type(t) is not torch.Tensor:
+            return None
+        with contextlib.suppress(Exception):
+            address = t.untyped_storage().data_ptr()
+            if not address:
+                return None
+            step, numel = self._state.step, t.numel()
+            earlier = self._host_seen.get(address)
+            if earlier is not None and earlier[0] == step and earlier[1] == numel:
+                return earlier[2]
+            if address in self._host_seen or len(self._host_seen) < MAX_HOST_SEEN:
+                self._host_seen[address] = (step, numel, described)
+        return None
 
     # -- describing a model -----------------------------------------------------------------------------------------
 

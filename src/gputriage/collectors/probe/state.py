@@ -22,6 +22,14 @@ def capturing() -> bool:
     return is_compiling() or _tracing_state() is not None
 
 
+def in_backward() -> bool:
+    """Inside autograd's backward pass. torch's C++ derivative formulas make some tensors from an operand's options;
+    on the preflight's stand-in those read its C++ device, "cpu", so they are the stand-in's own values, not the
+    user's CPU tensors. On a real GPU they are on the GPU. A real placement mistake has already shown in the forward
+    pass, which the backward only follows."""
+    return bool(torch._C._current_graph_task_id() != -1)
+
+
 class ProbeState(msgspec.Struct):
     expected_device: str  # device type: cuda | mps | xpu | meta | cpu
     clock: PhaseClock = msgspec.field(default_factory=PhaseClock)

@@ -111,7 +111,10 @@ class StepTracker:
         backwards are micro-steps of gradient accumulation (nanoGPT's default is 40 per optimizer step), and the
         optimizer's step cuts the steps."""
         if self._optimizer_seen is None:
-            self._optimizer_seen = any(isinstance(o, optimizer_mod.Optimizer) for o in gc.get_objects())
+            # By type, never isinstance: isinstance falls back to an object's own __class__, which a deprecated
+            # object (torch.distributed.reduce_op) answers with a FutureWarning the job never printed.
+            cls = optimizer_mod.Optimizer
+            self._optimizer_seen = self._optimizer_made or any(issubclass(type(o), cls) for o in gc.get_objects())
         return self._optimizer_seen
 
     def loader_exhausted(self) -> None:
