@@ -348,3 +348,28 @@ def test_labels_passed_to_a_model_that_computes_its_loss_are_fixed_once_in_the_s
         "Y = Y.to(args.device, non_blocking=True)",
     ]
     assert [e["line"] for e in finding["evidence"]["edits"]] == [line]
+
+
+def test_cuda_launch_blocking_set_by_the_script_is_named_at_its_line_and_patched_out(tmp_path: Path) -> None:
+    """causes.md F.17: `os.environ["CUDA_LAUNCH_BLOCKING"] = "1"` at a script's top makes every launch synchronous.
+    Nothing said so: the report was the healthy one's."""
+    r = run_case(Case(["launch_blocking.py"]), tmp_path, preflight=True)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert _root(r) == "launch-blocking"
+    finding = r.finding("launch-blocking")
+    where = mark_line("launch_blocking.py", "launch-blocking")
+    assert finding["where"] == where
+    assert finding["evidence"]["set_by"] == "job" and finding["evidence"]["launch_blocking"] == "1"
+    assert '# os.environ["CUDA_LAUNCH_BLOCKING"] = "1"' in finding["fix"]
+    (edit,) = finding["evidence"]["edits"]
+    assert edit["line"] == int(where.rsplit(":", 1)[1]) and all(line.startswith("#") for line in edit["new"])
+
+
+def test_cuda_launch_blocking_from_the_environment_is_to_be_unset_there(tmp_path: Path) -> None:
+    r = run_case(Case(["healthy.py"]), tmp_path, preflight=True, env={"CUDA_LAUNCH_BLOCKING": "1"})
+    finding = r.finding("launch-blocking")
+    assert finding["evidence"]["set_by"] == "environment" and finding["where"] is None
+    assert finding["fix"].startswith("unset CUDA_LAUNCH_BLOCKING")
+    assert "launch-blocking" not in {
+        f["code"] for f in run_case(Case(["healthy.py"]), tmp_path / "off", preflight=True).report["findings"]
+    }

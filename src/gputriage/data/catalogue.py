@@ -370,6 +370,16 @@ CATALOGUE: tuple[Entry, ...] = (
         ),
     ),
     Entry(
+        "launch-blocking",
+        4,
+        ("warning",),
+        (
+            "CUDA_LAUNCH_BLOCKING=1 in the job's environment: every kernel launch waits for the kernel, so the host "
+            "cannot queue work ahead; the line that sets it, when the job does"
+        ),
+        ("edits", "launch_blocking", "set_by", "set_where"),
+    ),
+    Entry(
         "launch-bound",
         4,
         ("warning",),

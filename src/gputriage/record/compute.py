@@ -61,6 +61,12 @@ class ComputeSection(msgspec.Struct):
     syncs: list[HostSync] = msgspec.field(default_factory=list)
     mixed_device_ops: list[MixedDeviceOp] = msgspec.field(default_factory=list)
     sync_debug_mode: bool = False  # torch.cuda.set_sync_debug_mode("warn") was on during the window
+    # CUDA_LAUNCH_BLOCKING in the job's environment during the window, when set (probe/debugenv.py): its value, who
+    # set it ("job": it differs from what the process started with; "environment": it came with it), and the user's
+    # line that sets it, when the job did and the line was found
+    launch_blocking: str | None = None
+    launch_blocking_set_by: str | None = None
+    launch_blocking_where: str | None = None
 
     def measured_rungs(self) -> set[int]:
         return {4} if self.window_steps > 0 else set()

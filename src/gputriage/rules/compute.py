@@ -374,3 +374,58 @@ def host_sync_in_loop(run: Run) -> list[Finding]:
             where=hot[0].library_where if in_library else first.where,
         )
     ]
+
+
+# -- a debugging setting left on ---------------------------------------------------------------------------------------
+
+_BLOCKING_TITLE = (
+    "CUDA_LAUNCH_BLOCKING=1 makes every kernel launch wait until the kernel has finished: the host cannot queue work "
+    "ahead, and the GPU idles between kernels"
+)
+_UNSET = (
+    "unset CUDA_LAUNCH_BLOCKING   # in the shell, job script or launcher that starts the job\n"
+    "# set it only to find which kernel raised a CUDA error, for that one run"
+)
+
+
+@rule
+def launch_blocking(run: Run) -> list[Finding]:
+    """launch-blocking: CUDA_LAUNCH_BLOCKING=1 in the job's environment while it trained on CUDA."""
+    judged = _judged(run)
+    if judged is None:
+        return []
+    compute, expected = judged
+    if expected != "cuda" or (compute.launch_blocking or "").strip() != "1":
+        return []
+    where = compute.launch_blocking_where
+    edit = edits.comment_out(run.source, where, "a debugging setting: every kernel launch waits for the kernel")
+    evidence: dict[str, object] = {
+        "launch_blocking": compute.launch_blocking,
+        "set_by": compute.launch_blocking_set_by,
+        "set_where": where,
+        **edits.evidence_of([edit] if edit is not None else []),
+    }
+    return [
+        Finding(
+            code="launch-blocking",
+            rung=4,
+            severity=Severity.WARNING,
+            title=_BLOCKING_TITLE,
+            evidence=evidence,
+            fix=_blocking_fix(run, where, compute.launch_blocking_set_by),
+            where=where,
+        )
+    ]
+
+
+def _blocking_fix(run: Run, where: str | None, set_by: str | None) -> str:
+    stmt = codefix.statement_at(run.source, where)
+    if stmt is not None:
+        return (
+            f"# line {stmt.first_line} turns it on for every run: remove it, or keep it behind a debug flag\n"
+            f"# {stmt.text}\n"
+            "# (it must be set before CUDA starts to matter: `CUDA_LAUNCH_BLOCKING=1 python ...` for one debug run)"
+        )
+    if set_by == "job":
+        return "# the job sets it while it runs: find and remove os.environ['CUDA_LAUNCH_BLOCKING'] = '1'\n" + _UNSET
+    return _UNSET

@@ -160,6 +160,18 @@ def _line_that_moves(stmt: codefix.Statement, expr: ast.expr, argument: str | No
     return None
 
 
+def comment_out(source: SourceSection | None, where: str | None, why: str) -> Edit | None:
+    """The statement at `where` turned into a comment that says why; the patch leaves it out where the file would no
+    longer parse (the only statement of a block)."""
+    stmt = codefix.statement_at(source, where)
+    lines = _lines(stmt) if stmt is not None else None
+    if stmt is None or not lines or not _alone(stmt, lines):
+        return None
+    pad = _indent_of(lines[0])
+    new = (f"{pad}# {why}:", *(f"{pad}# {line[len(pad) :]}" for line in lines))
+    return checked(Edit(stmt.snippet.path, stmt.first_line, tuple(lines), new, "comment-out"))
+
+
 def move_model(source: SourceSection | None, model_where: str | None, device: str) -> Edit | None:
     """`net = Net()` -> `net = Net().to(device)` on the line that builds the model."""
     stmt = codefix.statement_at(source, model_where)

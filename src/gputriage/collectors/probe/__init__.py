@@ -29,6 +29,7 @@ from gputriage.collectors.patching import Patches, remove_at_exit
 from gputriage.collectors.probe.calls import ModuleCalls
 from gputriage.collectors.probe.census import MixedDeviceMode, MixedDevices, OpCensus
 from gputriage.collectors.probe.clock import PhaseClock
+from gputriage.collectors.probe.debugenv import LaunchBlocking
 from gputriage.collectors.probe.loader import LoaderProbe
 from gputriage.collectors.probe.modes import enter_dispatch_mode, leave_dispatch_mode
 from gputriage.collectors.probe.placement import PlacementProbe, has_tensors
@@ -60,6 +61,7 @@ class RunProbe:
         self._census_steps: list[int] = []
         self._cuda_debug = CudaSyncDebug(self._syncs)
         self._cuda_debug_used = False
+        self._launch_blocking = LaunchBlocking()
         self._loader = LoaderProbe(self.state)
         self._placement = PlacementProbe(self.state, self.placement_section)
         self._timers = TensorTimers(self.state, self._syncs)
@@ -223,6 +225,7 @@ class RunProbe:
             sync_debug_mode=self._cuda_debug_used,
         )
         self._census.fill(section)
+        self._launch_blocking.fill(section)
         return section if section.window_steps > 0 else None
 
     # -- forward and backward timing ---------------------------------------------------------------------------------
