@@ -225,6 +225,20 @@ def test_causal_attention_with_dropout_trains_as_on_cuda(stand_in: Session) -> N
     assert torch.allclose(plain, nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=tril))
 
 
+def test_an_rnn_on_the_stand_in_prints_no_cudnn_warning(stand_in: Session) -> None:
+    """torch.backends.cudnn is a wrapper module whose is_acceptable read the original module's is_available (False
+    on a CPU build): every LSTM warned "PyTorch was compiled without cuDNN" under the preflight, and not on a GPU."""
+    import warnings
+
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        model = nn.LSTM(8, 16, batch_first=True).cuda()  # flatten_parameters asks cuDNN here
+        out, _ = model(torch.randn(4, 5, 8, device="cuda"))
+        out.sum().backward()
+    assert out.device.type == "cuda"
+    assert not [w for w in seen if "cuDNN" in str(w.message)]
+
+
 def test_dataparallel_on_the_one_device(stand_in: Session) -> None:
     model = nn.DataParallel(nn.Linear(4, 2))
     out = model(torch.randn(6, 4))

@@ -18,6 +18,7 @@ import msgspec
 import torch
 
 from gputriage.collectors.patching import Patches
+from gputriage.collectors.preflight.marks import is_stand_in
 from gputriage.collectors.preflight.redirect import legacy_cuda_types
 from gputriage.collectors.preflight.state import STATE
 
@@ -461,3 +462,15 @@ def _install_cudnn(patches: Patches) -> None:
     cudnn = torch.backends.cudnn
     patches.set(cudnn, "is_available", lambda: True)
     patches.set(cudnn, "version", lambda: CUDNN_VERSION)
+    # torch.backends.cudnn is a wrapper module: its functions read the original module's `is_available`, so
+    # `is_acceptable` warned "compiled without cuDNN" for every RNN's weights, a line a GPU run never prints.
+    patches.set(cudnn, "is_acceptable", _cudnn_acceptable(cudnn.is_acceptable))
+
+
+def _cudnn_acceptable(original: Any) -> Any:
+    def is_acceptable(tensor: Any) -> bool:
+        # The stand-in's backing has no cuDNN to run on: RNNs keep their weights unflattened, as they do where
+        # cuDNN declines a tensor, and nothing is printed.
+        return False if is_stand_in(tensor) else bool(original(tensor))
+
+    return is_acceptable
