@@ -196,6 +196,27 @@ def test_dataparallel_in_a_preflight_is_a_warning_with_the_count_unmeasured(
     assert "not measured" in dp["title"] and "torchrun --nproc_per_node" in dp["fix"]
 
 
+def test_dataparallels_fix_drops_the_wrapper_in_the_users_statement_and_names_their_script(
+    make_rank: RankFactory, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """pytorch/examples mnist_rnn: `model = nn.DataParallel(Net()).to(device)`. The fix said `model = model.to(device)`
+    there, and `torchrun ... train.py` for a script called main.py."""
+    from gputriage.record import save_run
+    from gputriage.record.process import ProcessSection
+    from gputriage.record.source import SourceSection, SourceSnippet
+
+    wrap = ModelWrap(kind="dataparallel", module_class="Net", device_ids=[0], gpu_count=1, where="main.py:121")
+    run = make_rank(0, 1, wrap=wrap, job_id=None)
+    run.process = ProcessSection(target="main.py")
+    line = "    model = nn.DataParallel(Net()).to(device)"
+    run.source = SourceSection([SourceSnippet("main.py", 121, line, "window", None)])
+    save_run(run, tmp_path / "run.json")
+    dp = finding(report(capsys, tmp_path / "run.json"), "dataparallel-not-ddp")
+
+    assert dp["fix"].splitlines()[:2] == ["# on one GPU, drop the wrapper (line 121):", "model = Net().to(device)"]
+    assert dp["fix"].endswith("torchrun --nproc_per_node=NUM_GPUS main.py")
+
+
 def test_missing_sampler_compares_samples_per_rank_with_the_dataset(
     make_rank: RankFactory, write_job: Callable[[list[Run]], Path], capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -7,6 +7,7 @@ Cross-rank rules read the merged view (`run.ranks`): which ranks share a GPU, an
 
 from __future__ import annotations
 
+import ast
 import math
 import statistics
 from collections import defaultdict
@@ -17,6 +18,7 @@ from gputriage.record import Run
 from gputriage.record.device import is_preflight
 from gputriage.record.ranks import ModelWrap, RankInfo, RankLoader
 from gputriage.record.steps import Step
+from gputriage.rules import codefix, edits
 from gputriage.rules.registry import job_rule, rule
 
 # A rank holding less than this on another rank's GPU is noise (the allocator's first block is 2 MiB).
@@ -89,10 +91,10 @@ def dataparallel_not_ddp(run: Run) -> Iterator[Finding]:
     if wrap is None or wrap.kind != "dataparallel":
         return
     if is_preflight(run) and (wrap.gpu_count or 0) < 2:
-        yield _dataparallel_in_preflight(wrap)
+        yield _dataparallel_in_preflight(run, wrap)
         return
     if (wrap.gpu_count or 0) < 2:
-        yield _dataparallel_on_one_gpu(wrap)
+        yield _dataparallel_on_one_gpu(run, wrap)
         return
     yield Finding(
         code="dataparallel-not-ddp",
@@ -102,14 +104,42 @@ def dataparallel_not_ddp(run: Run) -> Iterator[Finding]:
         evidence={"gpu_count": wrap.gpu_count, "device_ids": wrap.device_ids, "module_class": wrap.module_class},
         fix=(
             "# one process per GPU: torchrun --nproc_per_node="
-            f"{wrap.gpu_count} train.py\n"
+            f"{wrap.gpu_count} {_script(run)}\n"
             'dist.init_process_group("nccl")\n' + SET_DEVICE_FIX
         ),
         where=wrap.where,
     )
 
 
-def _dataparallel_in_preflight(wrap: ModelWrap) -> Finding:
+def _script(run: Run) -> str:
+    """What torchrun starts: the job's own script (or `-m package.module`), as `run` was given it."""
+    target = run.process.target if run.process is not None else None
+    return target or "train.py"
+
+
+def _without_wrapper(run: Run, wrap: ModelWrap) -> str:
+    """The user's statement with `nn.DataParallel(...)` replaced by what it wraps (`model = Net().to(device)`), or
+    the generic line when the statement is not in the record."""
+    stmt = codefix.statement_at(run.source, wrap.where)
+    call = (
+        next(
+            (
+                n
+                for n in ast.walk(stmt.node)
+                if isinstance(n, ast.Call) and ast.unparse(n.func).endswith("DataParallel") and n.args
+            ),
+            None,
+        )
+        if stmt is not None
+        else None
+    )
+    if stmt is None or call is None:
+        return "model = model.to(device)"
+    edit = edits.splice(stmt, call, ast.unparse(call.args[0]), at_end=False, kind="drop-wrapper")
+    return "\n".join(line.strip() for line in edit.new) if edit is not None else "model = model.to(device)"
+
+
+def _dataparallel_in_preflight(run: Run, wrap: ModelWrap) -> Finding:
     """A preflight's stand-in has one device, so how many GPUs DataParallel will spread over is not measured. The
     wrapper exists only to use several GPUs, where it is the slow way (one Python thread replicates the model and
     scatters each batch every step); on one GPU it does nothing. Either way the fix is the same, and it is cheaper
@@ -126,15 +156,19 @@ def _dataparallel_in_preflight(wrap: ModelWrap) -> Finding:
         # gpu_count null: not measured (the stand-in's one device is not the GPU machine's count)
         evidence={"gpu_count": None, "device_ids": wrap.device_ids, "module_class": wrap.module_class},
         fix=(
-            "# one GPU: drop the wrapper, model = model.to(device)\n"
-            "# several GPUs: one process per GPU, torchrun --nproc_per_node=NUM_GPUS train.py, with\n"
+            f"# one GPU: drop the wrapper (line {_line_of(wrap.where)}):\n{_without_wrapper(run, wrap)}\n"
+            f"# several GPUs: one process per GPU, torchrun --nproc_per_node=NUM_GPUS {_script(run)}, with\n"
             'dist.init_process_group("nccl")\n' + SET_DEVICE_FIX
         ),
         where=wrap.where,
     )
 
 
-def _dataparallel_on_one_gpu(wrap: ModelWrap) -> Finding:
+def _line_of(where: str | None) -> str:
+    return where.rsplit(":", 1)[-1] if where else "?"
+
+
+def _dataparallel_on_one_gpu(run: Run, wrap: ModelWrap) -> Finding:
     """DataParallel over one GPU (or none it could see) calls the model directly: no speed-up, a wrapper to drop, and
     not a cause of low utilisation (info). Said because the user most likely meant to use several GPUs."""
     seen = "one GPU" if wrap.gpu_count == 1 else "no GPU it could see"
@@ -148,8 +182,8 @@ def _dataparallel_on_one_gpu(wrap: ModelWrap) -> Finding:
         ),
         evidence={"gpu_count": wrap.gpu_count or 0, "device_ids": wrap.device_ids, "module_class": wrap.module_class},
         fix=(
-            "# on one GPU, drop the wrapper: model = model.to(device)\n"
-            "# on several GPUs, one process per GPU instead: torchrun --nproc_per_node=NUM_GPUS train.py"
+            f"# on one GPU, drop the wrapper (line {_line_of(wrap.where)}):\n{_without_wrapper(run, wrap)}\n"
+            f"# on several GPUs, one process per GPU instead: torchrun --nproc_per_node=NUM_GPUS {_script(run)}"
         ),
         where=wrap.where,
     )
