@@ -310,3 +310,18 @@ def test_without_the_calls_source_the_fix_names_the_tensor_and_invents_no_variab
         "# before main.py:170",
         "# move GCN's args[1] (float32[8, 8]) to device before this call",
     ]
+
+
+def test_a_buffer_fix_of_a_statement_on_two_lines_is_one_line() -> None:
+    """minGPT's causal mask: `self.bias = torch.tril(...) \\` then `.view(...)` on the next line. The fix's comment
+    quoted both lines, so it ended in a dangling backslash and a bare second line."""
+    text = (
+        "        self.bias = torch.tril(torch.ones(config.block_size, config.block_size)) \\\n"
+        "                         .view(1, 1, config.block_size, config.block_size)"
+    )
+    stmt = codefix.statement_at(SourceSection([SourceSnippet("model.py", 47, text, "window", None)]), "model.py:47")
+    assert stmt is not None
+    fix = codefix.register_buffer_fix(stmt)
+    assert fix is not None and "\n" not in fix and "\\" not in fix
+    assert fix.endswith("# instead of: self.bias = torch.tril(torch.ones(config.block_size, config.block_size))"
+                        ".view(1, 1, config.block_size, config.block_size)")  # fmt: skip
