@@ -519,7 +519,7 @@ def register_buffer_fix(stmt: Statement) -> str | None:
     if found is None:
         return None
     owner, name, value = found
-    # The statement as one line: a comment cannot hold a line break, and a `\\` continuation would end it mid-way.
+    # The statement as one line: a comment cannot hold a line break, and a backslash continuation would end it.
     was = ast.unparse(stmt.node) if "\n" in stmt.text else stmt.text
     return f'{owner}.register_buffer("{name}", {value})  # instead of: {was}'
 
