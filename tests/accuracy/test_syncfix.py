@@ -127,3 +127,23 @@ def test_a_read_under_the_scripts_own_interval_that_ran_every_step_gets_the_inte
         "# set args.log_interval to 100 (--log-interval 100 on the command line) to read the value every 100 steps",
     ]
     assert read_rarely(source, "main.py:35") is None
+
+
+def test_a_loop_at_the_modules_top_level_cut_mid_block_still_gives_its_own_interval() -> None:
+    """makemore's loop runs at the module's top level, and the window around the line starts at an `else:`: the
+    window did not parse, the fix fell back to `step % 100` while the script logs on `step % 10 == 0`."""
+    window = textwrap.dedent(
+        """\
+            else:
+                raise ValueError('unknown model')
+            while True:
+                loss.backward()
+                if args.device.startswith('cuda'):
+                    torch.cuda.synchronize()
+                if step % 10 == 0:
+                    print(f"step {step}")
+        """
+    ).rstrip("\n")
+    source = SourceSection([SourceSnippet("makemore.py", 650, "    " + window.replace("\n", "\n    "), "window", None)])
+
+    assert "if step % 10 == 0:\n    torch.cuda.synchronize()" in sync_fix(source, "makemore.py:655")

@@ -148,7 +148,7 @@ def device_expression(source: SourceSection | None, where: str | None) -> str | 
     snippet = source.around(where) if source is not None else None
     if snippet is None or source is None:
         return None
-    tree = parse_code(snippet.text) or _line_by_line(snippet.text)
+    tree = parse_code(snippet.text) or line_by_line(snippet.text)
     found = _device_in(tree)
     if found is not None:
         return found
@@ -161,13 +161,14 @@ def device_expression(source: SourceSection | None, where: str | None) -> str | 
     return None
 
 
-def _line_by_line(text: str) -> ast.Module:
+def line_by_line(text: str) -> ast.Module:
     """The statements of a window that does not parse as a whole (it starts inside a block: "else:", or a loop at
-    a module's top level cut mid-way), each line parsed on its own: what the script moves its tensors to still shows
-    (`X = X.to(args.device)`), where only a `device = ...` of some other function would be found otherwise."""
+    a module's top level cut mid-way), each line parsed on its own, a block's header with an empty body: what the
+    script moves its tensors to still shows (`X = X.to(args.device)`), and so do its tests (`if step % 10 == 0:`)."""
     body: list[ast.stmt] = []
     for line in text.splitlines():
-        parsed = parse_code(line.strip()) if line.strip() else None
+        code = line.strip()
+        parsed = parse_code(code + " pass" if code.endswith(":") else code) if code else None
         if parsed is not None:
             body.extend(parsed.body)
     return ast.Module(body=body, type_ignores=[])

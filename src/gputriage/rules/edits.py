@@ -352,7 +352,9 @@ def read_interval(stmt: Statement) -> Interval | None:
     log_interval`, the examples' `batch_idx % args.log_interval`), a logging one first; else `<counter> % 100` with the
     loop's counter; None when the loop has no counter."""
     counter = loop_counter(stmt) if stmt.function is not None else None
-    tests = _modulo_tests(stmt.function if stmt.function is not None else stmt.tree)
+    # outside a function, the window around the line (read line by line where it is cut inside a block)
+    around = codefix.parse_code(stmt.snippet.text) or codefix.line_by_line(stmt.snippet.text)
+    tests = _modulo_tests(stmt.function if stmt.function is not None else around)
     if counter is not None:
         tests = [t for t in tests if counter in t[2]]
     logging = [t for t in tests if any(word in t[1].lower() for word in _LOG_WORDS)]
