@@ -228,3 +228,32 @@ def test_the_console_script_reads_a_utf16_report(tmp_path: Path) -> None:
 
     assert done.returncode == 0, done.stderr
     assert '"cpu-only-build"' in done.stdout
+
+
+def test_a_container_beside_a_test_run_with_gpus_is_not_said_to_be_started_without_them() -> None:
+    """gpu-jupyter#22: `docker run --gpus all nvidia/cuda ... nvidia-smi` worked; the notebook's container had no
+    nvidia-smi. The title said the container "was started without access to the GPU" beside `gpu_flag_given yes`."""
+    text = (
+        "docker run --gpus all nvidia/cuda:10.1-base-ubuntu18.04 nvidia-smi\n"
+        "| NVIDIA-SMI 450.51.05    Driver Version: 450.51.05    CUDA Version: 11.0     |\n"
+        'torch.cuda.is_available() returns "False".\n'
+        '"!nvidia-smi" in the notebook: "/bin/bash: nvidia-smi: command not found"\n'
+    )
+    top = diagnose_text(text).findings[0]
+
+    assert top.code == "container-without-gpu" and top.evidence["gpu_flag_given"] is True
+    assert top.title == "This runs inside a docker container without access to the GPU"
+
+
+def test_an_install_command_for_another_torch_does_not_name_this_ones_companions() -> None:
+    """pytorch#93908: `!pip install torch==1.7.0+cu101 torchvision==0.6.0+cu101` earlier, and a failing torch 1.13.1
+    from condacolab. The fix moved "torchvision 0.6.0+cu101", a package of the other install."""
+    text = (
+        "!pip install torch==1.7.0+cu101 torchvision==0.6.0+cu101 -f https://download.pytorch.org/whl/torch_stable.html\n"
+        "PyTorch version: 1.13.1\nCUDA used to build PyTorch: Could not collect\nIs CUDA available: False\n"
+    )
+    env = parse_environment_text(text)
+
+    assert env.torch.version == "1.13.1" and env.torch.companions == {}
+    same = parse_environment_text(text.replace("torch==1.7.0+cu101", "torch==1.13.1+cu117"))
+    assert same.torch.companions == {"torchvision": "0.6.0+cu101"}

@@ -133,10 +133,13 @@ def container_without_gpu(run: Run) -> Iterator[Finding]:
         "cuda_available": env.torch.is_available,
     }
     runtime_missing = has_error(env, "docker-no-gpu-runtime")
+    # "started without" only when nothing in the report shows a --gpus flag: where one is shown (on a test container
+    # that worked, say), the job's container is not the one it started, and how that one was started is not shown.
+    access = "without access to the GPU" if requested else "that was started without access to the GPU"
     title = (
         "Docker was asked for the GPU but has no NVIDIA runtime (the NVIDIA Container Toolkit is missing)"
         if runtime_missing
-        else f"This runs inside {_container_words(env.host.container_kind)} that was started without access to the GPU"
+        else f"This runs inside {_container_words(env.host.container_kind)} {access}"
     )
     fix = (
         "# on the host: install the NVIDIA Container Toolkit, then register it with docker:\n"

@@ -212,12 +212,21 @@ def _install_commands(paste: Paste, env: Environment) -> None:
             continue
         t.install_command = line.text.strip()
         first(t, "install_method", "conda" if conda else "pip")
-        for pin in _PIN.finditer(line.text):
-            if pin.group(1) in COMPANION_NAMES:
-                t.companions.setdefault(pin.group(1), pin.group(2))
+        pins = {pin.group(1): pin.group(2) for pin in _PIN.finditer(line.text)}
+        # The command's companions are this torch's only when it pins this torch (or none): a command for torch
+        # 1.7.0 says nothing of what sits beside the 1.13.1 that the report shows failing.
+        asked = pins.get("torch") or pins.get("pytorch")
+        if not (asked and t.version and _base(asked) != _base(t.version)):
+            for name, pinned in pins.items():
+                if name in COMPANION_NAMES:
+                    t.companions.setdefault(name, pinned)
         if "cpuonly" in line.low.split():
             t.cpuonly_package = True
         env.host.os_name = env.host.os_name or _os_of_command(line.text)
+
+
+def _base(version_text: str) -> str:
+    return version_text.split("+", 1)[0]
 
 
 def _os_of_command(text: str) -> str | None:
