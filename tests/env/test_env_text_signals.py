@@ -163,11 +163,25 @@ def test_kernel_module_messages_mean_the_driver_is_not_loaded(
 
 
 def test_an_amd_gpu_gets_the_rocm_build(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    text = "I have an AMD gpu (RX 7800 XT) on Linux\nRuntimeError: No HIP GPUs are available\n"
+    text = "I have an AMD gpu (RX 7800 XT) on Linux\n>>> torch.cuda.is_available()\nFalse\n"
     code, doc = _env_from(capsys, tmp_path, text)
     assert code == 0
     assert doc["verdict"]["root_cause"] == "no-gpu-visible"
     assert "whl/rocm" in _top(doc)["fix"]
+
+
+def test_an_amd_gpu_that_a_rocm_build_cannot_open_gets_rocms_checks_not_the_build_again(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Only a ROCm build says "No HIP GPUs are available": it is installed already (pytorch#70036, a ROCm 4.2 wheel
+    on a machine whose rocm tooling sees the GPU). The fix installed the ROCm build again and asked for nvidia-smi."""
+    text = "I have an AMD gpu (RX 7800 XT) on Linux\nRuntimeError: No HIP GPUs are available\n"
+    code, doc = _env_from(capsys, tmp_path, text)
+    assert code == 0
+    fix = _top(doc)["fix"]
+    assert "whl/rocm" not in fix and fix.splitlines()[1].startswith("rocminfo")
+    assert "usermod -aG video,render" in fix
+    assert not any("nvidia-smi" in line for line in doc["environment"]["unknown"])
 
 
 def test_a_mac_is_pointed_at_mps(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

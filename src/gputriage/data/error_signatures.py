@@ -271,9 +271,14 @@ SIGNATURES: tuple[ErrorSignature, ...] = (
         "no-hip-gpu",
         ("no hip gpus are available",),
         NO_DEVICE,
-        "a ROCm (AMD) build of torch finds no AMD GPU it can use: the GPU is not an AMD one ROCm supports, or the "
-        "ROCm build was installed where a CUDA (or the CPU) build was meant",
-        'python -c "import torch; print(torch.__version__, torch.version.hip, torch.version.cuda)"',
+        "a ROCm (AMD) build of torch finds no AMD GPU it can use: the GPU is not an AMD one ROCm supports, the "
+        "user may not open it (the video and render groups), or the ROCm build was installed where a CUDA (or the "
+        "CPU) build was meant",
+        "rocminfo | grep -i gfx   # ROCm must list the GPU (gfxNNNN); nothing listed: ROCm's driver does not see it\n"
+        "groups   # must include video and render: sudo usermod -aG video,render $USER, then log in again\n"
+        'python -c "import torch; print(torch.__version__, torch.version.hip)"   # the ROCm the build needs\n'
+        "# a consumer card ROCm does not list (gfx1031, gfx1032, ...): HSA_OVERRIDE_GFX_VERSION=10.3.0 python ...\n"
+        "# an NVIDIA GPU: this is the ROCm build by mistake; install a CUDA build instead",
         "https://github.com/comfyanonymous/ComfyUI/issues/5138",
     ),
     # --- the build ----------------------------------------------------------------------------------------------------

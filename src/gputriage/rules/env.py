@@ -316,7 +316,11 @@ def _no_gpu_fix(env: Environment) -> str:
     if env.source == "text" and env.host.os_name == "darwin":
         return mps_fix(env)
     amd = next((g for g in env.host.other_gpus if re.search(r"\b(?:amd|radeon|rx)\b", g, re.IGNORECASE)), None)
-    if amd is not None or has_error(env, "no-hip-gpu"):
+    hip_error = signature("no-hip-gpu") if has_error(env, "no-hip-gpu") else None
+    if hip_error is not None:  # only a ROCm build says "No HIP GPUs": it is installed, and cannot open the GPU
+        named = f"# the GPU is AMD ({amd}) and torch is a ROCm build that cannot open it:\n" if amd else ""
+        return named + hip_error.fix
+    if amd is not None:
         named = f" ({amd})" if amd else ""
         return (
             f"# the GPU is AMD{named}: CUDA builds cannot use it; install PyTorch's ROCm build (Linux)\n"

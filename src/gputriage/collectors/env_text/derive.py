@@ -129,10 +129,12 @@ def unknown_facts(env: Environment) -> list[str]:
         unknown.append(
             "could not tell whether torch was built with CUDA (python -c 'import torch; print(torch.version.cuda)')"
         )
-    if d.driver_version is None:
+    # a ROCm build (its version, or its own error) runs on AMD GPUs: NVIDIA's driver and tools say nothing of it
+    rocm = bool(t.hip_version) or any(e.key == "no-hip-gpu" for e in env.errors)
+    if d.driver_version is None and not rocm:
         unknown.append("could not tell the NVIDIA driver version (nvidia-smi)")
     if not d.devices and not d.no_devices_reported:
-        unknown.append("could not tell which GPUs the machine has (nvidia-smi -L)")
+        unknown.append("could not tell which GPUs the machine has (" + ("rocminfo" if rocm else "nvidia-smi -L") + ")")
     if t.is_available is None:
         unknown.append("could not tell whether torch.cuda.is_available() is True")
     if "CUDA_VISIBLE_DEVICES" not in env.env_vars:
