@@ -257,3 +257,17 @@ def test_an_install_command_for_another_torch_does_not_name_this_ones_companions
     assert env.torch.version == "1.13.1" and env.torch.companions == {}
     same = parse_environment_text(text.replace("torch==1.7.0+cu101", "torch==1.13.1+cu117"))
     assert same.torch.companions == {"torchvision": "0.6.0+cu101"}
+
+
+def test_what_the_reporter_tried_is_their_own_state_not_a_suggestion() -> None:
+    """pytorch#40682: "I don't know why torch.cuda.is_available() always return false? I try to change pytorch
+    version ..." on one line: "try" read as a suggestion's cue, the line as advice, and the quoted collect_env's
+    "Is CUDA available: Yes" made the report healthy."""
+    text = (
+        "I don't know why torch.cuda.is_available() always return false? I try to change pytorch version to "
+        "1.4.0+cu101, but the problem still exist.\n\n"
+        "> PyTorch version: 1.5.0+cu101\n> CUDA used to build PyTorch: 10.1\n> Is CUDA available: Yes\n"
+        "> GPU models and configuration:\n> GPU 0: TITAN RTX\n> Nvidia driver version: 442.92\n"
+    )
+    assert parse_environment_text(text).torch.is_available is False
+    assert diagnose_text(text).verdict.status != "healthy"

@@ -44,7 +44,8 @@ _SUGGEST = re.compile(
 # The user's own state: what they ran, installed, have, or what their script contains (also in a fix's sentence).
 _OWN = re.compile(
     r"\b(?:i (?:[a-z]{2,12}ly[ \t]+)?"  # "I successfully installed"
-    r"(?:ran|run|used|use|installed|install|did|executed|typed|get|got|have|had|tried|am running|'m running)|"
+    r"(?:ran|run|used|use|installed|install|did|executed|typed|get|got|have|had|tried|try|am trying|'m trying|"
+    r"am running|'m running)|"
     r"installed (?:with|via|using|by|from)|i've (?:installed|tried)|my (?:command|install|setup|script)|"
     r"here is|this is (?:the|my|what)|when (?:i|running)|(?:remove|removing|delete|deleting|comment(?:ed|ing)? out|"
     r"change|changing|replace|replacing|drop) (?:the |this |that )?(?:line|\"|'|`|os\.environ|export|set )|"
