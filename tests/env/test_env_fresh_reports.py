@@ -271,3 +271,18 @@ def test_what_the_reporter_tried_is_their_own_state_not_a_suggestion() -> None:
     )
     assert parse_environment_text(text).torch.is_available is False
     assert diagnose_text(text).verdict.status != "healthy"
+
+
+def test_no_kernel_image_with_a_gpu_named_in_prose_gets_that_gpus_build() -> None:
+    """nunif#308: "no kernel image is available" on Windows, "Would love to use my RTX 5090", no GPU listing. The
+    fix was the generic get_arch_list check; the GPU the reporter names gives sm_120 and its build."""
+    text = (
+        "RuntimeError:\nCUDA error: no kernel image is available for execution on the device\n"
+        "I am running this on windows, using cpu works, but is very slow. Would love to use my RTX 5090.\n"
+    )
+    top = diagnose_text(text).findings[0]
+
+    assert top.code == "arch-not-supported" and top.evidence["compute_capability"] == "12.0"
+    assert "sm_120" in top.title and "RTX 5090" in top.title
+    assert "--index-url https://download.pytorch.org/whl/cu129" in top.fix
+    assert "(named in the text)" in str(top.evidence["gpu"])

@@ -21,6 +21,7 @@ from gputriage.data.cuda_tables import (
     version_tuple,
 )
 from gputriage.data.error_signatures import NO_DEVICE, NO_DRIVER, signature
+from gputriage.data.gpu_names import capability_of
 from gputriage.findings import Evidence, Finding, Severity
 from gputriage.record import Run
 from gputriage.record.device import device_type
@@ -543,13 +544,31 @@ def arch_not_supported(run: Run) -> Iterator[Finding]:
         )
     no_image = next(iter(errors_pointing_to(env, "arch-not-supported")), None)
     if not named and no_image is not None:
-        yield _finding(
-            run,
-            "arch-not-supported",
-            "The build (or a compiled extension) has no kernels for this GPU: no kernel image is available",
-            {"message": no_image.text, "cuda_error": 209, "torch_version": env.torch.version},
-            arch_fix(env, None),
-        )
+        yield _no_kernel_image(run, env, no_image.text, archs)
+
+
+def _no_kernel_image(run: Run, env: Environment, message: str, archs: list[str] | None) -> Finding:
+    """ "no kernel image is available" with no GPU listed: the GPU the reporter names ("my RTX 5090") gives its
+    compute capability, and the fix its build, unless the build's own arch list has it (a compiled extension then
+    lacks it)."""
+    named = env.host.gpu_named
+    cc = capability_of(named) if named else None
+    cubins = [a for a in archs or [] if a.startswith("sm_")]
+    if cc is not None and cubins and arch_supports(cubins, cc):
+        cc = None
+    evidence: Evidence = {"message": message, "cuda_error": 209, "torch_version": env.torch.version}
+    if named is None or cc is None:
+        title = "The build (or a compiled extension) has no kernels for this GPU: no kernel image is available"
+        return _finding(run, "arch-not-supported", title, evidence, arch_fix(env, None))
+    sm = "sm_" + cc.replace(".", "")
+    evidence.update({"gpu": f"{named} (named in the text)", "compute_capability": cc})
+    title = (
+        f"No kernel image for the {named} the report names (compute capability {cc}, {sm}): the torch build, or a "
+        f"compiled extension, lacks {sm}"
+    )
+    arch_list = 'python -c "import torch; print(torch.cuda.get_arch_list())"'
+    check = f"{arch_list}   # {sm} missing: install the build below; listed: rebuild the extension for it"
+    return _finding(run, "arch-not-supported", title, evidence, f"{check}\n{arch_fix(env, cc)}")
 
 
 def _unsupported(env: Environment, torch_said: bool | None, cc: str, archs: list[str] | None) -> bool:
