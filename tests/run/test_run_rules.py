@@ -207,3 +207,32 @@ def test_host_sync_per_step_points_at_the_line() -> None:
     assert finding.code == "host-sync-in-loop"
     assert finding.where == "train.py:52"
     assert finding.evidence["syncs_per_step"] == 1.0
+
+
+def test_every_line_of_the_users_that_reads_each_step_gets_its_fix() -> None:
+    """pytorch/examples super_resolution reads the loss twice per step: `epoch_loss += loss.item()` and a print. The
+    fix rewrote the accumulator and left the print, one sync per step still."""
+    from gputriage.record.source import SourceSection, SourceSnippet
+
+    compute = _compute({"meta": 90}, {"meta": 0.001}, 0.03)
+    text = (
+        "def train(epoch):\n"
+        "    for iteration, batch in enumerate(loader, 1):\n"
+        "        loss = criterion(model(batch[0]), batch[1])\n"
+        "        epoch_loss += loss.item()\n"
+        "        loss.backward()\n"
+        "        print('Loss: {:.4f}'.format(loss.item()))"
+    )
+    source = SourceSection([SourceSnippet("main.py", 50, text, "function", "train")])
+    compute.syncs = [
+        HostSync("item", "main.py:53", "epoch_loss += loss.item()", 3, 0.001, "meta", None, 3),
+        HostSync("item", "main.py:55", "print('Loss: {:.4f}'.format(loss.item()))", 3, 0.001, "meta", None, 3),
+    ]
+    run = _run(compute=compute)
+    run.source = source
+    finding = diagnose(run).findings[0]
+
+    assert finding.code == "host-sync-in-loop" and finding.where == "main.py:53"
+    assert "epoch_loss += loss.detach()" in finding.fix
+    assert "if iteration % 100 == 0:\n    print('Loss: {:.4f}'.format(loss.item()))" in finding.fix
+    assert [e["line"] for e in finding.evidence["edits"]] == [55]  # the print moves under the test; the += is advice

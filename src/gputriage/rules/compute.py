@@ -361,8 +361,11 @@ def host_sync_in_loop(run: Run) -> list[Finding]:
         "sync_pct_of_step": round(share_pct, 1),
         "sites": [_site_text(s, steps) for s in sites[:6]],
     }
+    # every line of the user's that reads each step gets its fix (super_resolution: the accumulator and the print)
+    own = [s for s in recurring if s.library_where is None and s.where][:MAX_FIXED_SITES] or [first]
     if not in_library:
-        evidence.update(edits.evidence_of(edits.read_rarely_edits(run.source, first.where)))
+        found = [e for s in own for e in edits.read_rarely_edits(run.source, s.where)]
+        evidence.update(edits.evidence_of(found))
     return [
         Finding(
             code="host-sync-in-loop",
@@ -370,10 +373,19 @@ def host_sync_in_loop(run: Run) -> list[Finding]:
             severity=Severity.INFO if in_library else Severity.WARNING,
             title=title,
             evidence=evidence,
-            fix=LIBRARY_SYNC_FIX if in_library else sync_fix(run.source, first.where, first.kind),
+            fix=LIBRARY_SYNC_FIX if in_library else _sync_fixes(run, own),
             where=hot[0].library_where if in_library else first.where,
         )
     ]
+
+
+MAX_FIXED_SITES = 3
+
+
+def _sync_fixes(run: Run, sites: list[HostSync]) -> str:
+    if len(sites) == 1:
+        return sync_fix(run.source, sites[0].where, sites[0].kind)
+    return "\n".join(f"# {s.where}:\n{sync_fix(run.source, s.where, s.kind)}" for s in sites)
 
 
 # -- a debugging setting left on ---------------------------------------------------------------------------------------
