@@ -141,3 +141,23 @@ def test_with_a_trace_the_step_wait_is_one_finding_citing_the_traces_own_measure
     kept = one_input_pipeline_finding([trace, probe, other])
     assert kept == [probe, other]
     assert probe.evidence == {"data_wait_pct_of_step": 62.0, "dataloader_pct_of_step": 65.0}
+
+
+def test_one_step_far_slower_than_the_rest_is_named_beside_the_mean() -> None:
+    """minGPT samples 500 tokens in one callback step: "one step: 143.7 ms" was a mean that no step resembled (the
+    median was 17 ms). The mean stays the one number; the basis names the slowest step and the median."""
+    from gputriage.report.diagrams import build_sequence
+
+    steps = [Step(i, 0.1 * i, 0.02, forward_s=0.01, other_s=0.01) for i in range(6)]
+    steps[3] = Step(3, 0.3, 2.0, forward_s=0.01, other_s=1.99)
+    numbers = step_numbers(steps)
+    assert numbers is not None and numbers.outlier()
+    assert (round(numbers.median_s, 3), numbers.slowest_s) == (0.02, 2.0)
+    run = Run(command="run")
+    from gputriage.record.steps import StepsSection
+
+    run.steps = StepsSection(steps=steps)
+    basis = build_sequence(run).basis
+    assert basis.endswith(f"; the slowest step took {fmt.duration(2.0)}, against a median of {fmt.duration(0.02)}")
+    even = step_numbers([Step(i, 0.1 * i, 0.02, forward_s=0.02) for i in range(6)])
+    assert even is not None and not even.outlier()

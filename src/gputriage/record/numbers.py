@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import random
+import statistics
 from collections.abc import Callable, Sequence
 
 import msgspec
@@ -76,9 +77,20 @@ class StepNumbers(msgspec.Struct, frozen=True):
     window: StepWindow
     step_time_s: float  # mean wall time per step over the window
     parts: tuple[Part, ...]
+    median_s: float = 0.0  # the window's median step (host time), beside the mean: one slow step moves only the mean
+    slowest_s: float = 0.0
+
+    def outlier(self) -> bool:
+        """One step far slower than the rest (a sample generated every 500 steps, a checkpoint): the mean is then no
+        typical step, and the views say so."""
+        return self.window.count >= OUTLIER_MIN_STEPS and self.slowest_s > OUTLIER_RATIO * self.median_s > 0
 
     def part(self, key: str) -> Part:
         return next(p for p in self.parts if p.key == key)
+
+
+OUTLIER_MIN_STEPS = 3
+OUTLIER_RATIO = 3.0  # the slowest step over the median: beyond this the mean is said to rest on it
 
 
 def step_numbers(steps: Sequence[Step]) -> StepNumbers | None:
@@ -111,7 +123,8 @@ def step_numbers(steps: Sequence[Step]) -> StepNumbers | None:
         last_index=window[-1].index,
         warmup_excluded=min(WARMUP_STEPS, len(steps)),
     )
-    return StepNumbers(info, wall_s / len(window), parts)
+    hosts = sorted(s.host_s() for s in window)
+    return StepNumbers(info, wall_s / len(window), parts, statistics.median(hosts), hosts[-1])
 
 
 def window_of(steps: Sequence[Step]) -> StepWindow:

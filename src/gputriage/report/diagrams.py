@@ -219,6 +219,9 @@ def _sequence_from_numbers(rank: int | None, numbers: StepNumbers) -> SequenceDi
         _highlight(messages)
     where = f", rank {rank}" if rank is not None else ""
     basis = f"mean per step over {numbers.window.describe()}{where}"
+    if numbers.outlier():
+        slowest, median = fmt.duration(numbers.slowest_s), fmt.duration(numbers.median_s)
+        basis += f"; the slowest step took {slowest}, against a median of {median}"
     return SequenceDiagram(
         PARTICIPANTS,
         messages,
