@@ -163,3 +163,13 @@ def test_placeholder_reads_are_a_note_with_their_lines() -> None:
     assert finding.severity.value == "info" and finding.where == "train.py:88"
     assert "if loss.item() < best:" in finding.evidence["sites"][0]  # type: ignore[index]
     assert diagnose(run).verdict.label is None  # the meta stand-in is not a preflight
+
+
+def test_on_a_stand_in_a_syncs_time_is_not_shown_as_a_share_of_the_step() -> None:
+    """A read on the stand-in waits for no device: "sync_pct_of_step 0.4" under a preflight measured the host's own
+    call, not what a GPU run waits, and read as "negligible" (a new user's trial: vae, makemore, gcn)."""
+    compute = ComputeSection(ops_per_device={"cuda": 900}, window_steps=3, window_wall_s=0.077)
+    compute.syncs = [HostSync("item", "train.py:157", "total += loss.item()", 3, 0.0003, steps=3)]
+    finding = next(f for f in diagnose(_run(stand_in=_stand_in(), compute=compute)).findings)
+    assert finding.code == "host-sync-in-loop" and finding.evidence["syncs_per_step"] == 1.0
+    assert "sync_pct_of_step" not in finding.evidence and "sync_time_per_step_s" not in finding.evidence

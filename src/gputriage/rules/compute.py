@@ -355,12 +355,10 @@ def host_sync_in_loop(run: Run) -> list[Finding]:
     title = f"The step waits for the device {times} per step ({_census_window(compute)})"
     if in_library:
         title += f", read inside library code ({hot[0].library_where})"
-    evidence: dict[str, object] = {
-        "syncs_per_step": round(per_step, 2),
-        "sync_time_per_step_s": round(sync_s / steps, 6),
-        "sync_pct_of_step": round(share_pct, 1),
-        "sites": [_site_text(s, steps) for s in sites[:6]],
-    }
+    evidence: dict[str, object] = {"syncs_per_step": round(per_step, 2)}
+    if not on_stand_in(run):  # on a stand-in a read waits for no device: its time is not a GPU run's wait
+        evidence.update({"sync_time_per_step_s": round(sync_s / steps, 6), "sync_pct_of_step": round(share_pct, 1)})
+    evidence["sites"] = [_site_text(s, steps) for s in sites[:6]]
     # every line of the user's that reads each step gets its fix (super_resolution: the accumulator and the print)
     own = [s for s in recurring if s.library_where is None and s.where][:MAX_FIXED_SITES] or [first]
     if not in_library:
