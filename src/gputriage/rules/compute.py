@@ -400,12 +400,13 @@ _UNSET = (
 
 @rule
 def launch_blocking(run: Run) -> list[Finding]:
-    """launch-blocking: CUDA_LAUNCH_BLOCKING=1 in the job's environment while it trained on CUDA."""
+    """launch-blocking: CUDA_LAUNCH_BLOCKING=1 in the job's environment while it trained on CUDA (or meta)."""
     judged = _judged(run)
     if judged is None:
         return []
     compute, expected = judged
-    if expected != "cuda" or (compute.launch_blocking or "").strip() != "1":
+    # on CUDA, or on the meta device that stands in for it (the setting goes with the script to the GPU machine)
+    if expected not in ("cuda", "meta") or (compute.launch_blocking or "").strip() != "1":
         return []
     where = compute.launch_blocking_where
     edit = edits.comment_out(run.source, where, "a debugging setting: every kernel launch waits for the kernel")
