@@ -147,3 +147,24 @@ def test_a_loop_at_the_modules_top_level_cut_mid_block_still_gives_its_own_inter
     source = SourceSection([SourceSnippet("makemore.py", 650, "    " + window.replace("\n", "\n    "), "window", None)])
 
     assert "if step % 10 == 0:\n    torch.cuda.synchronize()" in sync_fix(source, "makemore.py:655")
+
+
+def test_a_loop_without_a_counter_is_given_one_not_a_name_it_lacks() -> None:
+    """vit-pytorch's `for images, labels in dataloader:` has no step counter; the fix's `if step % 100 == 0:` raised
+    NameError when pasted."""
+    loop = textwrap.dedent(
+        """\
+        def train(model, dataloader):
+            for images, labels in dataloader:
+                loss = model(images, labels)
+                print(f"loss {loss.item():.3f}")
+        """
+    ).rstrip("\n")
+    source = SourceSection([SourceSnippet("train.py", 10, loop, "function", "train")])
+
+    assert sync_fix(source, "train.py:13").splitlines() == [
+        "# showing a device value waits for the device: show it every 100 steps",
+        "# count the steps: for step, (images, labels) in enumerate(dataloader):",
+        "if step % 100 == 0:",
+        '    print(f"loss {loss.item():.3f}")',
+    ]

@@ -186,7 +186,7 @@ def test_a_read_in_one_census_step_is_not_a_sync_every_step() -> None:
     finding = diagnose(_run(compute=compute)).findings[0]
     assert finding.code == "host-sync-in-loop" and finding.where == "chargpt.py:110"
     assert finding.evidence["syncs_per_step"] == 1.0
-    assert "in 1 of 3 steps at chargpt.py:122" in finding.evidence["sites"][1]
+    assert finding.evidence["sites"][1].startswith("scalar ×513 in 1 of 3 steps at chargpt.py:122")
 
 
 def test_the_users_own_read_is_named_before_one_inside_a_library() -> None:
@@ -236,3 +236,14 @@ def test_every_line_of_the_users_that_reads_each_step_gets_its_fix() -> None:
     assert "epoch_loss += loss.detach()" in finding.fix
     assert "if iteration % 100 == 0:\n    print('Loss: {:.4f}'.format(loss.item()))" in finding.fix
     assert [e["line"] for e in finding.evidence["edits"]] == [55]  # the print moves under the test; the += is advice
+
+
+def test_launch_blocking_outranks_a_read_once_per_step() -> None:
+    """The transformer tutorial with CUDA_LAUNCH_BLOCKING=1 at its top: every launch waits, which no `.item()` per step
+    explains; the verdict named the `.item()` first."""
+    compute = _compute({"meta": 90}, {"meta": 0.001}, 0.03)
+    compute.syncs = [HostSync("item", "main.py:163", "total_loss += loss.item()", 3, 0.001, "meta", None, 3)]
+    compute.launch_blocking, compute.launch_blocking_set_by = "1", "environment"
+    diag = diagnose(_run(compute=compute))
+    assert diag.verdict.root_cause == "launch-blocking"
+    assert [f.code for f in diag.findings][:2] == ["launch-blocking", "host-sync-in-loop"]

@@ -323,8 +323,68 @@ def _not_the_users(site: HostSync) -> bool:
 
 
 def _site_text(site: HostSync, window_steps: int) -> str:
-    seen = f", in {site.steps} of {window_steps} steps" if site.steps and site.steps < window_steps else ""
-    return f"{site.kind} ×{site.count / window_steps:.1f}/step{seen} at {site.where}: {site.code}"
+    """A read of every step as its count per step; one that happened in some steps only as its count and those steps
+    ("513 in 1 of 3 steps"): a per-step average of those would describe no step."""
+    if site.steps and site.steps < window_steps:
+        return f"{site.kind} ×{site.count} in {site.steps} of {window_steps} steps at {site.where}: {site.code}"
+    return f"{site.kind} ×{site.count / window_steps:.1f}/step at {site.where}: {site.code}"
+
+
+# -- a debugging setting left on ---------------------------------------------------------------------------------------
+
+_BLOCKING_TITLE = (
+    "CUDA_LAUNCH_BLOCKING=1 makes every kernel launch wait until the kernel has finished: the host cannot queue work "
+    "ahead, and the GPU idles between kernels"
+)
+_UNSET = (
+    "unset CUDA_LAUNCH_BLOCKING   # in the shell, job script or launcher that starts the job\n"
+    "# set it only to find which kernel raised a CUDA error, for that one run"
+)
+
+
+@rule
+def launch_blocking(run: Run) -> list[Finding]:
+    """launch-blocking: CUDA_LAUNCH_BLOCKING=1 in the job's environment while it trained on CUDA (or meta). Registered
+    before host_sync_in_loop: a setting that makes every launch wait outranks a read once per step."""
+    judged = _judged(run)
+    if judged is None:
+        return []
+    compute, expected = judged
+    # on CUDA, or on the meta device that stands in for it (the setting goes with the script to the GPU machine)
+    if expected not in ("cuda", "meta") or (compute.launch_blocking or "").strip() != "1":
+        return []
+    where = compute.launch_blocking_where
+    edit = edits.comment_out(run.source, where, "a debugging setting: every kernel launch waits for the kernel")
+    evidence: dict[str, object] = {
+        "launch_blocking": compute.launch_blocking,
+        "set_by": compute.launch_blocking_set_by,
+        "set_where": where,
+        **edits.evidence_of([edit] if edit is not None else []),
+    }
+    return [
+        Finding(
+            code="launch-blocking",
+            rung=4,
+            severity=Severity.WARNING,
+            title=_BLOCKING_TITLE,
+            evidence=evidence,
+            fix=_blocking_fix(run, where, compute.launch_blocking_set_by),
+            where=where,
+        )
+    ]
+
+
+def _blocking_fix(run: Run, where: str | None, set_by: str | None) -> str:
+    stmt = codefix.statement_at(run.source, where)
+    if stmt is not None:
+        return (
+            f"# line {stmt.first_line} turns it on for every run: remove it, or keep it behind a debug flag\n"
+            f"# {stmt.text}\n"
+            "# (it must be set before CUDA starts to matter: `CUDA_LAUNCH_BLOCKING=1 python ...` for one debug run)"
+        )
+    if set_by == "job":
+        return "# the job sets it while it runs: find and remove os.environ['CUDA_LAUNCH_BLOCKING'] = '1'\n" + _UNSET
+    return _UNSET
 
 
 @rule
@@ -384,59 +444,3 @@ def _sync_fixes(run: Run, sites: list[HostSync]) -> str:
     if len(sites) == 1:
         return sync_fix(run.source, sites[0].where, sites[0].kind)
     return "\n".join(f"# {s.where}:\n{sync_fix(run.source, s.where, s.kind)}" for s in sites)
-
-
-# -- a debugging setting left on ---------------------------------------------------------------------------------------
-
-_BLOCKING_TITLE = (
-    "CUDA_LAUNCH_BLOCKING=1 makes every kernel launch wait until the kernel has finished: the host cannot queue work "
-    "ahead, and the GPU idles between kernels"
-)
-_UNSET = (
-    "unset CUDA_LAUNCH_BLOCKING   # in the shell, job script or launcher that starts the job\n"
-    "# set it only to find which kernel raised a CUDA error, for that one run"
-)
-
-
-@rule
-def launch_blocking(run: Run) -> list[Finding]:
-    """launch-blocking: CUDA_LAUNCH_BLOCKING=1 in the job's environment while it trained on CUDA (or meta)."""
-    judged = _judged(run)
-    if judged is None:
-        return []
-    compute, expected = judged
-    # on CUDA, or on the meta device that stands in for it (the setting goes with the script to the GPU machine)
-    if expected not in ("cuda", "meta") or (compute.launch_blocking or "").strip() != "1":
-        return []
-    where = compute.launch_blocking_where
-    edit = edits.comment_out(run.source, where, "a debugging setting: every kernel launch waits for the kernel")
-    evidence: dict[str, object] = {
-        "launch_blocking": compute.launch_blocking,
-        "set_by": compute.launch_blocking_set_by,
-        "set_where": where,
-        **edits.evidence_of([edit] if edit is not None else []),
-    }
-    return [
-        Finding(
-            code="launch-blocking",
-            rung=4,
-            severity=Severity.WARNING,
-            title=_BLOCKING_TITLE,
-            evidence=evidence,
-            fix=_blocking_fix(run, where, compute.launch_blocking_set_by),
-            where=where,
-        )
-    ]
-
-
-def _blocking_fix(run: Run, where: str | None, set_by: str | None) -> str:
-    stmt = codefix.statement_at(run.source, where)
-    if stmt is not None:
-        return (
-            f"# line {stmt.first_line} turns it on for every run: remove it, or keep it behind a debug flag\n"
-            f"# {stmt.text}\n"
-            "# (it must be set before CUDA starts to matter: `CUDA_LAUNCH_BLOCKING=1 python ...` for one debug run)"
-        )
-    if set_by == "job":
-        return "# the job sets it while it runs: find and remove os.environ['CUDA_LAUNCH_BLOCKING'] = '1'\n" + _UNSET
-    return _UNSET

@@ -43,18 +43,22 @@ def sync_fix(source: SourceSection | None, where: str | None, kind: str | None =
 
 def _fix_of(stmt: codefix.Statement) -> str:
     """The fix that fits what the line does with the device value it reads."""
-    interval = edits.read_interval(stmt) or edits.Interval(f"step % {edits.READ_EVERY_STEPS} == 0", "100")
+    interval = edits.read_interval(stmt)
+    # no counter in the loop: `step` is one to add, and the fix says how (a test on a name the script lacks raised
+    # NameError when pasted)
+    counter = "" if interval is not None else _counter_line(stmt)
+    interval = interval or edits.Interval(f"step % {edits.READ_EVERY_STEPS} == 0", "100")
     every = interval.every
     node = stmt.node
     if _calls(node, "synchronize"):
         return (
             f"# {stmt.text} waits until the device has finished all its work, every step:\n"
-            f"# drop it, or keep it only on the steps you time or log:\n"
+            f"# drop it, or keep it only on the steps you time or log:\n{counter}"
             f"if {interval.test}:\n{_indented(stmt.text)}"
         )
     if edits.is_display(node):
         return (
-            f"# showing a device value waits for the device: show it every {every} steps\n"
+            f"# showing a device value waits for the device: show it every {every} steps\n{counter}"
             f"if {interval.test}:\n{_indented(stmt.text)}"
         )
     accumulated = _accumulated_on_device(node)
@@ -69,6 +73,21 @@ def _fix_of(stmt: codefix.Statement) -> str:
         "# compute it with torch ops on the device and keep the result a tensor (.detach()),\n"
         f"# then read it with .item() once where it is shown (every {every} steps, or once per epoch)"
     )
+
+
+def _counter_line(stmt: codefix.Statement) -> str:
+    """The comment that gives the loop a step counter: its own `for` header with `enumerate`, or a counter to keep."""
+    scope = stmt.function if stmt.function is not None else stmt.tree
+    loops = [
+        n
+        for n in ast.walk(scope)
+        if isinstance(n, ast.For) and n.lineno < stmt.node.lineno <= (n.end_lineno or n.lineno)
+    ]
+    if not loops:
+        return "# count the steps: step = 0 before the loop, step += 1 in it\n"
+    loop = max(loops, key=lambda n: n.lineno)
+    target = ast.unparse(loop.target)  # a tuple comes back in parentheses: `(images, labels)`
+    return f"# count the steps: for step, {target} in enumerate({ast.unparse(loop.iter)}):\n"
 
 
 def _interval_too_small(text: str, guard: edits.Interval) -> str:
