@@ -168,3 +168,23 @@ def test_a_loop_without_a_counter_is_given_one_not_a_name_it_lacks() -> None:
         "if step % 100 == 0:",
         '    print(f"loss {loss.item():.3f}")',
     ]
+
+
+def test_a_read_that_decides_the_loops_path_is_said_to_be_one() -> None:
+    """The seq2seq tutorial: `if decoder_input.item() == EOS_token: break` stops decoding on a device value. The fix
+    was the logging template, with a `running_loss` and a `step` the script does not have."""
+    loop = textwrap.dedent(
+        """\
+        def train(decoder, decoder_input, target_length):
+            for di in range(target_length):
+                decoder_output = decoder(decoder_input)
+                decoder_input = decoder_output.topk(1)[1].squeeze().detach()
+                if decoder_input.item() == EOS_token:
+                    break
+        """
+    ).rstrip("\n")
+    source = SourceSection([SourceSnippet("seq2seq.py", 260, loop, "function", "train")])
+
+    fix = sync_fix(source, "seq2seq.py:264")
+    assert fix.startswith("# if decoder_input.item() == EOS_token:\n# the loop decides its path from a device value")
+    assert "running_loss" not in fix and "step %" not in fix

@@ -93,6 +93,19 @@ def statement_at(source: SourceSection | None, where: str | None) -> Statement |
     )
 
 
+def branch_at(source: SourceSection | None, where: str | None) -> str | None:
+    """The `if` / `while` line whose test is on the `where` line (`if decoder_input.item() == EOS_token:` reads the
+    device to decide the loop's path), stripped; None when the line is no such test."""
+    parsed = split_where(where)
+    snippet = source.around(where) if source is not None and parsed is not None else None
+    line = snippet.line(parsed[1]) if snippet is not None and parsed is not None else None
+    text = without_comments(line.strip()) if line is not None else ""
+    return text if _BRANCH.match(text) else None
+
+
+_BRANCH = re.compile(r"^(?:if|elif|while)\b.*:")
+
+
 def without_comments(code: str) -> str:
     """The code with its comments removed (a fix shows the user's statement, not the notes around it)."""
     try:

@@ -36,7 +36,8 @@ def sync_fix(source: SourceSection | None, where: str | None, kind: str | None =
             "# computed once outside the loop when the mask does not change (a fixed eye/diagonal mask)"
         )
     if stmt is None:
-        return GENERIC_FIX
+        branch = codefix.branch_at(source, where)
+        return _branch_fix(branch) if branch is not None else GENERIC_FIX
     guard = edits.guarding_interval(stmt)
     return _interval_too_small(stmt.text, guard) if guard is not None else _fix_of(stmt)
 
@@ -72,6 +73,16 @@ def _fix_of(stmt: codefix.Statement) -> str:
         f"# this line reads a device value on the host every step:\n{stmt.text}\n"
         "# compute it with torch ops on the device and keep the result a tensor (.detach()),\n"
         f"# then read it with .item() once where it is shown (every {every} steps, or once per epoch)"
+    )
+
+
+def _branch_fix(header: str) -> str:
+    """A read in an `if` / `while` test: the loop's path depends on the device value, so the host waits for it."""
+    return (
+        f"# {header}\n"
+        "# the loop decides its path from a device value (a data-dependent branch or early stop): the host waits for\n"
+        "# the device at each test. Test it less often (every N steps), or keep the choice on the device\n"
+        "# (torch.where, a mask) and stop on a fixed number of steps"
     )
 
 
