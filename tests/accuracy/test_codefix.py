@@ -325,3 +325,26 @@ def test_a_buffer_fix_of_a_statement_on_two_lines_is_one_line() -> None:
     assert fix is not None and "\n" not in fix and "\\" not in fix
     assert fix.endswith("# instead of: self.bias = torch.tril(torch.ones(config.block_size, config.block_size))"
                         ".view(1, 1, config.block_size, config.block_size)")  # fmt: skip
+
+
+def test_a_batch_from_the_scripts_own_function_says_where_every_caller_gets_it() -> None:
+    """nanoGPT's lecture gpt.py: `X, Y = get_batch(split)` in estimate_loss, and the same get_batch in the training
+    loop. The fix moved Y at the first call site only; the patched job crashed at the second."""
+    text = (
+        "def estimate_loss():\n"
+        "    for k in range(eval_iters):\n"
+        "        X, Y = get_batch(split)\n"
+        "        logits, loss = model(X, Y)\n"
+        "        losses[k] = loss.item()"
+    )
+    source = SourceSection([SourceSnippet("gpt.py", 55, text, "function", "estimate_loss")])
+    seen = TensorSeen("label", "cpu", [8, 32], "int64", "GPTLanguageModel", "args[1]", "gpt.py:58")
+
+    assert codefix.moved_tensor_lines(source, [seen], "device") == [
+        "# before line 58: logits, loss = model(X, Y)",
+        "# Y comes from get_batch(split): moved there, before it returns, every caller gets it on the device; or:",
+        "Y = Y.to(device, non_blocking=True)",
+    ]
+    sliced = SourceSection([SourceSnippet("gpt.py", 55, text.replace("get_batch(split)", "b[:, :-1].contiguous(), "
+                                          "b[:, 1:].contiguous()"), "function", "estimate_loss")])  # fmt: skip
+    assert not any("comes from" in line for line in codefix.moved_tensor_lines(sliced, [seen], "device"))

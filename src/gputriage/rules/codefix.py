@@ -465,8 +465,47 @@ def moved_tensor_lines(source: SourceSection | None, tensors: list[TensorSeen], 
         if before not in done:
             lines.append(f"# before {before}")
             done.add(before)
-        lines.append(line)
+        note = _producer_note(source, t) if own is not None else None
+        lines.extend([note, line] if note else [line])
     return lines
+
+
+# Calls that hand out a batch without being where it is made: iterating a loader, taking the next item.
+_NOT_PRODUCERS = frozenset({"next", "iter", "enumerate", "zip", "list", "tuple", "range", "len", "print"})
+
+
+def _producer_note(source: SourceSection | None, t: TensorSeen) -> str | None:
+    """`# Y comes from get_batch(split): ...` when the argument was assigned, just before, from the script's own
+    function: every caller of it gets the same host tensor (nanoGPT's estimate_loss and the training loop), and a
+    move at one call site leaves the others crashing."""
+    stmt = statement_at(source, t.where)
+    expr = call_argument(stmt, t.argument, t.target) if stmt is not None else None
+    if stmt is None or not isinstance(expr, ast.Name):
+        return None
+    scope = stmt.function if stmt.function is not None else stmt.tree
+    assigns = [n for n in ast.walk(scope) if isinstance(n, ast.Assign) and n.lineno < stmt.node.lineno]
+    made_by = [n for n in assigns if _assigns(n, expr.id) and _own_function_call(n.value)]
+    found = max(made_by, key=lambda n: n.lineno, default=None)
+    if found is None:
+        return None
+    made = ast.unparse(found.value)
+    return f"# {expr.id} comes from {made}: moved there, before it returns, every caller gets it on the device; or:"
+
+
+def _own_function_call(value: ast.expr) -> bool:
+    """`get_batch(split)` or `self.sample(...)`: a function of the script's; not a method on a value
+    (`batch.pop("labels")`, `b[:, :-1].contiguous()`), not torch's (`torch.stack(...)`), not `next(it)`."""
+    if not isinstance(value, ast.Call):
+        return False
+    func = value.func
+    if isinstance(func, ast.Name):
+        return func.id not in _NOT_PRODUCERS
+    return isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self"
+
+
+def _assigns(node: ast.Assign, name: str) -> bool:
+    targets = [e for t in node.targets for e in (t.elts if isinstance(t, ast.Tuple) else [t])]
+    return any(isinstance(e, ast.Name) and e.id == name for e in targets)
 
 
 def _moved_line(source: SourceSection | None, t: TensorSeen, device: str) -> tuple[str, str] | None:
