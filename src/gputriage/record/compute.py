@@ -20,7 +20,9 @@ class OpStat(msgspec.Struct):
 class HostSync(msgspec.Struct):
     """A place in the user's code where the host waited for the device."""
 
-    kind: str  # item | cpu | tolist | print | to-cpu | scalar (bool()/int()/float() of a tensor) | nonzero | cuda-sync
+    # item | cpu | tolist | print | to-cpu | scalar (bool()/int()/float() of a tensor) | nonzero | cuda-sync |
+    # cpu-index (a device tensor indexed by a host index tensor: CUDA copies it over, waiting for the stream)
+    kind: str
     where: str | None = None
     code: str | None = None  # the source line, stripped
     count: int = 0  # inside the probe window

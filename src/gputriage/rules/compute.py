@@ -420,7 +420,7 @@ def host_sync_in_loop(run: Run) -> list[Finding]:
         evidence.update({"sync_time_per_step_s": round(sync_s / steps, 6), "sync_pct_of_step": round(share_pct, 1)})
     evidence["sites"] = [_site_text(s, steps) for s in sites[:6]]
     # every line of the user's that reads each step gets its fix (super_resolution: the accumulator and the print)
-    own = [s for s in recurring if s.library_where is None and s.where][:MAX_FIXED_SITES] or [first]
+    own = [s for s in recurring if not _not_the_users(s) and s.where][:MAX_FIXED_SITES] or [first]
     if not in_library:
         found = [e for s in own for e in edits.read_rarely_edits(run.source, s.where)]
         evidence.update(edits.evidence_of(found))

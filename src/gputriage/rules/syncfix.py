@@ -27,6 +27,14 @@ _HOST_READS = frozenset({"item", "cpu", "numpy", "tolist"})
 
 def sync_fix(source: SourceSection | None, where: str | None, kind: str | None = None) -> str:
     stmt = codefix.statement_at(source, where)
+    if kind == "cpu-index":
+        line = f"{stmt.text}\n" if stmt is not None else ""
+        return (
+            "# a device tensor indexed by an index tensor on the CPU: CUDA copies the index over from pageable\n"
+            f"# memory, and that copy first waits for the device, every step:\n{line}"
+            "# make the index on the device: torch.randperm(n, device=x.device), torch.arange(n, device=x.device), or\n"
+            "# a torch.randn(..., device=x.device).argsort(...) where a random order is made"
+        )
     if kind == "nonzero":
         line = f"{stmt.text}\n" if stmt is not None else ""
         return (

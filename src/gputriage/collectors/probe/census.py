@@ -270,6 +270,11 @@ def _fills_a_mask(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> b
     return len(defined) == 1 and defined[0].dtype in _MASK_DTYPES and defined[0].device == self_tensor.device
 
 
+def _host_index(t: torch.Tensor) -> bool:
+    """An integer index tensor in host memory (not a 0-d scalar, which rides along as a number)."""
+    return t.device.type == "cpu" and t.dim() > 0 and not t.is_floating_point() and t.dtype not in _MASK_DTYPES
+
+
 def _sync_kind(func: Any, args: tuple[Any, ...], tensors: list[torch.Tensor], kwargs: dict[str, Any]) -> str | None:
     """The kind of host sync this op is, or None. Only ops that read a device tensor on the host qualify."""
     if func is aten.copy_.default:
@@ -288,6 +293,10 @@ def _sync_kind(func: Any, args: tuple[Any, ...], tensors: list[torch.Tensor], kw
     elif func in _MASK_INDEXING and source == "cuda" and any(t.dtype in _MASK_DTYPES for t in tensors[1:]):
         # x[mask], x[mask] = v: CUDA turns the boolean mask into indices on the host first
         kind = None if _fills_a_mask(func, args, kwargs) else "nonzero"
+    elif func in _MASK_INDEXING and source in ("cuda", "meta") and any(_host_index(t) for t in tensors[1:]):
+        # x[idx] with idx on the CPU: CUDA copies idx to the device from pageable memory, and such a copy first
+        # waits for the stream (CUDA's API sync behaviour), every time; meta stands in for CUDA here
+        kind = "cpu-index"
     elif func is aten._to_copy.default and isinstance(target, torch.device) and target.type == "cpu":
         kind = "to-cpu"
     return kind
