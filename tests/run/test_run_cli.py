@@ -70,6 +70,9 @@ def test_submodule_created_after_to(runs: dict[str, Result]) -> None:
     assert finding["where"] == mark_line("submodule_after_to.py", "model-partly-on-cpu")
     assert finding["evidence"]["stray_parts"][0].startswith("head (module")
     assert finding["evidence"]["crash_module"] == "Backbone.head (Linear)"
+    # the printed fix is the patch's line, in the script's names (it said `model = model.to(device)` generically)
+    line = int(finding["where"].rsplit(":", 1)[1])
+    assert finding["fix"].splitlines()[-1] == (f"model.to(device)  # after line {line}: model.head = nn.Linear(32, 4)")
 
 
 def test_plain_tensor_attribute(runs: dict[str, Result]) -> None:

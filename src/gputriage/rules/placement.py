@@ -257,9 +257,19 @@ def _partly_fix(run: Run, model: ModelInfo, part: StrayPart | None) -> str:
     name = part.path if part is not None else "the new layer"
     return (
         f"# {name} was created or attached after model.to(device){moved}:\n"
-        "# attach every submodule first, then move the whole model once\n"
-        "model = model.to(device)"
+        "# attach every submodule first, then move the whole model once\n" + _move_again_line(run, model, part)
     )
+
+
+def _move_again_line(run: Run, model: ModelInfo, part: StrayPart | None) -> str:
+    """The move the patch inserts below the attaching line, in the script's names (`encoder1.to(device)  # after
+    line 399: ...`); the generic line only where that statement is not in the record."""
+    found = edits.stray_edits(run.source, part, model.moved_where) if part is not None else []
+    added = [e for e in found if e.kind == "move-model"]
+    if not added:
+        return "model = model.to(device)"
+    edit = added[0]
+    return f"{edit.new[-1].strip()}  # after line {edit.line}: {codefix.without_comments(edit.old[-1].strip())}"
 
 
 def _made_in_forward_fix(run: Run, where: str | None) -> str | None:
