@@ -161,8 +161,7 @@ def device_expression(source: SourceSection | None, where: str | None) -> str | 
     snippet = source.around(where) if source is not None else None
     if snippet is None or source is None:
         return None
-    tree = parse_code(snippet.text) or line_by_line(snippet.text)
-    found = _device_in(tree)
+    found = _device_in(window_tree(snippet.text))
     if found is not None:
         return found
     for line in source.device_lines(snippet.path):
@@ -172,6 +171,11 @@ def device_expression(source: SourceSection | None, where: str | None) -> str | 
             if target is not None:
                 return target
     return None
+
+
+def window_tree(text: str) -> ast.Module:
+    """A window of the user's source, parsed whole, or line by line where it is cut inside a block."""
+    return parse_code(text) or line_by_line(text)
 
 
 def line_by_line(text: str) -> ast.Module:
@@ -458,14 +462,13 @@ def moved_tensor_lines(source: SourceSection | None, tensors: list[TensorSeen], 
         # The call is not in the record's source: say which tensor, and to where, without inventing its name.
         shown = f"{t.dtype}{t.shape}" if t.dtype else "the tensor"
         generic = (f"{t.where}", f"# move {t.target}'s {t.argument} ({shown}) to {device} before this call")
-        before, line = own or generic
+        before, line, note = own or (*generic, None)
         if line in done:
             continue
         done.add(line)
         if before not in done:
             lines.append(f"# before {before}")
             done.add(before)
-        note = _producer_note(source, t) if own is not None else None
         lines.extend([note, line] if note else [line])
     return lines
 
@@ -474,13 +477,11 @@ def moved_tensor_lines(source: SourceSection | None, tensors: list[TensorSeen], 
 _NOT_PRODUCERS = frozenset({"next", "iter", "enumerate", "zip", "list", "tuple", "range", "len", "print"})
 
 
-def _producer_note(source: SourceSection | None, t: TensorSeen) -> str | None:
+def _producer_note(stmt: Statement, expr: ast.expr) -> str | None:
     """`# Y comes from get_batch(split): ...` when the argument was assigned, just before, from the script's own
     function: every caller of it gets the same host tensor (nanoGPT's estimate_loss and the training loop), and a
     move at one call site leaves the others crashing."""
-    stmt = statement_at(source, t.where)
-    expr = call_argument(stmt, t.argument, t.target) if stmt is not None else None
-    if stmt is None or not isinstance(expr, ast.Name):
+    if not isinstance(expr, ast.Name):
         return None
     scope = stmt.function if stmt.function is not None else stmt.tree
     assigns = [n for n in ast.walk(scope) if isinstance(n, ast.Assign) and n.lineno < stmt.node.lineno]
@@ -508,8 +509,9 @@ def _assigns(node: ast.Assign, name: str) -> bool:
     return any(isinstance(e, ast.Name) and e.id == name for e in targets)
 
 
-def _moved_line(source: SourceSection | None, t: TensorSeen, device: str) -> tuple[str, str] | None:
-    """(the statement it goes before, the line that moves the tensor) from the call's source."""
+def _moved_line(source: SourceSection | None, t: TensorSeen, device: str) -> tuple[str, str, str | None] | None:
+    """(the statement it goes before, the line that moves the tensor, a note on where the tensor comes from) from the
+    call's source."""
     stmt = statement_at(source, t.where)
     if stmt is None:
         return None
@@ -517,12 +519,13 @@ def _moved_line(source: SourceSection | None, t: TensorSeen, device: str) -> tup
     if expr is None:
         return None
     before = f"line {stmt.first_line}: {stmt.text}"
+    note = _producer_note(stmt, expr)
     if isinstance(expr, ast.Starred) and isinstance(expr.value, ast.Name):
-        return before, moved_starred(expr.value.id, device)
+        return before, moved_starred(expr.value.id, device), note
     spread = t.argument is not None and not t.argument.startswith("args[") and is_spread(stmt, expr)
     if spread and isinstance(expr, ast.Name):
-        return before, moved_spread(expr.id, device)
-    return before, moved_argument(stmt, expr, device, t.argument)
+        return before, moved_spread(expr.id, device), note
+    return before, moved_argument(stmt, expr, device, t.argument), note
 
 
 def is_spread(stmt: Statement, expr: ast.expr) -> bool:

@@ -120,23 +120,14 @@ def _script(run: Run) -> str:
 def _without_wrapper(run: Run, wrap: ModelWrap) -> str:
     """The user's statement with `nn.DataParallel(...)` replaced by what it wraps (`model = Net().to(device)`), or
     the generic line when the statement is not in the record."""
+    generic = "model = model.to(device)"
     stmt = codefix.statement_at(run.source, wrap.where)
-    call = (
-        next(
-            (
-                n
-                for n in ast.walk(stmt.node)
-                if isinstance(n, ast.Call) and ast.unparse(n.func).endswith("DataParallel") and n.args
-            ),
-            None,
-        )
-        if stmt is not None
-        else None
-    )
-    if stmt is None or call is None:
-        return "model = model.to(device)"
-    edit = edits.splice(stmt, call, ast.unparse(call.args[0]), at_end=False, kind="drop-wrapper")
-    return "\n".join(line.strip() for line in edit.new) if edit is not None else "model = model.to(device)"
+    if stmt is None:
+        return generic
+    calls = [n for n in ast.walk(stmt.node) if isinstance(n, ast.Call) and n.args]
+    call = next((n for n in calls if ast.unparse(n.func).endswith("DataParallel")), None)
+    edit = edits.splice(stmt, call, ast.unparse(call.args[0]), at_end=False, kind="drop-wrapper") if call else None
+    return "\n".join(line.strip() for line in edit.new) if edit is not None else generic
 
 
 def _dataparallel_in_preflight(run: Run, wrap: ModelWrap) -> Finding:

@@ -353,8 +353,7 @@ def read_interval(stmt: Statement) -> Interval | None:
     loop's counter; None when the loop has no counter."""
     counter = loop_counter(stmt) if stmt.function is not None else None
     # outside a function, the window around the line (read line by line where it is cut inside a block)
-    around = codefix.parse_code(stmt.snippet.text) or codefix.line_by_line(stmt.snippet.text)
-    tests = _modulo_tests(stmt.function if stmt.function is not None else around)
+    tests = _modulo_tests(stmt.function if stmt.function is not None else codefix.window_tree(stmt.snippet.text))
     if counter is not None:
         tests = [t for t in tests if counter in t[2]]
     logging = [t for t in tests if any(word in t[1].lower() for word in _LOG_WORDS)]
@@ -371,11 +370,10 @@ def guarding_interval(stmt: Statement) -> Interval | None:
     """The script's own `if <counter> % <interval> == 0:` that the statement is already under, or None. A read under
     it that still happened at every step means the interval was 1 (a command-line flag) in this run."""
     for node in ast.walk(stmt.tree):
-        if not isinstance(node, ast.If) or _zero_modulo(node.test) is None:
+        if not isinstance(node, ast.If):
             continue
         modulo = _zero_modulo(node.test)
-        inside = any(n is stmt.node for child in node.body for n in ast.walk(child))
-        if inside and modulo is not None:
+        if modulo is not None and any(n is stmt.node for child in node.body for n in ast.walk(child)):
             return Interval(ast.unparse(node.test), ast.unparse(modulo.right))
     return None
 
@@ -414,17 +412,21 @@ def is_display(node: ast.stmt) -> bool:
     return ast.unparse(node.value.func).split(".")[-1] in _DISPLAY_CALLS
 
 
+def enclosing_loop(stmt: Statement) -> ast.For | None:
+    """The innermost `for` around the statement, in its function (or the parsed window outside one)."""
+    line = stmt.node.lineno
+    scope = stmt.function if stmt.function is not None else stmt.tree
+    loops = [n for n in ast.walk(scope) if isinstance(n, ast.For) and n.lineno < line <= (n.end_lineno or n.lineno)]
+    return max(loops, key=lambda n: n.lineno, default=None)
+
+
 def loop_counter(stmt: Statement) -> str | None:
     """The step counter of the innermost `for` around the statement: `step` in `for step in range(n)` or
     `for step, batch in enumerate(loader)`."""
     assert stmt.function is not None
-    line = stmt.node.lineno
-    loops = [
-        n for n in ast.walk(stmt.function) if isinstance(n, ast.For) and n.lineno < line <= (n.end_lineno or n.lineno)
-    ]
-    if not loops:
+    loop = enclosing_loop(stmt)
+    if loop is None:
         return None
-    loop = max(loops, key=lambda n: n.lineno)
     call = ast.unparse(loop.iter.func) if isinstance(loop.iter, ast.Call) else ""
     if call == "range" and isinstance(loop.target, ast.Name):
         return loop.target.id

@@ -96,15 +96,9 @@ def _branch_fix(header: str) -> str:
 
 def _counter_line(stmt: codefix.Statement) -> str:
     """The comment that gives the loop a step counter: its own `for` header with `enumerate`, or a counter to keep."""
-    scope = stmt.function if stmt.function is not None else stmt.tree
-    loops = [
-        n
-        for n in ast.walk(scope)
-        if isinstance(n, ast.For) and n.lineno < stmt.node.lineno <= (n.end_lineno or n.lineno)
-    ]
-    if not loops:
+    loop = edits.enclosing_loop(stmt)
+    if loop is None:
         return "# count the steps: step = 0 before the loop, step += 1 in it\n"
-    loop = max(loops, key=lambda n: n.lineno)
     target = ast.unparse(loop.target)  # a tuple comes back in parentheses: `(images, labels)`
     return f"# count the steps: for step, {target} in enumerate({ast.unparse(loop.iter)}):\n"
 
