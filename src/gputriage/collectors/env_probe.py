@@ -179,6 +179,7 @@ def torch_facts_from(raw: dict[str, Any]) -> TorchFacts:
         init_warning=raw.get("init_warning"),
         import_error=raw.get("import_error"),
         other_accelerators=dict(raw.get("other_accelerators") or {}),
+        mps_built=raw.get("mps_built"),
     )
     facts.init_error_code = cuda_error_code(facts.init_warning or "")
     return facts

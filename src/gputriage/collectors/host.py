@@ -48,6 +48,7 @@ def probe_host(root: Path = Path("/"), environ: Mapping[str, str] | None = None)
         platform=platform.platform(),
         os_name=os_name(sys.platform),
         machine=platform.machine() or None,
+        macos_version=(platform.mac_ver()[0] or None) if sys.platform == "darwin" else None,
     )
     facts.dev_nodes = device_nodes(root)
     facts.proc_driver_version = proc_driver_version(root)

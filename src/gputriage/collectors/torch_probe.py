@@ -40,6 +40,8 @@ def collect(*, init_cuda: bool) -> dict[str, Any]:
     messages.extend(str(w.message) for w in caught)
     facts["init_warning"] = "\n".join(m.strip() for m in messages if m.strip()) or None
     facts["other_accelerators"] = _other_accelerators(torch)
+    with contextlib.suppress(Exception):  # torch before 1.12 has no MPS backend
+        facts["mps_built"] = bool(torch.backends.mps.is_built())
     return facts
 
 

@@ -58,6 +58,17 @@ CATALOGUE: tuple[Entry, ...] = (
         ),
     ),
     Entry(
+        "mps-unavailable",
+        1,
+        ("critical",),
+        (
+            "on a Mac, the job is meant for Apple's GPU (MPS) and torch cannot use it: a torch older than 1.12, a "
+            "build without MPS, or a macOS older than the release needs (12.3 for 1.12-2.4, 13.0 for 2.5-2.9, 14.0 "
+            "from 2.10; torch's own error has named an older one)"
+        ),
+        ("error_says_macos", "macos_needed", "macos_version", "mps_available", "mps_built", "torch_version"),
+    ),
+    Entry(
         "container-without-gpu",
         1,
         ("critical", "info"),

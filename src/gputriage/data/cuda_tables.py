@@ -379,3 +379,29 @@ CUDA_ERROR_TEXTS: dict[str, int] = {
 
 # Error codes that mean "no device": who hid the devices decides the finding (cuda-visible-devices or no-gpu-visible).
 NO_DEVICE_ERRORS = frozenset({38, 100})
+
+
+# --- Apple's GPU (MPS): the macOS each torch release needs ---------------------------------------------------------
+# (first release, minimum macOS), oldest first. Sources: torch 1.12's release notes (MPS, macOS 12.3+); pytorch#133141
+# (2.5: the macOS 12 code paths removed, 13.0 the minimum; its error still said 12.3+, pytorch#139425); pytorch#163515
+# (2.10: "PyTorch needs MacOS-14 or newer to use MPS"; its error said 13.0+, pytorch#164943).
+MPS_MIN_MACOS: tuple[tuple[tuple[int, int], str], ...] = (((1, 12), "12.3"), ((2, 5), "13.0"), ((2, 10), "14.0"))
+MPS_FIRST_RELEASE = MPS_MIN_MACOS[0][0]
+
+
+def mps_min_macos(torch_version: str) -> str | None:
+    """The macOS that MPS needs in torch `torch_version`; None before MPS (1.12) or for an unreadable version."""
+    release = version_tuple(torch_version)[:2]
+    if len(release) < 2 or release < MPS_FIRST_RELEASE:
+        return None
+    return [macos for first, macos in MPS_MIN_MACOS if release >= first][-1]
+
+
+def newest_mps_release_for(macos: str) -> str | None:
+    """The pip specifier of the newest torch whose MPS runs on `macos` ("torch<2.10" on macOS 13.x); None when no
+    release's MPS does (below 12.3) or every one does."""
+    have = version_tuple(macos)
+    if have < version_tuple(MPS_MIN_MACOS[0][1]):
+        return None
+    too_new = next((first for first, needs in MPS_MIN_MACOS if have < version_tuple(needs)), None)
+    return f"torch<{too_new[0]}.{too_new[1]}" if too_new else None

@@ -23,6 +23,10 @@ class TorchFacts(msgspec.Struct):
     cpuonly_package: bool | None = None  # conda's `cpuonly` package, which pins every later solve to CPU builds
     install_command: str | None = None  # the install command seen in a pasted text
     other_accelerators: dict[str, bool] = msgspec.field(default_factory=dict)  # mps / xpu -> available
+    mps_built: bool | None = None  # torch.backends.mps.is_built(): the build has Apple's GPU backend
+    # The minimum macOS that MPS's own error names ("The MPS backend is supported on MacOS 12.3+"), as it said it:
+    # some releases' error understates what the release needs (pytorch#139425).
+    mps_error_min_macos: str | None = None
     # Another library that initialised the device before torch in the same process (cupy, ...), when shown.
     init_conflict: str | None = None
     probe_mode: str | None = None  # subprocess | in-process | text
@@ -76,6 +80,7 @@ class HostFacts(msgspec.Struct):
     proc_driver_version: str | None = None  # /proc/driver/nvidia/version
     pci_nvidia_devices: int | None = None  # NVIDIA vendor id 0x10de on the PCI bus
     os_name: str | None = None  # linux | windows | darwin
+    macos_version: str | None = None  # "12.2.1": platform.mac_ver(), collect_env's OS line, sw_vers
     machine: str | None = None  # x86_64 | aarch64 | ...
     # Whether the container was started with GPU access (--gpus / nvidia runtime), when the text or env shows it.
     container_gpu_requested: bool | None = None

@@ -8,11 +8,11 @@ pipeline, the GPU's state, traces and the distributed view. A test keeps this or
 from __future__ import annotations
 
 # isort: off
-from gputriage.rules import env, placement, compute, stand_in, steps, gpu, trace, distributed  # noqa: F401
+from gputriage.rules import env, apple, placement, compute, stand_in, steps, gpu, trace, distributed  # noqa: F401
 
 # isort: on
 from gputriage.rules.registry import Rule, evaluate, job_rule, job_rules, registered, rule
 
-CAUSAL_ORDER = ("env", "placement", "compute", "stand_in", "steps", "gpu", "trace", "distributed")
+CAUSAL_ORDER = ("env", "apple", "placement", "compute", "stand_in", "steps", "gpu", "trace", "distributed")
 
 __all__ = ["CAUSAL_ORDER", "Rule", "evaluate", "job_rule", "job_rules", "registered", "rule"]

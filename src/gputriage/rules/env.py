@@ -314,7 +314,7 @@ def _nvml_gpus(env: Environment) -> int | None:
 
 
 def _no_gpu_fix(env: Environment) -> str:
-    if env.source == "text" and env.host.os_name == "darwin":
+    if env.host.os_name == "darwin":
         return mps_fix(env)
     amd = next((g for g in env.host.other_gpus if re.search(r"\b(?:amd|radeon|rx)\b", g, re.IGNORECASE)), None)
     hip_error = signature("no-hip-gpu") if has_error(env, "no-hip-gpu") else None
@@ -424,6 +424,8 @@ def cpu_only_build(run: Run) -> Iterator[Finding]:
     env = _env(run)
     if env is None or env.torch.is_cpu_build is not True or env.torch.installed is False:
         return
+    if env.host.os_name == "darwin":
+        return  # no macOS build of torch has CUDA since 10.14: no-gpu-visible says why, and MPS is the GPU there
     presence = gpu_presence(env)
     devices = nvidia_devices(env)
     evidence: Evidence = {

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from gputriage.collectors.env_text import collect_env, commands, messages, packages, sessions, smi, system
+from gputriage.collectors.env_text import collect_env, commands, macos, messages, packages, sessions, smi, system
 from gputriage.collectors.env_text.derive import derive_build, has_any_fact, unknown_facts
 from gputriage.collectors.env_text.lines import split_paste
 from gputriage.collectors.env_text.messages import apply_torch_warnings, cuda_error_code
@@ -31,7 +31,9 @@ _EXTRACTORS: tuple[Callable[..., None], ...] = (
     packages.extract,
     messages.extract,
     system.extract,
+    macos.extract,
     commands.extract,
+    sessions.prose_version,  # last: every other source of the version wins
 )
 
 

@@ -53,6 +53,11 @@ _LABELLED = re.compile(
     r"(?:[ \t]*[:=][ \t]*|[ \t]+)['\"]?(?P<value>[\w.+\-]{1,40})['\"]?[ \t]*$",
     re.IGNORECASE,
 )
+# "PyTorch 2.5.1 cannot find MPS device", "with torch 1.13 I get": the version named in prose, read last (any other
+# source of the version wins).
+_PROSE_VERSION = re.compile(
+    r"\b(?:py)?torch[ \t]+(?:version[ \t]+)?v?([0-9]\.[0-9]{1,2}(?:\.[0-9]{1,2})?(?:\+\w{2,12})?)\b", re.I
+)
 _SKIP = ("warn", "return torch._c", "(triggered internally", "traceback", "  file ", "userwarning")
 _OTHER_GPU_LIBS = ("cupy", "tensorflow", "tf", "jax", "numba")
 
@@ -245,6 +250,16 @@ def _labelled_print(line: Line, env: Environment) -> None:
         first(env.host, "cuda_toolkit_version", version(value))
     elif match.group("count") and (count := small_int(value, 4096)) is not None:
         first(t, "device_count", count)
+
+
+def prose_version(paste: Paste, env: Environment) -> None:
+    """The torch version a reporter names in prose, where nothing else in the paste gave one."""
+    if env.torch.version is not None:
+        return
+    for line in paste.containing("torch"):
+        if match := _PROSE_VERSION.search(line.text):
+            env.torch.version = version(match.group(1))
+            return
 
 
 def _bool(text: str) -> bool | None:

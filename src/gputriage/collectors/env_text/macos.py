@@ -1,0 +1,72 @@
+"""A Mac's part of a pasted report: the macOS version, what torch answers about MPS (Apple's GPU), and MPS's own error.
+
+MPS needs a minimum macOS that has risen with torch releases (data/cuda_tables.py `MPS_MIN_MACOS`), and torch's
+error for it has stated an older minimum than the release needs (pytorch#139425, #164943): the version is read here,
+the rule compares it with the table, and the error's own figure is kept only as what the error said.
+"""
+
+from __future__ import annotations
+
+import re
+
+from gputriage.collectors.env_text.facts import fail_wins, first
+from gputriage.collectors.env_text.lines import Paste
+from gputriage.record.environment import Environment
+
+# "OS: macOS 12.2.1 (arm64)" (collect_env), "Python platform: macOS-12.2.1-arm64-arm-64bit", "ProductVersion: 12.7.6"
+# (sw_vers), "macOS-12.7.6-arm64-arm-64bit" in prose.
+_MACOS_FACT = re.compile(
+    r"\bOS:[ \t]*mac ?OS[ \t]+([0-9]{2}\.[0-9]{1,2}(?:\.[0-9]{1,2})?)\b|"
+    r"\bmacOS-([0-9]{2}\.[0-9]{1,2}(?:\.[0-9]{1,2})?)-(?:arm64|x86_64)|"
+    r"^[ \t]*ProductVersion:[ \t]*([0-9]{2}\.[0-9]{1,2}(?:\.[0-9]{1,2})?)[ \t]*$",
+    re.IGNORECASE,
+)
+# "on macOS 13.7.4", "MacOS Ventura 13.4": prose, read last; never the "MacOS 13.0+" of MPS's own error.
+_MACOS_PROSE = re.compile(
+    r"\bmac ?OS(?:[ \t]+(?:version|Monterey|Ventura|Sonoma|Sequoia|Tahoe|Big Sur))?[ \t]+"
+    r"([0-9]{2}\.[0-9]{1,2}(?:\.[0-9]{1,2})?)(?![0-9.]*\+)",
+    re.IGNORECASE,
+)
+# "The MPS backend is supported on MacOS 12.3+." (torch's error when MPS cannot be used on this macOS)
+_MPS_ERROR = re.compile(r"MPS backend is supported on mac ?OS[ \t]+([0-9]{2}\.[0-9]{1,2})\+", re.IGNORECASE)
+# "Is MPS available? False", "Is MPS (Metal Performance Shader) built? True", "mps available: False",
+# "torch.backends.mps.is_available() returns False"
+_MPS_ANSWER = re.compile(
+    r"\b(?:is[ \t]+)?MPS\b[^?:=\n]{0,40}?\b(?P<what>available|built)\b\??[ \t]*[:=]?[ \t]*(?P<value>True|False)\b|"
+    r"\bmps\.(?P<call>is_available|is_built)\(\)[)`'\"]{0,3}[ \t]*(?:returns?|returned|gives?|gave|is|prints?|"
+    r"printed|shows?|=+|:|->)?[ \t]*[`'\"]?(?P<said>True|False)\b",
+    re.IGNORECASE,
+)
+# The answer on the line after a REPL call: ">>> torch.backends.mps.is_available()" then "False".
+_MPS_CALL = re.compile(r"\bmps\.(is_available|is_built)\(\)[ \t)]*$")
+
+
+def extract(paste: Paste, env: Environment) -> None:
+    h, t = env.host, env.torch
+    prose: str | None = None
+    for line in paste.containing("mac", "productversion", "mps", "os:"):
+        text = line.text
+        if (m := _MACOS_FACT.search(text)) and h.macos_version is None:
+            h.macos_version = next(g for g in m.groups() if g)
+        elif prose is None and (m := _MACOS_PROSE.search(text)):
+            prose = m.group(1)
+        if m := _MPS_ERROR.search(text):
+            first(t, "mps_error_min_macos", m.group(1))
+            t.other_accelerators["mps"] = False
+        for answer in _MPS_ANSWER.finditer(text):
+            _record(env, answer.group("what") or answer.group("call"), answer.group("value") or answer.group("said"))
+        if (call := _MPS_CALL.search(text)) and line.index + 1 < len(paste.lines):
+            _record(env, call.group(1), paste.lines[line.index + 1].text.strip())
+    first(h, "macos_version", prose)
+    if h.macos_version is not None or "mps" in t.other_accelerators:
+        h.os_name = h.os_name or "darwin"
+
+
+def _record(env: Environment, what: str, answer: str) -> None:
+    value = {"true": True, "false": False}.get(answer.strip("`'\" ").lower())
+    if value is None:
+        return
+    if "built" in what.lower():
+        fail_wins(env.torch, "mps_built", value)
+    elif not value or env.torch.other_accelerators.get("mps") is not False:  # a failure seen anywhere wins
+        env.torch.other_accelerators["mps"] = value

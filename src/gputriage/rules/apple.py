@@ -1,0 +1,104 @@
+"""Rung 1 on a Mac, where the accelerator is Apple's GPU through MPS: why torch cannot use it.
+
+MPS needs torch 1.12 or later, a build with the MPS backend, and a macOS that has risen with the releases
+(data/cuda_tables.py `MPS_MIN_MACOS`). torch's own error has named an older minimum than some releases need, so the
+macOS the report shows is compared with the table, and the error's figure is shown beside it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from gputriage.data.cuda_tables import MPS_FIRST_RELEASE, mps_min_macos, newest_mps_release_for, version_tuple
+from gputriage.findings import Evidence, Finding, Severity
+from gputriage.record import Run
+from gputriage.record.environment import Environment
+from gputriage.rules.env_facts import expected_kind
+from gputriage.rules.registry import rule
+
+_CHECK = 'python -c "import torch; print(torch.backends.mps.is_available())"   # must print True'
+_UPDATE = "# macOS: System Settings > General > Software Update"
+
+
+@rule
+def mps_unavailable(run: Run) -> Iterator[Finding]:
+    """mps-unavailable: the job is meant for Apple's GPU (MPS) and torch cannot use it, with the reason the facts
+    give: a torch older than MPS, a build without it, or a macOS older than the release needs."""
+    env = run.environment
+    if env is None or env.host.os_name != "darwin" or expected_kind(run) != "mps":
+        return
+    if env.torch.other_accelerators.get("mps") is True:
+        return
+    t, macos = env.torch, env.host.macos_version
+    needed = mps_min_macos(t.version) if t.version else None
+    evidence: Evidence = {
+        "torch_version": t.version,
+        "macos_version": macos,
+        "macos_needed": needed,
+        "error_says_macos": t.mps_error_min_macos,
+        "mps_available": t.other_accelerators.get("mps"),
+        "mps_built": t.mps_built,
+    }
+    reason = _reason(env, needed)
+    if reason is None:
+        return
+    title, fix = reason
+    shown = {k: v for k, v in evidence.items() if v is not None}
+    yield Finding(code="mps-unavailable", rung=1, severity=Severity.CRITICAL, title=title, evidence=shown, fix=fix)
+
+
+def _reason(env: Environment, needed: str | None) -> tuple[str, str] | None:
+    t, macos = env.torch, env.host.macos_version
+    if t.version and version_tuple(t.version)[:2] < MPS_FIRST_RELEASE:
+        return (
+            f"torch {t.version} predates MPS, Apple's GPU backend (torch 1.12 and later)",
+            "python -m pip install --upgrade torch torchvision torchaudio\n" + _CHECK,
+        )
+    if t.mps_built is False:
+        return (
+            f"This torch{_space(t.version)} was built without MPS, Apple's GPU backend",
+            'python -c "import platform; print(platform.machine())"   # arm64 on Apple silicon; x86_64 there is a '
+            "Python under Rosetta: install an arm64 Python\n"
+            "python -m pip install --force-reinstall torch torchvision torchaudio\n" + _CHECK,
+        )
+    if macos is not None and needed is not None and version_tuple(macos) < version_tuple(needed):
+        return _macos_too_old(env, macos, needed)
+    if macos is not None and version_tuple(macos) < version_tuple("12.3"):
+        return (
+            f"MPS needs macOS 12.3 or later, and this Mac runs macOS {macos}",
+            f"{_UPDATE}: 12.3 or later (14.0 or later for torch 2.10 and newer)\n{_CHECK}",
+        )
+    if env.torch.other_accelerators.get("mps") is not False:
+        return None  # nothing says MPS fails here
+    return (
+        "MPS is not available, and the report does not say why",
+        'python -c "import platform, torch; print(platform.mac_ver()[0], platform.machine(), torch.__version__, '
+        'torch.backends.mps.is_built())"\n'
+        "# macOS 12.3+ for torch 1.12-2.4, 13.0+ for 2.5-2.9, 14.0+ for 2.10 and later; arm64 (not x86_64 under "
+        "Rosetta); is_built() True",
+    )
+
+
+def _macos_too_old(env: Environment, macos: str, needed: str) -> tuple[str, str]:
+    t = env.torch
+    title = (
+        f"MPS cannot run here: torch {t.version} needs macOS {needed} or later for Apple's GPU, and this Mac runs "
+        f"macOS {macos}"
+    )
+    lines = [f"{_UPDATE}: {needed} or later"]
+    older = newest_mps_release_for(macos)
+    if older is not None:
+        companions = "".join(f" {name}" for name in ("torchvision", "torchaudio") if name in t.companions)
+        lines += [
+            f"# or keep macOS {macos} and install the newest torch whose MPS runs on it:",
+            f'python -m pip install "{older}"{companions}',
+        ]
+    said = t.mps_error_min_macos
+    if said is not None and version_tuple(said) != version_tuple(needed):
+        lines.append(f"# torch's own error says macOS {said}+, which understates what torch {t.version} needs")
+    lines.append(_CHECK)
+    return title, "\n".join(lines)
+
+
+def _space(value: str | None) -> str:
+    return f" {value}" if value else ""
