@@ -76,6 +76,9 @@ class HostFacts(msgspec.Struct):
     in_container: bool | None = None
     container_kind: str | None = None  # docker | podman | kubernetes | ...
     wsl: bool | None = None
+    wsl_version: int | None = None  # 1: a 4.4.0-NNNNN-Microsoft kernel (no GPU access); 2: microsoft-standard
+    # A virtual machine shown by its display adapter (Hyper-V, VMware, VirtualBox, QEMU): no GPU without passthrough.
+    virtual_machine: str | None = None
     dev_nodes: list[str] | None = None  # /dev/nvidia*
     proc_driver_version: str | None = None  # /proc/driver/nvidia/version
     pci_nvidia_devices: int | None = None  # NVIDIA vendor id 0x10de on the PCI bus

@@ -9,7 +9,6 @@ When the job is meant for another device (--expect-device meta/mps/xpu/cpu), NVI
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 
 from gputriage.data.cuda_tables import (
@@ -37,6 +36,7 @@ from gputriage.rules.env_facts import (
     expected_kind,
     gpu_presence,
     has_error,
+    is_amd_gpu,
     is_rocm,
     nvidia_devices,
     nvidia_expected,
@@ -316,25 +316,49 @@ def _nvml_gpus(env: Environment) -> int | None:
 def _no_gpu_fix(env: Environment) -> str:
     if env.host.os_name == "darwin":
         return mps_fix(env)
-    amd = next((g for g in env.host.other_gpus if re.search(r"\b(?:amd|radeon|rx)\b", g, re.IGNORECASE)), None)
+    amd = next((g for g in env.host.other_gpus if is_amd_gpu(g)), None)
     hip_error = signature("no-hip-gpu") if has_error(env, "no-hip-gpu") else None
     if hip_error is not None:  # only a ROCm build says "No HIP GPUs": it is installed, and cannot open the GPU
         named = f"# the GPU is AMD ({amd}) and torch is a ROCm build that cannot open it:\n" if amd else ""
         return named + hip_error.fix
     if amd is not None:
-        named = f" ({amd})" if amd else ""
+        t = env.torch
+        build = (
+            f"torch {t.version} is a CUDA build, for NVIDIA GPUs only"
+            if t.cuda_version
+            else "CUDA builds cannot use it"
+        )
         return (
-            f"# the GPU is AMD{named}: CUDA builds cannot use it; install PyTorch's ROCm build (Linux)\n"
+            f"# the GPU is AMD ({amd}): {build}; install PyTorch's ROCm build (Linux)\n"
             "python -m pip uninstall -y torch torchvision torchaudio\n"
-            "python -m pip install torch torchvision torchaudio --index-url https://download.pytorch.org/whl/rocm6.2\n"
+            f"python -m pip install torch torchvision torchaudio --index-url {ROCM_INDEX}\n"
             "# pick the rocmX.Y index matching the installed ROCm (https://pytorch.org/get-started/locally/); "
             "torch.cuda.is_available() is True on ROCm builds"
         )
+    if env.host.virtual_machine:
+        return (
+            f"# a {env.host.virtual_machine} guest sees no GPU unless the host passes it through\n"
+            "# on a Windows host, WSL 2 reaches the NVIDIA GPU with the Windows driver alone (no driver in Linux);\n"
+            "# otherwise give the VM the GPU: Hyper-V DDA, or PCI passthrough in VMware / VirtualBox / KVM\n"
+            "nvidia-smi -L   # inside the guest: must list the GPU"
+        )
+    if env.host.wsl:
+        return _WSL_FIX
     fix = "# run on a machine (or cloud instance type) that has an NVIDIA GPU, then check with:\nnvidia-smi -L"
     if env.host.in_container:
         runtime = _RUNTIME_FIXES.get(env.host.container_kind or "", "docker run --gpus all IMAGE ...")
         fix += "\n# this is a container: start it with the GPUs: " + runtime.split("\n")[0]
     return fix
+
+
+ROCM_INDEX = "https://download.pytorch.org/whl/rocm7.2"
+_WSL_FIX = (
+    "# in Windows (PowerShell): the distro must run under WSL 2 (VERSION 2); WSL 1 has no GPU access\n"
+    "wsl -l -v\n"
+    "wsl --set-version <distro> 2\n"
+    "# the driver is the Windows one (it supports WSL since R470): install no Linux NVIDIA driver inside WSL\n"
+    "nvidia-smi   # inside WSL 2: must list the GPU"
+)
 
 
 @rule

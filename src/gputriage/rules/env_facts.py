@@ -48,6 +48,14 @@ def nvidia_expected(run: Run) -> bool:
 
 
 # --- what the facts add up to ---------------------------------------------------------------------------------------
+_AMD_GPU = re.compile(r"\b(?:amd|radeon|rx|instinct|mi[0-9]{3}x?|gfx[0-9]{3,4}[a-z]?)\b", re.IGNORECASE)
+
+
+def is_amd_gpu(name: str) -> bool:
+    """ "AMD Radeon RX 6700", "gfx1150", "Instinct MI300X"."""
+    return bool(_AMD_GPU.search(name))
+
+
 def is_rocm(env: Environment) -> bool:
     return bool(env.torch.hip_version)
 

@@ -7,7 +7,7 @@ xformers) to the same variant, and pins versions that exist in the release table
 
 from __future__ import annotations
 
-from gputriage.data.cuda_tables import version_tuple
+from gputriage.data.cuda_tables import MPS_FIRST_RELEASE, mps_min_macos, version_tuple
 from gputriage.record.environment import Environment
 from gputriage.rules.env_facts import (
     arch_builds,
@@ -17,6 +17,7 @@ from gputriage.rules.env_facts import (
     driver_version,
     has_error,
     install_lines,
+    is_amd_gpu,
     major_version,
     uninstall_lines,
 )
@@ -29,7 +30,6 @@ EXTRA_INDEX_NOTE = (
 
 JETSON_WHEELS = "https://developer.download.nvidia.com/compute/redist/jp/"
 _MPS_CHECK = 'python -c "import torch; print(torch.backends.mps.is_available())"   # must print True\n'
-_MPS_FIRST = (1, 12)  # the first torch with the MPS backend (macOS 12.3+)
 
 
 def mps_fix(env: Environment) -> str:
@@ -37,9 +37,12 @@ def mps_fix(env: Environment) -> str:
     Every line pastes into a shell; the change to the script is a comment."""
     head = "# macOS 10.14 and later have no NVIDIA driver, so no CUDA"
     use = "# then, in the script: device = torch.device('mps')   (or --device mps where the tool takes a device)"
-    old = env.torch.version and version_tuple(env.torch.version)[:2] < _MPS_FIRST
+    version = env.torch.version
+    old = version and version_tuple(version)[:2] < MPS_FIRST_RELEASE
     if not old:
-        return f"{head}: use Apple's GPU through MPS (torch 1.12+, macOS 12.3+) instead\n{_MPS_CHECK}{use}"
+        needs = mps_min_macos(version) if version else None
+        macos = f"macOS {needs}+ for torch {version}" if needs else "macOS 12.3+; 13.0+ from torch 2.5, 14.0+ from 2.10"
+        return f"{head}: use Apple's GPU through MPS (torch 1.12+, {macos}) instead\n{_MPS_CHECK}{use}"
     return (
         f"{head}; torch {env.torch.version} predates MPS (torch 1.12+, macOS 12.3+)\n"
         "python -m pip install --upgrade torch   # on macOS 12.3 or later\n"
@@ -196,11 +199,15 @@ def absence(env: Environment) -> str:
     """What was looked at and found empty, in plain words."""
     h, d = env.host, env.driver
     text = env.source == "text"
+    amd = next((g for g in h.other_gpus if is_amd_gpu(g)), None)
     said = (
         (bool(d.no_devices_reported), "nvidia-smi reports no devices"),
         (bool(h.no_gpu_stated), "the report says the machine has no GPU"),
+        (bool(h.virtual_machine), f"it is a {h.virtual_machine} virtual machine, and no GPU is passed through to it"),
+        (bool(amd), f"its GPU is an AMD one ({amd})"),
         (bool(h.other_gpus), f"its only graphics are {h.other_gpus[0] if h.other_gpus else ''}"),
         (text and h.os_name == "darwin", "it is a Mac, and macOS 10.14 and later have no NVIDIA driver, so no CUDA"),
+        (text and h.wsl_version == 1, "this is WSL 1 (its kernel, 4.4.0-...-Microsoft), which has no GPU access"),
         (text and bool(h.wsl), "WSL does not expose the GPU here (WSL 1, or a Windows driver without WSL support)"),
         (h.runtime == "colab", "the Colab runtime has no GPU attached (Runtime > Change runtime type > GPU)"),
         (

@@ -77,6 +77,24 @@ def extract(paste: Paste, env: Environment) -> None:
     apply_torch_warnings("\n".join(line.text for line in paste.facts() if _capability_words(line.low)), env)
 
 
+# Where an error quoted in prose begins and ends: a sentence's end, a code span's backtick, CJK punctuation, a dash.
+_CLAUSE_END = re.compile(r"[.!?;][ \t]|[`。，；！？]|[ \t][—–][ \t]")
+_SHORT_LINE_CHARS = 160
+
+
+def _clause(text: str, low: str, fragments: tuple[str, ...]) -> str:
+    """The error as quoted: a short line whole; in a long line of prose, the clause around the error's own words (the
+    reporter's sentence around it is not the error's text)."""
+    at = min((i for f in fragments if (i := low.find(f)) >= 0), default=-1)
+    if len(text) <= _SHORT_LINE_CHARS or at < 0:
+        return text
+    ends_before = [m.end() for m in _CLAUSE_END.finditer(text, 0, at)]
+    start = ends_before[-1] if ends_before else 0
+    after = _CLAUSE_END.search(text, at + min(len(f) for f in fragments if f in low))
+    end = after.start() if after else len(text)
+    return text[start:end].strip()
+
+
 def _signatures(text: str, low: str, env: Environment) -> None:
     found = match_signatures(low)
     if not found and "unknown error" in low and _OLD_UNKNOWN.search(text):
@@ -87,7 +105,7 @@ def _signatures(text: str, low: str, env: Environment) -> None:
         if len(env.errors) >= MAX_ITEMS or any(e.key == sig.key for e in env.errors):
             continue
         number = sig.cuda_error if sig.cuda_error is not None else _number(text)
-        env.errors.append(ErrorSeen(sig.key, sig.finding, cap(text), number))
+        env.errors.append(ErrorSeen(sig.key, sig.finding, cap(_clause(text, low, sig.fragments)), number))
         if sig.finding in ("cuda-init-failed", "driver-too-old", "no-device") and env.torch.init_warning is None:
             env.torch.init_warning = cap(text)
             env.torch.init_error_code = cuda_error_code(text) if sig.cuda_error is None else sig.cuda_error

@@ -20,7 +20,7 @@ _LIST = re.compile(r"^GPU ([0-9]{1,3}): (.{1,80}?) \(UUID: (GPU-[0-9A-Fa-f-]{8,4
 _MIG = re.compile(r"^[ \t]+MIG [\w.]{1,20}[ \t]+Device[ \t]+[0-9]{1,3}: \(UUID: (MIG-[\w/-]{8,80})\)")
 _QUERY = re.compile(r"^[ \t]*(Driver Version|CUDA Version|Product Name|Compute Mode)[ \t]*:[ \t]*(\S.{0,80})$")
 _CSV_FIELDS = re.compile(r"--query-gpu=([\w.,\[\] -]{1,200}?)(?:[ \t]|$)")
-_NVML_FAILED = re.compile(r"Failed to initialize NVML:[ \t]*(.{1,120})")
+_NVML_FAILED = re.compile(r"Failed to initialize NVML:[ \t]*([^`。，；\n]{1,120})")  # to the end of a quoted error
 _NOT_FOUND = re.compile(
     r"nvidia-smi(?:\.exe)?: (?:command )?not found|'nvidia-smi(?:\.exe)?' is not recognized|"
     r"nvidia-smi(?:\.exe)?\W{0,3} is not recognized|nvidia-smi: no such file|"

@@ -24,7 +24,8 @@ _OTHER_GPU = re.compile(
 _OTHER_GPU_NAME = re.compile(
     r"\b((?:Intel(?:\(R\)|®)?[ \t]*(?:R[ \t]+)?(?:U?HD|Iris|lris|Arc)\b[\w \t()®]{0,24}?Graphics(?:[ \t]+\d{3,4})?)"
     r"|(?:AMD[ \t]+)?Radeon(?:\(TM\)|™)?[ \t]+(?:RX[ \t]+)?(?:Pro[ \t]+)?[0-9]{3,4}[A-Z]{0,2}(?:[ \t]+XT)?"
-    r"|AMD[ \t]+(?:gpu|graphics card|graphics|video card)|\bRX[ \t]?[4-9][0-9]{2,3}(?:[ \t]?XT)?)\b",
+    r"|AMD[ \t]+(?:gpu|graphics card|graphics|video card)|\bRX[ \t]?[4-9][0-9]{2,3}(?:[ \t]?XT)?"
+    r"|\bgfx[0-9]{3,4}[a-z]?)\b",  # an AMD GPU's ISA name, as ROCm and its users print it
     re.IGNORECASE,
 )
 _NVRM_VERSION = re.compile(
@@ -53,6 +54,19 @@ _NO_GPU = re.compile(
     re.IGNORECASE,
 )
 _WSL = re.compile(r"\bwsl ?2?\b|microsoft-standard|/usr/lib/wsl/|windows subsystem for linux", re.IGNORECASE)
+_WSL1_KERNEL = re.compile(r"\b4\.4\.0-[0-9]{4,5}-microsoft\b", re.IGNORECASE)
+# A virtual machine's own display adapter (lspci, lshw, dmesg): its guest has no GPU unless one is passed through.
+_VM_DISPLAY = (
+    ("hyperv_drm", "Hyper-V"),
+    ("hyperv_fb", "Hyper-V"),
+    ("hyper-v synthetic video", "Hyper-V"),
+    ("vmware svga", "VMware"),
+    ("virtualbox graphics adapter", "VirtualBox"),
+    ("vboxvideo", "VirtualBox"),
+    ("qxl paravirtual", "QEMU/KVM"),
+    ("virtio gpu", "QEMU/KVM"),
+    ("bochs-drm", "QEMU/KVM"),
+)
 _COLAB = re.compile(
     r"colab\.research\.google\.com|google colab|\bcolab\b|/content/(?:drive|sample_data|gdrive)", re.IGNORECASE
 )
@@ -105,7 +119,7 @@ def extract(paste: Paste, env: Environment) -> None:
     pci = 0
     for line in paste.facts():
         low = line.low
-        if any(w in low for w in ("controller", "graphic", "nvrm", "driver", "gpu", "radeon", "rx")):
+        if any(w in low for w in ("controller", "graphic", "nvrm", "driver", "gpu", "radeon", "rx", "gfx")):
             pci += bool(_LSPCI.search(line.text))
             _hardware(line.text, low, env)
         _software(line.text, low, env)
@@ -182,7 +196,9 @@ def _container_facts(paste: Paste, env: Environment) -> None:
 def _hardware(text: str, low: str, env: Environment) -> None:
     h = env.host
     other = _OTHER_GPU.search(text) or _OTHER_GPU_NAME.search(text)
-    if other and len(h.other_gpus) < MAX_ITEMS and ("nvidia" not in low or _NO_GPU.search(text)):
+    # A line naming NVIDIA too may be a hybrid laptop's; it counts where it says NVIDIA is absent ("no NVIDIA driver").
+    absent = _NO_GPU.search(text) or "no nvidia" in low
+    if other and len(h.other_gpus) < MAX_ITEMS and ("nvidia" not in low or absent):
         h.other_gpus.append(cap(other.group(1).strip()))
     if m := _NVRM_VERSION.search(text):
         first(h, "proc_driver_version", m.group(1))
@@ -205,8 +221,15 @@ def _software(text: str, low: str, env: Environment) -> None:
     if low.startswith("root@") and _DOCKER_HOST.match(text):
         h.in_container, h.container_kind = True, h.container_kind or "docker"
         first(h, "container_evidence", "a container's shell prompt (root@<container id>)")
-    if ("wsl" in low or "microsoft" in low or "subsystem" in low) and _WSL.search(text):
-        h.wsl = True
+    if "microsoft" in low and _WSL1_KERNEL.search(text):
+        h.wsl, h.wsl_version = True, 1  # the kernel is the fact; what the reporter calls it is not
+    elif ("wsl" in low or "microsoft" in low or "subsystem" in low) and _WSL.search(text):
+        if "microsoft-standard" in low:
+            h.wsl, h.wsl_version = True, h.wsl_version or 2
+        elif not text.rstrip().endswith("?"):  # "Is it possible to run in WSL?" asks; it does not say where it runs
+            h.wsl = True
+    if h.virtual_machine is None and (vm := next((name for key, name in _VM_DISPLAY if key in low), None)):
+        h.virtual_machine = vm
     if ("colab" in low or "/content/" in low) and _COLAB.search(text):
         first(h, "runtime", "colab")
 

@@ -1,0 +1,67 @@
+"""`gputriage env --from` on what a third user trial of 30 fresh reports (stop 37) found misread: an AMD GPU behind a
+CUDA build in a container, WSL 1 shown by its kernel, a Hyper-V guest, a WSL question taken for a fact, and errors
+quoted inside a reporter's sentence. Texts are our own, in the shape people paste."""
+
+from __future__ import annotations
+
+from gputriage.collectors.env_text import parse_environment_text
+from gputriage.commands.env import diagnose_text
+
+_AMD_IN_CONTAINER = (
+    "Since the new image the container crash-loops on my AMD APU (gfx1150, Radeon 890M). The traceback ends in "
+    "torch.cuda.current_device(), which raises `RuntimeError: Found no NVIDIA driver on your system` - odd on an AMD "
+    "box. Inside the docker container torch is `2.12.0+cu130` and torch.version.hip is None.\n"
+)
+
+
+def test_an_amd_gpu_behind_a_cuda_build_gets_the_rocm_build_not_a_docker_gpu_flag() -> None:
+    diag = diagnose_text(_AMD_IN_CONTAINER)
+
+    f = diag.findings[0]
+    assert diag.verdict.root_cause == "no-gpu-visible"
+    assert "AMD one (gfx1150)" in f.title
+    assert "torch 2.12.0+cu130 is a CUDA build, for NVIDIA GPUs only" in f.fix
+    assert "--index-url https://download.pytorch.org/whl/rocm" in f.fix
+    assert "--gpus" not in f.fix
+    # the error is quoted as the error, not as the reporter's sentence around it
+    assert f.evidence["error"] == "RuntimeError: Found no NVIDIA driver on your system"
+
+
+def test_wsl_1_is_read_from_its_kernel_and_gets_the_conversion_to_wsl_2() -> None:
+    text = (
+        "Following the CUDA on WSL guide (I thought this was wsl2):\n"
+        "Error! Your kernel headers for kernel 4.4.0-19041-Microsoft cannot be found.\n"
+        "$ nvidia-smi\n"
+        "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.\n"
+    )
+
+    env = parse_environment_text(text)
+    f = diagnose_text(text).findings[0]
+
+    assert (env.host.wsl, env.host.wsl_version) == (True, 1)
+    assert "WSL 1" in f.title
+    assert "wsl --set-version <distro> 2" in f.fix
+    assert "run on a machine" not in f.fix
+
+
+def test_a_hyper_v_guest_is_named_by_its_display_and_a_wsl_question_is_not_a_fact() -> None:
+    text = (
+        "# Is WSL supported?\n\nIs it possible to run in WSL?\n\n"
+        "My PC has an RTX 4090 but the Ubuntu virtual machine does not see it:\n"
+        "`RuntimeError: Found no NVIDIA driver on your system`\n\n"
+        "sudo lshw -C display\n  *-graphics\n       product: hyperv_drmdrmfb\n       logical name: /dev/fb0\n"
+    )
+
+    env = parse_environment_text(text)
+    f = diagnose_text(text).findings[0]
+
+    assert env.host.wsl is None
+    assert env.host.virtual_machine == "Hyper-V"
+    assert "Hyper-V virtual machine" in f.title
+    assert "passes it through" in f.fix
+
+
+def test_an_nvml_error_quoted_in_prose_ends_with_its_quote() -> None:
+    text = "nvidia-smi 报错 `Failed to initialize NVML: Driver/library version mismatch`，网上说重启即可解决。\n"
+
+    assert parse_environment_text(text).driver.nvml_error == "Driver/library version mismatch"
