@@ -65,3 +65,47 @@ def test_an_nvml_error_quoted_in_prose_ends_with_its_quote() -> None:
     text = "nvidia-smi 报错 `Failed to initialize NVML: Driver/library version mismatch`，网上说重启即可解决。\n"
 
     assert parse_environment_text(text).driver.nvml_error == "Driver/library version mismatch"
+
+
+def test_a_reporters_words_after_a_reply_marker_are_facts_and_gpu_memory_held_means_torch_reached_the_gpu() -> None:
+    text = (
+        "# Zero GPU-Util\n\nnvidia-smi shows the GPU-Util is 0 while training.\n\n"
+        "--- reporter ---\nMaybe it is the dataloader: one sample takes 30 s to load.\n\n"
+        "--- reporter ---\nNo error. Most of the time GPU-Util is 0 (the gpu memory is indeed allocated), so it's "
+        "slow.\n"
+    )
+
+    diag = diagnose_text(text)
+
+    assert parse_environment_text(text).torch.gpu_use_evidence is not None
+    assert diag.verdict.root_cause is None  # rung 1 is not why the GPU idles
+    assert "gputriage run" in diag.verdict.summary
+
+
+def test_a_chinese_report_that_is_available_returns_true_is_read() -> None:
+    text = "安装了GPU版本的Pytorch，并且torch.cuda.is_available()返回为True，但GPU使用率一直为0\n"
+
+    assert parse_environment_text(text).torch.is_available is True
+
+
+def test_pip_reinstalling_torch_as_a_dependency_on_windows_is_the_cpu_build() -> None:
+    names = ", ".join(f"pkg{i}" for i in range(300))  # pip's line runs to thousands of characters
+    text = (
+        "Installing careamics made CUDA unavailable.\n"
+        "(careamics) C:\\Users\\me>pip install careamics\n"
+        f"Installing collected packages: {names}, torch, tqdm\n"
+    )
+
+    env = parse_environment_text(text)
+    diag = diagnose_text(text)
+
+    assert env.torch.is_cpu_build is True
+    assert "Installing collected packages: ... torch" in (env.torch.cpu_build_evidence or "")
+    assert diag.verdict.root_cause == "cpu-only-build"
+
+
+def test_with_the_driver_and_gpu_unknown_the_build_needs_the_oldest_driver_and_blackwell_is_named() -> None:
+    fix = diagnose_text("torch.__version__ is 2.13.0+cpu and torch.cuda.is_available() returns False\n").findings[0].fix
+
+    assert "--index-url https://download.pytorch.org/whl/cu126" in fix
+    assert "Blackwell) needs the CUDA 12.9 build" in fix

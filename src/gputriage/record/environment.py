@@ -22,6 +22,8 @@ class TorchFacts(msgspec.Struct):
     cuda_version_inferred_from: str | None = None  # set when cuda_version was not read but looked up (a pip command)
     cpuonly_package: bool | None = None  # conda's `cpuonly` package, which pins every later solve to CPU builds
     install_command: str | None = None  # the install command seen in a pasted text
+    # A pip log shows pip (re)installing torch, often as another package's dependency; its version not shown.
+    pip_installed_torch: str | None = None
     other_accelerators: dict[str, bool] = msgspec.field(default_factory=dict)  # mps / xpu -> available
     mps_built: bool | None = None  # torch.backends.mps.is_built(): the build has Apple's GPU backend
     # The minimum macOS that MPS's own error names ("The MPS backend is supported on MacOS 12.3+"), as it said it:

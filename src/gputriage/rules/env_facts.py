@@ -222,7 +222,7 @@ def cuda_variant_for(env: Environment) -> Variant | None:
 
     In order: the newest build the driver fully supports; else the oldest one of the driver's CUDA major version
     (minor version compatibility: a driver that reports CUDA 12.4 runs any 12.x build); else the same from older
-    releases, newest first.
+    releases, newest first. With the driver unknown: the build that needs the oldest driver.
     """
     limit = driver_cuda(env)
     capabilities = [d.compute_capability for d in nvidia_devices(env) if d.compute_capability]
@@ -239,10 +239,18 @@ def cuda_variant_for(env: Environment) -> Variant | None:
         if not usable:
             continue
         exact = [c for c in usable if runs_on_driver(c, limit) == "exact"]
-        cuda = max(exact, key=version_tuple) if exact else min(usable, key=version_tuple)
+        # With the driver unknown, the CUDA that needs the oldest driver (as arch_builds): a cu13x build asks for a
+        # driver >= 580 the user may not have.
+        cuda = max(exact, key=version_tuple) if exact and limit is not None else min(usable, key=version_tuple)
         pinned = version if release == own and version else (f"{release}.0" if release != releases[0] else None)
         return Variant(pinned, cuda, minor_compat=not exact)
     return None
+
+
+def blackwell_variant(release: str) -> str | None:
+    """The CUDA of `release` that needs the oldest driver among its builds with Blackwell kernels (sm_120)."""
+    have = [c for (r, c), archs in ARCH_LISTS.items() if r == release and arch_supports(archs, "12.0")]
+    return min(have, key=version_tuple) if have else None
 
 
 def _has_kernels_for(release: str, cuda: str, capabilities: list[str]) -> bool:

@@ -7,10 +7,21 @@ xformers) to the same variant, and pins versions that exist in the release table
 
 from __future__ import annotations
 
-from gputriage.data.cuda_tables import MPS_FIRST_RELEASE, mps_min_macos, version_tuple
+from gputriage.data.cuda_tables import (
+    ARCH_LISTS,
+    MPS_FIRST_RELEASE,
+    TORCH_RELEASES,
+    arch_supports,
+    mps_min_macos,
+    release_of,
+    version_tuple,
+)
 from gputriage.record.environment import Environment
 from gputriage.rules.env_facts import (
+    WHEEL_INDEX,
+    Variant,
     arch_builds,
+    blackwell_variant,
     cuda_variant_for,
     driver_cuda,
     driver_needed,
@@ -19,6 +30,7 @@ from gputriage.rules.env_facts import (
     install_lines,
     is_amd_gpu,
     major_version,
+    nvidia_devices,
     uninstall_lines,
 )
 
@@ -80,6 +92,7 @@ def cpu_build_fix(env: Environment, presence: str) -> str:
     limit = driver_cuda(env)
     if limit is None:
         lines.append(f"# needs {driver_needed(variant.cuda, env)}: check with nvidia-smi")
+        lines += _blackwell_note(env, variant)
     elif variant.minor_compat:
         lines.append(
             f"# CUDA {variant.cuda} runs on driver {driver_version(env) or ''} (CUDA {limit}) through minor version "
@@ -151,6 +164,26 @@ def arch_fix(env: Environment, capability: str | None) -> str:
     lines += _old_conda_python(release)
     lines += _companions_note(env, release)
     return "\n".join(lines)
+
+
+def _blackwell_note(env: Environment, variant: Variant) -> list[str]:
+    """With the GPU unknown, the build chosen for the oldest driver may lack Blackwell's kernels: name the one that has
+    them."""
+    if any(d.compute_capability for d in nvidia_devices(env)):
+        return []
+    release = release_of(variant.torch_version) if variant.torch_version else max(TORCH_RELEASES, key=version_tuple)
+    archs = ARCH_LISTS.get((release, variant.cuda))
+    other = blackwell_variant(release)
+    if archs is None or arch_supports(archs, "12.0") or other is None:
+        return []
+    return [
+        f"# an RTX 50xx or B200 (Blackwell) needs the CUDA {other} build: {_index_tag(other)}, "
+        f"with {driver_needed(other, env)}"
+    ]
+
+
+def _index_tag(cuda: str) -> str:
+    return f"--index-url {WHEEL_INDEX}/cu" + "".join(str(p) for p in version_tuple(cuda)[:2])
 
 
 def _companions_note(env: Environment, release: str) -> list[str]:

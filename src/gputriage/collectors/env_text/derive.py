@@ -79,15 +79,23 @@ def _jetson_build(env: Environment) -> None:
 def _platform_wheel(env: Environment) -> None:
     """PyPI's torch wheels for Windows and macOS are CPU-only: a plain version from pip there is a CPU build."""
     t = env.torch
-    if not t.version or "+" in t.version or t.cuda_version or t.cpu_build_evidence or t.install_method == "conda":
+    if not (t.version or t.pip_installed_torch) or t.cuda_version or t.cpu_build_evidence:
+        return
+    if "+" in (t.version or "") or t.install_method == "conda":
         return
     if "download.pytorch.org/whl/cu" in (t.install_command or "") and "extra-index-url" not in (
         t.install_command or ""
     ):
         return
     if env.host.os_name in ("windows", "darwin") and t.install_method == "pip":
-        t.cpu_build_evidence = f"torch {t.version} from PyPI on {env.host.os_name}, where PyPI has only CPU builds"
-    elif env.host.machine == "aarch64" and t.install_method == "pip" and version_tuple(t.version)[:2] <= (2, 9):
+        what = f"torch {t.version} from PyPI" if t.version else f"{t.pip_installed_torch}, from PyPI,"
+        t.cpu_build_evidence = f"{what} on {env.host.os_name}, where PyPI has only CPU builds"
+    elif (
+        env.host.machine == "aarch64"
+        and t.install_method == "pip"
+        and t.version
+        and version_tuple(t.version)[:2] <= (2, 9)
+    ):
         # pytorch#168065: PyPI's Linux aarch64 wheels are CPU-only; the CUDA ones live on download.pytorch.org
         t.cpu_build_evidence = f"torch {t.version} from PyPI on aarch64, where PyPI has only CPU builds"
 

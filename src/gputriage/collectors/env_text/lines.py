@@ -28,6 +28,7 @@ _PROMPT = re.compile(
     r"(?:[\w.-]{1,40}@[\w.-]{1,64}:[^ \t$#]{0,120}[$#]|[$❯%]|PS [A-Za-z]:\\[^>]{0,120}>|[A-Za-z]:\\[^>]{0,120}>)"
     r"[ \t]?"
 )
+_WINDOWS_PROMPT = re.compile(r"^(?:\([\w.-]{1,40}\)[ \t]*)?(?:PS )?[A-Za-z]:\\[^>]{0,120}>")
 _REPL = re.compile(r"^[A-Za-z]?(?:>>>|\.\.\.)[ \t]?|^In \[[0-9]{1,5}\]:[ \t]?")
 _WORD = re.compile(r"[A-Za-z']{2,}")
 _FENCE = re.compile(r"^[ \t]*(?:```|~~~)")
@@ -103,6 +104,8 @@ class Line(msgspec.Struct):
 
 class Paste(msgspec.Struct):
     lines: list[Line]
+    # A Windows shell prompt ("C:\Users\me>", "PS C:\>") began a line: the commands ran on Windows.
+    windows_prompt: bool = False
 
     def facts(self) -> Iterator[Line]:
         return (line for line in self.lines if line.fact)
@@ -116,7 +119,20 @@ class Paste(msgspec.Struct):
         return self.lines[start : start + count]
 
 
-def iter_lines(text: str, limit: int = MAX_LINES, width: int = MATCH_CHARS * 2) -> Iterator[str]:
+# pip's "Installing collected packages: a, b, ..., torch, ..." runs to thousands of characters; only torch's family
+# on it is a fact here, so the line is read this far and kept as those names.
+_COLLECTED_CHARS = 16_384
+_COLLECTED = "installing collected packages:"
+_TORCH_FAMILY = re.compile(r"(?:^|,)[ \t]*(torch|torchvision|torchaudio|xformers|pytorch)[ \t]*(?=,|$)")
+
+
+def _collected(raw: str) -> str:
+    """ "Installing collected packages: numpy, ..., torch, tqdm" -> "Installing collected packages: torch"."""
+    names = _TORCH_FAMILY.findall(raw[len(_COLLECTED) :])
+    return "Installing collected packages: " + ", ".join(names) if names else raw[:MATCH_CHARS]
+
+
+def iter_lines(text: str, limit: int = MAX_LINES, width: int = _COLLECTED_CHARS) -> Iterator[str]:
     """The first `limit` lines, each cut to `width` characters, without building the list of all of them or copying
     a huge line: a paste of 16 Mi newlines, or one 16 MiB line, stays cheap in time and memory."""
     start, count, size = 0, 0, len(text)
@@ -134,20 +150,27 @@ _MARKDOWN_ESCAPE = re.compile(r"\\([_*`#\[\]<>])")
 
 def split_paste(text: str) -> Paste:
     lines: list[Line] = []
-    in_fence = False
+    in_fence = windows = False
     for index, raw in enumerate(iter_lines(text)):
         line = raw.rstrip()
         line = _PREFIXES.sub("", line, count=1)
+        if line[: len(_COLLECTED)].lower() == _COLLECTED:
+            line = _collected(line)
+        line = line[: MATCH_CHARS * 2]
         if _FENCE.match(line):
             in_fence = not in_fence
         elif not in_fence and "\\" in line:
             line = _MARKDOWN_ESCAPE.sub(r"\1", line)
         prompt = bool(_PROMPT.match(line) or _REPL.match(line))
+        windows = windows or (prompt and bool(_WINDOWS_PROMPT.match(line)))
         body = _REPL.sub("", _PROMPT.sub("", line, count=1), count=1) if prompt else line
         body = body[:MATCH_CHARS]
         lines.append(Line(index, body, body.lower(), prompt))
     _mark_suggestions(lines)
-    return Paste(lines)
+    return Paste(lines, windows_prompt=windows)
+
+
+_REPLY_MARK = re.compile(r"^[ \t]*-{2,}[ \t]*[\w .]{1,40}?[ \t]*-{2,}[ \t]*$")
 
 
 def _paragraphs(lines: list[Line]) -> list[list[Line]]:
@@ -175,6 +198,8 @@ def _paragraphs(lines: list[Line]) -> list[list[Line]]:
 def _mark_suggestions(lines: list[Line]) -> None:
     carry = False  # the previous paragraph suggested something: its code block follows
     for paragraph in _paragraphs(lines):
+        if _REPLY_MARK.match(paragraph[0].text):
+            carry = False  # "--- reporter ---": another speaker begins; what follows is not the last one's code
         prose = [line for line in paragraph if _is_prose(line)]
         if prose:
             suggests = any(_cues(line) for line in prose) and not any(_OWN.search(line.text) for line in prose)

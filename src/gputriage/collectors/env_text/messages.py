@@ -40,6 +40,14 @@ _MIN_CC = re.compile(
 _LIGHTNING = re.compile(r"GPU available: (True|False)(?:, used: (True|False))?")
 _NOT_AVAILABLE = re.compile(r"but CUDA is not available|CUDA is not available|cuda unavailable", re.IGNORECASE)
 _ON_CUDA = re.compile(r"device='cuda(?::[0-9]{1,3})?'")
+# The reporter says the job holds GPU memory while the GPU idles ("the gpu memory is indeed allocated", "GPU memory
+# 用掉了", "显存占满了"): memory is only taken by a process that reached the GPU, so rung 1 is not the cause.
+_MEMORY_HELD = re.compile(
+    r"\b(?:gpu|cuda|vram|video)[ \t-]*memory\b[^.!?\n]{0,30}?\b(?:is|was|gets?|got|has been|being)?[ \t]*"
+    r"(?:indeed[ \t]+|already[ \t]+|fully[ \t]+|all[ \t]+)?(?:allocated|occupied|used up|filled|taken|in use)\b|"
+    r"(?:显存|GPU[ \t]*memory|gpu[ \t]*memory)[ \t]*(?:已经|已|也|都)?(?:被)?(?:用掉|占用|占满|用满|分配)",
+    re.IGNORECASE,
+)
 _NO_TORCH = re.compile(r"No module named '?torch'?(?:$|[^._\w])")
 _OLD_UNKNOWN = re.compile(r"cuda runtime error \(30\)|error=30 : unknown error", re.IGNORECASE)
 
@@ -74,6 +82,8 @@ def extract(paste: Paste, env: Environment) -> None:
             _numbers(line.text, env)
         if "available" in low or "cuda" in low or "module named" in low:
             _availability(line.text, env)
+        if ("memory" in low or "显存" in low) and (held := _MEMORY_HELD.search(line.text)):
+            first(env.torch, "gpu_use_evidence", f"the report says the job holds GPU memory: {held.group(0)}")
     apply_torch_warnings("\n".join(line.text for line in paste.facts() if _capability_words(line.low)), env)
 
 

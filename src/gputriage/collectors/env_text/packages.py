@@ -25,6 +25,9 @@ _LIST_LINE = re.compile(
 )
 _PIN = re.compile(r"\b(torch|torchvision|torchaudio|xformers)[ \t]*={1,3}[ \t]*([0-9][\w.+-]{0,40})")
 _INSTALLED = re.compile(r"Successfully installed (.{1,2000})", re.IGNORECASE)
+# pip's log of what it is about to install, a dependency's torch among them: "Installing collected packages: ...,
+# torch, ..." (no versions on that line).
+_COLLECTED = re.compile(r"Installing collected packages:[^\n]{0,4000}?(?:^|[ \t,:])torch(?:[ \t]*,|[ \t]*$)")
 _DIST = re.compile(r"\b(torch|torchvision|torchaudio|xformers)-([0-9][\w.+]{0,40})")
 _ALREADY = re.compile(
     r"Requirement already satisfied: (torch|torchvision|torchaudio)\b.{0,200}?\(([0-9][\w.+]{0,40})\)"
@@ -159,6 +162,9 @@ def _manager(build: str | None) -> str:
 def _log_line(line: Line, env: Environment) -> None:
     if "torch" not in line.low:
         return
+    if "collected packages" in line.low and _COLLECTED.search(line.text):
+        first(env.torch, "pip_installed_torch", "pip installed torch itself (Installing collected packages: ... torch)")
+        first(env.torch, "install_method", "pip")
     installed = _INSTALLED.search(line.text)
     if installed:
         for dist in _DIST.finditer(installed.group(1)):

@@ -142,6 +142,7 @@ def extract(paste: Paste, env: Environment) -> None:
         if any(w in line.low for w in _CONTAINER_HINTS) and _CONTAINER_WORDS.search(line.text):
             h.in_container = True
             first(h, "container_kind", "kubernetes" if "kube" in line.low or "pod" in line.low else "docker")
+    first(h, "os_name", "windows" if paste.windows_prompt else None)
     first(h, "os_name", os_from(" ".join(line.text for line in paste.lines[:400])))
     if h.wsl:
         h.os_name = "linux"
