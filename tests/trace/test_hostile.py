@@ -273,3 +273,33 @@ def test_ctrl_c_while_starting_is_an_exit_code_not_a_traceback(monkeypatch: pyte
 
     monkeypatch.setattr(cli, "build_parser", interrupted)
     assert cli.main(["trace", "x.json"]) == 130
+
+
+def _same_instant(tmp_path: Path, count: int) -> Path:
+    path = tmp_path / "same.json"
+    path.write_text(json.dumps({"traceEvents": [_kernel(ts=100, dur=1) for _ in range(count)]}))
+    return path
+
+
+def test_more_rows_than_a_window_at_one_instant_are_taken_together(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a window cut can only fall between two instants: 20 kernels at one instant with windows of 10 rows once looped
+    # forever (a stranger's trace of 410,000 events at one timestamp hung `trace`)
+    monkeypatch.setattr("gputriage.tracing.sweep.WINDOW_ROWS", 10)
+    trace = analyse_trace(_same_instant(tmp_path, 20))
+
+    assert trace.gpu_events == 20
+
+
+def test_too_many_rows_at_one_instant_are_refused_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr("gputriage.tracing.sweep.WINDOW_ROWS", 10)
+    monkeypatch.setattr("gputriage.tracing.sweep.MAX_SAME_INSTANT_ROWS", 15)
+
+    code = main(["trace", str(_same_instant(tmp_path, 20))])
+
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "start at the same instant" in err and len(err.strip().splitlines()) == 1

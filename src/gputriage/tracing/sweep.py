@@ -21,6 +21,7 @@ import msgspec
 import numpy as np
 import numpy.typing as npt
 
+from gputriage.errors import InputError
 from gputriage.tracing import names as N
 from gputriage.tracing.collect import Collected
 from gputriage.tracing.distinct import distinct
@@ -32,6 +33,8 @@ I64 = npt.NDArray[np.int64]
 Mask = npt.NDArray[np.bool_]
 
 WINDOW_ROWS = 400_000
+# Rows that may start at one instant (a window takes them together): a profiler writes a few dozen at most.
+MAX_SAME_INSTANT_ROWS = WINDOW_ROWS
 MAX_CARRIED_ROWS = 100_000  # rows still running at a cut (normally a few dozen: open frames, a step, a kernel)
 CPU_OP_MIN_NS = 50_000  # CPU ops shorter than this are dispatch overhead, not computation (cpu_compute)
 RING_CALLS = 262_144  # recent runtime calls kept to find a kernel's launch across windows
@@ -396,6 +399,8 @@ def iterate_windows(
         first = False
         cursors = sum(len(f.cursors) for f in families.values())
         bound = _bound(families, max(window_rows // max(cursors, 1), 1), window_rows) if total > window_rows else None
+        if bound is not None and bound <= lo:
+            bound = _one_instant(families, lo)
         last = bound is None
         if bound is None:
             cut, forced = (TIME_MAX if stop is None else stop), False
@@ -411,6 +416,18 @@ def iterate_windows(
         carried = {label: _still_running(tables[label], cut) for label in LAYOUTS}
         ring = _next_ring(ring, window)
         lo = cut
+
+
+def _one_instant(families: dict[str, _Family], lo: int) -> int:
+    """More rows than a window start at one instant (`lo`): the next window takes all of them (a cut can only fall
+    between two instants), up to MAX_SAME_INSTANT_ROWS, which no profiler writes; a file past it is refused."""
+    at_once = sum(c.rows_below_at_most(lo + 1) for f in families.values() for c in f.cursors)
+    if at_once > MAX_SAME_INSTANT_ROWS:
+        raise InputError(
+            f"more than {MAX_SAME_INSTANT_ROWS:,} trace events start at the same instant ({lo} ns): this is not a "
+            "profiler's timeline"
+        )
+    return lo + 1
 
 
 def _bound(families: dict[str, _Family], quota: int, window_rows: int) -> int | None:
