@@ -107,6 +107,35 @@ def test_cpu_input_into_a_device_layer_raises(stand_in: Session) -> None:
         torch.zeros(3, device="cuda").masked_fill(torch.tensor([True, False, True]), 1.0)
 
 
+def test_composites_that_make_helper_tensors_inside_run_as_on_cuda_and_a_host_operand_still_raises(
+    stand_in: Session,
+) -> None:
+    # F.one_hot and ctc_loss build helpers from their operand's C++ options ("cpu" on the stand-in); a user trial's
+    # healthy UNet died at one_hot and was blamed with a critical device-mismatch-error
+    labels = torch.randint(0, 3, (2, 4), device="cuda")
+    assert nn.functional.one_hot(labels, 3).device == torch.device("cuda", 0)
+    logits = torch.randn(5, 2, 4, device="cuda").log_softmax(2)
+    targets = torch.randint(1, 4, (2, 3), device="cuda")
+    assert nn.functional.ctc_loss(logits, targets, [5, 5], [3, 3]).device.type == "cuda"
+    with pytest.raises(RuntimeError, match=MISMATCH):  # the caller's own host tensor is CUDA's error still
+        torch.cdist(torch.randn(2, 3, device="cuda"), torch.randn(2, 3))
+
+
+@pytest.mark.parametrize(
+    "move",
+    [
+        lambda m, d: m.to(device=d),
+        lambda m, d: m.to(device="cuda", dtype=torch.float32),
+        lambda m, d: m.to(torch.zeros(1, device=d)),
+    ],
+)
+def test_module_to_by_keyword_or_by_tensor_moves_the_model(stand_in: Session, move: Any) -> None:
+    # `model.to(device=device)` (milesial's UNet) left the model on the CPU: a false model-on-cpu on a healthy script
+    model = nn.Linear(4, 2)
+    move(model, torch.device("cuda"))
+    assert next(model.parameters()).device == torch.device("cuda", 0)
+
+
 def test_what_cuda_allows_across_devices_works(stand_in: Session) -> None:
     x = torch.arange(6.0, device="cuda")
     assert (x * torch.tensor(2.0)).device.type == "cuda"  # a 0-d CPU scalar

@@ -18,6 +18,7 @@ from torch.overrides import TorchFunctionMode
 from torch.utils import _device as _device_module
 from torch.utils._device import _device_constructors
 
+from gputriage.collectors.preflight import checks
 from gputriage.collectors.preflight.marks import backing_of, index_of
 from gputriage.collectors.preflight.state import STATE
 from gputriage.collectors.preflight.tensor import StandIn, bind_torch_function, host_copy
@@ -76,15 +77,26 @@ def stand_in_torch_function(func: Any, types: Any, args: tuple[Any, ...] = (), k
 bind_torch_function(stand_in_torch_function)  # the stand-in class dispatches here (see tensor.py)
 
 
+_PARSE_TO = torch._C._nn._parse_to
+
+
 class CudaRedirect(TorchFunctionMode):
     def __torch_function__(
         self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None
     ) -> Any:
         STATE.count_mode_call()
         kwargs = kwargs or {}
+        with checks.torch_call(args, kwargs):
+            return self._call(func, args, kwargs)
+
+    def _call(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         handler = handler_for(func)
         if handler is not None:
             return handler(func, args, kwargs)
+        if func is _PARSE_TO:  # Module.to(device=...) parses its arguments: a device read, not a tensor made
+            if len(args) == 1 and isinstance(args[0], StandIn):  # Module.to(tensor): that tensor's device and dtype
+                return func(device=args[0].device, dtype=args[0].dtype, **kwargs)
+            return func(*args, **kwargs)
         device = kwargs.get("device")
         if device is None and _device_module.CURRENT_DEVICE is not None and func in _device_constructors():
             # torch.set_default_device("cuda") puts its own mode below this one: its device is read here
