@@ -373,3 +373,12 @@ def test_cuda_launch_blocking_from_the_environment_is_to_be_unset_there(tmp_path
     assert "launch-blocking" not in {
         f["code"] for f in run_case(Case(["healthy.py"]), tmp_path / "off", preflight=True).report["findings"]
     }
+
+
+def test_a_shape_check_on_the_cpu_before_the_move_is_not_the_training(tmp_path: Path) -> None:
+    """d2l's shape check before `net.to(device)`, the keyword form of .to() and F.one_hot on the device: a healthy
+    script that once crashed under the preflight and drew false criticals."""
+    r = run_case(Case(["shape_check_before_move.py"]), tmp_path, preflight=True)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "trained on cuda:0" in r.stdout
+    assert not [f for f in r.report["findings"] if f["severity"] != "info"], r.codes()

@@ -7,12 +7,9 @@ wordings, so the traceback and gputriage's rules read the same as on a GPU.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import importlib.util
 import re
-import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +17,7 @@ import torch
 
 from gputriage.collectors.preflight.marks import backing_of, index_of, is_stand_in
 from gputriage.collectors.preflight.state import STATE
-from gputriage.collectors.probe.state import in_backward
+from gputriage.collectors.probe.state import given_by_caller, in_backward
 
 aten = torch.ops.aten
 
@@ -63,46 +60,9 @@ def check_devices(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], flat
             foreign = value
     if index is None:
         index = STATE.current_index
-    if foreign is not None and func not in _CROSSING and not in_backward() and _given_by_caller(foreign):
+    if foreign is not None and func not in _CROSSING and not in_backward() and given_by_caller(foreign):
         raise _mismatch(func, args, kwargs, foreign, (f"cuda:{index}", str(foreign.device)))
     return index
-
-
-# The operands of the torch calls the job is inside (Python's view, per thread): a C++ composite such as F.one_hot,
-# embedding_bag or ctc_loss makes helper tensors from its operand's C++ options, which on the stand-in are the
-# backing's ("cpu"); on a GPU they are on the GPU. A host tensor the caller did not pass in is such a helper.
-_CALLS = threading.local()
-
-
-@contextlib.contextmanager
-def torch_call(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Iterator[None]:
-    stack = _CALLS.__dict__.setdefault("stack", [])
-    stack.append((args, kwargs))
-    try:
-        yield
-    finally:
-        stack.pop()
-
-
-def _given_by_caller(foreign: torch.Tensor) -> bool:
-    """Whether the host tensor (or a view of its storage) is an operand of the innermost torch call; True where no
-    call is known (an op dispatched from C++ alone)."""
-    stack = _CALLS.__dict__.get("stack")
-    if not stack:
-        return True
-    args, kwargs = stack[-1]
-    storage = _storage_of(foreign)
-    for value in torch.utils._pytree.tree_leaves((args, kwargs)):
-        if value is foreign or (isinstance(value, torch.Tensor) and storage and _storage_of(value) == storage):
-            return True
-    return False
-
-
-def _storage_of(t: torch.Tensor) -> int:
-    try:
-        return int(t.untyped_storage().data_ptr())
-    except (RuntimeError, NotImplementedError):  # a stand-in or meta tensor has no host storage to compare
-        return 0
 
 
 def is_host_read(func: Any, tensors: list[Any]) -> bool:

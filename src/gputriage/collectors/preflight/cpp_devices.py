@@ -34,6 +34,24 @@ def install(patches: Patches) -> None:
         patches.set(module, "_foreach_supported_types", [*module._foreach_supported_types, StandIn])
     # nn.MultiheadAttention calls this module attribute, as the user's code does
     patches.wrap(torch.nn.functional, "scaled_dot_product_attention", _causal_with_dropout)
+    patches.wrap(torch.utils, "swap_tensors", _swap_despite_a_live_graph)
+
+
+def _swap_despite_a_live_graph(original: Any, t1: Any, t2: Any) -> None:
+    """nn.Module.to("cuda") swaps each parameter for its stand-in (StandIn.__tensor_flatten__); torch refuses a swap
+    while a graph from an earlier forward still holds the parameter (d2l's shape check runs the net on the CPU, keeps
+    its output, then moves the net). On a GPU the move assigns `.data` instead, which a live graph does not stop: the
+    stand-in swaps all the same, as torch's own swap does once the graph is gone."""
+    try:
+        original(t1, t2)
+    except RuntimeError as exc:
+        if "use_count" not in str(exc) or not (is_stand_in(t1) or is_stand_in(t2)):
+            raise
+        for name in ("__class__", "__dict__"):
+            held = getattr(t1, name)
+            setattr(t1, name, getattr(t2, name))
+            setattr(t2, name, held)
+        torch._C._swap_tensor_impl(t1, t2)
 
 
 def _causal_with_dropout(  # noqa: PLR0917  # scaled_dot_product_attention's own positional signature

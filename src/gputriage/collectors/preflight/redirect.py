@@ -18,10 +18,10 @@ from torch.overrides import TorchFunctionMode
 from torch.utils import _device as _device_module
 from torch.utils._device import _device_constructors
 
-from gputriage.collectors.preflight import checks
 from gputriage.collectors.preflight.marks import backing_of, index_of
 from gputriage.collectors.preflight.state import STATE
 from gputriage.collectors.preflight.tensor import StandIn, bind_torch_function, host_copy
+from gputriage.collectors.probe.state import torch_call
 
 Tensor = torch.Tensor
 
@@ -86,7 +86,7 @@ class CudaRedirect(TorchFunctionMode):
     ) -> Any:
         STATE.count_mode_call()
         kwargs = kwargs or {}
-        with checks.torch_call(args, kwargs):
+        with torch_call(args, kwargs):
             return self._call(func, args, kwargs)
 
     def _call(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:

@@ -22,7 +22,7 @@ import torch
 from gputriage.collectors.identity import IdentityMap
 from gputriage.collectors.patching import hide_own_frames
 from gputriage.collectors.probe.modes import OwnDispatchMode
-from gputriage.collectors.probe.state import ProbeState, capturing, in_backward
+from gputriage.collectors.probe.state import ProbeState, capturing, given_by_caller, in_backward
 from gputriage.collectors.probe.syncs import SyncRecorder
 from gputriage.collectors.usercode import frame_where, user_frame
 from gputriage.record.compute import ComputeSection, MixedDeviceOp, OpStat
@@ -153,6 +153,7 @@ class MixedDevices:
         devices = {t.device.type for t in tensors}
         cpu = [t for t in tensors if t.device.type == "cpu" and t.dim() > 0]
         if expected in devices:
+            cpu = [t for t in cpu if given_by_caller(t)]  # not a composite's own helper (see given_by_caller)
             if cpu and name not in _CPU_OPERAND_OK and not in_backward():
                 self._mixed(name, expected, cpu)
             return

@@ -152,6 +152,24 @@ class PlacementProbe:
     def _remember_move(self, module: nn.Module, target: str | None) -> None:
         if target is not None and not self._state.in_child:
             self._moved[module] = (target, where_now())
+            if target.split(":", 1)[0] == self._state.expected_device:
+                self._forget_forwards_before(module)
+
+    def _forget_forwards_before(self, moved: nn.Module) -> None:
+        """The models inside `moved` that ran wholly off the device before this move (d2l runs the net on the CPU to
+        print its shapes, then trains it on the GPU): those forwards were not the job's steps. Their record, and the
+        inputs they took, go; the next forward describes the model again."""
+        inside = {id(m) for m in moved.modules()}
+        for key, (ref, info) in list(self._models.items()):
+            model = ref()
+            off = not any(d.split(":", 1)[0] == self._state.expected_device for d in info.devices)
+            if model is None or key not in inside or not off:
+                continue
+            del self._models[key]
+            self.section.models = [m for m in self.section.models if m is not info]
+            name = type(model).__name__
+            self.section.tensors = [t for t in self.section.tensors if not (t.role == "input" and t.target == name)]
+            self._calls_recorded.pop(name, None)
 
     def _on_register_module(self, parent: nn.Module, name: str, sub: nn.Module | None) -> None:
         if sub is not None and not self._state.in_child:

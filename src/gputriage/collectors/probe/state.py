@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import msgspec
@@ -28,6 +29,44 @@ def in_backward() -> bool:
     user's CPU tensors. On a real GPU they are on the GPU. A real placement mistake has already shown in the forward
     pass, which the backward only follows."""
     return bool(torch._C._current_graph_task_id() != -1)
+
+
+# The operands of the torch calls the job is inside, per thread, as the preflight's mode sees them: a C++ composite
+# such as F.one_hot or ctc_loss makes helper tensors from its operand's C++ options, which on the stand-in are the
+# backing's ("cpu"); on a GPU they are on the GPU. A host tensor the caller did not pass in is such a helper. Where no
+# call is pushed (a run on a real device), every host tensor counts as the caller's.
+_CALLS = threading.local()
+
+
+@contextlib.contextmanager
+def torch_call(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Iterator[None]:
+    stack = _CALLS.__dict__.setdefault("stack", [])
+    stack.append((args, kwargs))
+    try:
+        yield
+    finally:
+        stack.pop()
+
+
+def given_by_caller(foreign: torch.Tensor) -> bool:
+    """Whether the host tensor (or a view of its storage) is an operand of the innermost torch call; True where no
+    call is known (an op dispatched from C++ alone)."""
+    stack = _CALLS.__dict__.get("stack")
+    if not stack:
+        return True
+    args, kwargs = stack[-1]
+    storage = _storage_of(foreign)
+    for value in torch.utils._pytree.tree_leaves((args, kwargs)):
+        if value is foreign or (isinstance(value, torch.Tensor) and storage and _storage_of(value) == storage):
+            return True
+    return False
+
+
+def _storage_of(t: torch.Tensor) -> int:
+    try:
+        return int(t.untyped_storage().data_ptr())
+    except (RuntimeError, NotImplementedError):  # a stand-in or meta tensor has no host storage to compare
+        return 0
 
 
 class ProbeState(msgspec.Struct):
