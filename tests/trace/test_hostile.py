@@ -303,3 +303,29 @@ def test_too_many_rows_at_one_instant_are_refused_in_one_line(
     err = capsys.readouterr().err
     assert code == 2
     assert "start at the same instant" in err and len(err.strip().splitlines()) == 1
+
+
+def test_framing_a_buffer_of_brackets_takes_memory_by_the_piece_not_by_the_buffer() -> None:
+    # a stranger's 100 MB of '[' took 4.2 GB: every structural byte cost about 40 bytes of arrays at once
+    import tracemalloc
+
+    from gputriage.tracing import framing
+
+    buf = b"[" * (8 << 20)
+    tracemalloc.start()
+    try:
+        elements = framing.list_elements(buf)
+        _, peak_bytes = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert elements.list_end is None and not len(elements.ends)
+    assert peak_bytes < 96 << 20  # 8 MiB of brackets framed whole took ~330 MiB
+
+
+def test_the_header_key_is_found_across_pieces_and_not_inside_a_long_string() -> None:
+    from gputriage.tracing import framing
+
+    decoy = '"' + "x" * (3 << 20) + '\\"traceEvents\\": [' + '"'  # the key's text inside a 3 MiB string
+    doc = ('{"a": ' + decoy + ', "traceEvents": [1, 2]}').encode()
+    at = framing.key_at_top_level(doc, b"traceEvents")
+    assert at is not None and doc[at : at + 5] == b"[1, 2"

@@ -31,4 +31,4 @@ MAX_NAMES = 262_144  # distinct names kept; later new names share one "<other na
 MAX_NAME_TEXT_CHARS = 32 << 20  # total characters of kept names
 MAX_LANES = 65_536  # distinct (pid, tid) threads
 MAX_FIELD_CHARS = 256  # header strings kept (device name, backend)
-MAX_PIECE_BYTES = 256 << 20  # one event, or the header, larger than this is not a profiler trace we can read
+MAX_PIECE_BYTES = 64 << 20  # one event, or the header, larger than this is not a profiler trace we can read

@@ -244,7 +244,7 @@ def _read_header(source: Source) -> tuple[TraceHeader, bytearray, bool]:
             return header, body[list_at + 1 :], False
         if source.eof or len(buf) > MAX_PIECE_BYTES:
             raise NotATrace(f"{source.path} is not a PyTorch profiler trace (no traceEvents list found)")
-        want = max(want, len(buf))
+        want = max(1, min(max(want, len(buf)), MAX_PIECE_BYTES + 1 - len(buf)))  # the buffer stays within the limit
 
 
 def _iter_batches(
@@ -280,7 +280,7 @@ def _iter_batches(
             if cut is None:  # no complete event in this window: read a bigger one
                 if len(buf) > MAX_PIECE_BYTES:
                     raise InputError(f"{source.path} is corrupt: no complete trace event in {len(buf) >> 20} MiB")
-                want = len(buf) * 2
+                want = min(len(buf) * 2, MAX_PIECE_BYTES + 1)  # the buffer stays within the limit
                 continue
             end, batch = cut
             del buf[:end]
