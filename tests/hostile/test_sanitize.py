@@ -139,3 +139,15 @@ def test_the_error_line_shows_a_hostile_path(tmp_path: Path, capsys: pytest.Capt
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and control_characters(err) == []
     assert "x\\x1b[2J.json" in err
+
+
+@pytest.mark.parametrize("command", ["trace", "report", "compare"])
+def test_a_missing_path_with_escape_sequences_in_its_name_is_shown_not_interpreted(
+    command: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    name = "evil\x1b[31mRED\x1b]0;pwn\x07"
+    argv = [command, name] + ([name] if command == "compare" else [])
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "\x1b" not in err and "\x07" not in err
+    assert "evil\\x1b[31mRED" in err and "does not exist" in err

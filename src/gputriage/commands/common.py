@@ -46,7 +46,10 @@ class OneLineParser(argparse.ArgumentParser):
     instead of the usage block: a CI log shows the reason, and `--help` is named for the rest."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(2, f"gputriage: error: {message} (see {self.prog} --help)\n")
+        # the message quotes what was typed (a path with escape sequences in its name): shown, never interpreted
+        from gputriage.report.sanitize import inline_text
+
+        self.exit(2, f"gputriage: error: {inline_text(message)} (see {self.prog} --help)\n")
 
 
 def add_output_options(parser: argparse.ArgumentParser, *, json_flag: bool = True) -> None:
