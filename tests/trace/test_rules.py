@@ -103,6 +103,22 @@ def test_launch_bound(tmp_path: Path, trace_json) -> None:  # type: ignore[no-un
     assert "low-gpu-utilization" not in _codes(doc)  # the lower finding explains the idle GPU
 
 
+def test_launch_bound_from_one_marked_step_is_a_lead(tmp_path: Path, trace_json) -> None:  # type: ignore[no-untyped-def]
+    # TraceLens's one-step H100 traces: one got "INCONCLUSIVE, too few steps", the other a confident launch-bound
+    # warning from the same single (warm-up) step
+    b = TraceBuilder()
+    t = 0.0
+    for _ in range(400):
+        b.launch(t, t + 8, 4.0, call_dur=10.0)
+        t += 14.0
+    b.step(0, 0.0, t)
+    _, doc = trace_json(b.write(tmp_path / "launch_one_step.json"))
+    found = _codes(doc)["launch-bound"]
+    assert found["severity"] == "info"
+    assert found["title"].startswith("From 1 step only: the GPU waits for the CPU")
+    assert doc["verdict"]["status"] == "inconclusive"
+
+
 def test_low_gpu_utilization_when_nothing_explains_it(tmp_path: Path, trace_json) -> None:  # type: ignore[no-untyped-def]
     b = TraceBuilder()
     for i in range(25):

@@ -393,8 +393,11 @@ CATALOGUE: tuple[Entry, ...] = (
     Entry(
         "launch-bound",
         4,
-        ("warning",),
-        "the GPU waits for the CPU to launch many short kernels",
+        ("warning", "info"),
+        (
+            'the GPU waits for the CPU to launch many short kernels (info, led by "From 1 step only", where the '
+            "trace is too thin to judge a share of its time, or where the GPU is busy enough)"
+        ),
         (
             "busy_pct",
             "host_wait_pct_of_idle",

@@ -95,7 +95,9 @@ def _healthy(r: RankTrace) -> bool:
 
 
 def _soften(r: RankTrace, severity: Severity) -> Severity:
-    return Severity.INFO if _healthy(r) else severity
+    """Info on a GPU busy enough, and on a trace too thin to judge a share of its time (one step, a first step that
+    warms up): then a lead, as low-gpu-utilization is."""
+    return Severity.INFO if _healthy(r) or r.thin_evidence() else severity
 
 
 def _thin_lead(r: RankTrace) -> str:
@@ -222,8 +224,11 @@ def host_sync_in_loop(section: TraceSection, r: RankTrace) -> Finding | None:
         code="host-sync-in-loop",
         rung=4,
         severity=_soften(r, Severity.WARNING),
-        title=f"The host blocks on the GPU{culprit} and the GPU then idles {s.idle_after_sync_pct:.1f}% of the "
-        f"time{_suffix(section, r)}",
+        title=_led_by(
+            _thin_lead(r),
+            f"The host blocks on the GPU{culprit} and the GPU then idles {s.idle_after_sync_pct:.1f}% of the "
+            f"time{_suffix(section, r)}",
+        ),
         evidence={
             "sync_calls": s.calls,
             "sync_calls_per_step": s.calls_per_step,
@@ -259,8 +264,11 @@ def launch_bound(section: TraceSection, r: RankTrace) -> Finding | None:
         code="launch-bound",
         rung=4,
         severity=_soften(r, Severity.WARNING),
-        title=f"The GPU waits for the CPU to launch many short kernels, losing {lost_pct:.1f}% of the "
-        f"time{_suffix(section, r)}",
+        title=_led_by(
+            _thin_lead(r),
+            f"The GPU waits for the CPU to launch many short kernels, losing {lost_pct:.1f}% of the "
+            f"time{_suffix(section, r)}",
+        ),
         evidence={
             "idle_in_short_gaps_pct_of_window": round(lost_pct, 3),
             "host_wait_pct_of_idle": ib.host_wait_pct,
@@ -320,7 +328,10 @@ def cpu_compute_in_step(section: TraceSection, r: RankTrace) -> Finding | None:
         code="cpu-compute-in-step",
         rung=4,
         severity=_soften(r, Severity.WARNING),
-        title=f"CPU ops ({ops}) run inside the step while the GPU idles {share:.1f}% of it{_suffix(section, r)}",
+        title=_led_by(
+            _thin_lead(r),
+            f"CPU ops ({ops}) run inside the step while the GPU idles {share:.1f}% of it{_suffix(section, r)}",
+        ),
         evidence={
             "cpu_ops": c.ops,
             "cpu_compute_us": c.cpu_compute_us,
