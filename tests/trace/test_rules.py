@@ -119,6 +119,33 @@ def test_launch_bound_from_one_marked_step_is_a_lead(tmp_path: Path, trace_json)
     assert doc["verdict"]["status"] == "inconclusive"
 
 
+def test_a_long_wait_in_a_copy_back_to_the_host_is_a_sync_in_the_gap_with_that_copy_in_the_fix(
+    tmp_path: Path,
+    trace_json,  # type: ignore[no-untyped-def]
+) -> None:
+    # sglang's decode: 463 ms of the main thread in hipMemcpyWithStream (a D2H copy) was called "cpu-op" work in the
+    # gap, with a fix to create tensors on the device; the syncs' own summary had the copy as the sync
+    b = TraceBuilder()
+    for i in range(10):
+        b.launch(i * 200.0, i * 200.0 + 10, 100.0)
+    b.op("aten::copy_", 2_100.0, 50_000.0)
+    b.launch(
+        2_101.0,
+        52_090.0,
+        5.0,
+        "Memcpy DtoH (Device -> Host)",
+        call="hipMemcpyWithStream",
+        call_dur=49_995.0,
+        cat="gpu_memcpy",
+    )
+    for i in range(10):
+        b.launch(52_200.0 + i * 200.0, 52_210.0 + i * 200.0, 100.0)
+    _, doc = trace_json(b.write(tmp_path / "copy_wait.json"))
+    found = _codes(doc)["low-gpu-utilization"]
+    assert found["evidence"]["main_thread_in_gaps"] == "sync"
+    assert "copy back from the GPU (hipMemcpyWithStream in aten::copy_" in found["fix"]
+
+
 def test_low_gpu_utilization_when_nothing_explains_it(tmp_path: Path, trace_json) -> None:  # type: ignore[no-untyped-def]
     b = TraceBuilder()
     for i in range(25):

@@ -423,9 +423,7 @@ def low_gpu_utilization(section: TraceSection, r: RankTrace) -> Finding | None:
             "long_gap_activity_us": by_activity,
             "main_thread_in_gaps": top_activity,
         },
-        fix=_DDP_BUFFER_FIX
-        if top_activity == "cpu-op" and _ddp_buffer_broadcast(r)
-        else _GAP_FIXES.get(top_activity or "", _GAP_FIX_OTHER),
+        fix=_gap_fix(r, top_activity),
         where=gaps.top[0].where if gaps is not None and gaps.top else None,
         rank=_rank_of(section, r),
     )
@@ -435,6 +433,33 @@ def low_gpu_utilization(section: TraceSection, r: RankTrace) -> Finding | None:
 
 
 _SHOWN_GAPS = 3
+
+
+def _gap_fix(r: RankTrace, activity: str | None) -> str:
+    """The fix for what the main thread did in the long gaps; the sync's own copy and line where it is one."""
+    if activity == "cpu-op" and _ddp_buffer_broadcast(r):
+        return _DDP_BUFFER_FIX
+    copy = _sync_copy_fix(r) if activity == "sync" else None
+    return copy or _GAP_FIXES.get(activity or "", _GAP_FIX_OTHER)
+
+
+_COPY_OPS = ("aten::copy_", "aten::to", "aten::_to_copy", "aten::cpu")
+
+
+def _sync_copy_fix(r: RankTrace) -> str | None:
+    """Where the host's longest wait is a copy back to the host (sglang's decode: hipMemcpyWithStream in copy_), that
+    copy and its line; None for a scalar read (.item()), whose fix is the logging one."""
+    top = r.syncs.sites[0] if r.syncs is not None and r.syncs.sites else None
+    if top is None or top.op not in _COPY_OPS:
+        return None
+    at = f" at {top.where}" if top.where else ""
+    return (
+        f"# The host waits in a copy back from the GPU ({top.call} in {top.op}{at}), and the GPU has nothing queued\n"
+        "# meanwhile: copy results back less often, or into pinned memory without waiting, and wait on an event\n"
+        "# only where the values are needed:\n"
+        "host = torch.empty_like(out, device='cpu', pin_memory=True)\n"
+        "host.copy_(out, non_blocking=True); done = torch.cuda.Event(); done.record()  # later: done.synchronize()"
+    )
 
 
 def _gap_text(gap: IdleGap) -> str:

@@ -61,15 +61,9 @@ class Syncs(msgspec.Struct):
     # The first MAX_ATTRIBUTED calls, in time order: (call, enclosing op, line) and the call's duration in ms.
     located: list[tuple[tuple[str, str | None, str | None], float]] = msgspec.field(default_factory=list)
 
-    @staticmethod
-    def mask(w: Window) -> npt.NDArray[np.bool_]:
-        corr = w.runtime["corr"]
-        d2h = np.isin(corr, w.ctx.d2h_corr) & (corr >= 0) if len(w.ctx.d2h_corr) else np.zeros(len(corr), bool)
-        return w.runtime_has(N.SYNC_CALL) | d2h
-
     def add(self, w: Window) -> None:
         self.runtime_rows += int(w.runtime_new.sum())
-        mask = self.mask(w)
+        mask = w.runtime_sync
         steps = w.steps
         if mask.any() and len(steps):  # the carried calls too: each window adds its own part of a long one
             self.blocking_in_steps_ns += intersect(w.spans(w.runtime, mask), steps).total()

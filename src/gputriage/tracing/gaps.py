@@ -113,7 +113,7 @@ def activity_layers(w: Window) -> list[Spans]:
     """What the main thread does, one layer per activity, clipped to the window (see ACTIVITIES)."""
     main_rt = w.runtime_on_main
     cpu_main = w.cpu_on_main & w.cpu_not_python
-    sync_rt = w.runtime_has(N.SYNC_CALL) & main_rt
+    sync_rt = w.runtime_sync & main_rt
     sync_ops = w.cpu_has(N.SYNC_OP) & cpu_main
     sync = union(
         np.concatenate((w.runtime["ts"][sync_rt], w.cpu["ts"][sync_ops])),

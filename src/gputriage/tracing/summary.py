@@ -225,7 +225,7 @@ class Sweep(msgspec.Struct):
             "cpu": self.cpu.spans.overlap_each(lo, hi).astype(np.float64),
             "steps": w.steps.overlap_each(lo, hi).astype(np.float64),
         }
-        calls = w.spans(w.runtime, activity.Syncs.mask(w))
+        calls = w.spans(w.runtime, w.runtime_sync)
         out["sync_start"] = ((calls.overlap_each(lo, lo + 1) > 0) & starts_gap).astype(np.float64)
         # The activity split only matters for long gaps: pieces that are long, or part of a gap crossing a cut.
         detail = np.flatnonzero((hi - lo >= LONG_GAP_NS) | ~starts_gap | (hi == w.hi))

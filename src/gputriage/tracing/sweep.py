@@ -154,6 +154,16 @@ class Window(msgspec.Struct, dict=True):  # dict: the cached properties
         return _any_bit(self.cpu_bits, flag)
 
     @cached_property
+    def runtime_sync(self) -> Mask:
+        """The runtime calls that block the host on the device: the sync calls, and copies whose transfer went
+        device-to-host (hipMemcpyWithStream, cudaMemcpyAsync then waited on). One definition for the syncs' summary
+        and for what the main thread does in a gap."""
+        corr = self.runtime["corr"]
+        d2h = np.isin(corr, self.ctx.d2h_corr) & (corr >= 0) if len(self.ctx.d2h_corr) else np.zeros(len(corr), bool)
+        out: Mask = self.runtime_has(N.SYNC_CALL) | d2h
+        return out
+
+    @cached_property
     def gpu_compute(self) -> Mask:
         return ~_any_bit(self.gpu_bits, N.COMM | N.MEMORY)
 
