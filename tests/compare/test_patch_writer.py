@@ -211,3 +211,18 @@ def test_the_line_on_stderr_counts_every_edit_left_out_not_only_the_advice(tmp_p
     stream = io.StringIO()
     write_patch(diag, tmp_path / "fix.patch", tmp_path, stream)
     assert stream.getvalue().rstrip().endswith("1 finding(s) left as advice and 2 edit(s) left out (see its comments)")
+
+
+def test_a_crlf_file_is_captured_without_its_carriage_returns_and_patched_in_its_own_line_ends(tmp_path: Path) -> None:
+    # a user trial's CRLF modules.py: every edit was "left out: changed since the run" (the captured lines kept '\r')
+    from gputriage.collectors.source_capture import capture
+
+    crlf = TRAIN.replace("\n", "\r\n")
+    (tmp_path / "train.py").write_bytes(crlf.encode())
+    line = _line(TRAIN, "pos = torch.arange")
+    section = capture([f"train.py:{line}"], [tmp_path])
+    assert section.snippets and all("\r" not in s.text for s in section.snippets)
+    found = edits.forward_factory_edits(section, f"train.py:{line}")
+    assert found
+    patch = _patch(tmp_path, [_finding("device-mismatch-error", found)], crlf)
+    assert "left out" not in patch and "+        pos = torch.arange(0, x.shape[0], device=x.device)\r\n" in patch

@@ -15,6 +15,7 @@ from __future__ import annotations
 import ast
 import contextlib
 import io
+import re
 import tokenize
 from collections.abc import Iterator
 from pathlib import Path
@@ -101,6 +102,10 @@ def capture(wheres: list[str], roots: list[Path]) -> SourceSection:
     return section
 
 
+# Python's own line ends (universal newlines): a CRLF file's lines carry no '\r', as its line numbers count them.
+_PYTHON_LINE_END = re.compile(r"\r\n?|\n")
+
+
 class _File:
     def __init__(self, lines: list[str], tree: ast.Module | None) -> None:
         self.lines = lines
@@ -118,7 +123,7 @@ class _File:
                 tree = None
                 with contextlib.suppress(SyntaxError, ValueError):
                     tree = ast.parse(source)
-                return cls(source.split("\n"), tree)
+                return cls(_PYTHON_LINE_END.split(source), tree)
         return None
 
     def text(self, first: int, last: int) -> str:
