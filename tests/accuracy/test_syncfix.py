@@ -188,3 +188,29 @@ def test_a_read_that_decides_the_loops_path_is_said_to_be_one() -> None:
     fix = sync_fix(source, "seq2seq.py:264")
     assert fix.startswith("# if decoder_input.item() == EOS_token:\n# the loop decides its path from a device value")
     assert "running_loss" not in fix and "step %" not in fix
+
+
+UNET = textwrap.dedent(
+    """\
+    def train_model(model, epochs):
+        global_step = 0
+        for epoch in range(1, epochs + 1):
+            for batch in train_loader:
+                loss = criterion(model(batch["image"]), batch["mask"])
+                global_step += 1
+                pbar.set_postfix(**{"loss (batch)": loss.item()})
+                division_step = n_train // (5 * batch_size)
+                if division_step > 0:
+                    if global_step % division_step == 0:
+                        evaluate(model)
+    """
+).rstrip("\n")
+
+
+def test_an_interval_first_assigned_below_the_read_is_not_used_for_it() -> None:
+    # milesial's UNet: the fix (and --patch) put the read under `global_step % division_step`, which the script
+    # assigns two lines later: the patched job died of UnboundLocalError at its first step
+    source = SourceSection([SourceSnippet("train.py", 10, UNET, "function", "train_model")])
+    fix = sync_fix(source, "train.py:16")
+    assert "division_step" not in fix
+    assert "global_step % 100 == 0" in fix

@@ -353,9 +353,18 @@ def read_interval(stmt: Statement) -> Interval | None:
     loop's counter; None when the loop has no counter."""
     counter = loop_counter(stmt) if stmt.function is not None else None
     # outside a function, the window around the line (read line by line where it is cut inside a block)
-    tests = _modulo_tests(stmt.function if stmt.function is not None else codefix.window_tree(stmt.snippet.text))
+    if stmt.function is not None:
+        scope: ast.AST = stmt.function
+        to_file = stmt.offset
+    else:
+        scope, to_file = codefix.window_tree(stmt.snippet.text), stmt.snippet.first_line - 1
+    tests = _modulo_tests(scope)
     if counter is not None:
         tests = [t for t in tests if counter in t[2]]
+    # a divisor first assigned below the statement is not there yet when it runs (UNet's `division_step`: the patched
+    # job died of UnboundLocalError)
+    late = _assigned_after(scope, stmt.first_line - to_file)
+    tests = [t for t in tests if not (t[3] & late)]
     logging = [t for t in tests if any(word in t[1].lower() for word in _LOG_WORDS)]
     other = [t for t in tests if not any(word in t[1].lower() for word in _SAVE_WORDS)]
     chosen = logging or other
@@ -378,8 +387,9 @@ def guarding_interval(stmt: Statement) -> Interval | None:
     return None
 
 
-def _modulo_tests(scope: ast.AST) -> list[tuple[str, str, set[str]]]:
-    """Each `a % b == 0` (or `not a % b`) in the scope: the modulo text, the divisor text and the names in `a`. A small
+def _modulo_tests(scope: ast.AST) -> list[tuple[str, str, set[str], set[str]]]:
+    """Each `a % b == 0` (or `not a % b`) in the scope: the modulo text, the divisor text, the names in `a` and those in
+    `b`. A small
     literal divisor (`% 2`, alternating steps) is not an interval for reading values."""
     found = []
     for node in ast.walk(scope):
@@ -391,8 +401,18 @@ def _modulo_tests(scope: ast.AST) -> list[tuple[str, str, set[str]]]:
             continue
         names = {n.id for n in ast.walk(modulo.left) if isinstance(n, ast.Name)}
         if names:
-            found.append((ast.unparse(modulo), ast.unparse(divisor), names))
+            used = {n.id for n in ast.walk(divisor) if isinstance(n, ast.Name)}
+            found.append((ast.unparse(modulo), ast.unparse(divisor), names, used))
     return found
+
+
+def _assigned_after(scope: ast.AST, line: int) -> set[str]:
+    """Names whose first assignment in the scope lies below `line` (the scope's own line numbers)."""
+    first: dict[str, int] = {}
+    for node in ast.walk(scope):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            first[node.id] = min(first.get(node.id, node.lineno), node.lineno)
+    return {name for name, at in first.items() if at > line}
 
 
 def _zero_modulo(node: ast.AST) -> ast.BinOp | None:
@@ -432,6 +452,20 @@ def loop_counter(stmt: Statement) -> str | None:
         return loop.target.id
     if call == "enumerate" and isinstance(loop.target, ast.Tuple) and isinstance(loop.target.elts[0], ast.Name):
         return loop.target.elts[0].id
+    return _counted_in_body(loop)
+
+
+def _counted_in_body(loop: ast.For | ast.AsyncFor) -> str | None:
+    """A counter the loop body steps itself: `global_step += 1` (UNet), `iter_num += 1` at the body's own level."""
+    for node in loop.body:
+        if (
+            isinstance(node, ast.AugAssign)
+            and isinstance(node.op, ast.Add)
+            and isinstance(node.target, ast.Name)
+            and isinstance(node.value, ast.Constant)
+            and node.value.value == 1
+        ):
+            return node.target.id
     return None
 
 
