@@ -79,6 +79,9 @@ def iter_tensors(value: Any, depth: int = 0) -> Iterator[tuple[str, torch.Tensor
 MAX_HOST_SEEN = 256  # host tensors remembered for same_as (a few per call, a few calls per target)
 
 
+_MAX_HOLDER_DEPTH = 32  # module nesting walked up to find the holder
+
+
 class PlacementProbe:
     """Records ModelInfo and TensorSeen into a PlacementSection."""
 
@@ -93,6 +96,7 @@ class PlacementProbe:
         # attributes its __init__ has not set yet (torchmetrics' Metric, which Lightning's self.log creates).
         self._created: IdentityMap[nn.Module, str] = IdentityMap()  # module -> file:line
         self._attached: IdentityMap[Any, str] = IdentityMap()  # submodule -> file:line
+        self._parent: IdentityMap[nn.Module, weakref.ref[nn.Module]] = IdentityMap()  # submodule -> its holder
         # module -> {name: file:line} for parameters, buffers and plain tensor attributes set on it
         self._member_sites: IdentityMap[nn.Module, dict[str, str]] = IdentityMap()
         # module -> names of the members above that were set inside a forward (a mask or cache made on the fly)
@@ -174,6 +178,7 @@ class PlacementProbe:
     def _on_register_module(self, parent: nn.Module, name: str, sub: nn.Module | None) -> None:
         if sub is not None and not self._state.in_child:
             self._attached[sub] = where_now() or "?"
+            self._parent[sub] = weakref.ref(parent)
 
     def _on_register_member(self, module: nn.Module, name: str, value: torch.Tensor | None) -> None:
         if value is not None:
@@ -299,6 +304,7 @@ class PlacementProbe:
             devices[device_name(t)] = devices.get(device_name(t), 0) + t.numel()
         moved = self._moved.get(model)
         name = type(model).__name__
+        where = self._created.get(model)
         if moved is None:
             # A submodule called on its own (cleanrl's agent.actor(x), agent.critic(x)): the module that was moved
             # holds it, so its move (and the device expression behind it) is this model's, and so is its name.
@@ -306,11 +312,16 @@ class PlacementProbe:
             if held is not None:
                 holder, path, moved = held
                 name = f"{type(holder).__name__}.{path} ({name})"
+            elif (owner := self._outermost_holder(model)) is not None:
+                # moved by no one: the module the script made and holds it (`agent = Agent(envs)`) is the one to
+                # move, not the submodule its __init__ builds
+                root, path = owner
+                name, where = f"{type(root).__name__}.{path} ({name})", self._created.get(root)
         info = ModelInfo(
             name=name,
             parameter_count=sum(p.numel() for p in model.parameters()),
             devices=devices,
-            where=self._created.get(model),
+            where=where,
             moved_to=moved[0] if moved else None,
             moved_where=moved[1] if moved else None,
             called_where=where_now(),
@@ -320,6 +331,21 @@ class PlacementProbe:
         if off and (len(off) < len(members) or any(kind == "listed" for _, kind, _ in off)):
             info.stray = self._stray_parts(model, members, off)
         return info
+
+    def _outermost_holder(self, model: nn.Module) -> tuple[nn.Module, str] | None:
+        """(the outermost module that holds `model` through registered submodules, made where gputriage saw it, and
+        the path of `model` in it), or None when nothing holds it."""
+        root, path = model, ""
+        for _ in range(_MAX_HOLDER_DEPTH):
+            ref = self._parent.get(root)
+            holder = ref() if ref is not None else None
+            name = next((n for n, sub in holder.named_children() if sub is root), None) if holder is not None else None
+            if holder is None or name is None:
+                break
+            root, path = holder, f"{name}.{path}" if path else name
+        if root is model or self._created.get(root) in (None, "?"):
+            return None
+        return root, path
 
     def _moved_holder(self, model: nn.Module) -> tuple[nn.Module, str, tuple[str, str | None]] | None:
         """(the moved module that holds `model`, the path of `model` in it, that module's move), the innermost one."""
