@@ -3,6 +3,8 @@ moved with `net.to(device)` and trained; milesial's UNet moves its model with `m
 loss one-hot encodes the labels on the device. A healthy control: a user trial saw a crash on the move (a live graph
 stopped the stand-in's swap), six false criticals for the shape check, and a false model-on-cpu for the keyword."""
 
+import os
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -15,7 +17,7 @@ for layer in net:
     X = layer(X)
     print(layer.__class__.__name__, "output shape:", tuple(X.shape))
 
-device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+device = torch.device(os.environ.get("TRIAGE_DEVICE") or ("cuda" if torch.cuda.is_available() else "cpu"))
 net.to(device=device)
 optimizer = torch.optim.SGD(net.parameters(), lr=0.1)
 for _ in range(15):

@@ -62,6 +62,10 @@ class PlacementSection(msgspec.Struct):
     models: list[ModelInfo] = msgspec.field(default_factory=list)
     tensors: list[TensorSeen] = msgspec.field(default_factory=list)
     steps_watched: int = 0  # how many steps the placement hooks watched
+    # At a crash that mixes devices: modules the script made and never moved, wholly on the CPU, while another was
+    # moved to the device (the DQN tutorial's target_net, its weights blended with the policy's). No forward ran
+    # them, so they are not among `models`; they name what the crash's host tensor most likely came from.
+    unmoved_at_crash: list[ModelInfo] = msgspec.field(default_factory=list)
 
     def measured_rungs(self) -> set[int]:
         """Rung 2 when a batch was seen entering a model or a loss; rung 3 when a model ran a forward."""

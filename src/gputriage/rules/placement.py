@@ -99,7 +99,7 @@ def model_findings(run: Run) -> Iterator[Finding]:
     expected = judged_device(run)
     if run.placement is None or expected in (None, "cpu"):
         return
-    for model in run.placement.models:
+    for model in _models_judged(run, expected):
         total, off = _total_numel(model), _off_numel(model, expected)
         if total == 0 or off == 0:
             continue
@@ -107,6 +107,19 @@ def model_findings(run: Run) -> Iterator[Finding]:
             yield _model_on_cpu(run, model, expected)
         else:
             yield _model_partly_on_cpu(run, model, expected, off, total)
+
+
+def _models_judged(run: Run, expected: str) -> list[ModelInfo]:
+    """The models that ran; and, where the job died mixing devices with no model that ran off the device, the one
+    module the script made and never moved (its weights are the crash's host tensor: the DQN tutorial's target_net)."""
+    assert run.placement is not None
+    models = run.placement.models
+    proc = run.process
+    crashed = proc is not None and is_device_mismatch(proc.exception_message)
+    unmoved = run.placement.unmoved_at_crash
+    if crashed and len(unmoved) == 1 and not any(_off_numel(m, expected) for m in models):
+        return [*models, *unmoved]
+    return models
 
 
 def _only_listed_parts_off(model: ModelInfo, expected: str) -> bool:

@@ -64,6 +64,7 @@ class RunProbe:
         self._launch_blocking = LaunchBlocking()
         self._loader = LoaderProbe(self.state)
         self._placement = PlacementProbe(self.state, self.placement_section)
+        self.state.tensor_owner = self._placement.owner_of
         self._timers = TensorTimers(self.state, self._syncs)
         self._tracker = StepTracker(self.state, self.steps_section, self._on_step)
         self._calls = ModuleCalls(self.state, self._on_module_call)
@@ -135,6 +136,7 @@ class RunProbe:
         if module is not None:
             self._placement.adopt_owner(module)
         self._placement.rescan_models(ran=module)
+        self._placement.note_unmoved()
         return where, self._placement.describe_module(module) if module is not None else None
 
     def _remove_everything(self) -> None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import itertools
 import sys
 import threading
 import weakref
@@ -80,6 +81,8 @@ MAX_HOST_SEEN = 256  # host tensors remembered for same_as (a few per call, a fe
 
 
 _MAX_HOLDER_DEPTH = 32  # module nesting walked up to find the holder
+_MAX_UNMOVED = 4  # unmoved modules kept at a crash
+_MAX_OWNER_MODULES = 2_000  # modules searched for the owner of a host tensor at a device mismatch
 
 
 class PlacementProbe:
@@ -112,6 +115,21 @@ class PlacementProbe:
         self._host_seen: dict[int, tuple[int, int, str]] = {}  # data_ptr -> (step, numel, "Net args[1] at f.py:9")
 
     # -- sites: always on until the placement window ends ---------------------------------------------------------
+
+    def owner_of(self, t: torch.Tensor) -> tuple[str, str] | None:
+        """The outermost module made in the user's code that holds `t` (or a tensor sharing its storage) as a parameter
+        or buffer: (its class name, the line that made it); None when none does. Only read at a device mismatch."""
+        with contextlib.suppress(Exception):
+            address = t.untyped_storage().data_ptr()
+            if not address:
+                return None
+            for module, where in self._created.items()[:_MAX_OWNER_MODULES]:
+                if where == "?" or self._parent.get(module) is not None:
+                    continue  # a submodule: its holder is the module the script made
+                for member in itertools.chain(module.parameters(), module.buffers()):
+                    if member.device.type == "cpu" and member.untyped_storage().data_ptr() == address:
+                        return type(module).__name__, where
+        return None
 
     def start_sites(self) -> None:
         self._site_patches.wrap(nn.Module, "__init__", self._init)
@@ -434,6 +452,29 @@ class PlacementProbe:
         if model is None:
             return False
         return any(sub is module for sub in model.modules()) or any(m is module for m in _contained(model))
+
+    def note_unmoved(self) -> None:
+        """At a crash: the modules the script made that nothing moved, wholly on the CPU, while another module was
+        moved to the expected device (PlacementSection.unmoved_at_crash)."""
+        expected = self._state.expected_device
+        if expected == "cpu" or not any(t.split(":", 1)[0] == expected for _, (t, _) in self._moved.items()):
+            return
+        with contextlib.suppress(Exception):  # never break the user's job for a second look
+            for module, where in self._created.items()[:_MAX_OWNER_MODULES]:
+                if where == "?" or self._parent.get(module) is not None or self._moved.get(module) is not None:
+                    continue
+                if any(self._holds(ref(), module) for ref, _ in self._models.values()):
+                    continue
+                sizes = [p.numel() for p in module.parameters() if p.device.type == "cpu"]
+                if not sizes or len(sizes) != len(list(module.parameters())):
+                    continue
+                self.section.unmoved_at_crash.append(
+                    ModelInfo(
+                        name=type(module).__name__, parameter_count=sum(sizes), devices={"cpu": sum(sizes)}, where=where
+                    )
+                )
+                if len(self.section.unmoved_at_crash) >= _MAX_UNMOVED:
+                    return
 
     def rescan_models(self, ran: nn.Module | None = None) -> None:
         """Look at the models again after their first forward (at the window's end, or at a crash): a buffer or a
