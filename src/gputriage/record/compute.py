@@ -46,10 +46,6 @@ class MixedDeviceOp(msgspec.Struct):
     count: int = 0  # inside the probe window
     where: str | None = None  # the user's line that called the op
     cpu_tensor_where: str | None = None  # the user's line that made the CPU tensor inside a forward, when seen
-    # The module whose weight (parameter or buffer) the CPU tensor is, and the line that made that module, when it is
-    # one: a module never moved (the DQN tutorial's target_net, its state_dict blended with the policy's)
-    cpu_tensor_of: str | None = None
-    cpu_tensor_module_where: str | None = None
 
 
 class ComputeSection(msgspec.Struct):

@@ -64,7 +64,6 @@ class RunProbe:
         self._launch_blocking = LaunchBlocking()
         self._loader = LoaderProbe(self.state)
         self._placement = PlacementProbe(self.state, self.placement_section)
-        self.state.tensor_owner = self._placement.owner_of
         self._timers = TensorTimers(self.state, self._syncs)
         self._tracker = StepTracker(self.state, self.steps_section, self._on_step)
         self._calls = ModuleCalls(self.state, self._on_module_call)

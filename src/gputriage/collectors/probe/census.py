@@ -188,9 +188,6 @@ class MixedDevices:
                 return
             origin = self._origin(cpu)
             op = self._ops[key] = MixedDeviceOp(name, device, list(cpu[0].shape), 0, where, origin)
-            owner = self._state.tensor_owner(cpu[0]) if self._state.tensor_owner is not None else None
-            if owner is not None:
-                op.cpu_tensor_of, op.cpu_tensor_module_where = owner
         op.count += 1
 
     def found(self) -> list[MixedDeviceOp]:

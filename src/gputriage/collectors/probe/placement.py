@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import itertools
 import sys
 import threading
 import weakref
@@ -115,21 +114,6 @@ class PlacementProbe:
         self._host_seen: dict[int, tuple[int, int, str]] = {}  # data_ptr -> (step, numel, "Net args[1] at f.py:9")
 
     # -- sites: always on until the placement window ends ---------------------------------------------------------
-
-    def owner_of(self, t: torch.Tensor) -> tuple[str, str] | None:
-        """The outermost module made in the user's code that holds `t` (or a tensor sharing its storage) as a parameter
-        or buffer: (its class name, the line that made it); None when none does. Only read at a device mismatch."""
-        with contextlib.suppress(Exception):
-            address = t.untyped_storage().data_ptr()
-            if not address:
-                return None
-            for module, where in self._created.items()[:_MAX_OWNER_MODULES]:
-                if where == "?" or self._parent.get(module) is not None:
-                    continue  # a submodule: its holder is the module the script made
-                for member in itertools.chain(module.parameters(), module.buffers()):
-                    if member.device.type == "cpu" and member.untyped_storage().data_ptr() == address:
-                        return type(module).__name__, where
-        return None
 
     def start_sites(self) -> None:
         self._site_patches.wrap(nn.Module, "__init__", self._init)

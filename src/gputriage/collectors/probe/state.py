@@ -81,9 +81,6 @@ class ProbeState(msgspec.Struct):
     # On a stand-in device: whether an op the census would count as a host sync really reads the device's values on
     # the host (the stand-in's C++ side calls itself "cpu", so torch's own casts look like copies to the host)
     stand_in_host_read: Callable[[Any, list[Any]], bool] | None = None
-    # The module made in the user's code whose parameter or buffer a host tensor is (or views): (its name, the line
-    # that made it); set by the placement probe, read by the census when a host tensor meets device tensors.
-    tensor_owner: Callable[[torch.Tensor], tuple[str, str] | None] | None = None
 
     @property
     def stand_in_clock(self) -> Callable[[], float] | None:
