@@ -288,3 +288,31 @@ def test_a_few_milliseconds_of_scheduling_noise_on_tiny_steps_is_not_a_straggler
         steps, stats = steps_with(0.0035 if r else 0.0005, 0.001, 0.0005 if r else 0.0035)
         runs.append(make_rank(r, 2, steps=steps, collectives=stats, device="cpu"))
     assert "straggler-rank" not in codes(report(capsys, write_job(runs)))
+
+
+def test_dataparallel_of_the_scripts_own_name_is_deleted_and_ddp_wraps_that_name(
+    make_rank: RankFactory, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """kuangliu/pytorch-cifar: `net = torch.nn.DataParallel(net)`. Dropping the wrapper read `net = net`, and the DDP
+    lines wrapped a `model` the script does not have."""
+    from gputriage.record import save_run
+    from gputriage.record.process import ProcessSection
+    from gputriage.record.source import SourceSection, SourceSnippet
+
+    def fix_over(gpus: int) -> str:
+        wrap = ModelWrap(
+            kind="dataparallel", module_class="SimpleDLA", device_ids=[0], gpu_count=gpus, where="main.py:74"
+        )
+        run = make_rank(0, 1, wrap=wrap, job_id=None)
+        run.process = ProcessSection(target="main.py")
+        run.source = SourceSection(
+            [SourceSnippet("main.py", 74, "    net = torch.nn.DataParallel(net)", "window", None)]
+        )
+        save_run(run, tmp_path / f"run{gpus}.json")
+        return str(finding(report(capsys, tmp_path / f"run{gpus}.json"), "dataparallel-not-ddp")["fix"])
+
+    one = fix_over(1)
+    assert "# delete this line: net = torch.nn.DataParallel(net)" in one and "net = net" not in one
+    several = fix_over(4)
+    assert "net = DDP(net.to(device), device_ids=[local_rank])" in several
+    assert "from torch.nn.parallel import DistributedDataParallel as DDP" in several

@@ -104,8 +104,7 @@ def dataparallel_not_ddp(run: Run) -> Iterator[Finding]:
         evidence={"gpu_count": wrap.gpu_count, "device_ids": wrap.device_ids, "module_class": wrap.module_class},
         fix=(
             "# one process per GPU: torchrun --nproc_per_node="
-            f"{wrap.gpu_count} {_script(run)}\n"
-            'dist.init_process_group("nccl")\n' + SET_DEVICE_FIX
+            f"{wrap.gpu_count} {_script(run)}\n" + _ddp_lines(run, wrap)
         ),
         where=wrap.where,
     )
@@ -124,10 +123,34 @@ def _without_wrapper(run: Run, wrap: ModelWrap) -> str:
     stmt = codefix.statement_at(run.source, wrap.where)
     if stmt is None:
         return generic
-    calls = [n for n in ast.walk(stmt.node) if isinstance(n, ast.Call) and n.args]
-    call = next((n for n in calls if ast.unparse(n.func).endswith("DataParallel")), None)
+    call = _wrapper_call(stmt.node)
     edit = edits.splice(stmt, call, ast.unparse(call.args[0]), at_end=False, kind="drop-wrapper") if call else None
-    return "\n".join(line.strip() for line in edit.new) if edit is not None else generic
+    if edit is None:
+        return generic
+    kept = "\n".join(line.strip() for line in edit.new)
+    target, _, value = kept.partition(" = ")
+    if target.strip() == value.strip():  # `net = nn.DataParallel(net)` without it is `net = net`: the line goes
+        return f"# delete this line: {stmt.text}"
+    return kept
+
+
+def _wrapper_call(node: ast.AST) -> ast.Call | None:
+    calls = [n for n in ast.walk(node) if isinstance(n, ast.Call) and n.args]
+    return next((n for n in calls if ast.unparse(n.func).endswith("DataParallel")), None)
+
+
+def _ddp_lines(run: Run, wrap: ModelWrap) -> str:
+    """torchrun's set-up in the script's own names: the model the wrapper takes (`net`), wrapped in DDP instead."""
+    stmt = codefix.statement_at(run.source, wrap.where)
+    call = _wrapper_call(stmt.node) if stmt is not None else None
+    name = ast.unparse(call.args[0]) if call is not None and isinstance(call.args[0], ast.Name) else "model"
+    return (
+        "import torch.distributed as dist\n"
+        "from torch.nn.parallel import DistributedDataParallel as DDP\n"
+        'dist.init_process_group("nccl")\n'
+        + SET_DEVICE_FIX.replace("model = DDP(model.to(device)", f"{name} = DDP({name}.to(device)")
+        + "\n# and DataLoader(..., sampler=DistributedSampler(dataset)): each process reads its own share"
+    )
 
 
 def _dataparallel_in_preflight(run: Run, wrap: ModelWrap) -> Finding:
@@ -149,7 +172,7 @@ def _dataparallel_in_preflight(run: Run, wrap: ModelWrap) -> Finding:
         fix=(
             f"# one GPU: drop the wrapper (line {_line_of(wrap.where)}):\n{_without_wrapper(run, wrap)}\n"
             f"# several GPUs: one process per GPU, torchrun --nproc_per_node=NUM_GPUS {_script(run)}, with\n"
-            'dist.init_process_group("nccl")\n' + SET_DEVICE_FIX
+            + _ddp_lines(run, wrap)
         ),
         where=wrap.where,
     )
