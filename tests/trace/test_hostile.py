@@ -329,3 +329,15 @@ def test_the_header_key_is_found_across_pieces_and_not_inside_a_long_string() ->
     doc = ('{"a": ' + decoy + ', "traceEvents": [1, 2]}').encode()
     at = framing.key_at_top_level(doc, b"traceEvents")
     assert at is not None and doc[at : at + 5] == b"[1, 2"
+
+
+def test_a_window_of_one_device_event_shows_its_busy_share_with_that_basis(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # a stranger's trace whose kernels all had a bad ts: the one copy left made "busy/window 100%" the headline
+    good = _kernel(ts=10, dur=2)
+    bad = [_kernel(ts="abc") for _ in range(30)]
+    path = _write(tmp_path, json.dumps({"traceEvents": [good, *bad]}))
+    assert main(["trace", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "busy/window 100% of 1 device event" in out

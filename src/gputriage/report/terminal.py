@@ -24,7 +24,7 @@ from gputriage import outdir
 from gputriage.diagnosis import Diagnosis, RungView
 from gputriage.findings import Finding, Severity
 from gputriage.record.environment import Environment, TorchFacts
-from gputriage.record.trace import TraceSection
+from gputriage.record.trace import TRACE_MIN_DEVICE_EVENTS, RankTrace, TraceSection
 from gputriage.report import fmt
 from gputriage.report.diagrams import RelationshipDiagram, SequenceDiagram, build_relationship, build_sequence
 from gputriage.report.layout import INDENT, Column, Framed, Grid, Heading, OneLine, Packed, Trimmed, plain
@@ -301,11 +301,21 @@ def trace_table(section: TraceSection) -> Grid:
             fmt.text(r.steps),
             fmt.duration(r.step_time_us / 1e6 if r.step_time_us is not None else None),
             fmt.percent(r.busy_pct_of_steps),
-            fmt.percent(r.busy_pct),
+            _busy_of_window(r),
             fmt.percent(idle.host_wait_pct if idle is not None else None),
             fmt.percent(r.dataloader_pct_of_step),
         )
     return grid
+
+
+def _busy_of_window(r: RankTrace) -> str:
+    """The busy share of the GPU window, with its basis where the window holds too few device events to judge it
+    (a trace whose events were nearly all dropped: 100% of one 2 µs copy)."""
+    shown = fmt.percent(r.busy_pct)
+    events = r.gpu_events
+    if r.busy_pct is None or events is None or events >= TRACE_MIN_DEVICE_EVENTS:
+        return shown
+    return f"{shown} of {events} device event{'s' if events != 1 else ''}"
 
 
 def trace_table_title(section: TraceSection) -> str:
