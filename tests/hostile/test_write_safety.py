@@ -299,7 +299,8 @@ def test_a_real_full_disk_and_a_real_read_only_mount(small_tmpfs: Path, capsys: 
     filler.unlink()
     subprocess.run(["mount", "-o", "remount,ro", str(small_tmpfs)], check=True)
     assert main(["report", str(out / "report.json"), "--out", str(out)]) == 2
-    assert "Read-only file system; the earlier files there are unchanged" in capsys.readouterr().err
+    # refused as --out is read, before any work: a read-only folder cannot be written (the files there unchanged)
+    assert "argument --out: cannot write there (Read-only file system)" in capsys.readouterr().err
     assert snapshot(out) == before
 
 
@@ -331,3 +332,15 @@ def test_a_folder_where_a_report_file_goes_is_refused_before_anything_is_written
     with pytest.raises(InputError, match=r"report\.md is a folder; nothing was written"):
         write_files(diagnose(crashed_run()), out)
     assert snapshot(out) == {k: v for k, v in before.items() if k != "report.md"}
+
+
+def test_an_out_folder_that_cannot_be_made_is_refused_before_the_trace_is_read(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # `trace --out /proc/x` printed its whole report, said the details were there, then failed to write them
+    trace = tmp_path / "t.json"
+    trace.write_text('{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "ts": 1, "dur": 1}]}')
+    assert main(["trace", str(trace), "--out", "/proc/gputriage-cannot-make-this"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert "argument --out: cannot write there" in captured.err and len(captured.err.splitlines()) == 1

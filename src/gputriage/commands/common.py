@@ -159,10 +159,18 @@ def device_name(text: str) -> str:
 
 
 def out_folder(text: str) -> Path:
-    """A report folder: it may not exist yet, but it cannot be a file."""
+    """A report folder: it may not exist yet, but it cannot be a file, and it must be writable: checked (and created)
+    now, before a trace is read or a job runs, not after (`--out /proc/x` printed the whole report, then failed)."""
+    from gputriage.errors import InputError
+    from gputriage.outdir import check_out_dir
+
     path = _named(text, "a folder")
     if path.exists() and not path.is_dir():
         raise argparse.ArgumentTypeError(f"{text} is a file, not a folder")
+    try:
+        check_out_dir(path)
+    except InputError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix(f"--out {path}: ")) from None
     return path
 
 
