@@ -109,3 +109,27 @@ def test_with_the_driver_and_gpu_unknown_the_build_needs_the_oldest_driver_and_b
 
     assert "--index-url https://download.pytorch.org/whl/cu126" in fix
     assert "Blackwell) needs the CUDA 12.9 build" in fix
+
+
+def test_a_gtx_3090_is_the_rtx_3090_and_a_pip_wheel_gets_its_own_releases_pip_build() -> None:
+    text = (
+        'I get "RuntimeError: CUDA error: no kernel image is available for execution on the device".\n'
+        "Here is my environment:\nGTX 3090\ntorch==1.8.1+cu101\ntorchvision==0.9.1+cu101\n"
+    )
+    f = diagnose_text(text).findings[0]
+
+    assert f.code == "arch-not-supported" and f.evidence["compute_capability"] == "8.6"
+    assert "torch==1.8.1+cu111 torchvision==0.9.1+cu111" in f.fix and "conda install" not in f.fix
+
+
+def test_the_driver_cuda_quoted_from_nvidia_smi_in_prose_bounds_the_build_for_an_unnamed_gpu() -> None:
+    text = (
+        "Hit the same error: no kernel image is available for execution on the device. Running `nvidia-smi` I noticed "
+        "it had `CUDA Version 11.4` listed, but torch.__version__ is `1.12.0+cu102`.\n"
+    )
+    env = parse_environment_text(text)
+    fix = diagnose_text(text).findings[0].fix
+
+    assert env.driver.cuda_driver_version == "11.4"
+    assert "torch==1.12.0+cu113" in fix  # the newest CUDA build of 1.12 that a CUDA 11.4 driver runs
+    assert "the newest release" not in fix

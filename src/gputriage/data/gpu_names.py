@@ -11,20 +11,22 @@ from __future__ import annotations
 
 import re
 
+# The RTX-only model numbers (20xx to 50xx) also match "GTX": "GTX 3090" is a slip for the RTX 3090 (no GTX card has
+# such a number), and the card it names is not in doubt.
 _CAPABILITIES: tuple[tuple[str, str], ...] = (
     # Blackwell
     (r"\bb(?:100|200|300)\b|\bgb(?:200|300)\b", "10.0"),
-    (r"\brtx ?50[5-9]0|rtx pro [0-9]{4} blackwell|\bdgx spark\b|\bgb10\b", "12.0"),
+    (r"\b[rg]tx ?50[5-9]0|rtx pro [0-9]{4} blackwell|\bdgx spark\b|\bgb10\b", "12.0"),
     # Hopper
     (r"\bh(?:100|200|800|20)\b|\bgh200\b", "9.0"),
     # Ada
-    (r"\brtx ?40[5-9]0|\bl4\b|\bl40s?\b|rtx [0-9]{4} ada|rtx 6000 ada", "8.9"),
+    (r"\b[rg]tx ?40[5-9]0|\bl4\b|\bl40s?\b|rtx [0-9]{4} ada|rtx 6000 ada", "8.9"),
     # Ampere
     (r"\ba100\b|\ba30\b|\ba800\b", "8.0"),
-    (r"\brtx ?30[5-9]0|\ba(?:2|10g?|16|40)\b|rtx a[0-9]{4}|\ba[0-9]{4}\b", "8.6"),
+    (r"\b[rg]tx ?30[5-9]0|\ba(?:2|10g?|16|40)\b|rtx a[0-9]{4}|\ba[0-9]{4}\b", "8.6"),
     (r"\bjetson orin|\borin\b", "8.7"),
     # Turing
-    (r"\brtx ?20[6-8]0|\bgtx ?16[5-6]0|\bt4\b|quadro rtx|titan rtx|\bt[0-9]{3,4}\b", "7.5"),
+    (r"\b[rg]tx ?20[6-8]0|\bgtx ?16[5-6]0|\bt4\b|quadro rtx|titan rtx|\bt[0-9]{3,4}\b", "7.5"),
     # Volta
     (r"\bv100\b|titan v\b|\bgv100\b", "7.0"),
     (r"\bxavier\b", "7.2"),

@@ -266,11 +266,13 @@ class ArchBuild(msgspec.Struct, frozen=True):
     runs: str  # "exact": the driver's CUDA covers it | "compat": through minor version compatibility
 
     def command(self, env: Environment) -> str:
-        # Releases before 2.0 in the table were read from the conda packages; give the command for those packages.
-        if version_tuple(self.release) < _PIP_INDEX_SINCE:
-            return conda_install(self.release, self.cuda)
         t = env.torch
         own = release_of(t.version) if t.version else None
+        # Releases before 2.0 in the table were read from the conda packages: their command, unless this is the
+        # user's own release and their torch a pip wheel ("1.8.1+cu101" -> "1.8.1+cu111", as its thread fixed it).
+        pip_wheel = self.release == own and t.install_method != "conda" and "+cu" in (t.version or "")
+        if version_tuple(self.release) < _PIP_INDEX_SINCE and not pip_wheel:
+            return conda_install(self.release, self.cuda)
         pinned = t.version if self.release == own and t.version else f"{self.release}.0"
         wanted = [n for n in ("torchvision", "torchaudio") if n in t.companions]
         seen = t.companions if self.release == own else None  # the report's pairing holds for its own torch only

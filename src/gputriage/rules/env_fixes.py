@@ -130,11 +130,7 @@ def driver_fix(env: Environment, need: str | None) -> str:
 
 def arch_fix(env: Environment, capability: str | None) -> str:
     if capability is None:
-        return (
-            'python -c "import torch; print(torch.cuda.get_arch_list(), torch.cuda.get_device_capability())"\n'
-            "# if the GPU's sm_XY is missing from the list: install a build that has it (the newest release);\n"
-            "# if it is there, a compiled extension (not torch) lacks it: rebuild it with TORCH_CUDA_ARCH_LIST"
-        )
+        return _arch_fix_for_an_unknown_gpu(env)
     sm = "sm_" + capability.replace(".", "")
     builds = arch_builds(capability, env)
     if not builds:
@@ -163,6 +159,34 @@ def arch_fix(env: Environment, capability: str | None) -> str:
         )
     lines += _old_conda_python(release)
     lines += _companions_note(env, release)
+    return "\n".join(lines)
+
+
+_ARCH_CHECK = 'python -c "import torch; print(torch.cuda.get_arch_list(), torch.cuda.get_device_capability())"'
+_EXTENSION_NOTE = "# if it is there, a compiled extension (not torch) lacks it: rebuild it with TORCH_CUDA_ARCH_LIST"
+
+
+def _arch_fix_for_an_unknown_gpu(env: Environment) -> str:
+    """The GPU is not named: the check that tells, and, where the driver is known, the newest CUDA build of the user's
+    release that it runs (a newer CUDA carries the newer GPUs' kernels: 1.12.0+cu102 on an Ampere card with a CUDA
+    11.4 driver needs 1.12.0+cu113), not "the newest release", which that driver may not run."""
+    limit = driver_cuda(env)
+    variant = cuda_variant_for(env) if limit is not None else None
+    built = env.torch.cuda_version
+    if variant is None or (built is not None and version_tuple(variant.cuda)[:2] <= version_tuple(built)[:2]):
+        return (
+            f"{_ARCH_CHECK}\n"
+            "# if the GPU's sm_XY is missing from the list: install a build that has it (the newest release the driver "
+            "runs);\n" + _EXTENSION_NOTE
+        )
+    lines = [
+        _ARCH_CHECK,
+        f"# if the GPU's sm_XY is missing from the list: the newest CUDA build the driver (CUDA {limit}) runs has the",
+        "# newer GPUs' kernels:",
+        *uninstall_lines(env),
+        *install_lines(env, variant),
+        _EXTENSION_NOTE,
+    ]
     return "\n".join(lines)
 
 

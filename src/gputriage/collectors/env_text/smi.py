@@ -13,6 +13,8 @@ from gputriage.record.environment import Environment, GpuDevice
 
 _HEADER = re.compile(r"Driver Version:[ \t]*([0-9][0-9.]{2,20})(?:[ \t|]+CUDA Version:[ \t]*([0-9]{1,2}\.[0-9]{1,2}))?")
 _CUDA = re.compile(r"CUDA Version:[ \t]*([0-9]{1,2}\.[0-9]{1,2})")
+# "Running `nvidia-smi` ... it had `CUDA Version 11.4` listed": nvidia-smi's header quoted in prose
+_PROSE_CUDA = re.compile(r"cuda version[`'\" \t:]{1,4}([0-9]{1,2}\.[0-9]{1,2})\b")
 _BUS = re.compile(r"[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9]")
 _PERSISTENCE = ("On", "Off", "WDDM", "TCC")
 _MODE = re.compile(r"\|[ \t]+[0-9]{1,3}%[ \t]+(Default|E\. Process|E\. Thread|Prohibited)[ \t]*\|")
@@ -38,6 +40,11 @@ def extract(paste: Paste, env: Environment) -> None:
     _failures(paste, env)
 
 
+def _prose_driver_cuda(low: str) -> str | None:
+    """The driver's CUDA quoted from nvidia-smi's header in a sentence that names nvidia-smi."""
+    return _first(_PROSE_CUDA, low) if "nvidia-smi" in low else None
+
+
 def _table(paste: Paste, env: Environment) -> None:
     d = env.driver
     last_row: GpuDevice | None = None
@@ -47,7 +54,7 @@ def _table(paste: Paste, env: Environment) -> None:
             first(d, "driver_version", version(header.group(1)))
             first(d, "cuda_driver_version", header.group(2) or _first(_CUDA, line.text))
             d.nvml_loaded = True if d.nvml_loaded is None else d.nvml_loaded
-        elif "cuda version" in line.low and (cuda := _first(_CUDA, line.text)):
+        elif "cuda version" in line.low and (cuda := _first(_CUDA, line.text) or _prose_driver_cuda(line.low)):
             first(d, "cuda_driver_version", cuda)
         row = _row(line.text)
         if row is not None:
