@@ -133,3 +133,15 @@ def test_the_driver_cuda_quoted_from_nvidia_smi_in_prose_bounds_the_build_for_an
     assert env.driver.cuda_driver_version == "11.4"
     assert "torch==1.12.0+cu113" in fix  # the newest CUDA build of 1.12 that a CUDA 11.4 driver runs
     assert "the newest release" not in fix
+
+
+def test_no_kernel_image_on_a_jetson_gets_nvidias_jetpack_wheel() -> None:
+    text = (
+        "# Error `RuntimeError: CUDA error: no kernel image is available for execution on the device` on Jetson orin "
+        "agx.\nI installed the aarch64 nightly from download.pytorch.org. JetPack 6.2.\n"
+    )
+    f = diagnose_text(text).findings[0]
+
+    assert f.code == "arch-not-supported" and f.evidence["compute_capability"] == "8.7"
+    assert "NVIDIA's torch built for JetPack 6.2" in f.fix
+    assert "the newest release" not in f.fix

@@ -577,7 +577,7 @@ def _no_kernel_image(run: Run, env: Environment, message: str, archs: list[str] 
     """ "no kernel image is available" with no GPU listed: the GPU the reporter names ("my RTX 5090") gives its
     compute capability, and the fix its build, unless the build's own arch list has it (a compiled extension then
     lacks it)."""
-    named = env.host.gpu_named
+    named = env.host.gpu_named or env.host.jetson  # a Jetson names its integrated GPU ("Jetson orin agx": sm_87)
     cc = capability_of(named) if named else None
     cubins = [a for a in archs or [] if a.startswith("sm_")]
     if cc is not None and cubins and arch_supports(cubins, cc):

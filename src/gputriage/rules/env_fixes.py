@@ -69,7 +69,8 @@ def jetson_wheels(env: Environment) -> str:
     folder = f"v{jetpack.replace('.', '')}/pytorch/" if jetpack else "v<JetPack version without dots>/pytorch/"
     which = f"JetPack {jetpack}" if jetpack else "your JetPack (cat /etc/nv_tegra_release gives the L4T release)"
     return (
-        f"# a Jetson needs NVIDIA's torch built for {which}: PyPI's aarch64 wheels have no CUDA\n"
+        f"# a Jetson needs NVIDIA's torch built for {which}: the aarch64 wheels of PyPI and pytorch.org have no\n"
+        "# kernels for a Jetson's GPU (most have no CUDA at all)\n"
         "python -m pip uninstall -y torch torchvision torchaudio\n"
         f"# pick the torch-*.whl for your Python from {JETSON_WHEELS}{folder}\n"
         f"python -m pip install --no-cache {JETSON_WHEELS}{folder}<torch-...-linux_aarch64.whl>\n"
@@ -129,6 +130,8 @@ def driver_fix(env: Environment, need: str | None) -> str:
 
 
 def arch_fix(env: Environment, capability: str | None) -> str:
+    if env.host.jetson:  # no pytorch.org or PyPI wheel has a Jetson's kernels (sm_53, sm_62, sm_72, sm_87)
+        return jetson_wheels(env)
     if capability is None:
         return _arch_fix_for_an_unknown_gpu(env)
     sm = "sm_" + capability.replace(".", "")
