@@ -145,3 +145,14 @@ def test_no_kernel_image_on_a_jetson_gets_nvidias_jetpack_wheel() -> None:
     assert f.code == "arch-not-supported" and f.evidence["compute_capability"] == "8.7"
     assert "NVIDIA's torch built for JetPack 6.2" in f.fix
     assert "the newest release" not in f.fix
+
+
+def test_a_driver_too_old_on_colab_is_not_told_to_upgrade_the_driver() -> None:
+    text = (
+        "On colab.research.google.com after pip install torch==1.8.0:\n"
+        "RuntimeError: The NVIDIA driver on your system is too old (found version 10010).\n"
+    )
+    fix = diagnose_text(text).findings[0].fix
+
+    assert "cannot be upgraded" in fix and "upgrade the NVIDIA driver to" not in fix
+    assert "put ! before each command" in fix

@@ -120,8 +120,17 @@ def driver_fix(env: Environment, need: str | None) -> str:
             f"# or run an image built for the CUDA the host driver supports (CUDA {driver_cuda(env) or '?'}):\n"
             "nvidia-smi   # on the host: 'CUDA Version' is the newest CUDA an image may use"
         )
-    lines = [f"# upgrade the NVIDIA driver to {target} (https://www.nvidia.com/Download/index.aspx), or keep it and"]
-    lines.append("# replace the build with the one for the CUDA your driver supports:")
+    if env.host.runtime == "colab":  # the runtime's driver is Google's: only the torch can change
+        lines = [
+            "# on Colab the driver comes with the runtime and cannot be upgraded: use the torch Colab installs",
+            "# (Runtime > Disconnect and delete runtime, then do not pip install torch over it), or the build",
+            "# for the CUDA the runtime's driver supports (in a notebook cell, put ! before each command):",
+        ]
+    else:
+        lines = [
+            f"# upgrade the NVIDIA driver to {target} (https://www.nvidia.com/Download/index.aspx), or keep it and"
+        ]
+        lines.append("# replace the build with the one for the CUDA your driver supports:")
     variant = cuda_variant_for(env)
     if variant is None:
         lines.append("# (no published build runs on this driver: the upgrade is the fix)")
