@@ -123,7 +123,7 @@ def driver_fix(env: Environment, need: str | None) -> str:
     if env.host.runtime == "colab":  # the runtime's driver is Google's: only the torch can change
         lines = [
             "# on Colab the driver comes with the runtime and cannot be upgraded: use the torch Colab installs",
-            "# (Runtime > Disconnect and delete runtime, then do not pip install torch over it), or the build",
+            "# (Runtime > Disconnect and delete runtime, then install no other torch over it), or the build",
             "# for the CUDA the runtime's driver supports (in a notebook cell, put ! before each command):",
         ]
     else:
