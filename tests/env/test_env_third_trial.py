@@ -156,3 +156,18 @@ def test_a_driver_too_old_on_colab_is_not_told_to_upgrade_the_driver() -> None:
 
     assert "cannot be upgraded" in fix and "upgrade the NVIDIA driver to" not in fix
     assert "put ! before each command" in fix
+
+
+def test_the_fix_installs_into_the_python_the_job_runs_with() -> None:
+    # ComfyUI portable runs its own `.\python_embeded\python.exe`: `python -m pip` would install into another Python
+    text = (
+        "C:\\ComfyUI_windows_portable>.\\python_embeded\\python.exe -s ComfyUI\\main.py --windows-standalone-build\n"
+        "torch 2.13.0+cpu\n"
+        "AssertionError: Torch not compiled with CUDA enabled\n"
+    )
+    env = parse_environment_text(text)
+    fix = diagnose_text(text).findings[0].fix
+
+    assert env.host.python_command == ".\\python_embeded\\python.exe"
+    assert ".\\python_embeded\\python.exe -m pip install torch" in fix
+    assert not any(line.startswith("python ") for line in fix.splitlines())

@@ -74,6 +74,9 @@ class DriverFacts(msgspec.Struct):
 
 class HostFacts(msgspec.Struct):
     python_version: str | None = None
+    # The Python the job runs with, where the report runs it by path (`.\python_embeded\python.exe`): a fix's pip
+    # must be that Python's, or it installs into another one.
+    python_command: str | None = None
     platform: str | None = None
     in_container: bool | None = None
     container_kind: str | None = None  # docker | podman | kubernetes | ...

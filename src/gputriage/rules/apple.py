@@ -14,6 +14,7 @@ from gputriage.findings import Evidence, Finding, Severity
 from gputriage.record import Run
 from gputriage.record.environment import Environment
 from gputriage.rules.env_facts import expected_kind
+from gputriage.rules.env_fixes import for_the_jobs_python
 from gputriage.rules.registry import rule
 
 _CHECK = 'python -c "import torch; print(torch.backends.mps.is_available())"   # must print True'
@@ -44,6 +45,7 @@ def mps_unavailable(run: Run) -> Iterator[Finding]:
         return
     title, fix = reason
     shown = {k: v for k, v in evidence.items() if v is not None}
+    fix = for_the_jobs_python(fix, env)
     yield Finding(code="mps-unavailable", rung=1, severity=Severity.CRITICAL, title=title, evidence=shown, fix=fix)
 
 

@@ -43,7 +43,7 @@ from gputriage.rules.env_facts import (
     nvidia_nodes,
     parse_visible_devices,
 )
-from gputriage.rules.env_fixes import absence, arch_fix, cpu_build_fix, driver_fix, mps_fix
+from gputriage.rules.env_fixes import absence, arch_fix, cpu_build_fix, driver_fix, for_the_jobs_python, mps_fix
 from gputriage.rules.registry import rule
 
 RUNG = 1
@@ -63,6 +63,8 @@ def _finding(
     """
     severity = Severity.INFO if nvidia and not nvidia_expected(run) else Severity.CRITICAL
     shown = {k: v for k, v in evidence.items() if v is not None or k == keep_none}
+    if run.environment is not None:
+        fix = for_the_jobs_python(fix, run.environment)
     return Finding(code=code, rung=RUNG, severity=severity, title=title, evidence=shown, fix=fix)
 
 

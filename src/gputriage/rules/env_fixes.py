@@ -7,6 +7,8 @@ xformers) to the same variant, and pins versions that exist in the release table
 
 from __future__ import annotations
 
+import re
+
 from gputriage.data.cuda_tables import (
     ARCH_LISTS,
     MPS_FIRST_RELEASE,
@@ -42,6 +44,20 @@ EXTRA_INDEX_NOTE = (
 
 JETSON_WHEELS = "https://developer.download.nvidia.com/compute/redist/jp/"
 _MPS_CHECK = 'python -c "import torch; print(torch.backends.mps.is_available())"   # must print True\n'
+
+
+_PYTHON_RUN = re.compile(r"(?<![\w.\\/-])python(?= -m pip\b| -c )")
+
+
+def for_the_jobs_python(fix: str, env: Environment) -> str:
+    """The fix's `python -m pip` / `python -c` run by the Python the report shows the job using (ComfyUI portable's
+    `.\\python_embeded\\python.exe`): the first `python` on PATH installs into another one."""
+    py = env.host.python_command
+    if not py or not _PYTHON_RUN.search(fix):
+        return fix
+    if any(ch.isspace() for ch in py):  # a path with spaces needs the shell's own quoting: said, not spliced in
+        return f"{fix}\n# run these with the Python the job uses ({py}), not the first python on PATH"
+    return _PYTHON_RUN.sub(lambda _: py, fix)
 
 
 def mps_fix(env: Environment) -> str:

@@ -33,6 +33,7 @@ _EXTRACTORS: tuple[Callable[..., None], ...] = (
     system.extract,
     macos.extract,
     commands.extract,
+    commands.interpreter,
     sessions.prose_version,  # last: every other source of the version wins
 )
 

@@ -29,6 +29,13 @@ _POINTS_AT_OWN = re.compile(
     re.IGNORECASE,
 )
 _POINT_WORDS = ("remov", "delet", "comment", "chang", "replac", "drop", "unless", "had", "has", "set", "from the")
+# A command that runs a Python by its path (ComfyUI portable's `.\python_embeded\python.exe -s main.py`, a venv's
+# `./venv/bin/python train.py`): the interpreter the job uses, which a fix's `python -m pip` must be.
+_INTERPRETER = re.compile(
+    r"^[ \t]*((?:\.{1,2}[\\/]|[A-Za-z]:[\\/]|/|~/)[^\s\"'<>|&;]{0,200}?[\\/]python(?:3(?:\.[0-9]{1,2})?)?(?:\.exe)?)"
+    r"(?=[ \t]+(?:-[a-zA-Z]|\S+\.py\b))",
+    re.IGNORECASE,
+)
 _RUN = re.compile(r"\b(nvidia-docker|docker|podman)[ \t]+(?:container[ \t]+)?run\b")
 _GPU_FLAG = re.compile(r"--gpus\b|--runtime[= ]nvidia|--device[= ]\S{0,40}nvidia|NV_GPU=")
 
@@ -108,3 +115,11 @@ def _manifest_gpu_request(paste: Paste, env: Environment) -> None:
         h.in_container, h.container_gpu_requested = True, asks_gpu
         first(h, "container_evidence", "a Kubernetes manifest" if k8s else "a compose file")
         h.container_kind = h.container_kind or ("kubernetes" if k8s else "docker")
+
+
+def interpreter(paste: Paste, env: Environment) -> None:
+    """The Python the job runs with, where a command names it by path (HostFacts.python_command)."""
+    for line in paste.containing("python"):
+        if match := _INTERPRETER.match(line.text):
+            first(env.host, "python_command", cap(match.group(1)))
+            return

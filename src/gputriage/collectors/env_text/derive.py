@@ -148,5 +148,10 @@ def unknown_facts(env: Environment) -> list[str]:
     if t.is_available is None:
         unknown.append("could not tell whether torch.cuda.is_available() is True")
     if "CUDA_VISIBLE_DEVICES" not in env.env_vars:
-        unknown.append("could not tell whether CUDA_VISIBLE_DEVICES was set (echo $CUDA_VISIBLE_DEVICES)")
+        shown = (
+            "echo %CUDA_VISIBLE_DEVICES% in cmd, $env:CUDA_VISIBLE_DEVICES in PowerShell"
+            if env.host.os_name == "windows"
+            else "echo $CUDA_VISIBLE_DEVICES"
+        )
+        unknown.append(f"could not tell whether CUDA_VISIBLE_DEVICES was set ({shown})")
     return unknown
