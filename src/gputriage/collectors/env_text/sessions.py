@@ -31,7 +31,7 @@ _PROSE = re.compile(
     r"[)`]{0,3}[ \t]*"  # print(torch.cuda.is_available()) gives ...
     r"(?:returns?|returned|returning|is returning|is still|is|shows?|showing|gives?|giving|gave|prints?|printed|"
     r"outputs?|output|says?|said|yields?|evaluates to|=+|-+>|→|:|"
-    r"返回(?:为|值为|的是|了)?|输出(?:为|了)?|显示(?:为)?|结果(?:为|是)|为|是)?"  # Chinese: "返回为True"
+    r"(?:也|都|还|仍|一直)?(?:返回(?:为|值为|的是|了)?|输出(?:为|了)?|显示(?:为)?|结果(?:为|是)|为|是))?"  # 也返回True
     r"[ \t]*(?:always[ \t]+|still[ \t]+|only[ \t]+)?"
     r"(?:returns?[ \t]+)?[`'\"*]*(?P<value>true|false|ture|flase|fasle|[0-9]{1,3})\b",
     re.IGNORECASE,
