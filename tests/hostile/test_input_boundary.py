@@ -282,3 +282,23 @@ def test_a_bad_value_inside_a_list_of_a_sample_is_found() -> None:
     raw = json.dumps(doc).replace('"MARK"', str(2**64)).encode()
     with pytest.raises(InputError, match=r"field gpu\.job_pids\[1\] is out of range"):
         decode_record(raw, "report.json")
+
+
+@pytest.mark.parametrize(("key", "schema"), [("schema", "gputriage.report/999"), ("run_schema", "gputriage.run/2.0")])
+def test_a_record_of_another_major_schema_is_refused_in_one_line(
+    key: str, schema: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # a report.json of schema gputriage.report/999 was read as version 1 without a word
+    doc = report_doc(0)
+    doc[key] = schema
+    (tmp_path / "report.json").write_text(json.dumps(doc))
+    assert main(["report", str(tmp_path / "report.json")]) == 2
+    err = one_error_line(capsys)
+    assert f"was written for schema '{schema}'" in err
+
+
+def test_a_later_minor_version_of_the_schema_is_read(tmp_path: Path) -> None:
+    doc = report_doc(0)
+    doc["run_schema"] = "gputriage.run/1.3"
+    (tmp_path / "report.json").write_text(json.dumps(doc))
+    assert main(["report", str(tmp_path / "report.json")]) in (0, 1)

@@ -88,6 +88,7 @@ def convert_record(doc: dict[str, Any], source: str = "the run record") -> Run:
         raise InputError(
             f"{source} is not a gputriage run record (schema is {_shown(schema)}, expected {RUN_SCHEMA!r})"
         )
+    _same_major(schema, RUN_SCHEMA_PREFIX, source)
     try:
         run = msgspec.convert(doc, type=Run, strict=True)
     except msgspec.ValidationError as exc:
@@ -119,13 +120,26 @@ def _body_schema(header: _Header, source: str) -> str:
     """The run schema of the document: a report carries it as `run_schema`, a run record as `schema`."""
     schema = header.schema
     if isinstance(schema, str) and schema.startswith(REPORT_SCHEMA_PREFIX):
+        _same_major(schema, REPORT_SCHEMA_PREFIX, source)
         schema = header.run_schema
     if not isinstance(schema, str) or not schema.startswith(RUN_SCHEMA_PREFIX) or len(schema) > 64:
         raise InputError(
             f"{source} is not a gputriage report or run record (schema is {_shown(header.schema)}, expected "
             f"{REPORT_SCHEMA_PREFIX}1 or {RUN_SCHEMA!r})"
         )
+    _same_major(schema, RUN_SCHEMA_PREFIX, source)
     return schema
+
+
+def _same_major(schema: str, prefix: str, source: str) -> None:
+    """Version 1 and its additions ("1", "1.2") are read; another major version's fields may mean other things, so
+    it is refused rather than read as this one (docs/contract.md: codes and fields are added, never renamed)."""
+    version = schema.removeprefix(prefix)
+    if version.split(".", 1)[0] != "1":
+        raise InputError(
+            f"{source} was written for schema {_shown(schema)}, which this gputriage does not read (it reads "
+            f"{prefix}1): read it with the gputriage version that wrote it"
+        )
 
 
 def _field_message(source: str, exc: msgspec.ValidationError) -> str:
