@@ -341,3 +341,40 @@ def test_a_window_of_one_device_event_shows_its_busy_share_with_that_basis(
     assert main(["trace", str(path)]) == 0
     out = capsys.readouterr().out
     assert "busy/window 100% of 1 device event" in out
+
+
+def test_kernels_whose_args_hold_no_stream_are_said_to_be_unreadable_not_a_cpu_only_recording(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # every kernel's args was a string: the verdict told the user to record CUDA activity, which they had done
+    events = []
+    for i in range(30):
+        events.append(
+            {
+                "ph": "X",
+                "cat": "cuda_runtime",
+                "name": "cudaLaunchKernel",
+                "pid": 1,
+                "tid": 1,
+                "ts": i * 10,
+                "dur": 2,
+                "args": {"correlation": i},
+            }
+        )
+        events.append(
+            {
+                "ph": "X",
+                "cat": "kernel",
+                "name": "k",
+                "pid": 0,
+                "tid": 7,
+                "ts": i * 10 + 3,
+                "dur": 4,
+                "args": "stream 7",
+            }
+        )
+    path = _write(tmp_path, json.dumps({"traceEvents": events}))
+    main(["trace", str(path)])
+    out = capsys.readouterr().out
+    assert "hold no readable `stream`" in " ".join(out.split())
+    assert "ProfilerActivity.CUDA" not in out

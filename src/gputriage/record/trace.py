@@ -218,6 +218,13 @@ class RankTrace(msgspec.Struct):
         trace, or one with device events)."""
         if self.gpu_events != 0:  # None: a record that did not count them
             return None
+        unread = self.unread_events or 0
+        if self.launch_calls and unread:
+            return (
+                f"the trace holds {self.launch_calls:,} kernel launches and {unread:,} device events (kernels, copies "
+                "or memsets) whose `args` hold no readable `stream`, so none of them could be placed on the GPU's "
+                "timeline: the file was altered or written by another tool; record it again with torch.profiler"
+            )
         if self.launch_calls:
             return (
                 f"the trace holds {self.launch_calls:,} kernel launches but no kernel, copy or memset that gputriage "
@@ -231,7 +238,6 @@ class RankTrace(msgspec.Struct):
                 "CUDA tensors only: the profiler recorded the CPU only; record with "
                 "torch.profiler.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])"
             )
-        unread = self.unread_events or 0
         if unread >= UNREAD_MIN_EVENTS and unread >= UNREAD_MIN_SHARE * (self.cpu_ops or 0):
             return (
                 f"the trace holds {unread:,} timed events with no category gputriage knows and no `stream` arg, and no "
