@@ -226,3 +226,31 @@ def test_a_crlf_file_is_captured_without_its_carriage_returns_and_patched_in_its
     assert found
     patch = _patch(tmp_path, [_finding("device-mismatch-error", found)], crlf)
     assert "left out" not in patch and "+        pos = torch.arange(0, x.shape[0], device=x.device)\r\n" in patch
+
+
+def test_a_module_level_loader_over_many_lines_with_a_trailing_comma_gets_its_keywords_in_a_cut_window(
+    tmp_path: Path,
+) -> None:
+    # PyTorch-GAN's wgan_gp: `dataloader = torch.utils.data.DataLoader(` over twelve lines at module level, in a window
+    # that starts mid-class: the fix was a generic `loader = DataLoader(MNIST(...), ...)`, and an insertion before
+    # the closing parenthesis after `shuffle=True,` would not parse
+    text = (
+        "        return img\n"
+        "\n"
+        "\n"
+        "dataloader = torch.utils.data.DataLoader(\n"
+        "    datasets.MNIST(\n"
+        '        "data",\n'
+        "        transform=transforms.ToTensor(),\n"
+        "    ),\n"
+        "    batch_size=opt.batch_size,\n"
+        "    shuffle=True,\n"
+        ")\n"
+        "for epoch in range(opt.n_epochs):\n"
+        "    for i, (imgs, _) in enumerate(dataloader):"
+    )
+    source = SourceSection([SourceSnippet("wgan_gp.py", 96, text, "window", None)])
+    [edit] = edits.loader_edits(source, "wgan_gp.py:99", {"num_workers": "3", "pin_memory": "True"})
+    assert edit.line == 99 and edit.new[0] == "dataloader = torch.utils.data.DataLoader("
+    assert "    shuffle=True, num_workers=3, pin_memory=True," in edit.new
+    ast.parse("\n".join(edit.new))

@@ -76,10 +76,11 @@ def statement_at(source: SourceSection | None, where: str | None) -> Statement |
     line = parsed[1]
     tree = parse_code(snippet.text)
     offset, indent = snippet.first_line - 1, _indent(snippet.text)
-    if tree is None:  # a window cut through a block: the line alone
-        one = snippet.line(line)
-        tree = parse_code(one.strip()) if one is not None else None
-        offset, indent = line - 1, _indent(one or "")
+    if tree is None:  # a window cut through a block: the statement that starts on the line, alone
+        found_lines = _statement_from(snippet, line)
+        if found_lines is not None:
+            tree, text = found_lines
+            offset, indent = line - 1, _indent(text)
     if tree is None:
         return None
     function = next((n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
@@ -91,6 +92,24 @@ def statement_at(source: SourceSection | None, where: str | None) -> Statement |
     return Statement(
         found, line, first, without_comments(textwrap.dedent(text)), snippet, function, offset, indent, tree
     )
+
+
+_MAX_STATEMENT_LINES = 40  # lines one statement may span when it is parsed out of a window cut through a block
+
+
+def _statement_from(snippet: SourceSnippet, line: int) -> tuple[ast.Module, str] | None:
+    """The statement that starts on `line`, parsed on its own, its following lines added until it parses (a
+    module-level `dataloader = DataLoader(` call spread over twelve lines, in a window that starts mid-block)."""
+    text = ""
+    for number in range(line, min(line + _MAX_STATEMENT_LINES, snippet.last_line + 1)):
+        more = snippet.line(number)
+        if more is None:
+            return None
+        text = f"{text}\n{more}" if text else more
+        tree = parse_code(text)
+        if tree is not None:
+            return tree, text
+    return None
 
 
 def branch_at(source: SourceSection | None, where: str | None) -> str | None:

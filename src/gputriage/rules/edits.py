@@ -287,11 +287,16 @@ def loader_arguments(source: SourceSection | None, where: str | None, wanted: di
         else:
             missing.append(f"{key}={value}")
     if missing:
-        closing = _closing_parenthesis(call, call.end_col_offset)
-        sep = ", " if call.args or call.keywords else ""
-        changes.append((closing, sep + ", ".join(missing), True))
+        # right after the last argument (before a trailing comma, if the call has one), else inside the parentheses
+        last = max([*call.args, *(kw.value for kw in call.keywords)], key=_end, default=None)
+        anchor = last if last is not None else _closing_parenthesis(call, call.end_col_offset)
+        changes.append((anchor, (", " if last is not None else "") + ", ".join(missing), True))
     edit = splice_many(stmt, changes, "loader-args")
     return checked(_without_stale_comments(edit, set(wanted)) if edit is not None else None)
+
+
+def _end(node: ast.AST) -> tuple[int, int]:
+    return (getattr(node, "end_lineno", 0) or 0, getattr(node, "end_col_offset", 0) or 0)
 
 
 def _without_stale_comments(edit: Edit, keys: set[str]) -> Edit:
