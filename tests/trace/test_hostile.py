@@ -378,3 +378,14 @@ def test_kernels_whose_args_hold_no_stream_are_said_to_be_unreadable_not_a_cpu_o
     out = capsys.readouterr().out
     assert "hold no readable `stream`" in " ".join(out.split())
     assert "ProfilerActivity.CUDA" not in out
+
+
+def test_a_fifo_named_like_a_ranks_trace_in_a_folder_is_skipped_with_a_note(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # it was left out without a word, and the job looked one rank short
+    (tmp_path / "rank1.json").write_text(_loop_with())
+    os.mkfifo(tmp_path / "rank0.json")
+    main(["trace", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert "skipped rank0.json: is a FIFO, not a trace file" in err

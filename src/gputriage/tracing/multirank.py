@@ -44,7 +44,9 @@ def trace_files(paths: list[Path]) -> list[Path]:
     found: list[Path] = []
     for path in paths:
         if path.is_dir():
-            inside = sorted(p for p in path.iterdir() if _is_trace_name(p) and p.is_file())
+            # not only regular files: a FIFO or a dangling link named like a rank's trace is then skipped with a
+            # note (reading refuses it), where it was left out without a word and the job looked one rank short
+            inside = sorted(p for p in path.iterdir() if _is_trace_name(p) and not p.is_dir())
             if not inside:
                 raise InputError(_empty_folder(path))
             found.extend(inside)

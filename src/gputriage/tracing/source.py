@@ -15,7 +15,7 @@ import zlib
 from pathlib import Path
 from typing import IO
 
-from gputriage.errors import InputError
+from gputriage.errors import InputError, NotATrace
 from gputriage.tracing.limits import GIB, TraceLimits
 
 _SPECIAL = (
@@ -31,18 +31,19 @@ def open_regular(path: Path) -> tuple[io.FileIO, int]:
     """Open a regular file for reading without ever blocking; return it and its size.
 
     Raises:
-        InputError: the path is missing, unreadable, or not a regular file.
+        NotATrace: the path is missing, unreadable, or not a regular file (in a folder of rank traces, it is skipped
+            with a note).
     """
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
     try:
         fd = os.open(path, flags)
     except OSError as exc:
-        raise InputError(f"cannot read {path}: {exc.strerror or exc}") from exc
+        raise NotATrace(f"cannot read {path}: {exc.strerror or exc}") from exc
     info = os.fstat(fd)
     if not stat.S_ISREG(info.st_mode):
         os.close(fd)
         kind = next((label for test, label in _SPECIAL if test(info.st_mode)), "not a regular file")
-        raise InputError(f"{path} is {kind}, not a trace file")
+        raise NotATrace(f"{path} is {kind}, not a trace file")
     return io.FileIO(fd, "rb", closefd=True), info.st_size
 
 
