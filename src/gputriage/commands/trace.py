@@ -69,7 +69,10 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         type=positive_number,
         default=limits.max_gzip_ratio,
         metavar="R",
-        help=f"refuse a .json.gz inflating more than R:1, a decompression bomb (default {limits.max_gzip_ratio:.0f})",
+        help=(
+            f"refuse a .json.gz inflating more than R:1, a decompression bomb (default {limits.max_gzip_ratio:.0f}); "
+            f"judged once {limits.gzip_ratio_after_bytes >> 20} MiB have inflated: less costs nothing to read"
+        ),
     )
     add_output_options(p)
     p.set_defaults(func=main)
