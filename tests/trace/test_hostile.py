@@ -389,3 +389,25 @@ def test_a_fifo_named_like_a_ranks_trace_in_a_folder_is_skipped_with_a_note(
     main(["trace", str(tmp_path)])
     err = capsys.readouterr().err
     assert "skipped rank0.json: is a FIFO, not a trace file" in err
+
+
+def test_the_spill_folder_of_a_killed_run_is_removed_by_the_next_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # SIGKILL leaves /tmp/gputriage-trace-* behind (130 MB for a large trace), and nothing removed it
+    import tempfile
+
+    from gputriage.tracing.store import SpillDir
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    dead = tmp_path / "gputriage-trace-999999999-abc"
+    dead.mkdir()
+    (dead / "gpu-1-1.rows").write_bytes(b"\0" * 16)
+    live = tmp_path / f"gputriage-trace-{os.getpid()}-xyz"
+    live.mkdir()
+    spill = SpillDir()
+    try:
+        assert spill.path.parent == tmp_path
+    finally:
+        spill.cleanup()
+    assert not dead.exists() and live.exists()

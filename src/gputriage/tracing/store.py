@@ -84,6 +84,33 @@ def sort_by_start(cols: Columns) -> Columns:
 _FILE_NUMBERS = itertools.count(1)
 
 
+_SPILL_PREFIX = "gputriage-trace-"
+
+
+def _remove_stale_spills() -> None:
+    """The spill folders of earlier runs that were killed (SIGKILL, OOM: no cleanup ran), named by a process that no
+    longer exists and owned by this user: 130 MB each, never removed otherwise."""
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(tempfile.gettempdir()):
+            pid_text = entry.name.removeprefix(_SPILL_PREFIX).split("-", 1)[0]
+            if not entry.name.startswith(_SPILL_PREFIX) or not pid_text.isdigit():
+                continue
+            with contextlib.suppress(OSError):
+                mine = entry.is_dir(follow_symlinks=False) and entry.stat(follow_symlinks=False).st_uid == os.getuid()
+                if mine and not _alive(int(pid_text)):
+                    shutil.rmtree(entry.path, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's process: alive
+    return True
+
+
 class SpillDir:
     """One private temporary folder, created on first use and removed with everything in it."""
 
@@ -94,7 +121,8 @@ class SpillDir:
     @property
     def path(self) -> Path:
         if self._path is None:
-            self._path = Path(tempfile.mkdtemp(prefix="gputriage-trace-"))
+            _remove_stale_spills()
+            self._path = Path(tempfile.mkdtemp(prefix=f"{_SPILL_PREFIX}{os.getpid()}-"))
         return self._path
 
     def ready(self) -> SpillDir:
