@@ -119,6 +119,9 @@ def test_composites_that_make_helper_tensors_inside_run_as_on_cuda_and_a_host_op
     assert nn.functional.ctc_loss(logits, targets, [5, 5], [3, 3]).device.type == "cuda"
     with pytest.raises(RuntimeError, match=MISMATCH):  # the caller's own host tensor is CUDA's error still
         torch.cdist(torch.randn(2, 3, device="cuda"), torch.randn(2, 3))
+    q = torch.randn(1, 2, 4, 8, device="cuda")
+    with pytest.raises(RuntimeError, match=MISMATCH):  # ... also where C++ turns it into another (a float mask)
+        nn.functional.scaled_dot_product_attention(q, q, q, attn_mask=torch.ones(4, 4, dtype=torch.bool).tril())
 
 
 @pytest.mark.parametrize(

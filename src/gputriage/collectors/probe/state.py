@@ -49,24 +49,18 @@ def torch_call(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Iterator[None]:
 
 
 def given_by_caller(foreign: torch.Tensor) -> bool:
-    """Whether the host tensor (or a view of its storage) is an operand of the innermost torch call; True where no
-    call is known (an op dispatched from C++ alone)."""
+    """Whether a host tensor met inside the innermost torch call can be the caller's: the caller passed a host
+    tensor (not a 0-d scalar) to that call, which the C++ side may have turned into this one (SDPA's math path makes
+    a float mask from a boolean one); True where no call is known (an op dispatched from C++ alone). A call whose
+    operands are all on the device makes its own helpers (F.one_hot's arange), which a GPU makes on the GPU."""
     stack = _CALLS.__dict__.get("stack")
     if not stack:
         return True
     args, kwargs = stack[-1]
-    storage = _storage_of(foreign)
-    for value in torch.utils._pytree.tree_leaves((args, kwargs)):
-        if value is foreign or (isinstance(value, torch.Tensor) and storage and _storage_of(value) == storage):
-            return True
-    return False
-
-
-def _storage_of(t: torch.Tensor) -> int:
-    try:
-        return int(t.untyped_storage().data_ptr())
-    except (RuntimeError, NotImplementedError):  # a stand-in or meta tensor has no host storage to compare
-        return 0
+    return any(
+        value is foreign or (isinstance(value, torch.Tensor) and value.device.type == "cpu" and value.dim() > 0)
+        for value in torch.utils._pytree.tree_leaves((args, kwargs))
+    )
 
 
 class ProbeState(msgspec.Struct):
