@@ -382,3 +382,22 @@ def test_a_shape_check_on_the_cpu_before_the_move_is_not_the_training(tmp_path: 
     assert r.returncode == 0, r.stderr[-2000:]
     assert "trained on cuda:0" in r.stdout
     assert not [f for f in r.report["findings"] if f["severity"] != "info"], r.codes()
+
+
+@pytest.mark.parametrize(
+    ("flag", "said", "mark"),
+    [
+        ((), "held to deterministic algorithms", "cudnn-deterministic"),
+        (("--default",), "autotuner is off while", None),
+        (("--variable",), "autotuner is on while the convolutions' input shapes change", "cudnn-benchmark-on"),
+    ],
+)
+def test_cudnn_settings_that_do_not_fit_the_convolutions_are_a_note_at_their_line(
+    tmp_path: Path, flag: tuple[str, ...], said: str, mark: str | None
+) -> None:
+    """causes.md J.27-28, and fast_neural_style's `cudnn.deterministic = True`, which a user trial found unmentioned."""
+    r = run_case(Case(["cudnn_settings.py", *flag]), tmp_path, preflight=True)
+    assert r.returncode == 0, r.stderr[-2000:]
+    found = r.finding("cudnn-autotuner")
+    assert found["severity"] == "info" and said in found["title"]
+    assert found["where"] == (mark_line("cudnn_settings.py", mark) if mark else None)

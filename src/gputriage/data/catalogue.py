@@ -391,6 +391,24 @@ CATALOGUE: tuple[Entry, ...] = (
         ("edits", "launch_blocking", "set_by", "set_where"),
     ),
     Entry(
+        "cudnn-autotuner",
+        4,
+        ("info",),
+        (
+            "cuDNN's settings do not fit the convolutions the steps ran: held to deterministic algorithms "
+            "(`cudnn.deterministic`, `use_deterministic_algorithms`), the autotuner (`cudnn.benchmark`) off while "
+            "the input shapes stay fixed, or on while they change every step"
+        ),
+        (
+            "conv_calls_per_step",
+            "conv_input_shapes",
+            "cudnn_benchmark",
+            "cudnn_deterministic",
+            "set_where",
+            "steps",
+        ),
+    ),
+    Entry(
         "launch-bound",
         4,
         ("warning", "info"),

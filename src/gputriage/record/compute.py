@@ -69,6 +69,15 @@ class ComputeSection(msgspec.Struct):
     launch_blocking: str | None = None
     launch_blocking_set_by: str | None = None
     launch_blocking_where: str | None = None
+    # Convolutions on the device in the census window, and how many distinct input shapes they had (capped): shapes
+    # that repeat from step to step are fixed, ones that grow with the steps vary (causes.md J.27-28).
+    conv_calls: int = 0
+    conv_input_shapes: int = 0
+    # cuDNN's settings while those convolutions ran (None: not read, no convolution ran), and the user's line that
+    # set them, where one did.
+    cudnn_benchmark: bool | None = None
+    cudnn_deterministic: bool | None = None
+    cudnn_set_where: str | None = None
 
     def measured_rungs(self) -> set[int]:
         return {4} if self.window_steps > 0 else set()

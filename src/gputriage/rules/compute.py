@@ -388,6 +388,73 @@ def _blocking_fix(run: Run, where: str | None, set_by: str | None) -> str:
 
 
 @rule
+def cudnn_autotuner(run: Run) -> list[Finding]:
+    """cudnn-autotuner (info): cuDNN's settings do not fit the convolutions the steps ran (causes.md J.27-28): held
+    to deterministic algorithms; the autotuner off while the shapes stay fixed; or on while they change every step.
+    Info: what it costs is the GPU's, which a preflight does not time and a run does not split per kernel choice."""
+    judged = _judged(run)
+    if judged is None:
+        return []
+    compute, expected = judged
+    steps = compute.window_steps
+    if expected not in ("cuda", "meta") or not compute.conv_calls or not steps or compute.cudnn_benchmark is None:
+        return []
+    per_step = compute.conv_calls / steps
+    fixed = compute.conv_input_shapes <= max(per_step, 1)  # each call of a step sees the shape it saw before
+    where = compute.cudnn_set_where
+    evidence: dict[str, object] = {
+        "conv_calls_per_step": round(per_step, 1),
+        "conv_input_shapes": compute.conv_input_shapes,
+        "steps": steps,
+        "cudnn_benchmark": compute.cudnn_benchmark,
+        "cudnn_deterministic": compute.cudnn_deterministic,
+        "set_where": where,
+    }
+    at = f" (line {where.rsplit(':', 1)[-1]})" if where else ""
+    if compute.cudnn_deterministic:
+        title = (
+            f"cuDNN is held to deterministic algorithms while {per_step:.0f} convolutions run per step: it may "
+            "choose slower kernels than it would"
+        )
+        fix = (
+            f"# for runs that need not reproduce bit for bit{at}:\n"
+            "torch.backends.cudnn.deterministic = False  # and torch.use_deterministic_algorithms(False)\n"
+            + ("torch.backends.cudnn.benchmark = True  # the shapes stay fixed: time the kernels once" if fixed else "")
+        ).rstrip("\n")
+    elif not compute.cudnn_benchmark and fixed:
+        title = (
+            f"cuDNN's autotuner is off while {per_step:.0f} convolutions per step keep their input shapes: it could "
+            "time its kernels once and keep the fastest"
+        )
+        fix = (
+            f"torch.backends.cudnn.benchmark = True  # before the loop{at}; with fixed shapes it times each once "
+            "(SpeechBrain on a V100: 17 min an epoch, 12 with it)"
+        )
+    elif compute.cudnn_benchmark and not fixed:
+        title = (
+            f"cuDNN's autotuner is on while the convolutions' input shapes change ({compute.conv_input_shapes} "
+            f"shapes in {steps} steps): it times its kernels again for every new shape"
+        )
+        fix = (
+            f"torch.backends.cudnn.benchmark = False  # shapes that vary{at}; or pad or bucket the inputs to a few "
+            "fixed sizes, then keep it on"
+        )
+    else:
+        return []
+    return [
+        Finding(
+            "cudnn-autotuner",
+            4,
+            Severity.INFO,
+            title,
+            evidence={k: v for k, v in evidence.items() if v is not None},
+            fix=fix,
+            where=where,
+        )
+    ]
+
+
+@rule
 def host_sync_in_loop(run: Run) -> list[Finding]:
     judged = _judged(run)
     if judged is None:

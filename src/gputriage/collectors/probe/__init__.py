@@ -29,7 +29,7 @@ from gputriage.collectors.patching import Patches, remove_at_exit
 from gputriage.collectors.probe.calls import ModuleCalls
 from gputriage.collectors.probe.census import MixedDeviceMode, MixedDevices, OpCensus
 from gputriage.collectors.probe.clock import PhaseClock
-from gputriage.collectors.probe.debugenv import LaunchBlocking
+from gputriage.collectors.probe.debugenv import CudnnFlags, LaunchBlocking
 from gputriage.collectors.probe.loader import LoaderProbe
 from gputriage.collectors.probe.modes import enter_dispatch_mode, leave_dispatch_mode
 from gputriage.collectors.probe.placement import PlacementProbe, has_tensors
@@ -227,6 +227,7 @@ class RunProbe:
         )
         self._census.fill(section)
         self._launch_blocking.fill(section)
+        CudnnFlags().fill(section)
         return section if section.window_steps > 0 else None
 
     # -- forward and backward timing ---------------------------------------------------------------------------------

@@ -53,6 +53,8 @@ class OpCensus(OwnDispatchMode):
         self.ops: dict[tuple[str, str], OpStat] = {}
         self.scalar_cpu_ops = 0
         self.mixed = mixed if mixed is not None else MixedDevices(state)
+        self.conv_calls = 0
+        self.conv_shapes: set[tuple[int, ...]] = set()
 
     def __torch_dispatch__(
         self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None
@@ -99,6 +101,10 @@ class OpCensus(OwnDispatchMode):
             stat = self.ops[key] = OpStat(name=name, device=device, where=where)
         stat.count += 1
         stat.time_s += elapsed_s
+        if name in _CONVOLUTIONS and device != "cpu" and tensors:
+            self.conv_calls += 1
+            if len(self.conv_shapes) < MAX_CONV_SHAPES:
+                self.conv_shapes.add(tuple(tensors[0].shape))
 
     def fill(self, section: ComputeSection) -> None:
         for stat in self.ops.values():
@@ -108,6 +114,7 @@ class OpCensus(OwnDispatchMode):
         cpu = sorted((s for s in self.ops.values() if s.device == "cpu"), key=lambda s: -s.time_s)
         section.top_cpu_ops = cpu[:TOP_CPU_OPS]
         section.mixed_device_ops = self.mixed.found()
+        section.conv_calls, section.conv_input_shapes = self.conv_calls, len(self.conv_shapes)
 
 
 # Ops that take CPU operands next to device tensors by design: indices of an index op (copied, not a crash), the
@@ -125,6 +132,9 @@ _CPU_OPERAND_OK = {
     "aten.set_",
 }
 MAX_MIXED_OPS = 8
+# The convolutions cuDNN runs (its autotuner and determinism settings apply to them), and the input shapes kept.
+_CONVOLUTIONS = {"aten.convolution", "aten._convolution", "aten.cudnn_convolution", "aten.convolution_overrideable"}
+MAX_CONV_SHAPES = 256
 # torch.tensor([...]) reaches dispatch as lift_fresh of a tensor built outside it.
 _FACTORIES_FROM_DATA = {"aten.lift_fresh", "aten.lift_fresh_copy"}
 

@@ -14,6 +14,7 @@ import ast
 import contextlib
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from gputriage.collectors.usercode import is_user_file, short_path
@@ -43,17 +44,66 @@ class LaunchBlocking:
 
 def setting_line() -> str | None:
     """file:line of the first statement of the user's code that sets CUDA_LAUNCH_BLOCKING, or None."""
+    return first_statement(LAUNCH_BLOCKING, _first_setting)
+
+
+def first_statement(needle: str, find: Callable[[ast.Module], int | None]) -> str | None:
+    """file:line of the first statement `find` finds in the user's files that mention `needle` (the main script
+    first), or None."""
     for path in _user_files():
         with contextlib.suppress(OSError, UnicodeDecodeError, SyntaxError, ValueError, RecursionError):
             if path.stat().st_size > MAX_FILE_BYTES:
                 continue
             text = path.read_text(encoding="utf-8")
-            if LAUNCH_BLOCKING not in text:
+            if needle not in text:
                 continue
-            line = _first_setting(ast.parse(text))
+            line = find(ast.parse(text))
             if line is not None:
                 return f"{short_path(str(path))}:{line}"
     return None
+
+
+class CudnnFlags:
+    """cuDNN's autotuner and determinism settings as the job ran its steps (causes.md J.27-28), and the user's line
+    that set them, where one did. torch is imported only when the section is filled (the job has imported it)."""
+
+    def fill(self, section: ComputeSection) -> None:
+        if not section.conv_calls:
+            return
+        with contextlib.suppress(Exception):  # never break the job for a setting
+            import torch
+
+            benchmark = bool(torch.backends.cudnn.benchmark)
+            deterministic = bool(torch.backends.cudnn.deterministic or torch.are_deterministic_algorithms_enabled())
+            section.cudnn_benchmark, section.cudnn_deterministic = benchmark, deterministic
+            # the line that set what differs from torch's defaults (benchmark and determinism off): a default has
+            # no line, and a statement in a branch that did not run is not the one
+            if deterministic:
+                section.cudnn_set_where = first_statement(
+                    "cudnn", _sets_cudnn("deterministic", True)
+                ) or first_statement("use_deterministic_algorithms", _sets_cudnn("use_deterministic_algorithms", True))
+            elif benchmark:
+                section.cudnn_set_where = first_statement("cudnn", _sets_cudnn("benchmark", True))
+
+
+def _sets_cudnn(attr: str, value: bool) -> Callable[[ast.Module], int | None]:
+    """A finder of the first `<...>.cudnn.<attr> = <value>` (any spelling of the module), or of
+    `torch.use_deterministic_algorithms(<value>)` for that name."""
+
+    def find(tree: ast.Module) -> int | None:
+        found = []
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant) and node.value.value is value:
+                for t in node.targets:
+                    if isinstance(t, ast.Attribute) and t.attr == attr and ast.unparse(t.value).endswith("cudnn"):
+                        found.append(node.lineno)
+            elif isinstance(node, ast.Call) and ast.unparse(node.func).endswith(attr) and node.args:
+                first = node.args[0]
+                if isinstance(first, ast.Constant) and first.value is value:
+                    found.append(node.lineno)
+        return min(found) if found else None
+
+    return find
 
 
 def _first_setting(tree: ast.Module) -> int | None:
