@@ -1,11 +1,11 @@
-"""A debugging setting left on that makes the GPU wait: CUDA_LAUNCH_BLOCKING.
+"""Settings of the job that slow the GPU: CUDA_LAUNCH_BLOCKING, and cuDNN's autotuner and determinism flags.
 
 With CUDA_LAUNCH_BLOCKING=1 every kernel launch returns only once the kernel has finished, so the host cannot queue
 work ahead and the GPU idles between kernels (causes.md F.17: scripts that set it at their top, for a crash that was
 long fixed). It is read from the job's own environment while the probes are in. Where the job set it itself (it
 differs from what the process started with), the statement of the user's code that sets it is looked up, parsed (a
 mention in a docstring is not one): the main script first, then the user's other loaded modules. Files are read at
-most MAX_FILE_BYTES each; nothing raises.
+most MAX_FILE_BYTES each; nothing raises. cuDNN's flags are read the same way when convolutions ran (CudnnFlags).
 """
 
 from __future__ import annotations
