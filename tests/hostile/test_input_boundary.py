@@ -302,3 +302,15 @@ def test_a_later_minor_version_of_the_schema_is_read(tmp_path: Path) -> None:
     doc["run_schema"] = "gputriage.run/1.3"
     (tmp_path / "report.json").write_text(json.dumps(doc))
     assert main(["report", str(tmp_path / "report.json")]) in (0, 1)
+
+
+def test_a_report_listing_one_trace_rank_many_times_is_refused_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # 5,000 copies of rank 0's trace summary printed one finding 5,000 times (95,000 lines); `trace` refuses the same
+    doc = report_doc(0)
+    rank = {"rank": 0, "busy_pct": 2.0, "idle_pct": 98.0}
+    doc["trace"] = {"ranks": [rank, dict(rank)]}
+    (tmp_path / "report.json").write_text(json.dumps(doc))
+    assert main(["report", str(tmp_path / "report.json")]) == 2
+    assert "field trace.ranks lists rank 0 twice" in one_error_line(capsys)

@@ -182,6 +182,20 @@ def check_values(run: Run, source: str) -> None:
     if problem is not None:
         path, message = problem
         raise InputError(f"{source}: field {path} {message}")
+    _each_rank_once(run, source)
+
+
+def _each_rank_once(run: Run, source: str) -> None:
+    """A merged job lists each rank once (the merge keeps the newest record of a rank): a report with rank 0 listed
+    5,000 times printed one finding 5,000 times; it is refused, as `trace` refuses two traces of one rank."""
+    listed = [("ranks.ranks", [r.rank for r in run.ranks.ranks] if run.ranks is not None else [])]
+    listed.append(("trace.ranks", [r.rank for r in run.trace.ranks if r.rank is not None] if run.trace else []))
+    for field, ranks in listed:
+        seen: set[int] = set()
+        for rank in ranks:
+            if rank in seen:
+                raise InputError(f"{source}: field {field} lists rank {rank} twice; a job has each rank once")
+            seen.add(rank)
 
 
 FieldPath = tuple[str | int, ...]
