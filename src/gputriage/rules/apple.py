@@ -58,7 +58,7 @@ def _reason(env: Environment, needed: str | None) -> tuple[str, str] | None:
         )
     if t.mps_built is False:
         return (
-            f"This torch{_space(t.version)} was built without MPS, Apple's GPU backend",
+            f"This torch{f' {t.version}' if t.version else ''} was built without MPS, Apple's GPU backend",
             'python -c "import platform; print(platform.machine())"   # arm64 on Apple silicon; x86_64 there is a '
             "Python under Rosetta: install an arm64 Python\n"
             "python -m pip install --force-reinstall torch torchvision torchaudio\n" + _CHECK,
@@ -100,7 +100,3 @@ def _macos_too_old(env: Environment, macos: str, needed: str) -> tuple[str, str]
         lines.append(f"# torch's own error says macOS {said}+, which understates what torch {t.version} needs")
     lines.append(_CHECK)
     return title, "\n".join(lines)
-
-
-def _space(value: str | None) -> str:
-    return f" {value}" if value else ""

@@ -176,7 +176,7 @@ def pip_install(
     """The exact pip command for torch `torch_version` (None: the newest) built for CUDA `cuda`, with `companions`
     (torchvision / torchaudio) pinned to the versions published with that torch (the table; else `seen`, the versions
     the report shows next to that same torch)."""
-    tag = _tag(cuda)
+    tag = wheel_tag(cuda)
     base = base_version(torch_version) if torch_version else None
     pins = companions_of(base) if base else None
     specs = [f"torch=={base}" if base else "torch"]
@@ -424,11 +424,14 @@ def install_lines(env: Environment, variant: Variant) -> list[str]:
     lines = [command]
     if "xformers" in t.companions:
         index = (
-            command.split("--index-url ", 1)[1] if "--index-url " in command else f"{WHEEL_INDEX}/{_tag(variant.cuda)}"
+            command.split("--index-url ", 1)[1]
+            if "--index-url " in command
+            else f"{WHEEL_INDEX}/{wheel_tag(variant.cuda)}"
         )
         lines.append(f"python -m pip install xformers --index-url {index}   # the xformers built for this torch")
     return lines
 
 
-def _tag(cuda: str) -> str:
+def wheel_tag(cuda: str) -> str:
+    """The wheel index's name for a CUDA version: "12.9" -> "cu129"."""
     return "cu" + "".join(str(p) for p in version_tuple(cuda)[:2])

@@ -34,6 +34,7 @@ from gputriage.rules.env_facts import (
     major_version,
     nvidia_devices,
     uninstall_lines,
+    wheel_tag,
 )
 
 EXTRA_INDEX_NOTE = (
@@ -229,13 +230,9 @@ def _blackwell_note(env: Environment, variant: Variant) -> list[str]:
     if archs is None or arch_supports(archs, "12.0") or other is None:
         return []
     return [
-        f"# an RTX 50xx or B200 (Blackwell) needs the CUDA {other} build: {_index_tag(other)}, "
-        f"with {driver_needed(other, env)}"
+        f"# an RTX 50xx or B200 (Blackwell) needs the CUDA {other} build: "
+        f"--index-url {WHEEL_INDEX}/{wheel_tag(other)}, with {driver_needed(other, env)}"
     ]
-
-
-def _index_tag(cuda: str) -> str:
-    return f"--index-url {WHEEL_INDEX}/cu" + "".join(str(p) for p in version_tuple(cuda)[:2])
 
 
 def _companions_note(env: Environment, release: str) -> list[str]:
