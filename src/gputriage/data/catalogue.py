@@ -457,8 +457,8 @@ CATALOGUE: tuple[Entry, ...] = (
             "warm-up, with its 90% interval, the loader's `num_workers`/`pin_memory`, its measured load time per batch "
             "against the step's own work, and the fix; from a trace without step marks, the GPU's idle time in the "
             "DataLoader among the 10 longest gaps, as a share of the window. Info when borderline: too few steps, an "
-            "interval that reaches below the threshold, or, under a preflight, a wait under twice the GPU host's 2 ms "
-            "floor"
+            "interval that reaches below the threshold, or, under a preflight, a wait under the GPU host's 2 ms floor "
+            "once the stand-in's cost in it is left out twice"
         ),
         (
             "batch_device",
@@ -483,6 +483,7 @@ CATALOGUE: tuple[Entry, ...] = (
             "of_10_longest_gaps_in_dataloader",
             "persistent_workers",
             "pin_memory",
+            "preflight_stand_in_wait_s_per_step",
             "preflight_wait_floor_s_per_step",
             "step_s",
             "step_time_us",

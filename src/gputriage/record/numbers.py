@@ -127,6 +127,18 @@ def step_numbers(steps: Sequence[Step]) -> StepNumbers | None:
     return StepNumbers(info, wall_s / len(window), parts, statistics.median(hosts), hosts[-1])
 
 
+def stand_in_left_out_s(steps: Sequence[Step], key: str) -> float:
+    """The stand-in's time taken out of one part of the step (`host_parts_s`), per step over the window: what a
+    preflight's number for that part no longer holds, and so how far off it can be where that cost was misjudged."""
+    window = steady_steps(list(steps))
+    if not window:
+        return 0.0
+    index = PART_KEYS.index(key)
+    spec = PARTS[index]
+    left_out = sum(_part_s(step, spec.fields) - host_parts_s(step)[index] for step in window)
+    return max(left_out, 0.0) / len(window)
+
+
 def window_of(steps: Sequence[Step]) -> StepWindow:
     """The window alone (also when it is empty)."""
     window = steady_steps(list(steps))
