@@ -193,7 +193,7 @@ def test_the_arch_fix_names_both_the_build_the_driver_supports_and_the_newer_one
     fix = diagnose_text(text).findings[0].fix
 
     assert "torch==2.7.0 --index-url https://download.pytorch.org/whl/cu118" in fix
-    assert "torch 2.13 + CUDA 12.6 has them too, through CUDA 12.x minor version compatibility" in fix
+    assert "torch 2.14 + CUDA 12.6 has them too, through CUDA 12.x minor version compatibility" in fix
     assert "torchvision / torchaudio, where installed" in fix
 
 
@@ -204,7 +204,8 @@ def test_with_the_driver_unknown_the_arch_fix_takes_the_build_that_needs_the_old
     )
     fix = diagnose_text(text).findings[0].fix
 
-    assert "torch==2.13.0 --index-url https://download.pytorch.org/whl/cu129" in fix  # not cu132 (driver >= 580)
+    # the newest release's build for the oldest driver that has sm_120: 2.14 has no CUDA 12.x one; not cu132
+    assert "torch==2.14.0 --index-url https://download.pytorch.org/whl/cu130" in fix
 
 
 def test_the_driver_a_cuda_needs_names_the_minor_compatibility_floor_too() -> None:
@@ -284,5 +285,5 @@ def test_no_kernel_image_with_a_gpu_named_in_prose_gets_that_gpus_build() -> Non
 
     assert top.code == "arch-not-supported" and top.evidence["compute_capability"] == "12.0"
     assert "sm_120" in top.title and "RTX 5090" in top.title
-    assert "--index-url https://download.pytorch.org/whl/cu129" in top.fix
+    assert "--index-url https://download.pytorch.org/whl/cu130" in top.fix
     assert "(named in the text)" in str(top.evidence["gpu"])

@@ -118,9 +118,12 @@ def cuda_supported_by_driver(driver_version: str, os_name: str | None) -> str | 
 # --- PyTorch releases: the CUDA variants published, the CUDA of the default PyPI wheel ------------------------------
 # Sources: PyTorch RELEASE.md "Release Compatibility Matrix" (https://github.com/pytorch/pytorch/blob/main/RELEASE.md)
 # and https://pytorch.org/get-started/previous-versions/ for 1.x; for 2.13, the PYTORCH_RELEASES_CODE_CC table that
-# ships inside torch 2.13's own torch/cuda/__init__.py; 2.10-2.12 from the RELEASE.md matrix (stable and experimental
-# CUDA columns). `pypi_cuda` is the CUDA of the plain `pip install torch==X`
-# Linux wheel (None where PyPI's Linux wheel was not a CUDA build, or we do not know it).
+# ships inside torch 2.13's own torch/cuda/__init__.py; 2.10-2.12 and 2.14 from the RELEASE.md matrix (stable and
+# experimental CUDA columns; pytorch#194367 for 2.14). `pypi_cuda` is the CUDA of the plain `pip install torch==X`
+# Linux wheel (None where PyPI's Linux wheel was not a CUDA build, or we do not know it): 13.0 from 2.11
+# (pytorch#177975, "transitioning PyPI CUDA wheels to CUDA 13.0 as the stable release 2.11"), and still for 2.14,
+# whose RFC (pytorch#190355) proposed 13.2 but whose release/2.14 kept CUDA_STABLE = "13.0": PyPI's 2.14.0 installs as
+# 2.14.0+cu130 and pulls cuda-toolkit 13.0.3, as users' own logs show.
 class TorchRelease(msgspec.Struct, frozen=True):
     cuda_variants: tuple[str, ...]
     pypi_cuda: str | None = None
@@ -152,9 +155,10 @@ TORCH_RELEASES: dict[str, TorchRelease] = {
     "2.8": TorchRelease(("12.6", "12.8", "12.9"), "12.8"),
     "2.9": TorchRelease(("12.6", "12.8", "13.0"), "12.8"),
     "2.10": TorchRelease(("12.6", "12.8", "13.0")),
-    "2.11": TorchRelease(("12.6", "12.8", "13.0")),
-    "2.12": TorchRelease(("12.6", "13.0", "13.2")),
-    "2.13": TorchRelease(("12.6", "12.9", "13.0", "13.2")),
+    "2.11": TorchRelease(("12.6", "12.8", "13.0"), "13.0"),
+    "2.12": TorchRelease(("12.6", "13.0", "13.2"), "13.0"),
+    "2.13": TorchRelease(("12.6", "12.9", "13.0", "13.2"), "13.0"),
+    "2.14": TorchRelease(("12.6", "13.0", "13.2"), "13.0"),
 }
 
 # --- The companion packages of each torch release: (torchvision, torchaudio) --------------------------------------
@@ -203,6 +207,11 @@ COMPANIONS: dict[str, tuple[str, str | None]] = {
     "2.8.0": ("0.23.0", "2.8.0"),
     "2.9.0": ("0.24.0", "2.9.0"),
     "2.9.1": ("0.24.1", "2.9.1"),
+    # torchaudio is in maintenance mode and stays at 2.11.0 from torch 2.11 on (users' pinned installs:
+    # `torch==2.12.0 torchvision==0.27.0 torchaudio==2.11.0`, and likewise 2.13.0/0.28.0 and 2.14.0/0.29.0)
+    "2.12.0": ("0.27.0", "2.11.0"),
+    "2.13.0": ("0.28.0", "2.11.0"),
+    "2.14.0": ("0.29.0", "2.11.0"),
 }
 
 
@@ -213,7 +222,9 @@ def companions_of(torch_version: str) -> tuple[str, str | None] | None:
 
 # --- Architectures compiled into each build (what torch.cuda.get_arch_list() returns) ------------------------------
 # Sources: conda packages' cuobjdump listing collected in github.com/moi90/pytorch_compute_capabilities (table.md) for
-# 1.x-2.7; torch 2.13's PYTORCH_RELEASES_CODE_CC (x86_64) for 2.13; the "sm_86 is not compatible" warning of the
+# 1.x-2.7; torch 2.13's PYTORCH_RELEASES_CODE_CC (x86_64) for 2.13, and for 2.14, which RELEASE.md's CUDA Support
+# Matrix gives as 2.13's (pytorch#197555: "Is 2.13 the same as 2.14?" "yes"; a 2.14.0+cu130 build reports
+# sm_75,sm_80,sm_86,sm_90,sm_100,sm_120); the "sm_86 is not compatible" warning of the
 # cudatoolkit=10.2 nightly in pytorch#46794 for 1.8 cu10.2; 2.9 from the per-variant lists quoted in
 # Comfy-Org/ComfyUI#16438 (cu126 5.0-9.0, cu128 7.0-12.0, cu130 7.5-12.0). Keyed by (release, CUDA variant).
 _SM_KEPLER_TO_TURING = ("sm_37", "sm_50", "sm_60", "sm_61", "sm_70", "sm_75")
@@ -249,6 +260,9 @@ ARCH_LISTS: dict[tuple[str, str], tuple[str, ...]] = {
     ("2.13", "12.9"): _SM_TURING_TO_BLACKWELL,
     ("2.13", "13.0"): _SM_TURING_TO_BLACKWELL,
     ("2.13", "13.2"): _SM_TURING_TO_BLACKWELL,
+    ("2.14", "12.6"): ("sm_50", "sm_60", "sm_70", "sm_75", "sm_80", "sm_86", "sm_90"),
+    ("2.14", "13.0"): _SM_TURING_TO_BLACKWELL,
+    ("2.14", "13.2"): _SM_TURING_TO_BLACKWELL,
 }
 
 
