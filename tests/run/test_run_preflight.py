@@ -401,3 +401,39 @@ def test_cudnn_settings_that_do_not_fit_the_convolutions_are_a_note_at_their_lin
     found = r.finding("cudnn-autotuner")
     assert found["severity"] == "info" and said in found["title"]
     assert found["where"] == (mark_line("cudnn_settings.py", mark) if mark else None)
+
+
+def test_a_policys_distribution_checks_get_validate_args_off_and_an_environments_action_read_is_inherent(
+    tmp_path: Path,
+) -> None:
+    """A user trial: `env.step(action.item())` got "compute it with torch ops on the device", and the reads inside
+    torch.distributions' argument checks (`if not valid.all()`) the same; they are switched off on the user's line."""
+    r = run_case(Case(["rl_policy_gradient.py"]), tmp_path, preflight=True)
+    assert r.returncode == 0, r.stderr[-2000:]
+    found = r.finding("host-sync-in-loop")
+    assert found["severity"] == "warning"
+    fix = found["fix"]
+    assert "Categorical(logits=logits, validate_args=False).sample()" in fix
+    assert "torch.distributions.Distribution.set_default_validate_args(False)" in fix
+    assert "envs.worlds[0].step(action.item()) runs on the host and takes the action there" in fix
+    assert "gymnasium.vector.SyncVectorEnv" in fix
+    assert "compute it with torch ops" not in fix
+    edits = {(e["line"], e["kind"]) for e in found["evidence"]["edits"]}
+    line = int(mark_line("rl_policy_gradient.py", "distribution-check").rsplit(":", 1)[1])
+    assert (line, "validate-args") in edits
+    assert all(kind == "validate-args" for _, kind in edits)  # the environment's read is not patched away
+
+
+@pytest.mark.parametrize("vector", [False, True])
+def test_once_the_checks_are_off_an_environments_action_read_alone_is_a_note(tmp_path: Path, vector: bool) -> None:
+    """That read stays, one per step, whatever the user changes (the vectorised loop reads all the actions with one
+    `.cpu()` for `envs.step(actions)`): a note, not a warning that a loop already fixed would keep."""
+    argv = ["rl_policy_gradient.py", "--checks-off", *(["--vector"] if vector else [])]
+    r = run_case(Case(argv), tmp_path, preflight=True)
+    assert r.returncode == 0, r.stderr[-2000:]
+    found = r.finding("host-sync-in-loop")
+    assert found["severity"] == "info"
+    assert found["title"].endswith(": the action an environment on the host steps with")
+    said = "envs.step(actions)" if vector else "envs.worlds[0].step(action.item())"
+    assert f"{said} runs on the host and takes the action there" in found["fix"]
+    assert found["where"] == mark_line("rl_policy_gradient.py", "vector-read" if vector else "env-step")

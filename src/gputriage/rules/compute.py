@@ -26,13 +26,14 @@ from gputriage.findings import Finding, Severity
 from gputriage.record import Run
 from gputriage.record.compute import ComputeSection, HostSync
 from gputriage.record.device import is_preflight, judged_device, on_stand_in
+from gputriage.record.edit import Edit
 from gputriage.record.numbers import Interval, pct_text, wilson_interval_pct
 from gputriage.record.sampler import SampledLine, SamplerSection
 from gputriage.record.source import split_where
 from gputriage.rules import codefix, edits
 from gputriage.rules.devicechoice import cpu_chosen
 from gputriage.rules.registry import rule
-from gputriage.rules.syncfix import sync_fix
+from gputriage.rules.syncfix import feeds_environment, sync_fix, validation_fix
 from gputriage.wording import counted
 
 CPU_SHARE_MIN_PCT = 20.0
@@ -318,8 +319,18 @@ def _line_order(site: HostSync) -> tuple[str, int]:
 
 def _not_the_users(site: HostSync) -> bool:
     """A read issued inside a library, or by autograd in `loss.backward()` (the backward of `x[mask]` counts the mask
-    again): the line to change is the user's own read, in the forward."""
-    return site.library_where is not None or ".backward(" in (site.code or "")
+    again): the line to change is the user's own read, in the forward. torch.distributions' argument checks are the
+    user's to switch off, on their line."""
+    return _in_library(site) or ".backward(" in (site.code or "")
+
+
+def _in_library(site: HostSync) -> bool:
+    return site.library_where is not None and not _distribution_check(site)
+
+
+def _distribution_check(site: HostSync) -> bool:
+    """A read inside torch.distributions (its validate_args checks), which the user's line can switch off."""
+    return "/torch/distributions/" in (site.library_where or "").replace("\\", "/")
 
 
 def _site_text(site: HostSync, window_steps: int) -> str:
@@ -475,13 +486,18 @@ def host_sync_in_loop(run: Run) -> list[Finding]:
     sites = sorted(compute.syncs, key=lambda s: (-_recurs(s, steps), _not_the_users(s), -s.count, _line_order(s)))
     recurring = [s for s in sites if _recurs(s, steps)] or sites
     first = sites[0]
-    in_library = not costly and all(s.library_where is not None for s in hot)
+    in_library = not costly and all(_in_library(s) for s in hot)
+    # an RL loop's action for an environment on the host (`env.step(action.item())`): the fix amortises it over
+    # several environments, and the read stays, one per step; a note, or a vectorised loop would be warned forever
+    inherent = not costly and not in_library and all(feeds_environment(run.source, s.where) for s in hot)
     per_step = sum(s.count for s in recurring) / steps
     # whole reads as whole numbers ("100 times", "once"), an average with its decimal ("1.3 times")
     times = "once" if per_step == 1 else f"{int(per_step)} times" if per_step.is_integer() else f"{per_step:.1f} times"
     title = f"The step waits for the device {times} per step ({_census_window(compute)})"
     if in_library:
         title += f", read inside library code ({hot[0].library_where})"
+    elif inherent:
+        title += ": the action an environment on the host steps with"
     evidence: dict[str, object] = {"syncs_per_step": round(per_step, 2)}
     if not on_stand_in(run):  # on a stand-in a read waits for no device: its time is not a GPU run's wait
         evidence.update({"sync_time_per_step_s": round(sync_s / steps, 6), "sync_pct_of_step": round(share_pct, 1)})
@@ -489,13 +505,13 @@ def host_sync_in_loop(run: Run) -> list[Finding]:
     # every line of the user's that reads each step gets its fix (super_resolution: the accumulator and the print)
     own = [s for s in recurring if not _not_the_users(s) and s.where][:MAX_FIXED_SITES] or [first]
     if not in_library:
-        found = [e for s in own for e in edits.read_rarely_edits(run.source, s.where)]
+        found = [e for s in own for e in _site_edits(run, s)]
         evidence.update(edits.evidence_of(found))
     return [
         Finding(
             code="host-sync-in-loop",
             rung=4,
-            severity=Severity.INFO if in_library else Severity.WARNING,
+            severity=Severity.INFO if in_library or inherent else Severity.WARNING,
             title=title,
             evidence=evidence,
             fix=LIBRARY_SYNC_FIX if in_library else _sync_fixes(run, own),
@@ -509,5 +525,18 @@ MAX_FIXED_SITES = 3
 
 def _sync_fixes(run: Run, sites: list[HostSync]) -> str:
     if len(sites) == 1:
-        return sync_fix(run.source, sites[0].where, sites[0].kind)
-    return "\n".join(f"# {s.where}:\n{sync_fix(run.source, s.where, s.kind)}" for s in sites)
+        return _site_fix(run, sites[0])
+    return "\n".join(f"# {s.where}:\n{_site_fix(run, s)}" for s in sites)
+
+
+def _site_fix(run: Run, site: HostSync) -> str:
+    if _distribution_check(site):
+        return validation_fix(run.source, site.where)
+    return sync_fix(run.source, site.where, site.kind)
+
+
+def _site_edits(run: Run, site: HostSync) -> list[Edit]:
+    if _distribution_check(site):
+        edit = edits.validation_off(run.source, site.where)
+        return [edit] if edit is not None else []
+    return edits.read_rarely_edits(run.source, site.where)

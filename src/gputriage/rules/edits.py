@@ -276,7 +276,17 @@ def loader_arguments(source: SourceSection | None, where: str | None, wanted: di
         (n for n in ast.walk(stmt.node) if isinstance(n, ast.Call) and ast.unparse(n.func).endswith("DataLoader")),
         None,
     )
-    if call is None or any(kw.arg is None for kw in call.keywords) or call.end_col_offset is None:
+    changes = _keyword_changes(call, wanted) if call is not None else None
+    if changes is None:
+        return None
+    edit = splice_many(stmt, changes, "loader-args")
+    return checked(_without_stale_comments(edit, set(wanted)) if edit is not None else None)
+
+
+def _keyword_changes(call: ast.Call, wanted: dict[str, str]) -> list[tuple[ast.AST, str, bool]] | None:
+    """The splices that give `call` the `wanted` keywords: a value replaced where the keyword is given, the rest
+    added after the last argument. None where the call's keywords cannot be known (`**kwargs`)."""
+    if any(kw.arg is None for kw in call.keywords) or call.end_col_offset is None:
         return None
     changes: list[tuple[ast.AST, str, bool]] = []
     missing = []
@@ -291,8 +301,38 @@ def loader_arguments(source: SourceSection | None, where: str | None, wanted: di
         last = max([*call.args, *(kw.value for kw in call.keywords)], key=_end, default=None)
         anchor = last if last is not None else _closing_parenthesis(call, call.end_col_offset)
         changes.append((anchor, (", " if last is not None else "") + ", ".join(missing), True))
-    edit = splice_many(stmt, changes, "loader-args")
-    return checked(_without_stale_comments(edit, set(wanted)) if edit is not None else None)
+    return changes
+
+
+# The classes of torch.distributions (2.x) whose constructors take validate_args: a call of one of these names on the
+# user's line makes a distribution that checks its arguments on the host.
+DISTRIBUTIONS = frozenset(
+    {
+        "Bernoulli", "Beta", "Binomial", "Categorical", "Cauchy", "Chi2", "ContinuousBernoulli", "Dirichlet",
+        "Exponential", "FisherSnedecor", "Gamma", "GeneralizedPareto", "Geometric", "Gumbel", "HalfCauchy",
+        "HalfNormal", "Independent", "InverseGamma", "Kumaraswamy", "LKJCholesky", "Laplace", "LogNormal",
+        "LogisticNormal", "LowRankMultivariateNormal", "MixtureSameFamily", "Multinomial", "MultivariateNormal",
+        "NegativeBinomial", "Normal", "OneHotCategorical", "OneHotCategoricalStraightThrough", "Pareto", "Poisson",
+        "RelaxedBernoulli", "RelaxedOneHotCategorical", "StudentT", "TransformedDistribution", "Uniform", "VonMises",
+        "Weibull", "Wishart",
+    }
+)  # fmt: skip
+
+
+def validation_off(source: SourceSection | None, where: str | None) -> Edit | None:
+    """The user's line with `validate_args=False` in each torch.distributions constructor it calls."""
+    stmt = codefix.statement_at(source, where)
+    if stmt is None:
+        return None
+    calls = [
+        n
+        for n in ast.walk(stmt.node)
+        if isinstance(n, ast.Call) and ast.unparse(n.func).split(".")[-1] in DISTRIBUTIONS
+    ]
+    changes = [_keyword_changes(call, {"validate_args": "False"}) for call in calls]
+    if not calls or any(c is None for c in changes):
+        return None
+    return checked(splice_many(stmt, [c for found in changes for c in found or []], "validate-args"))
 
 
 def _end(node: ast.AST) -> tuple[int, int]:

@@ -12,6 +12,7 @@ Pure: it reads the recorded source only.
 from __future__ import annotations
 
 import ast
+import textwrap
 
 from gputriage.record.source import SourceSection
 from gputriage.rules import codefix, edits
@@ -50,6 +51,22 @@ def sync_fix(source: SourceSection | None, where: str | None, kind: str | None =
     return _interval_too_small(stmt.text, guard) if guard is not None else _fix_of(stmt)
 
 
+VALIDATE_ARGS_OFF = "torch.distributions.Distribution.set_default_validate_args(False)"
+
+
+def validation_fix(source: SourceSection | None, where: str | None) -> str:
+    """A read inside torch.distributions' argument checks: the user's line with the checks off, or the switch."""
+    head = (
+        "# torch.distributions checks its arguments on the host (validate_args, on by default): each check waits for\n"
+        "# the device, every step. They catch invalid parameters (NaN probabilities): keep them on while debugging\n"
+    )
+    edit = edits.validation_off(source, where)
+    if edit is None:
+        return f"{head}# switch them off once, before the loop:\n{VALIDATE_ARGS_OFF}"
+    line = textwrap.dedent("\n".join(edit.new))
+    return f"{head}{line}\n# or switch them off once, before the loop: {VALIDATE_ARGS_OFF}"
+
+
 def _fix_of(stmt: codefix.Statement) -> str:
     """The fix that fits what the line does with the device value it reads."""
     interval = edits.read_interval(stmt)
@@ -65,6 +82,9 @@ def _fix_of(stmt: codefix.Statement) -> str:
             f"# drop it, or keep it only on the steps you time or log:\n{counter}"
             f"if {interval.test}:\n{_indented(stmt.text)}"
         )
+    stepped = _environment_step(stmt)
+    if stepped is not None:
+        return _environment_fix(stmt.text, stepped)
     if edits.is_display(node):
         return (
             f"# showing a device value waits for the device: show it every {every} steps\n{counter}"
@@ -81,6 +101,64 @@ def _fix_of(stmt: codefix.Statement) -> str:
         f"# this line reads a device value on the host every step:\n{stmt.text}\n"
         "# compute it with torch ops on the device and keep the result a tensor (.detach()),\n"
         f"# then read it with .item() once where it is shown (every {every} steps, or once per epoch)"
+    )
+
+
+def feeds_environment(source: SourceSection | None, where: str | None) -> bool:
+    """The line reads the action of an environment that runs on the host: a read no change of the loop removes."""
+    stmt = codefix.statement_at(source, where)
+    return stmt is not None and _environment_step(stmt) is not None
+
+
+def _environment_step(stmt: codefix.Statement) -> str | None:
+    """`env.step(action.item())`, or `a = action.cpu().numpy()` then `envs.step(a)` in the same loop: the value read
+    is the action of an environment that runs on the host (gym's `step` API). The step call's text, else None."""
+    names = {t.id for n in ast.walk(stmt.node) if isinstance(n, ast.Assign) for t in _names(n.targets)}
+    loop = edits.enclosing_loop(stmt)
+    scope: list[ast.AST] = [stmt.node, *([loop] if loop is not None else [])]
+    for call in (n for node in scope for n in ast.walk(node) if isinstance(n, ast.Call)):
+        func = call.func
+        if not isinstance(func, ast.Attribute) or func.attr != "step":
+            continue
+        # the receiver names an environment somewhere: env, envs, self.env, train_env, envs.worlds[0]
+        if not any("env" in n.lower() for n in _identifiers(func.value)):
+            continue
+        read_here = any(_host_read(a) for a in call.args) and _within(call, stmt.node)
+        passed = any(isinstance(a, ast.Name) and a.id in names for a in call.args)
+        if read_here or passed:
+            return ast.unparse(call)
+    return None
+
+
+def _identifiers(node: ast.expr) -> list[str]:
+    return [
+        n.id if isinstance(n, ast.Name) else n.attr for n in ast.walk(node) if isinstance(n, (ast.Name, ast.Attribute))
+    ]
+
+
+def _names(targets: list[ast.expr]) -> list[ast.Name]:
+    return [n for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)]
+
+
+def _host_read(node: ast.AST) -> bool:
+    return any(
+        isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in _HOST_READS
+        for n in ast.walk(node)
+    )
+
+
+def _within(node: ast.AST, outer: ast.AST) -> bool:
+    return any(n is node for n in ast.walk(outer))
+
+
+def _environment_fix(text: str, step_call: str) -> str:
+    """The action an environment needs on the host: the read is inherent; what amortises it."""
+    return (
+        f"# {text}\n"
+        f"# {step_call} runs on the host and takes the action there: one read per step is inherent to stepping it.\n"
+        "# Make one read serve many: step N environments at once (gymnasium.vector.SyncVectorEnv or AsyncVectorEnv)\n"
+        "# and read all N actions with one .cpu(); a small policy may also run faster on the CPU, beside the\n"
+        "# environment, than on a GPU that waits for every step"
     )
 
 

@@ -59,7 +59,9 @@ class SyncRecorder:
 # torch's own library code that reads a device value by design: GradScaler.step checks `found_inf` on the host,
 # nn.Transformer checks whether a mask is causal. The user's call (`scaler.step(opt)`, `self.transformer(...)`) cannot
 # drop that read; it is the library's. (torch's tensor protocol, `_tensor.py`'s print and item, is the user's read.)
-_TORCH_READS_BY_DESIGN = ("/torch/amp/", "/torch/cuda/amp/", "/torch/nn/", "/torch/optim/")
+# torch.distributions is named too: it validates its arguments by default, each constructor and log_prob testing
+# its constraints with `if not valid.all()`, a read its line can switch off (validate_args=False; the rule says how).
+_TORCH_READS_BY_DESIGN = ("/torch/amp/", "/torch/cuda/amp/", "/torch/nn/", "/torch/optim/", "/torch/distributions/")
 
 
 def library_issuer(start: FrameType, user: FrameType | None) -> str | None:
