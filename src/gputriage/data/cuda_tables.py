@@ -127,38 +127,42 @@ def cuda_supported_by_driver(driver_version: str, os_name: str | None) -> str | 
 class TorchRelease(msgspec.Struct, frozen=True):
     cuda_variants: tuple[str, ...]
     pypi_cuda: str | None = None
+    # the Pythons its x.y.0 wheels were published for, oldest and newest (RELEASE.md's matrix, and pytorch#194367 for
+    # 2.14; before 2.0 the wheels of the previous-versions page: 1.4 was the last with Python 2.7, 1.7.0 had none for
+    # 3.9): a fix that moves torch to this release needs one of them
+    python: tuple[str, str] | None = None
 
 
 TORCH_RELEASES: dict[str, TorchRelease] = {
-    "1.0": TorchRelease(("8.0", "9.0", "10.0"), "9.0"),
-    "1.1": TorchRelease(("9.0", "10.0"), "10.0"),
-    "1.2": TorchRelease(("9.2", "10.0"), "10.0"),
-    "1.3": TorchRelease(("9.2", "10.0", "10.1"), "10.1"),
-    "1.4": TorchRelease(("9.2", "10.1"), "10.1"),
-    "1.5": TorchRelease(("9.2", "10.1", "10.2"), "10.2"),
-    "1.6": TorchRelease(("9.2", "10.1", "10.2"), "10.2"),
-    "1.7": TorchRelease(("9.2", "10.1", "10.2", "11.0"), "10.2"),
-    "1.8": TorchRelease(("10.1", "10.2", "11.1"), "10.2"),
-    "1.9": TorchRelease(("10.2", "11.1"), "10.2"),
-    "1.10": TorchRelease(("10.2", "11.1", "11.3"), "10.2"),
-    "1.11": TorchRelease(("10.2", "11.3", "11.5"), "10.2"),
-    "1.12": TorchRelease(("10.2", "11.3", "11.6"), "10.2"),
-    "1.13": TorchRelease(("11.6", "11.7"), "11.7"),
-    "2.0": TorchRelease(("11.7", "11.8"), "11.7"),
-    "2.1": TorchRelease(("11.8", "12.1"), "12.1"),
-    "2.2": TorchRelease(("11.8", "12.1"), "12.1"),
-    "2.3": TorchRelease(("11.8", "12.1"), "12.1"),
-    "2.4": TorchRelease(("11.8", "12.1", "12.4"), "12.1"),
-    "2.5": TorchRelease(("11.8", "12.1", "12.4"), "12.4"),
-    "2.6": TorchRelease(("11.8", "12.4", "12.6"), "12.4"),
-    "2.7": TorchRelease(("11.8", "12.6", "12.8"), "12.6"),
-    "2.8": TorchRelease(("12.6", "12.8", "12.9"), "12.8"),
-    "2.9": TorchRelease(("12.6", "12.8", "13.0"), "12.8"),
-    "2.10": TorchRelease(("12.6", "12.8", "13.0")),
-    "2.11": TorchRelease(("12.6", "12.8", "13.0"), "13.0"),
-    "2.12": TorchRelease(("12.6", "13.0", "13.2"), "13.0"),
-    "2.13": TorchRelease(("12.6", "12.9", "13.0", "13.2"), "13.0"),
-    "2.14": TorchRelease(("12.6", "13.0", "13.2"), "13.0"),
+    "1.0": TorchRelease(("8.0", "9.0", "10.0"), "9.0", ("2.7", "3.7")),
+    "1.1": TorchRelease(("9.0", "10.0"), "10.0", ("2.7", "3.7")),
+    "1.2": TorchRelease(("9.2", "10.0"), "10.0", ("2.7", "3.7")),
+    "1.3": TorchRelease(("9.2", "10.0", "10.1"), "10.1", ("2.7", "3.7")),
+    "1.4": TorchRelease(("9.2", "10.1"), "10.1", ("2.7", "3.8")),
+    "1.5": TorchRelease(("9.2", "10.1", "10.2"), "10.2", ("3.5", "3.8")),
+    "1.6": TorchRelease(("9.2", "10.1", "10.2"), "10.2", ("3.6", "3.8")),
+    "1.7": TorchRelease(("9.2", "10.1", "10.2", "11.0"), "10.2", ("3.6", "3.8")),
+    "1.8": TorchRelease(("10.1", "10.2", "11.1"), "10.2", ("3.6", "3.9")),
+    "1.9": TorchRelease(("10.2", "11.1"), "10.2", ("3.6", "3.9")),
+    "1.10": TorchRelease(("10.2", "11.1", "11.3"), "10.2", ("3.6", "3.9")),
+    "1.11": TorchRelease(("10.2", "11.3", "11.5"), "10.2", ("3.7", "3.10")),
+    "1.12": TorchRelease(("10.2", "11.3", "11.6"), "10.2", ("3.7", "3.10")),
+    "1.13": TorchRelease(("11.6", "11.7"), "11.7", ("3.7", "3.10")),
+    "2.0": TorchRelease(("11.7", "11.8"), "11.7", ("3.8", "3.11")),
+    "2.1": TorchRelease(("11.8", "12.1"), "12.1", ("3.8", "3.11")),
+    "2.2": TorchRelease(("11.8", "12.1"), "12.1", ("3.8", "3.11")),
+    "2.3": TorchRelease(("11.8", "12.1"), "12.1", ("3.8", "3.11")),
+    "2.4": TorchRelease(("11.8", "12.1", "12.4"), "12.1", ("3.8", "3.12")),
+    "2.5": TorchRelease(("11.8", "12.1", "12.4"), "12.4", ("3.9", "3.12")),
+    "2.6": TorchRelease(("11.8", "12.4", "12.6"), "12.4", ("3.9", "3.13")),
+    "2.7": TorchRelease(("11.8", "12.6", "12.8"), "12.6", ("3.9", "3.13")),
+    "2.8": TorchRelease(("12.6", "12.8", "12.9"), "12.8", ("3.9", "3.13")),
+    "2.9": TorchRelease(("12.6", "12.8", "13.0"), "12.8", ("3.10", "3.14")),
+    "2.10": TorchRelease(("12.6", "12.8", "13.0"), None, ("3.10", "3.14")),
+    "2.11": TorchRelease(("12.6", "12.8", "13.0"), "13.0", ("3.10", "3.14")),
+    "2.12": TorchRelease(("12.6", "13.0", "13.2"), "13.0", ("3.10", "3.14")),
+    "2.13": TorchRelease(("12.6", "12.9", "13.0", "13.2"), "13.0", ("3.10", "3.15")),
+    "2.14": TorchRelease(("12.6", "13.0", "13.2"), "13.0", ("3.10", "3.15")),
 }
 
 # --- The companion packages of each torch release: (torchvision, torchaudio) --------------------------------------
@@ -232,15 +236,43 @@ _SM_TO_AMPERE = (*_SM_KEPLER_TO_TURING, "sm_80", "sm_86")
 _SM_MAXWELL_TO_HOPPER = ("sm_50", "sm_60", "sm_61", "sm_70", "sm_75", "sm_80", "sm_86", "sm_90")
 _SM_TURING_TO_BLACKWELL = ("sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120")
 
+_SM_KEPLER_TO_VOLTA = ("sm_35", "sm_37", "sm_50", "sm_60", "sm_61", "sm_70")
+_SM_K35_TO_TURING = ("sm_35", *_SM_KEPLER_TO_TURING)
+_SM_K35_TO_AMPERE = ("sm_35", *_SM_TO_AMPERE)
+
 ARCH_LISTS: dict[tuple[str, str], tuple[str, ...]] = {
+    ("1.0", "9.0"): ("sm_35", "sm_37", "sm_50", "sm_52", "sm_53", "sm_60", "sm_61", "sm_70"),
+    ("1.0", "10.0"): ("sm_30", "sm_35", "sm_50", "sm_60", "sm_61", "sm_70", "sm_75"),
+    ("1.1", "9.0"): ("sm_35", "sm_50", "sm_60", "sm_61", "sm_70"),
+    ("1.1", "10.0"): ("sm_35", "sm_50", "sm_60", "sm_61", "sm_70", "sm_75"),
+    ("1.2", "9.2"): ("sm_35", "sm_50", "sm_60", "sm_61", "sm_70"),
+    ("1.2", "10.0"): ("sm_35", "sm_50", "sm_60", "sm_61", "sm_70", "sm_75"),
     ("1.3", "9.2"): ("sm_35", "sm_50", "sm_60", "sm_61", "sm_70"),
     ("1.3", "10.0"): ("sm_30", "sm_35", "sm_50", "sm_60", "sm_61", "sm_70", "sm_75"),
     ("1.3", "10.1"): ("sm_30", "sm_35", "sm_50", "sm_60", "sm_61", "sm_70", "sm_75"),
+    ("1.4", "9.2"): _SM_KEPLER_TO_VOLTA,
+    ("1.4", "10.1"): _SM_K35_TO_TURING,
+    ("1.5", "9.2"): _SM_KEPLER_TO_VOLTA,
+    ("1.5", "10.1"): _SM_K35_TO_TURING,
+    ("1.5", "10.2"): _SM_K35_TO_TURING,
+    ("1.6", "9.2"): _SM_KEPLER_TO_VOLTA,
+    ("1.6", "10.1"): _SM_K35_TO_TURING,
+    ("1.6", "10.2"): _SM_K35_TO_TURING,
+    ("1.7", "9.2"): _SM_KEPLER_TO_VOLTA,
+    ("1.7", "10.1"): _SM_K35_TO_TURING,
+    ("1.7", "10.2"): _SM_K35_TO_TURING,
     ("1.7", "11.0"): ("sm_37", "sm_50", "sm_60", "sm_61", "sm_70", "sm_75", "sm_80"),
+    ("1.8", "10.1"): _SM_K35_TO_TURING,
     ("1.8", "10.2"): (*_SM_KEPLER_TO_TURING, "compute_37"),
     ("1.8", "11.1"): _SM_TO_AMPERE,
     ("1.9", "10.2"): _SM_KEPLER_TO_TURING,
     ("1.9", "11.1"): _SM_TO_AMPERE,
+    ("1.10", "10.2"): _SM_K35_TO_TURING,
+    ("1.10", "11.1"): _SM_K35_TO_AMPERE,
+    ("1.10", "11.3"): _SM_K35_TO_AMPERE,
+    ("1.11", "10.2"): _SM_K35_TO_TURING,
+    ("1.11", "11.3"): _SM_K35_TO_AMPERE,
+    ("1.11", "11.5"): _SM_TO_AMPERE,
     ("1.12", "10.2"): ("sm_35", *_SM_KEPLER_TO_TURING),
     ("1.12", "11.6"): _SM_TO_AMPERE,
     ("1.13", "11.7"): _SM_TO_AMPERE,

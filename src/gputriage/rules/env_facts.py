@@ -229,7 +229,9 @@ def cuda_variant_for(env: Environment) -> Variant | None:
     version = env.torch.version
     releases = sorted(TORCH_RELEASES, key=version_tuple, reverse=True)
     own = release_of(version) if version else None
-    order = ([own] if own in TORCH_RELEASES else []) + [r for r in releases if r != own]
+    # the user's release first; then the releases with wheels for their Python, newest first
+    others = sorted((r for r in releases if r != own), key=lambda r: python_fits(r, env), reverse=True)
+    order = ([own] if own in TORCH_RELEASES else []) + others
     for release in order:
         usable = [
             cuda
@@ -293,12 +295,41 @@ def arch_builds(capability: str, env: Environment) -> list[ArchBuild]:
         if (runs := runs_on_driver(cuda, limit)) and arch_supports(archs, capability)
     ]
 
-    def rank(b: ArchBuild) -> tuple[bool, bool, tuple[int, ...], tuple[int, ...]]:
+    def rank(b: ArchBuild) -> tuple[bool, bool, bool, tuple[int, ...], tuple[int, ...]]:
         cuda = version_tuple(b.cuda)
         newest_first = cuda if b.runs == "exact" and limit is not None else tuple(-p for p in cuda)
-        return (b.release == own, b.runs == "exact", version_tuple(b.release), newest_first)
+        return (
+            b.release == own,
+            python_fits(b.release, env),
+            b.runs == "exact",
+            version_tuple(b.release),
+            newest_first,
+        )
 
     return sorted(found, key=rank, reverse=True)
+
+
+def python_fits(release: str, env: Environment) -> bool:
+    """Whether `release` published wheels for the report's Python (True where either is not known)."""
+    entry = TORCH_RELEASES.get(release)
+    have = version_tuple(env.host.python_version or "")[:2]
+    if entry is None or entry.python is None or len(have) < 2:
+        return True
+    return version_tuple(entry.python[0]) <= have <= version_tuple(entry.python[1])
+
+
+def python_note(env: Environment, release: str) -> list[str]:
+    """A fix that moves torch to a release without wheels for the report's Python says so, and what to make first."""
+    entry = TORCH_RELEASES.get(release)
+    if python_fits(release, env) or entry is None or entry.python is None:
+        return []
+    low, high = entry.python
+    wanted = "3.12" if version_tuple(low) <= (3, 12) <= version_tuple(high) else high
+    return [
+        f"# torch {release} has wheels for Python {low} to {high}, and this environment runs Python "
+        f"{env.host.python_version}: make one with Python {wanted} first (conda create -n torch python={wanted}, "
+        f"or python{wanted} -m venv .venv), then run the commands above in it"
+    ]
 
 
 def build_arch_list(env: Environment) -> list[str] | None:

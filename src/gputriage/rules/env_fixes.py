@@ -14,6 +14,7 @@ from gputriage.data.cuda_tables import (
     MPS_FIRST_RELEASE,
     TORCH_RELEASES,
     arch_supports,
+    companions_of,
     mps_min_macos,
     release_of,
     version_tuple,
@@ -33,6 +34,7 @@ from gputriage.rules.env_facts import (
     is_amd_gpu,
     major_version,
     nvidia_devices,
+    python_note,
     uninstall_lines,
     wheel_tag,
 )
@@ -107,6 +109,8 @@ def cpu_build_fix(env: Environment, presence: str) -> str:
         return "\n".join(lines)
     lines += uninstall_lines(env)
     lines += install_lines(env, variant)
+    lines += python_note(env, variant_release(variant))
+    lines += _cpu_companions_note(env, variant)
     limit = driver_cuda(env)
     if limit is None:
         lines.append(f"# needs {driver_needed(variant.cuda, env)}: check with nvidia-smi")
@@ -152,7 +156,14 @@ def driver_fix(env: Environment, need: str | None) -> str:
     if variant is None:
         lines.append("# (no published build runs on this driver: the upgrade is the fix)")
         return "\n".join(lines)
-    return "\n".join([*lines, *uninstall_lines(env), *install_lines(env, variant)])
+    return "\n".join(
+        [*lines, *uninstall_lines(env), *install_lines(env, variant), *python_note(env, variant_release(variant))]
+    )
+
+
+def variant_release(variant: Variant) -> str:
+    """The release a variant installs: its pinned version's, else the newest (an unpinned `pip install torch`)."""
+    return release_of(variant.torch_version) if variant.torch_version else max(TORCH_RELEASES, key=version_tuple)
 
 
 def arch_fix(env: Environment, capability: str | None) -> str:
@@ -187,6 +198,7 @@ def arch_fix(env: Environment, capability: str | None) -> str:
             f"# torch {release} + CUDA {cuda}: the newest build with {sm} kernels for the driver's CUDA {limit}{also}"
         )
     lines += _old_conda_python(release)
+    lines += python_note(env, release)
     lines += _companions_note(env, release)
     return "\n".join(lines)
 
@@ -224,7 +236,7 @@ def _blackwell_note(env: Environment, variant: Variant) -> list[str]:
     them."""
     if any(d.compute_capability for d in nvidia_devices(env)):
         return []
-    release = release_of(variant.torch_version) if variant.torch_version else max(TORCH_RELEASES, key=version_tuple)
+    release = variant_release(variant)
     archs = ARCH_LISTS.get((release, variant.cuda))
     other = blackwell_variant(release)
     if archs is None or arch_supports(archs, "12.0") or other is None:
@@ -243,6 +255,23 @@ def _companions_note(env: Environment, release: str) -> list[str]:
     if own == version_tuple(release)[:2] or all(n in t.companions for n in ("torchvision", "torchaudio")):
         return []
     return [f"# torchvision / torchaudio, where installed: add them to that command, for the ones of torch {release}"]
+
+
+def _cpu_companions_note(env: Environment, variant: Variant) -> list[str]:
+    """torchvision / torchaudio installed beside a CPU torch came from the same CPU index: left in place, a CPU
+    torchvision beside a CUDA torch fails at import (torchvision::nms). The report did not list them: say so, with the
+    versions published with that torch."""
+    t = env.torch
+    missing = [n for n in ("torchvision", "torchaudio") if n not in t.companions]
+    if not missing:
+        return []
+    pins = companions_of(variant.torch_version or "") if variant.torch_version else None
+    named = dict(zip(("torchvision", "torchaudio"), pins or (None, None), strict=True))
+    shown = [f"{n}=={named[n]}" if named.get(n) else n for n in missing]
+    return [
+        f"# {' / '.join(missing)}, where installed, are CPU builds too: uninstall them with torch, and install "
+        f"{' '.join(shown)} with it"
+    ]
 
 
 # Conda's packages of these releases were built for Pythons up to this one: in a newer Python the command cannot solve.

@@ -18,6 +18,7 @@ from gputriage.collectors.env_text import collect_env, commands, macos, messages
 from gputriage.collectors.env_text.derive import derive_build, has_any_fact, unknown_facts
 from gputriage.collectors.env_text.lines import split_paste
 from gputriage.collectors.env_text.messages import apply_torch_warnings, cuda_error_code
+from gputriage.collectors.env_text.system import python_from_paths
 from gputriage.errors import InputError
 from gputriage.record.environment import Environment
 
@@ -53,6 +54,7 @@ def parse_environment_text(text: str) -> Environment:
     paste = split_paste(text)
     for extract in _EXTRACTORS:
         extract(paste, env)
+    python_from_paths(text, env)
     derive_build(env)
     if not has_any_fact(env):
         raise InputError(f"found no PyTorch, CUDA or nvidia-smi facts in the text: {_PASTE_HINT}")

@@ -61,6 +61,14 @@ _PROSE_VERSION = re.compile(
     r"\b(?:py)?torch[ \t]+(?:version[ \t]+)?v?([0-9]\.[0-9]{1,2}(?:\.[0-9]{1,2})?(?:\+\w{2,12})?)\b", re.I
 )
 _SKIP = ("warn", "return torch._c", "(triggered internally", "traceback", "  file ", "userwarning")
+# The banner Ultralytics (YOLOv5/v8/11) prints at start: the torch build, and the device select_device chose, named
+# with its memory only when torch.cuda.is_available() was True ("torch-2.6.0+cu126 CUDA:0 (NVIDIA GeForce RTX 4080
+# SUPER, 16376MiB)"), else "CPU". One banner is one session: its own torch and answer.
+_BANNER = re.compile(
+    r"(?:\bPython-(?P<python>[0-9]\.[0-9]{1,2}(?:\.[0-9]{1,2})?)\s+)?"
+    r"\btorch[- ](?P<torch>[0-9]+\.[0-9]+\.[0-9]+[\w.+]*)"
+    r"\s+(?:CUDA:[0-9]+(?:,[0-9]+)*\s*\((?P<gpu>[^,()]{3,80}),\s*[0-9]+\s*MiB\)|(?P<cpu>CPU)\b)"
+)
 _OTHER_GPU_LIBS = ("cupy", "tensorflow", "tf", "jax", "numba")
 
 
@@ -73,6 +81,8 @@ def extract(paste: Paste, env: Environment) -> None:
     for line in paste.facts():
         if line.prompt and line.low.strip() in ("import torch", "python", "python3"):
             session[0] = None  # a new interpreter (or a fresh import): a new session
+        if "torch" in line.low and (banner := _BANNER.search(line.text)):
+            _banner_session(banner, env, answers_by_version)
         if not any(word in line.low for word in _QUERY_WORDS):
             continue
         queries = list(_QUERY.finditer(line.text)) if asked < _MAX_QUERIES and line.index not in grouped else []
@@ -89,6 +99,22 @@ def extract(paste: Paste, env: Environment) -> None:
         _printed_label(lines, line, env)
         _labelled_print(line, env)
     _sessions_disagree(answers_by_version, env)
+
+
+def _banner_session(banner: re.Match[str], env: Environment, answers: list[tuple[str | None, bool]]) -> None:
+    """A framework's start banner: the torch it runs, and whether torch reached the GPU it names. "CPU" says so only
+    for a build without CUDA (+cpu); with a CUDA build it may be the user's own choice of device."""
+    t, v = env.torch, version(banner.group("torch"))
+    first(env.host, "python_version", version(banner.group("python") or ""))
+    first(t, "version", v)
+    fail_wins(t, "installed", True)
+    if banner.group("gpu"):
+        first(env.host, "gpu_named", banner.group("gpu").strip())
+        answers.append((v, True))
+        fail_wins(t, "is_available", True)
+    elif "+cpu" in banner.group("torch"):
+        answers.append((v, False))
+        fail_wins(t, "is_available", False)
 
 
 def _follow_session(

@@ -211,6 +211,21 @@ def _hardware(text: str, low: str, env: Environment) -> None:
         env.driver.driver_version = version(m.group(1))
 
 
+# The Python a traceback or a pip log ran: its site-packages folder ("/lib/python3.8/site-packages/torch/...",
+# "\\Python310\\lib\\site-packages\\torch"). Read after every other source, which name it outright.
+_SITE_PACKAGES = re.compile(
+    r"[/\\]python(3)\.([0-9]{1,2})[/\\](?:site|dist)-packages[/\\]|[/\\]Python(3)([0-9]{1,2})[/\\]lib[/\\]site-packages",
+    re.IGNORECASE,
+)
+
+
+def python_from_paths(text: str, env: Environment) -> None:
+    """The job's Python from the site-packages path of its packages, where nothing named it."""
+    if env.host.python_version is None and (m := _SITE_PACKAGES.search(text)):
+        major, minor = (g for g in m.groups() if g is not None)
+        env.host.python_version = f"{major}.{minor}"
+
+
 def _software(text: str, low: str, env: Environment) -> None:
     h = env.host
     if "compilation tools" in low and (m := _NVCC.search(text)):

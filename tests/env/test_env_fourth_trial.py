@@ -1,0 +1,85 @@
+"""`gputriage env --from` on what a fourth trial of 30 fresh reports found misread (stop 38): framework start banners
+(Ultralytics), the Python a traceback ran, fixes that must install on that Python, the companions of a CPU build, and
+the arch lists of 1.x releases. Each text is our own, in the shape of what people paste."""
+
+from __future__ import annotations
+
+from gputriage.collectors.env_text import parse_environment_text
+from gputriage.commands.env import diagnose_text
+from gputriage.data.cuda_tables import arch_list_for
+
+
+def test_a_frameworks_banner_with_a_cpu_build_is_that_build() -> None:
+    """ultralytics#8869: the banner `torch-2.2.1+cpu CPU (...)` was the only fact (was: exit 2, no facts found)."""
+    text = (
+        "training on my 4070 is super slow, it uses the cpu\n"
+        "Ultralytics YOLOv8.0.196  Python-3.10.5 torch-2.2.1+cpu CPU (12th Gen Intel Core(TM) i5-12600KF)\n"
+    )
+    top = diagnose_text(text).findings[0]
+    assert top.code == "cpu-only-build"
+    assert parse_environment_text(text).host.python_version == "3.10.5"
+    assert "torch==2.2.1 --index-url https://download.pytorch.org/whl/cu" in top.fix
+
+
+def test_two_banners_one_on_the_gpu_are_two_sessions_and_the_failing_one_is_judged() -> None:
+    text = (
+        "old env works:\n"
+        "Ultralytics YOLOv8.0.53 Python-3.9.1 torch-1.8.1+cu111 CUDA:0 (NVIDIA GeForce RTX 3070, 8192MiB)\n"
+        "new env does not:\n"
+        "Ultralytics YOLOv8.0.54 Python-3.10.6 torch-2.0.0+cpu CPU\n"
+    )
+    top = diagnose_text(text).findings[0]
+    assert top.code == "cpu-only-build" and "2.0.0+cpu" in top.title
+    assert "torchvision==0.15.1 torchaudio==2.0.1 with it" in top.fix  # the CPU companions go too
+
+
+def test_a_banner_that_names_the_gpu_says_torch_reached_it() -> None:
+    """ultralytics#20123: the banner names the GPU with its memory only when torch.cuda.is_available() is True."""
+    text = (
+        "gpu usage stays low while training\n"
+        "Ultralytics 8.3.106 Python-3.13.3 torch-2.6.0+cu126 CUDA:0 (NVIDIA GeForce RTX 4080 SUPER, 16376MiB)\n"
+    )
+    diag = diagnose_text(text)
+    assert diag.verdict.root_cause is None
+    assert not [f for f in diag.findings if f.rung == 1 and f.severity.value in ("critical", "warning")]
+    assert parse_environment_text(text).torch.is_available is True
+
+
+def test_a_fix_to_a_release_without_wheels_for_the_tracebacks_python_says_to_make_one_first() -> None:
+    """stable-diffusion-k8s#10: an H100 under torch 1.x in /root/miniconda3/lib/python3.8: torch 2.14 has no wheel for
+    Python 3.8, so the pasted command failed."""
+    text = (
+        "/root/miniconda3/lib/python3.8/site-packages/torch/cuda/__init__.py:145: UserWarning:\n"
+        "NVIDIA H100 80GB HBM3 with CUDA capability sm_90 is not compatible with the current PyTorch installation.\n"
+        "The current PyTorch install supports CUDA capabilities sm_37 sm_50 sm_60 sm_70 sm_75 sm_80 sm_86.\n"
+    )
+    top = diagnose_text(text).findings[0]
+    assert parse_environment_text(text).host.python_version == "3.8"
+    assert top.code == "arch-not-supported"
+    assert "has wheels for Python 3.10 to 3.15, and this environment runs Python 3.8" in top.fix
+    assert "conda create -n torch python=3.12" in top.fix
+
+
+def test_a_cpu_build_fix_for_python_3_8_takes_the_newest_release_with_its_wheels() -> None:
+    text = (
+        "C:\\Users\\me\\AppData\\Local\\Programs\\Python\\Python38\\lib\\site-packages\\torch\\cuda\\__init__.py:\n"
+        "AssertionError: Torch not compiled with CUDA enabled\n"
+    )
+    top = diagnose_text(text).findings[0]
+    assert parse_environment_text(text).host.python_version == "3.8"
+    assert top.code == "cpu-only-build"
+    assert "torch==2.4.0 --index-url https://download.pytorch.org/whl/cu118" in top.fix
+
+
+def test_an_a100_under_torch_1_10_gets_its_own_releases_cuda_11_build() -> None:
+    """WPFS#3: torch 1.10.1 (CUDA 10.2, kernels up to sm_75) on an A100; 1.10.1+cu111 has sm_80 (conda's cuobjdump),
+    which the thread installed (was: torch 2.13)."""
+    assert "sm_80" in (arch_list_for("1.10.1", "11.1") or ())
+    text = (
+        "torch.__version__ 1.10.1+cu102\n"
+        "NVIDIA A100-SXM4-40GB with CUDA capability sm_80 is not compatible with the current PyTorch installation.\n"
+        "| NVIDIA-SMI 470.57.02    Driver Version: 470.57.02    CUDA Version: 11.4     |\n"
+    )
+    top = diagnose_text(text).findings[0]
+    assert top.code == "arch-not-supported"
+    assert "torch==1.10.1+cu113" in top.fix
