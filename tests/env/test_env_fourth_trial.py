@@ -83,3 +83,28 @@ def test_an_a100_under_torch_1_10_gets_its_own_releases_cuda_11_build() -> None:
     top = diagnose_text(text).findings[0]
     assert top.code == "arch-not-supported"
     assert "torch==1.10.1+cu113" in top.fix
+
+
+def test_cuda_visible_devices_all_is_nvidia_visible_devices_word_and_hides_every_gpu() -> None:
+    """ComfyUI-Docker#60: compose `environment: CUDA_VISIBLE_DEVICES: all`; "all" names no GPU, CUDA stops there
+    (was: a generic cuda-init-failed, the setting unread)."""
+    text = (
+        "RuntimeError: No CUDA GPUs are available\n"
+        "```yml\nservices:\n  comfyui:\n    runtime: nvidia\n    environment:\n"
+        "      CUDA_VISIBLE_DEVICES: all\n      NVIDIA_VISIBLE_DEVICES: all\n```\n"
+    )
+    top = diagnose_text(text).findings[0]
+    assert top.code == "cuda-visible-devices" and top.evidence["gpus_cuda_will_see"] == 0
+    assert "NVIDIA_VISIBLE_DEVICES' word" in top.fix and "Delete the CUDA_VISIBLE_DEVICES line" in top.fix
+
+
+def test_no_device_in_the_job_while_torch_reaches_the_gpu_elsewhere_is_the_jobs_own_setting() -> None:
+    """HFGI3D#9: "No CUDA GPUs are available" from one repo's script in WSL2, while a bare python says True: the repo's
+    config set cuda_visible_devices (was: no-gpu-visible, "WSL 1")."""
+    text = (
+        'running python run_pti.py I get "RuntimeError: No CUDA GPUs are available", in WSL2 and in Colab.\n'
+        "But CUDA is available (I get True when I run torch.cuda.is_available()). Other repos run fine.\n"
+    )
+    top = diagnose_text(text).findings[0]
+    assert top.code == "cuda-init-failed"
+    assert "grep -rni cuda_visible_devices ." in top.fix

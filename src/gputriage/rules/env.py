@@ -385,14 +385,24 @@ def visible_devices_hide_gpus(run: Run) -> Iterator[Finding]:
         "torch_version": t.version,
     }
     first_index = "0" if devices or t.init_error_code in NO_DEVICE_ERRORS else "<index from nvidia-smi -L>"
+    fix = (
+        "nvidia-smi -L   # the GPUs that exist, with their indices and UUIDs\n"
+        f"export CUDA_VISIBLE_DEVICES={first_index}   # or: unset CUDA_VISIBLE_DEVICES (and remove it from the "
+        "script / notebook that sets it)"
+    )
+    if visible.entries[:1] and visible.entries[0].lower() in ("all", "none", "void"):
+        # NVIDIA_VISIBLE_DEVICES' words (the container toolkit's), written into CUDA's variable
+        fix = (
+            f"# {visible.entries[0]!r} is NVIDIA_VISIBLE_DEVICES' word (the container toolkit's): CUDA_VISIBLE_DEVICES "
+            "takes GPU indices or UUIDs only.\n# Delete the CUDA_VISIBLE_DEVICES line (compose `environment:`, "
+            "Dockerfile ENV, job script); keep NVIDIA_VISIBLE_DEVICES=all for the container\n" + fix
+        )
     finding = _finding(
         run,
         "cuda-visible-devices",
         f"CUDA_VISIBLE_DEVICES={visible.value!r} hides the GPUs from CUDA: {reason}",
         evidence,
-        "nvidia-smi -L   # the GPUs that exist, with their indices and UUIDs\n"
-        f"export CUDA_VISIBLE_DEVICES={first_index}   # or: unset CUDA_VISIBLE_DEVICES (and remove it from the "
-        "script / notebook that sets it)",
+        fix,
     )
     if visible.visible_count and finding.severity is Severity.CRITICAL:
         finding.severity = Severity.WARNING  # some GPUs stay visible: the job runs, on fewer GPUs than meant
@@ -635,6 +645,13 @@ def cuda_init_failed(run: Run) -> Iterator[Finding]:
     meaning = sig.meaning if sig else (known.meaning if known else "CUDA did not answer; the driver is stuck")
     fix = sig.fix if sig else (known.fix if known else "sudo dmesg | grep -i xid   # then reboot")
     name = f"error {code} ({known.name})" if known else (f"error {code}" if code is not None else "a hang")
+    if code in NO_DEVICE_ERRORS and t.is_available is True:
+        # the same machine's torch reached the GPU (a bare `python`, another repo): the job's own process hides it
+        fix = (
+            "# torch reaches the GPU elsewhere in this report, so the machine is fine: the failing job's own process "
+            "hides it,\n# most often with CUDA_VISIBLE_DEVICES set by its script, config or launcher:\n"
+            "grep -rni cuda_visible_devices .   # in the project and its configs: set it to 0, or remove it\n" + fix
+        )
     evidence: Evidence = {
         "cuda_error": code,
         "error_name": known.name if known else None,

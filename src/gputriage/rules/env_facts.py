@@ -70,7 +70,8 @@ def nvidia_nodes(env: Environment) -> list[str]:
 
 def gpu_presence(env: Environment) -> str:
     """ "present" | "none" | "unknown": whether an NVIDIA GPU exists at all, told positively, never guessed."""
-    torch_sees = bool(env.torch.device_count) and not is_rocm(env)
+    # torch that counted a device, or answered is_available() True, reached an NVIDIA GPU on this machine
+    torch_sees = bool(env.torch.device_count or env.torch.is_available) and not is_rocm(env)
     h = env.host
     if (
         nvidia_devices(env)
@@ -160,9 +161,22 @@ def parse_visible_devices(env: Environment) -> VisibleDevices | None:
         gpus = [NvmlIdentity(d.index, d.uuid, d.name, tuple(d.mig_uuids)) for d in nvidia_devices(env)]
         mapped = map_visible(value, gpus, env.env_vars.get("CUDA_DEVICE_ORDER"))
         return VisibleDevices(value, entries, mapped.ignored, len(mapped.devices))
-    # A pasted text lists GPUs only partly (cut tables): only "empty" and "-1" are certain.
-    hides_all = not entries or entries[0] == "-1"
-    return VisibleDevices(value, entries, [], 0 if hides_all else None)
+    # A pasted text lists GPUs only partly (cut tables): only what hides every GPU is certain: empty, "-1", or a
+    # first entry that can name no GPU ("all", NVIDIA_VISIBLE_DEVICES' word: neither an index nor a UUID's hex).
+    hides_all = not entries or entries[0] == "-1" or _names_no_gpu(entries[0])
+    ignored = [f"{entries[0]} (neither a GPU index nor a UUID: CUDA stops there)"] if entries and hides_all else []
+    return VisibleDevices(value, entries, ignored if entries[:1] != ["-1"] else [], 0 if hides_all else None)
+
+
+_UUID_BODY = re.compile(r"^[0-9a-fA-F-]+(?:/[0-9]+/[0-9]+)?$")
+
+
+def _names_no_gpu(entry: str) -> bool:
+    """An entry CUDA can match to no device: not an index, and not (a prefix of) a GPU or MIG UUID."""
+    if entry.lstrip("-").isdigit():
+        return False
+    body = entry.removeprefix("MIG-").removeprefix("GPU-")
+    return not _UUID_BODY.match(body)
 
 
 # --- install commands -----------------------------------------------------------------------------------------------

@@ -66,10 +66,7 @@ def _settings(line: Line, env: Environment, *, own_only: bool) -> None:
     found = [(m.start(), m.group(1), m.group(2)) for m in _ENVIRON.finditer(line.text)]
     found += [(m.start(), m.group(1), m.group(2)) for m in _ASSIGN.finditer(line.text)]
     for _, name, raw in sorted(found)[:1] if own_only else sorted(found):
-        value = raw.strip().strip("\"'")
-        if name == "CUDA_VISIBLE_DEVICES" and value.lower() in ("all", "none"):
-            continue
-        env.env_vars.setdefault(name, cap(value))
+        env.env_vars.setdefault(name, cap(raw.strip().strip("\"'")))
 
 
 def _containers(paste: Paste, env: Environment) -> None:
