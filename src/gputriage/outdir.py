@@ -107,7 +107,7 @@ def rank_of_record(path: Path) -> int | None:
 
 
 # --- writing ----------------------------------------------------------------------------------------------------------
-def atomic_write(path: Path, content: bytes) -> Path:
+def atomic_write(path: Path, content: bytes, *, make_folder: bool = True) -> Path:
     """Write `content` to `path` so that a reader (or a crash, or a full disk) never leaves half a file.
 
     The bytes go to a new temporary file in the same folder, are fsynced, then renamed over the old file: the previous
@@ -115,10 +115,31 @@ def atomic_write(path: Path, content: bytes) -> Path:
     gputriage overwrite a file outside the folder (and the rename replaces a link raced in meanwhile, never its
     target); so is a `ranks/` folder that is a symlink.
 
+    A file the user named (`--html FILE`) goes into a folder that exists (`make_folder=False`): a typo in its path
+    must not create folders anywhere.
+
     Raises:
         InputError: the file cannot be written (one line naming the path and the reason).
     """
+    if not make_folder and not path.parent.is_dir():
+        raise InputError(f"cannot write {path}: its folder {path.parent} does not exist")
     return atomic_write_all(path.parent, {path.name: content})[0]
+
+
+def _not_a_file(path: Path) -> str | None:
+    """What is at `path` where a file is to be written, when it is not a regular file (a rename would replace it: a
+    device node, a FIFO or a socket included); None where nothing or a regular file is there."""
+    try:
+        mode = path.lstat().st_mode
+    except FileNotFoundError:
+        return None
+    if stat.S_ISREG(mode):
+        return None
+    if stat.S_ISLNK(mode):
+        return "a symlink"
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    return "a FIFO" if stat.S_ISFIFO(mode) else ("a socket" if stat.S_ISSOCK(mode) else "a device")
 
 
 def atomic_write_all(folder: Path, files: dict[str, bytes]) -> list[Path]:
@@ -133,7 +154,7 @@ def atomic_write_all(folder: Path, files: dict[str, bytes]) -> list[Path]:
     try:
         _check_folder(folder)
         for path in targets:
-            problem = "a symlink" if path.is_symlink() else ("a folder" if path.is_dir() else None)
+            problem = _not_a_file(path)
             if problem is not None and len(targets) == 1:
                 raise InputError(f"refusing to write {path}: it is {problem}")
             if problem is not None:

@@ -25,6 +25,7 @@ LAYER_OF = {
     "gputriage.version": "base",
     "gputriage.findings": "base",
     "gputriage.wording": "base",
+    "gputriage.textsafe": "base",
     "gputriage.outdir": "base",
     "gputriage.envnames": "base",
     "gputriage.cyclegc": "base",

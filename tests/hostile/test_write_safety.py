@@ -78,6 +78,35 @@ def test_an_html_or_md_target_that_is_a_symlink_is_refused(tmp_path: Path, capsy
     assert victim.read_text() == "precious" and link.is_symlink()
 
 
+def test_an_html_or_md_target_that_is_a_fifo_or_a_device_is_refused_not_replaced(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A trial replaced /dev/full (run as root) with the HTML: the rename went over a device node and FIFOs."""
+    saved_report(tmp_path / "out")
+    fifo = tmp_path / "pipe.html"
+    os.mkfifo(fifo)
+
+    assert main(["report", str(tmp_path / "out"), "--md", str(fifo)]) == 2
+    assert one_line(capsys.readouterr().err) == f"gputriage: error: refusing to write {fifo}: it is a FIFO\n"
+    assert fifo.is_fifo()
+
+    assert main(["report", str(tmp_path / "out"), "--html", "/dev/null"]) == 2
+    assert one_line(capsys.readouterr().err) == "gputriage: error: refusing to write /dev/null: it is a device\n"
+    assert Path("/dev/null").is_char_device()
+
+
+def test_an_html_file_in_a_folder_that_does_not_exist_makes_no_folder(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    saved_report(tmp_path / "out")
+    target = tmp_path / "typo" / "deeper" / "share.html"
+
+    assert main(["report", str(tmp_path / "out"), "--html", str(target)]) == 2
+
+    assert "does not exist" in one_line(capsys.readouterr().err)
+    assert not (tmp_path / "typo").exists()
+
+
 def ranks_linked_elsewhere(tmp_path: Path) -> tuple[Path, Path]:
     """An --out folder whose ranks/ is a symlink to a folder outside it; returns both."""
     elsewhere = tmp_path / "elsewhere"

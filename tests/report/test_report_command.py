@@ -39,6 +39,7 @@ def test_report_re_renders_every_file_byte_for_byte(make_run: object, tmp_path: 
 def test_html_and_md_flags_write_just_those_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     first = saved(starved_run(), tmp_path / "first")
     html, md = tmp_path / "share" / "r.html", tmp_path / "share" / "r.md"
+    html.parent.mkdir()  # a file the user names goes into a folder that exists, as a shell's `>` does
 
     assert main(["report", str(first / "report.json"), "--html", str(html), "--md", str(md), "--json"]) == 0
 

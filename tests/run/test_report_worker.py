@@ -12,10 +12,10 @@ from pathlib import Path
 
 import msgspec
 
-from gputriage.collectors.textsafe import encode_safely
 from gputriage.commands.run_worker import ReportRequest, read_message, write_message
 from gputriage.record import Run
 from gputriage.record.process import ProcessSection
+from gputriage.textsafe import encode_safely
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 

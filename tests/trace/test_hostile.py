@@ -6,7 +6,9 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import struct
 import threading
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -411,3 +413,51 @@ def test_the_spill_folder_of_a_killed_run_is_removed_by_the_next_one(
     finally:
         spill.cleanup()
     assert not dead.exists() and live.exists()
+
+
+def test_a_symlink_loop_in_a_rank_folder_is_skipped_with_a_note(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A trial: two links to each other beside a rank's trace gave a traceback (RuntimeError from Path.resolve)."""
+    folder = tmp_path / "job"
+    folder.mkdir()
+    (folder / "a.json").symlink_to("b.json")
+    (folder / "b.json").symlink_to("a.json")
+    training_loop(steps=3).write(folder / "rank0.json")
+    assert main(["trace", str(folder)]) == 0
+    assert "skipped a.json" in capsys.readouterr().err
+    (folder / "rank0.json").unlink()
+    assert main(["trace", str(folder)]) == 2
+    assert "Traceback" not in capsys.readouterr().err
+
+
+def test_a_trace_file_name_of_bytes_utf8_cannot_hold_is_written_as_its_escape(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A trial: `trace $'\\xff\\xfe.json' --json` (or --out) died of UnicodeEncodeError: the name entered the record
+    as PEP 383 surrogates, which JSON and the HTML cannot hold."""
+    name = os.fsdecode(b"run\xff\xfe.json")
+    path = training_loop(steps=3).write(tmp_path / name)
+    assert main(["trace", str(path), "--json"]) == 0
+    assert "run\\\\udcff\\\\udcfe.json" in capsys.readouterr().out
+    assert main(["trace", str(path), "--out", str(tmp_path / "out")]) == 0
+    assert "udcff" in (tmp_path / "out" / "report.md").read_text()  # markdown escapes the backslash
+
+
+def test_a_gzip_header_comment_past_64_kib_is_refused_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A trial: a 20 MB gzip comment took 40 s (gzip reads it a byte per call) before any limit applied."""
+    body = training_loop(steps=3).write(tmp_path / "plain.json").read_bytes()
+    packed = zlib.compressobj(9, zlib.DEFLATED, -15)
+    deflated = packed.compress(body) + packed.flush()
+    trailer = struct.pack("<II", zlib.crc32(body), len(body))
+    named = tmp_path / "named.json.gz"  # a file name in the header (FNAME), as gzip(1) writes: read as usual
+    named.write_bytes(b"\x1f\x8b\x08\x08\0\0\0\0\0\xff" + b"train.json\0" + deflated + trailer)
+    assert main(["trace", str(named)]) == 0
+    capsys.readouterr()
+    commented = tmp_path / "comment.json.gz"
+    commented.write_bytes(b"\x1f\x8b\x08\x10\0\0\0\0\0\xff" + b"C" * 200_000 + b"\0" + deflated + trailer)
+    assert main(["trace", str(commented)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "gzip header's comment is longer than 64 KiB" in err

@@ -19,10 +19,10 @@ import msgspec
 
 from gputriage.collectors.observer import Observer
 from gputriage.collectors.runner import Outcome
-from gputriage.collectors.textsafe import encode_safely
 from gputriage.collectors.usercode import is_user_file, worker_user_where
 from gputriage.record import Run
 from gputriage.record.process import ProcessSection
+from gputriage.textsafe import encode_safely
 
 if TYPE_CHECKING:  # torch is imported only once the job is about to run
     from gputriage.collectors.probe import RunProbe

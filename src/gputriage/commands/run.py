@@ -25,13 +25,13 @@ from gputriage.collectors.runner import (
     run_target,
 )
 from gputriage.collectors.session import DEFAULT_STEPS, JobObservers, ObserveConfig, new_run, torch_facts_now
-from gputriage.collectors.textsafe import encode_safely
 from gputriage.commands.common import add_verbose, device_name, out_folder, require_torch, whole_number
 from gputriage.commands.loop import add_loop_options, check_loop_options
 from gputriage.commands.run_worker import ReportRequest, ReportWorker, report_job
 from gputriage.errors import InputError
 from gputriage.outdir import check_out_dir
 from gputriage.record.device import judged_device
+from gputriage.textsafe import encode_safely
 
 DEFAULT_OUT = Path("gputriage-out")
 # --preflight: steps the job runs on the stand-in before it is ended (the probes' windows close after step 4; the rest

@@ -20,6 +20,7 @@ from gputriage.commands.common import (
     whole_number,
 )
 from gputriage.errors import InputError
+from gputriage.textsafe import make_safe
 from gputriage.tracing.limits import DEFAULT_LIMITS, GIB, TraceLimits
 
 if TYPE_CHECKING:
@@ -112,6 +113,7 @@ def _trace(args: argparse.Namespace) -> int:
             print(terminal_text(f"gputriage: note: {where}{note}"), file=sys.stderr)
     _check_expected_device(args.expect_device, section)
     run = Run(command="trace", argv=["trace", *map(str, args.paths)], expect_device=args.expect_device, trace=section)
+    make_safe(run)  # a file name of bytes UTF-8 cannot hold (PEP 383 surrogates) enters the record as its escape
     diag = diagnose(run)
     emit(diag, output_options(args))
     return exit_code_for(diag, args.fail_on)

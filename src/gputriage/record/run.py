@@ -11,6 +11,7 @@ import msgspec
 from gputriage.outdir import atomic_write
 from gputriage.record.ranks import RankInfo, RanksSection
 from gputriage.record.sections import Sections
+from gputriage.textsafe import encode_safely
 
 RUN_SCHEMA = "gputriage.run/1"
 
@@ -64,7 +65,7 @@ def run_to_dict(run: Run) -> dict[str, Any]:
 
 
 def encode_run(run: Run) -> bytes:
-    return msgspec.json.format(msgspec.json.encode(run), indent=1)
+    return msgspec.json.format(encode_safely(run), indent=1)
 
 
 def save_run(run: Run, path: Path) -> None:

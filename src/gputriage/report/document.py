@@ -10,6 +10,7 @@ import msgspec
 from gputriage.diagnosis import Diagnosis
 from gputriage.record import Run, run_from_dict, run_to_dict
 from gputriage.record.decode import REPORT_SCHEMA_PREFIX, load_run
+from gputriage.textsafe import encode_safely
 
 REPORT_SCHEMA = f"{REPORT_SCHEMA_PREFIX}1"
 _REPORT_KEYS = ("schema", "run_schema", "verdict", "ladder", "findings")
@@ -61,7 +62,7 @@ def _add_device_verdicts(doc: dict[str, Any], verdicts: dict[int, str]) -> None:
 
 
 def encode_document(doc: dict[str, Any]) -> bytes:
-    return msgspec.json.format(msgspec.json.encode(doc), indent=2) + b"\n"
+    return msgspec.json.format(encode_safely(doc), indent=2) + b"\n"
 
 
 def run_from_document(doc: dict[str, Any]) -> Run:

@@ -129,7 +129,7 @@ def write_files(diag: Diagnosis, out_dir: Path) -> list[Path]:
 
 def write_file(path: Path, content: bytes) -> Path:
     """One report file, written atomically: a failed write leaves the previous one intact."""
-    return outdir.atomic_write(path, content)
+    return outdir.atomic_write(path, content, make_folder=False)
 
 
 def silence_stdout() -> None:

@@ -15,13 +15,12 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import msgspec
-
 from gputriage.diagnosis import Diagnosis
 from gputriage.findings import Finding
 from gputriage.record import Run
 from gputriage.record.steps import Step
 from gputriage.report.views import all_steps, gpu_tracks, placeable_samples, rank_step_lists, run_end_s, run_start_s
+from gputriage.textsafe import encode_safely
 
 _US = 1e6
 FINDINGS_PID = 0
@@ -261,4 +260,4 @@ OPEN_TOGETHER_NOTE = (
 
 
 def encode_timeline(doc: dict[str, Any]) -> bytes:
-    return msgspec.json.encode(doc) + b"\n"
+    return encode_safely(doc) + b"\n"

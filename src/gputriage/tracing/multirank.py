@@ -64,7 +64,7 @@ def _no_file_twice(files: list[Path]) -> None:
     for path in files:
         try:
             key = path.resolve()
-        except OSError:
+        except (OSError, RuntimeError):  # RuntimeError: a symlink loop, on Python before 3.13
             continue
         if key in seen:
             twice = f"{path}" if str(seen[key]) == str(path) else f"{seen[key]} (as {path})"
