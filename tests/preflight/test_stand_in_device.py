@@ -148,6 +148,19 @@ def test_what_cuda_allows_across_devices_works(stand_in: Session) -> None:
     assert host.tolist() == x.tolist()
 
 
+def test_a_host_tensor_indexed_with_device_indices_raises_cudas_index_error(stand_in: Session) -> None:
+    """A trial's GCN with its labels left on the CPU: `labels[idx]` with `idx` on the device ran on the stand-in and
+    came back on the device, hiding the mistake; CUDA refuses it (TORCH_CHECK_INDEX: an IndexError)."""
+    labels = torch.arange(10)
+    idx = torch.randperm(10).to("cuda")
+    expected = r"indices should be either on cpu or on the same device as the indexed tensor \(cpu\)"
+    with pytest.raises(IndexError, match=expected):
+        labels[idx[:4]]
+    with pytest.raises(IndexError, match=expected):
+        labels[idx[:2]] = 0
+    assert labels[idx.cpu()[:4]].device.type == "cpu"  # host indices into a host tensor
+
+
 def test_host_reads_give_values_and_count_nothing_extra(stand_in: Session) -> None:
     loss = (torch.ones(4, device="cuda") * 2.5).sum()
     assert loss.item() == 10.0

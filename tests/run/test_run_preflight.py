@@ -437,3 +437,15 @@ def test_once_the_checks_are_off_an_environments_action_read_alone_is_a_note(tmp
     said = "envs.step(actions)" if vector else "envs.worlds[0].step(action.item())"
     assert f"{said} runs on the host and takes the action there" in found["fix"]
     assert found["where"] == mark_line("rl_policy_gradient.py", "vector-read" if vector else "env-step")
+
+
+def test_a_host_tensor_indexed_with_device_indices_crashes_as_on_cuda_and_the_fix_moves_it(tmp_path: Path) -> None:
+    """A trial: the stand-in computed `target[mask]` (target on the CPU, mask on the device) and the run looked
+    healthy; CUDA raises. The fix moves the indexed tensor, not the step's own output."""
+    r = run_case(Case(["host_labels_device_mask.py"]), tmp_path, preflight=True)
+    assert r.returncode == 1
+    assert "IndexError: indices should be either on cpu or on the same device as the indexed tensor (cpu)" in r.stderr
+    found = r.finding("device-mismatch-error")
+    assert found["where"] == mark_line("host_labels_device_mask.py", "crash")
+    assert found["title"].startswith("The script died indexing a tensor on the CPU with indices on the device")
+    assert "target = target.to(device)" in found["fix"] and "output = output.to" not in found["fix"]

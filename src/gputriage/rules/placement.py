@@ -7,6 +7,7 @@ the placement rules have nothing to judge and say so once.
 
 from __future__ import annotations
 
+import ast
 import re
 from collections.abc import Iterator
 
@@ -486,6 +487,9 @@ def device_mismatch_rule(run: Run) -> list[Finding]:
         "# tensors made inside forward: torch.zeros(..., device=x.device)"
     )
     where = proc.crash_where
+    if _HOST_INDEXED in message:
+        title = "The script died indexing a tensor on the CPU with indices on the device" + module
+        fix = _host_indexed_fix(run, where) or fix
     origin = _crash_origin(run, proc.crash_where)
     if origin is not None:  # the failing op's CPU operand was made inside forward: that line is the one to change
         evidence.update(_origin_evidence(run, origin))
@@ -502,6 +506,37 @@ def device_mismatch_rule(run: Run) -> list[Finding]:
             where=where,
         )
     ]
+
+
+_HOST_INDEXED = "indices should be either on cpu or on the same device as the indexed tensor"
+
+
+def _host_indexed_fix(run: Run, where: str | None) -> str | None:
+    """`labels[idx]` with `labels` on the CPU and `idx` on the device: the indexed tensor is the one to move, once."""
+    stmt = codefix.statement_at(run.source, where)
+    if stmt is None:
+        return None
+    subscripts = [n for n in ast.walk(stmt.node) if isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name)]
+    if not subscripts:
+        return None
+    names = list(dict.fromkeys(n.value.id for n in subscripts if isinstance(n.value, ast.Name)))
+    # the step's own results (`output = model(x)`) are on the device: the CPU one was made before the loop or the
+    # step function (a parameter, a global)
+    scope: ast.AST = edits.enclosing_loop(stmt) or stmt.function or stmt.node
+    made_here = {
+        t.id
+        for n in ast.walk(scope)
+        if isinstance(n, ast.Assign) and n is not stmt.node
+        for t in n.targets
+        if isinstance(t, ast.Name)
+    }
+    names = [n for n in names if n not in made_here] or names
+    device = codefix.device_expression(run.source, where) or '"cuda"'
+    moves = "\n".join(f"{name} = {name}.to({device})" for name in names)
+    return (
+        f"# {stmt.text}\n# indexes a tensor on the CPU with indices on the device, which CUDA refuses: move the "
+        f"indexed tensor\n# to the device once, where it is made (before the loop), not the indices back:\n{moves}"
+    )
 
 
 def _crash_origin(run: Run, crash_where: str | None) -> MixedDeviceOp | None:

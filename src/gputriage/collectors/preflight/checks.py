@@ -44,8 +44,32 @@ _SEEDED: dict[Any, bool] = {}
 _POINTWISE: dict[Any, bool] = {}
 
 
+# Indexing crosses devices one way only: a device tensor takes host indices, a host tensor refuses device ones.
+_INDEXING = {
+    aten.index.Tensor,
+    aten.index_put_.default,
+    aten.index_put.default,
+    aten._index_put_impl_.default,
+}
+
+
+def _check_host_indexed(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    """`labels[idx]` with `labels` on the CPU and `idx` on the device: CUDA's index check raises (IndexError); the
+    stand-in would compute it, and hand back a device tensor that hides the mistake for the rest of the step."""
+    target = args[0] if args else kwargs.get("self")
+    if not isinstance(target, torch.Tensor) or is_stand_in(target) or target.dim() == 0:
+        return
+    indices = args[1] if len(args) > 1 else kwargs.get("indices")
+    if any(is_stand_in(i) for i in indices or () if i is not None) and not in_backward() and given_by_caller(target):
+        raise IndexError(
+            f"indices should be either on cpu or on the same device as the indexed tensor ({target.device})"
+        )
+
+
 def check_devices(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], flat: list[Any]) -> int:
     """The stand-in index the op runs on; raises CUDA's error for an operand on another device."""
+    if func in _INDEXING:
+        _check_host_indexed(func, args, kwargs)
     index: int | None = None
     foreign: torch.Tensor | None = None
     for value in flat:
