@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -102,6 +103,25 @@ def test_ddp_timing_steps_aside_for_the_jobs_own_comm_hook(observed: tuple[Distr
     assert run.rank_info is not None
     stats = run.rank_info.collectives
     assert not stats.ddp_timed and stats.ddp_untimed_reason == "the job registered its own DDP comm hook"
+
+
+def test_a_timed_ddp_model_saved_whole_loads_where_gputriage_is_not_installed(
+    observed: tuple[DistributedObserver, Run], tmp_path: Path
+) -> None:
+    """A trial: `torch.save(ddp_model)` pickled the timing hook by reference, and loading it without gputriage failed
+    with ModuleNotFoundError. DDP's list of hooks holds nothing of ours; the reducer still times the all-reduce."""
+    observer, run = observed
+    dist.init_process_group("gloo", rank=0, world_size=1, store=dist.HashStore())
+    model = DistributedDataParallel(nn.Linear(4, 1))
+    model(torch.randn(2, 4)).sum().backward()
+    assert model._comm_hooks == []
+    saved = io.BytesIO()
+    torch.save(model, saved)
+    assert b"gputriage" not in saved.getvalue()
+    model(torch.randn(2, 4)).sum().backward()
+    observer.finish(run)
+    assert run.rank_info is not None and run.rank_info.collectives.ddp_timed
+    assert [e.op for e in run.rank_info.collectives.events] == ["ddp_allreduce"] * 2
 
 
 def test_dataparallel_in_a_single_process_is_recorded_as_a_world_of_one() -> None:

@@ -171,3 +171,30 @@ def test_an_executor_the_job_never_shut_down_does_not_hang_the_report(tmp_path: 
     done = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0 and done.stdout == "3\n", done.stderr
     assert (out / "report.json").exists()
+
+
+WARNS_EACH_STEP = """
+import sys, warnings
+import torch
+from torch import nn
+
+model = nn.Linear(3, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for step in range(260):
+    loss = model(torch.ones(2, 3)).sum()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    warnings.warn("once per step")
+"""
+
+
+def test_a_warning_shown_once_per_place_is_not_shown_again_when_the_window_closes(tmp_path: Path) -> None:
+    """A trial: every warning the job had shown showed a second time at about step 200: asking torch for its facts
+    changed the warning filters (catch_warnings), which makes Python forget what it showed once per place."""
+    script = tmp_path / "warns.py"
+    script.write_text(WARNS_EACH_STEP)
+    plain = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, check=False)
+    triaged = gputriage("run", "--out", str(tmp_path / "out"), str(script), cwd=tmp_path)
+    assert plain.stderr.count("UserWarning: once per step") == 1
+    assert triaged.stderr.count("UserWarning: once per step") == 1, triaged.stderr[-3000:]

@@ -288,6 +288,11 @@ class DistributedObserver:
         except Exception as exc:  # a builtin hook already registered: leave DDP as it is
             self._stats.ddp_untimed_reason = f"cannot add the timing hook: {exc}"
             return
+        # Nothing of ours on the user's object: the C++ reducer keeps the hook, but DDP's own list of hooks (which only
+        # its compiled-autograd path reads, and which `torch.save(ddp_model)` pickles by reference) must not name
+        # gputriage, or the saved model cannot be loaded where gputriage is not installed.
+        with contextlib.suppress(AttributeError, TypeError):
+            ddp._comm_hooks[:] = [entry for entry in ddp._comm_hooks if entry[0] is not timed_allreduce]
         self._stats.ddp_timed = True
         _COMM_TIMING.observer = self
 

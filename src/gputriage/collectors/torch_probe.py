@@ -12,6 +12,7 @@ import contextlib
 import json
 import sys
 import warnings
+from collections.abc import Iterator
 from typing import Any
 
 MARKER = "GPUTRIAGE_TORCH_PROBE "
@@ -34,15 +35,41 @@ def collect(*, init_cuda: bool) -> dict[str, Any]:
     }
     facts["is_cpu_build"] = facts["cuda_version"] is None and facts["hip_version"] is None
     messages: list[str] = []
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
+    with _caught_warnings(fresh_process=init_cuda) as caught:
         facts.update(_cuda_facts(torch, init_cuda, messages))
-    messages.extend(str(w.message) for w in caught)
+    messages.extend(caught)
     facts["init_warning"] = "\n".join(m.strip() for m in messages if m.strip()) or None
     facts["other_accelerators"] = _other_accelerators(torch)
     with contextlib.suppress(Exception):  # torch before 1.12 has no MPS backend
         facts["mps_built"] = bool(torch.backends.mps.is_built())
     return facts
+
+
+@contextlib.contextmanager
+def _caught_warnings(*, fresh_process: bool) -> Iterator[list[str]]:
+    """The warnings torch shows while it is asked, kept instead of shown.
+
+    In the child interpreter, every one (filters set to "always"). Inside the job's process, the filters stay as they
+    are: changing them (even inside `catch_warnings`) tells Python they changed, and every warning the job had shown
+    once per place would show again; there only the display is borrowed.
+    """
+    caught: list[str] = []
+    if fresh_process:
+        with warnings.catch_warnings(record=True) as records:
+            warnings.simplefilter("always")
+            yield caught
+        caught.extend(str(w.message) for w in records)
+        return
+    shown = warnings.showwarning
+
+    def keep(message: Any, *args: Any, **kwargs: Any) -> None:
+        caught.append(str(message))
+
+    warnings.showwarning = keep
+    try:
+        yield caught
+    finally:
+        warnings.showwarning = shown
 
 
 def _cuda_facts(torch: Any, init_cuda: bool, messages: list[str]) -> dict[str, Any]:
