@@ -408,8 +408,12 @@ def test_meta_backing_reads_are_placeholders_with_their_line(meta_stand_in: Sess
 
 def test_torch_compile_runs_eagerly_and_is_said(stand_in: Session) -> None:
     model = nn.Linear(2, 2).cuda()
-    assert torch.compile(model) is model
-    assert torch.compile(mode="reduce-overhead")(model) is model
+    for compiled in (torch.compile(model), torch.compile(mode="reduce-overhead")(model)):
+        # what torch.compile returns (a trial's `cm._orig_mod` raised AttributeError: exit 0 became 1), run eagerly
+        assert compiled._orig_mod is model and list(compiled.state_dict()) == ["_orig_mod.weight", "_orig_mod.bias"]
+        x = torch.randn(3, 2, device="cuda")
+        assert torch.equal(compiled(x), model(x))
+    assert torch.compile(torch.sin) is torch.sin
     stand_in.preflight.finish(stand_in.run)
     assert stand_in.run.stand_in is not None and stand_in.run.stand_in.compiled_eagerly
     stand_in.preflight.start(stand_in.run)
