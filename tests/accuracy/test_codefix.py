@@ -66,9 +66,20 @@ LSTM_FORWARD = textwrap.dedent(
 ).rstrip("\n")
 
 
+POSEMB = textwrap.dedent(
+    """\
+    def posemb_sincos_2d(patches, temperature=10000, dtype=torch.float32):
+        _, h, w, dim, device, dtype = *patches.shape, patches.device, patches.dtype
+        y, x = torch.meshgrid(torch.arange(h), torch.arange(w), indexing="ij")
+        return torch.cat((x.sin(), y.cos()), dim=1)
+    """
+).rstrip("\n")
+
+
 def source() -> SourceSection:
     return SourceSection(
         [
+            SourceSnippet("vit.py", 12, POSEMB, "function", "posemb_sincos_2d"),
             SourceSnippet("train.py", 40, TRAIN, "function", "train"),
             SourceSnippet("model.py", 10, ENCODING, "function", "PositionalEncoding.__init__"),
             SourceSnippet("palm.py", 100, MASK, "function", "Block.get_mask"),
@@ -114,6 +125,19 @@ def test_a_tensor_made_in_forward_gets_the_devices_name_on_its_line() -> None:
     assert codefix.with_device(pos, codefix.forward_device(pos)) == (
         "pos = torch.arange(0, t, dtype=torch.long, device=idx.device)"
     )
+
+
+def test_every_factory_of_the_line_gets_the_device_the_function_unpacked() -> None:
+    """A trial's SimpleViT: the fix read `torch.arange(h, device=x.device)`, with `x` assigned by that very line
+    (UnboundLocalError when pasted), and left `torch.arange(w)` on the CPU; `device` was unpacked two lines up."""
+    stmt = codefix.factory_statement(source(), "vit.py:14")
+    assert stmt is not None
+    assert codefix.forward_device(stmt) == "device"
+    assert codefix.with_device(stmt, "device") == (
+        'y, x = torch.meshgrid(torch.arange(h, device=device), torch.arange(w, device=device), indexing="ij")'
+    )
+    [edit] = forward_factory_edits(source(), "vit.py:14")
+    assert edit.new[0].count("device=device") == 2
 
 
 def test_the_same_factory_on_other_lines_of_forward_is_fixed_with_it() -> None:

@@ -664,36 +664,47 @@ def _is_register_buffer(call: ast.expr) -> bool:
     return isinstance(call, ast.Call) and len(call.args) >= 2 and ast.unparse(call.func).endswith("register_buffer")
 
 
-def factory_call(node: ast.AST) -> ast.Call | None:
-    """The first call of a torch tensor factory without `device=` (torch.ones, torch.arange, ...)."""
+def factory_calls(node: ast.AST) -> list[ast.Call]:
+    """The calls of torch tensor factories without `device=` (torch.ones, torch.arange, ...), in source order."""
+    found = []
     for n in ast.walk(node):
         if not isinstance(n, ast.Call) or ast.unparse(n.func).split(".")[-1] not in FACTORIES:
             continue
         from_torch = ast.unparse(n.func).startswith(("torch.", "th.")) or isinstance(n.func, ast.Name)
         if from_torch and not any(kw.arg == "device" for kw in n.keywords):
-            return n
-    return None
+            found.append(n)
+    return sorted(found, key=lambda n: (n.lineno, n.col_offset))
+
+
+def factory_call(node: ast.AST) -> ast.Call | None:
+    """The first call of a torch tensor factory without `device=`."""
+    return next(iter(factory_calls(node)), None)
 
 
 def with_device(stmt: Statement, device: str) -> str | None:
-    """The statement with `device=...` added to its tensor factory call, in the user's own formatting."""
-    call = factory_call(stmt.node)
-    if call is None:
+    """The statement with `device=...` added to every tensor factory call in it (`torch.meshgrid(torch.arange(h),
+    torch.arange(w))` makes two), in the user's own formatting where the statement is one line."""
+    calls = factory_calls(stmt.node)
+    if not calls:
         return None
-    if call.lineno == call.end_lineno and call.end_col_offset is not None:
-        # insert before the closing parenthesis: end the call one column early, then put ")" back
-        inner = ast.Call(func=call.func, args=[], keywords=[])
-        ast.copy_location(inner, call)
-        inner.end_col_offset = call.end_col_offset - 1
-        sep = ", " if call.args or call.keywords else ""
-        fixed = with_suffix(stmt, inner, f"{sep}device={device}")
-        if fixed is not None:
-            return fixed
-    call.keywords.append(ast.keyword(arg="device", value=ast.Name(id=device)))
+    line = stmt.snippet.line(stmt.first_line) if stmt.node.lineno == stmt.node.end_lineno else None
+    if line is not None and all(c.lineno == c.end_lineno and c.end_col_offset is not None for c in calls):
+        fixed = line
+        for call in sorted(calls, key=lambda c: c.end_col_offset or 0, reverse=True):
+            col = (call.end_col_offset or 0) - 1 + stmt.indent  # before the closing parenthesis
+            sep = ", " if call.args or call.keywords else ""
+            if not 0 < col < len(fixed) or fixed[col] != ")":
+                break
+            fixed = f"{fixed[:col]}{sep}device={device}{fixed[col:]}"
+        else:
+            return without_comments(fixed.strip())
+    for call in calls:
+        call.keywords.append(ast.keyword(arg="device", value=ast.Name(id=device)))
     try:
         return ast.unparse(stmt.node)
     finally:
-        call.keywords.pop()
+        for call in calls:
+            call.keywords.pop()
 
 
 def _indent(text: str) -> int:
@@ -708,8 +719,14 @@ def forward_device(stmt: Statement) -> str:
     func = stmt.function
     if func is not None:
         names = {a.arg for a in [*func.args.posonlyargs, *func.args.args, *func.args.kwonlyargs]}
+        # assigned above the line (`_, h, w, dim, device, dtype = *patches.shape, patches.device, ...` included)
         assigned = {
-            t.id for n in ast.walk(func) if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)
+            t.id
+            for n in ast.walk(func)
+            if isinstance(n, ast.Assign) and n.lineno < stmt.node.lineno
+            for target in n.targets
+            for t in ast.walk(target)
+            if isinstance(t, ast.Name)
         }
         for candidate in ("device", "dev"):
             if candidate in names or candidate in assigned:
@@ -719,6 +736,8 @@ def forward_device(stmt: Statement) -> str:
             return f"{params[0]}.device"
         if func.args.args and func.args.args[0].arg == "self":
             return "next(self.parameters()).device"
+        if params:  # a helper of the forward (`posemb_sincos_2d(patches)`): its first argument's device
+            return f"{params[0]}.device"
     return "x.device"
 
 

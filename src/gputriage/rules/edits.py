@@ -250,13 +250,18 @@ def _trailing_comment(line: str) -> str:
 
 def device_in_factory(stmt: Statement, device: str) -> Edit | None:
     """`torch.ones(n, n)` -> `torch.ones(n, n, device=x.device)` on the line that makes the tensor."""
-    call = codefix.factory_call(stmt.node)
-    if call is None or call.end_col_offset is None:
+    calls = codefix.factory_calls(stmt.node)
+    if not calls or any(call.end_col_offset is None for call in calls):
         return None
-    has_args = bool(call.args or call.keywords)
-    closing = _closing_parenthesis(call, call.end_col_offset)
-    text = f"{', ' if has_args else ''}device={device}"
-    return checked(splice(stmt, closing, text, at_end=True, kind="device-in-forward"))
+    changes: list[tuple[ast.AST, str, bool]] = [
+        (
+            _closing_parenthesis(call, call.end_col_offset or 0),
+            f"{', ' if call.args or call.keywords else ''}device={device}",
+            True,
+        )
+        for call in calls
+    ]
+    return checked(splice_many(stmt, changes, "device-in-forward"))
 
 
 def _closing_parenthesis(call: ast.Call, end_col: int) -> ast.AST:
