@@ -29,6 +29,7 @@ ENCODING = textwrap.dedent(
             super().__init__()
             pe = torch.zeros(max_len, 1, d_model)
             self.pe = pe
+            self.scale = torch.ones(1)
     """
 ).rstrip("\n")
 
@@ -182,6 +183,26 @@ def test_a_plain_attribute_finding_points_at_its_assignment_and_registers_a_buff
     (finding,) = [f for f in diagnose(run).findings if f.code == "model-partly-on-cpu"]
     assert finding.where == "model.py:13"
     assert 'self.register_buffer("pe", pe)' in finding.fix
+
+
+def test_every_plain_attribute_left_behind_gets_its_buffer_line_and_edit() -> None:
+    """A trial's SiameseNetwork: pixel_mean and pixel_std; the fix and --patch registered pixel_mean alone, and the
+    patched job died on pixel_std."""
+    model = ModelInfo(
+        name="TransformerModel",
+        parameter_count=1000,
+        devices={"meta": 1000, "cpu": 17},
+        where="main.py:30",
+        stray=[
+            StrayPart("pos_encoder.pe", "attribute", "cpu", 16, "model.py:13"),
+            StrayPart("pos_encoder.scale", "attribute", "cpu", 1, "model.py:14"),
+        ],
+    )
+    run = meta_run(placement=placement(model), source=source())
+    (finding,) = [f for f in diagnose(run).findings if f.code == "model-partly-on-cpu"]
+    assert 'self.register_buffer("pe", pe)' in finding.fix
+    assert 'self.register_buffer("scale", torch.ones(1))' in finding.fix
+    assert [e["line"] for e in finding.evidence["edits"]] == [13, 14]
 
 
 def test_without_source_the_fix_stays_generic() -> None:

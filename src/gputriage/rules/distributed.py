@@ -145,8 +145,10 @@ def _ddp_lines(run: Run, wrap: ModelWrap) -> str:
     call = _wrapper_call(stmt.node) if stmt is not None else None
     name = ast.unparse(call.args[0]) if call is not None and isinstance(call.args[0], ast.Name) else "model"
     return (
+        "import os\n"  # LOCAL_RANK is read from the environment: a script that never imported os fails when pasted
         "import torch.distributed as dist\n"
         "from torch.nn.parallel import DistributedDataParallel as DDP\n"
+        "from torch.utils.data.distributed import DistributedSampler\n"
         'dist.init_process_group("nccl")\n'
         + SET_DEVICE_FIX.replace("model = DDP(model.to(device)", f"{name} = DDP({name}.to(device)")
         + "\n# and DataLoader(..., sampler=DistributedSampler(dataset)): each process reads its own share"

@@ -200,14 +200,19 @@ def _model_partly_on_cpu(run: Run, model: ModelInfo, expected: str, off: int, to
             f"them in: {label}"
         )
         evidence["steps_completed"] = run.steps.steps_total if run.steps is not None else None
-    evidence.update(edits.evidence_of(edits.stray_edits(run.source, first, model.moved_where)))
+    # every plain attribute left behind gets its line (SiameseNetwork's pixel_mean and pixel_std: fixing the first
+    # alone, the patched job died on the second)
+    alike = [p for p in model.stray if first is not None and first.kind == "attribute" == p.kind][:MAX_FIXED_PARTS]
+    fixed_parts: list[StrayPart | None] = list(alike) or [first]
+    found = [e for p in fixed_parts for e in edits.stray_edits(run.source, p, model.moved_where)]
+    evidence.update(edits.evidence_of(list({(e.path, e.line): e for e in found}.values())))
     return Finding(
         code="model-partly-on-cpu",
         rung=3,
         severity=severity,
         title=title,
         evidence=evidence,
-        fix=_partly_fix(run, model, first),
+        fix=_attributes_fix(run, alike) if len(alike) > 1 else _partly_fix(run, model, first),
         where=(first.where if first and first.where else None) or model.where,
     )
 
@@ -238,6 +243,24 @@ _KIND_TEXTS = {
 def _kind_text(part: StrayPart) -> str:
     kind = _KIND_TEXTS.get(part.kind, part.kind)
     return f"{kind}, made inside forward" if part.created_in_forward else kind
+
+
+MAX_FIXED_PARTS = 6
+
+
+def _attributes_fix(run: Run, parts: list[StrayPart]) -> str:
+    """Each plain tensor attribute registered as a buffer, on its own line."""
+    fixes = []
+    for part in parts:
+        stmt = codefix.statement_at(run.source, part.where)
+        fixed = codefix.register_buffer_fix(stmt) if stmt is not None else None
+        owner, _, leaf = part.path.rpartition(".")
+        target = f"self.{owner}" if owner else "self"
+        fixes.append(fixed or f'{target}.register_buffer("{leaf}", ...)  # instead of {target}.{leaf} = ...')
+    return (
+        "# plain tensor attributes never follow model.to(); register each as a buffer (they then move with the "
+        "model):\n" + "\n".join(fixes)
+    )
 
 
 def _partly_fix(run: Run, model: ModelInfo, part: StrayPart | None) -> str:
