@@ -316,3 +316,4 @@ def test_dataparallel_of_the_scripts_own_name_is_deleted_and_ddp_wraps_that_name
     several = fix_over(4)
     assert "net = DDP(net.to(device), device_ids=[local_rank])" in several
     assert "from torch.nn.parallel import DistributedDataParallel as DDP" in several
+    assert "import os\n" in several and "from torch.utils.data.distributed import DistributedSampler" in several
