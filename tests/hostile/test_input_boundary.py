@@ -314,3 +314,30 @@ def test_a_report_listing_one_trace_rank_many_times_is_refused_in_one_line(
     (tmp_path / "report.json").write_text(json.dumps(doc))
     assert main(["report", str(tmp_path / "report.json")]) == 2
     assert "field trace.ranks lists rank 0 twice" in one_error_line(capsys)
+
+
+@pytest.mark.parametrize(
+    ("where", "value"),
+    [
+        (("steps", "steps", 41, "wall_s"), -0.5),
+        (("steps", "steps_total"), -5),
+        (("steps", "steps", 3, "data_wait_s"), -1e300),
+    ],
+    ids=["a-step-column", "a-count", "a-wait"],
+)
+def test_a_negative_count_duration_or_share_is_refused_in_one_line(where: tuple[object, ...], value: float) -> None:
+    """A trial's report.json with `steps: -5` and a time of -1e300 was re-rendered as "the trace marks only -5
+    steps" and a 300-digit negative "perform computation" time."""
+    doc = report_doc(1)
+    node: Any = doc
+    for key in where[:-1]:
+        node = node[key]
+    node[where[-1]] = value
+    with pytest.raises(InputError, match=r"is negative \(.*\): a count, a duration, a share or a size cannot be"):
+        decode_record(json.dumps(doc).encode(), "report.json")
+
+
+def test_a_point_in_time_may_be_before_zero() -> None:
+    doc = report_doc(1)
+    doc["steps"]["steps"][5]["start_s"] = -0.25  # a clock's reading, not a duration
+    assert decode_record(json.dumps(doc).encode(), "report.json").steps is not None

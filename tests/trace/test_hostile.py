@@ -461,3 +461,18 @@ def test_a_gzip_header_comment_past_64_kib_is_refused_in_one_line(
     assert main(["trace", str(commented)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "gzip header's comment is longer than 64 KiB" in err
+
+
+def test_step_marks_of_zero_length_leave_rung_5_inconclusive_not_healthy(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A trial: four ProfilerSteps of `dur: 0` gave "one step: 0 ms", rung 5 passed and the verdict was HEALTHY."""
+    b = training_loop(steps=4)
+    for event in b.events:
+        if str(event.get("name", "")).startswith("ProfilerStep#"):
+            event["dur"] = 0
+    assert main(["trace", str(b.write(tmp_path / "zero.json")), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["verdict"]["status"] == "inconclusive"
+    rung5 = next(r for r in doc["ladder"] if r["rung"] == 5)
+    assert rung5["status"] == "skipped" and "4 steps of zero length" in rung5["reason"]

@@ -205,6 +205,23 @@ _SCALAR_TYPES = frozenset({"int", "float", "str", "bool", "None"})
 _LAYOUTS: dict[type, dict[str, str] | None] = {}
 
 
+# Fields that name a count, a duration, a share or a size (by the unit or word that ends their name: the record names
+# every quantity with its unit): below zero, they are no measurement, and a view would print "-5 steps" or "-50%".
+# Points in time (`start_s`, `t_s`, `ts`) are not durations and may be anything a clock gives.
+_NOT_BELOW_ZERO = re.compile(
+    r"(?:_us|_ms|_pct|_bytes|_bytes_per_s|count|_calls|calls|events|steps|numel|batches|_total|elements)$"
+    r"|^(?:wall_s|time_s|self_s|wait_s|busy_s|sync_s|data_wait_s|forward_s|backward_s|optimizer_s|other_s|h2d_s)$"
+)
+_POINTS_IN_TIME = frozenset({"start_us", "start_s", "t_s", "ts", "created_at_s", "first_seen_s", "last_seen_s"})
+
+
+def _negative_problem(value: float, path: FieldPath) -> str | None:
+    name = next((part for part in reversed(path) if isinstance(part, str)), "")
+    if value < 0 and name not in _POINTS_IN_TIME and _NOT_BELOW_ZERO.search(name):
+        return f"is negative ({value:g}): a count, a duration, a share or a size cannot be"
+    return None
+
+
 def _first_problem(root: object) -> tuple[str, str] | None:
     stack: list[tuple[object, FieldPath]] = [(root, ())]
     while stack:
@@ -212,6 +229,9 @@ def _first_problem(root: object) -> tuple[str, str] | None:
         kind = type(value)
         if kind is int or kind is float or kind is str:
             message = _scalar_problem(value)
+            if message is None and kind is not str:
+                assert isinstance(value, (int, float))
+                message = _negative_problem(value, path)
             if message is not None:
                 return _path_text(path), message
         elif kind is list or kind is tuple:
@@ -241,7 +261,7 @@ def _list_problem(
     if layout is not None:
         for name, how in layout.items():
             column = list(map(operator.attrgetter(name), items))
-            found = _column_problem(column, how == "list")
+            found = _column_problem(column, how == "list") or _column_negative(column, how == "list", name)
             if found is not None:
                 where, what = found
                 return _path_text((*path, where[0], name, *where[1:])), what
@@ -249,10 +269,25 @@ def _list_problem(
     for index, item in enumerate(items):
         if type(item) in (int, float, str):
             message = _scalar_problem(item)
+            if message is None and type(item) is not str:
+                message = _negative_problem(item, path)
             if message is not None:
                 return _path_text((*path, index)), message
         elif item is not None:
             stack.append((item, (*path, index)))
+    return None
+
+
+def _column_negative(column: list[Any], of_lists: bool, name: str) -> tuple[tuple[int, ...], str] | None:
+    """The first value below zero of a column whose name says it cannot be (see _NOT_BELOW_ZERO)."""
+    if name in _POINTS_IN_TIME or not _NOT_BELOW_ZERO.search(name):
+        return None
+    for index, values in enumerate(column):
+        for inner, value in enumerate(values if of_lists and values is not None else (values,)):
+            if type(value) in (int, float) and value < 0:
+                message = _negative_problem(value, (name,))
+                assert message is not None
+                return ((index, inner) if of_lists else (index,)), message
     return None
 
 

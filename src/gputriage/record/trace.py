@@ -204,8 +204,11 @@ class RankTrace(msgspec.Struct):
         """What the trace holds, when it is too little to judge how busy the GPU keeps ("1 step", "3 kernels, copies
         or memsets"); None when it is enough. With step marks, TRACE_MIN_STEPS of them; without, the window is
         judged, if it holds TRACE_MIN_DEVICE_EVENTS device events."""
+        if self.steps and self.step_time_us is not None and self.step_time_us <= 0:
+            # marks of no length hold no GPU time to share out: nothing says how busy a step keeps the GPU
+            return f"{counted_steps(self.steps)} of zero length"
         if self.steps:
-            return None if self.steps >= TRACE_MIN_STEPS else ("1 step" if self.steps == 1 else f"{self.steps} steps")
+            return None if self.steps >= TRACE_MIN_STEPS else counted_steps(self.steps)
         events = self.gpu_events or 0
         if events == 0 or events >= TRACE_MIN_DEVICE_EVENTS:
             return None
@@ -369,6 +372,10 @@ class TraceSection(msgspec.Struct):
         return [p for r in self.ranks for p in r.self_check()]
 
 
+def counted_steps(steps: int) -> str:
+    return "1 step" if steps == 1 else f"{steps} steps"
+
+
 def _too_thin_reason(r: RankTrace) -> Inconclusive:
     what = r.thin_evidence()
     assert what is not None
@@ -376,7 +383,7 @@ def _too_thin_reason(r: RankTrace) -> Inconclusive:
         shown = f"the trace marks only {what}"
         if r.busy_pct_of_steps is not None:
             shown += f" (the GPU runs kernels {r.busy_pct_of_steps:.1f}% of {'it' if r.steps == 1 else 'them'})"
-        why = "too few steps to judge"
+        why = "too few steps to judge" if (r.step_time_us or 0) > 0 else "steps of zero length hold no time to judge"
     else:
         shown = f"the trace marks no step and holds only {what}"
         if r.busy_pct is not None and r.window_us is not None:
