@@ -198,3 +198,29 @@ def test_a_warning_shown_once_per_place_is_not_shown_again_when_the_window_close
     triaged = gputriage("run", "--out", str(tmp_path / "out"), str(script), cwd=tmp_path)
     assert plain.stderr.count("UserWarning: once per step") == 1
     assert triaged.stderr.count("UserWarning: once per step") == 1, triaged.stderr[-3000:]
+
+
+SHAPE_ERROR = """
+import torch
+from torch import nn
+
+model = nn.Sequential(nn.Linear(4, 8), nn.Linear(7, 1))
+for step in range(3):
+    out = model(torch.randn(2, 4))
+"""
+
+
+def test_a_torch_error_inside_the_window_has_the_traceback_plain_python_gives(tmp_path: Path) -> None:
+    """A trial: a shape error at step 0 showed an extra `torch/_ops.py ... __call__` frame under gputriage: the
+    census's dispatch mode routes the op through Python; that frame exists only because of it."""
+    script = tmp_path / "shapes.py"
+    script.write_text(SHAPE_ERROR)
+    plain = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, check=False)
+    triaged = gputriage("run", "--out", str(tmp_path / "out"), str(script), cwd=tmp_path)
+    assert triaged.returncode == plain.returncode == 1
+    assert "mat1 and mat2 shapes cannot be multiplied" in plain.stderr
+    assert _traceback(triaged.stderr) == _traceback(plain.stderr)
+
+
+def _traceback(stderr: str) -> str:
+    return stderr[stderr.index("Traceback") : stderr.index("RuntimeError")]

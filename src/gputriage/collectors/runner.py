@@ -288,9 +288,13 @@ _SUBCLASS_DISPATCH_FILES = ("torch/_compile.py", "torch/_dynamo/eval_frame.py", 
 def _filtered(tb: TracebackType | None) -> TracebackType | None:
     kept: list[TracebackType] = []
     raised_by_us = False
+    below_ours = False  # past a frame of ours: torch's dispatch frames from here on exist only because of our mode
     while tb is not None:
-        raised_by_us = is_own_file(tb.tb_frame.f_code.co_filename)
-        if not raised_by_us:
+        filename = tb.tb_frame.f_code.co_filename
+        raised_by_us = is_own_file(filename)
+        below_ours = below_ours or raised_by_us
+        dispatch = below_ours and filename.replace("\\", "/").endswith(_SUBCLASS_DISPATCH_FILES)
+        if not raised_by_us and not dispatch:
             kept.append(tb)
         tb = tb.tb_next
     if raised_by_us:  # the stand-in raised CUDA's error: the traceback ends where CUDA's would
