@@ -43,7 +43,9 @@ def test_every_install_fix_is_complete(
 ) -> None:
     lines = (finding.fix or "").splitlines()
     install = next(i for i, line in enumerate(lines) if "pip install torch" in line)
-    uninstall = [i for i, line in enumerate(lines) if "pip uninstall -y torch" in line]
+    uninstall = [
+        i for i, line in enumerate(lines) if ("pip uninstall -y torch" in line or "uv pip uninstall torch" in line)
+    ]
 
     assert uninstall and uninstall[0] < install, "the wrong build must go first"
     removed = lines[uninstall[0]].split()

@@ -108,3 +108,19 @@ def test_no_device_in_the_job_while_torch_reaches_the_gpu_elsewhere_is_the_jobs_
     top = diagnose_text(text).findings[0]
     assert top.code == "cuda-init-failed"
     assert "grep -rni cuda_visible_devices ." in top.fix
+
+
+def test_a_uv_project_gets_its_fix_through_uv_and_its_pyproject() -> None:
+    """lerobot#4093: `uv sync` on Windows installed 2.11.0+cpu; `python -m pip` fails in uv's venv (no pip), and the
+    next `uv sync` would put the CPU build back."""
+    text = (
+        "I ran uv sync and then uv run train.py, but training runs on the CPU.\n"
+        "torch: 2.11.0+cpu\n"
+        "| NVIDIA-SMI 580.88                 Driver Version: 580.88         CUDA Version: 13.0     |\n"
+        "OS: Microsoft Windows 11 Pro\n"
+    )
+    top = diagnose_text(text).findings[0]
+    assert top.code == "cpu-only-build"
+    assert "uv pip install torch==2.11.0 --index-url https://download.pytorch.org/whl/cu130" in top.fix
+    assert "python -m pip" not in top.fix
+    assert '# [tool.uv.sources]\n# torch = { index = "pytorch-cu130" }' in top.fix

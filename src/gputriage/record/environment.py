@@ -77,6 +77,9 @@ class HostFacts(msgspec.Struct):
     # The Python the job runs with, where the report runs it by path (`.\python_embeded\python.exe`): a fix's pip
     # must be that Python's, or it installs into another one.
     python_command: str | None = None
+    # The environment is a uv project (`uv sync`, `uv add`, `uv run`, uv.lock): its venv has no pip, and `uv sync`
+    # reinstalls what pyproject.toml pins, so a fix goes through uv and the project's index settings.
+    uv_project: bool | None = None
     platform: str | None = None
     in_container: bool | None = None
     container_kind: str | None = None  # docker | podman | kubernetes | ...

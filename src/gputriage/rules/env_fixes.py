@@ -54,13 +54,34 @@ _PYTHON_RUN = re.compile(r"(?<![\w.\\/-])python(?= -m pip\b| -c )")
 
 def for_the_jobs_python(fix: str, env: Environment) -> str:
     """The fix's `python -m pip` / `python -c` run by the Python the report shows the job using (ComfyUI portable's
-    `.\\python_embeded\\python.exe`): the first `python` on PATH installs into another one."""
+    `.\\python_embeded\\python.exe`): the first `python` on PATH installs into another one. In a uv project, pip
+    through uv, and the project's own settings that `uv sync` would otherwise put back."""
+    if env.host.uv_project and "python -m pip install" in fix:
+        return _through_uv(fix)
     py = env.host.python_command
     if not py or not _PYTHON_RUN.search(fix):
         return fix
     if any(ch.isspace() for ch in py):  # a path with spaces needs the shell's own quoting: said, not spliced in
         return f"{fix}\n# run these with the Python the job uses ({py}), not the first python on PATH"
     return _PYTHON_RUN.sub(lambda _: py, fix)
+
+
+def _through_uv(fix: str) -> str:
+    """uv's venvs have no pip (`python -m pip` fails there), and the next `uv sync` reinstalls what pyproject.toml
+    pins: the same commands through `uv pip`, for now, and the project's index for torch, to keep."""
+    fix = fix.replace("python -m pip uninstall -y ", "uv pip uninstall ").replace(
+        "python -m pip install ", "uv pip install "
+    )
+    index = re.search(r"--index-url (\S+)", fix)
+    if index is None:
+        return fix
+    url = index.group(1)
+    name = "pytorch-" + url.rstrip("/").rsplit("/", 1)[-1]
+    return (
+        f"{fix}\n# a uv project: the next `uv sync` puts back what pyproject.toml pins; keep this build with:\n"
+        f'# [[tool.uv.index]]\n# name = "{name}"\n# url = "{url}"\n# explicit = true\n'
+        f'# [tool.uv.sources]\n# torch = {{ index = "{name}" }}\n# then: uv sync'
+    )
 
 
 def mps_fix(env: Environment) -> str:

@@ -114,8 +114,17 @@ def _manifest_gpu_request(paste: Paste, env: Environment) -> None:
         h.container_kind = h.container_kind or ("kubernetes" if k8s else "docker")
 
 
+# uv's own commands as typed or logged, its lock file, its pyproject table: the user's environment is uv's.
+_UV = re.compile(r"(?:^|[\s>$`])uv[ \t]+(?:sync|add|run|lock|venv|pip[ \t]+install)\b|\buv\.lock\b|\[tool\.uv[.\]]")
+
+
 def interpreter(paste: Paste, env: Environment) -> None:
-    """The Python the job runs with, where a command names it by path (HostFacts.python_command)."""
+    """The Python the job runs with, where a command names it by path (HostFacts.python_command), and whether uv
+    manages its environment (HostFacts.uv_project)."""
+    for line in paste.containing("uv"):
+        if line.fact and _UV.search(line.text):
+            env.host.uv_project = True
+            break
     for line in paste.containing("python"):
         if match := _INTERPRETER.match(line.text):
             first(env.host, "python_command", cap(match.group(1)))
