@@ -107,6 +107,8 @@ def test_fabric_manager_error_is_named_and_explained() -> None:
     assert top.evidence["cuda_error"] == 802
     assert "Fabric Manager" in top.title
     assert "nvidia-fabricmanager" in top.fix
+    # a machine that never had it has no unit to enable: its package comes first (pytorch#35710)
+    assert top.fix.index("apt-get install nvidia-fabricmanager-<branch>") < top.fix.index("systemctl enable")
 
 
 def test_new_style_capability_warning_of_torch_2_13() -> None:

@@ -338,6 +338,15 @@ class CudaError(msgspec.Struct, frozen=True):
     fix: str
 
 
+# Error 802 on an NVSwitch machine: the Fabric Manager is missing, stopped, or of another version than the driver. A
+# machine that never had it (the trial's case) has no unit to enable: the package of the driver's branch comes first.
+FABRIC_MANAGER_FIX = (
+    "systemctl status nvidia-fabricmanager   # 'could not be found': install the driver branch's package first,\n"
+    "# e.g. on Ubuntu: sudo apt-get install nvidia-fabricmanager-<branch>  (the driver's major version, e.g. 535)\n"
+    "sudo systemctl enable --now nvidia-fabricmanager   # its version must equal the driver's (nvidia-smi)"
+)
+
+
 CUDA_ERRORS: dict[int, CudaError] = {
     2: CudaError(
         "cudaErrorMemoryAllocation",
@@ -386,7 +395,7 @@ CUDA_ERRORS: dict[int, CudaError] = {
         "system not yet initialized",
         "on NVSwitch systems (HGX/DGX A100, H100, H200) CUDA waits for the Fabric Manager, which is not running "
         "or does not match the driver version",
-        "sudo systemctl enable --now nvidia-fabricmanager   # its version must equal the driver's (nvidia-smi)",
+        FABRIC_MANAGER_FIX,
     ),
     803: CudaError(
         "cudaErrorSystemDriverMismatch",

@@ -17,6 +17,8 @@ import re
 
 import msgspec
 
+from gputriage.data.cuda_tables import FABRIC_MANAGER_FIX
+
 NO_DEVICE = "no-device"  # CUDA sees no device: CUDA_VISIBLE_DEVICES, a container, or no GPU at all
 NO_DRIVER = "no-driver"  # the driver library is missing: a container without GPU access, a board without a driver
 
@@ -88,7 +90,7 @@ SIGNATURES: tuple[ErrorSignature, ...] = (
         "cuda-init-failed",
         "on NVSwitch systems (HGX/DGX A100, H100, H200, B200) CUDA waits for the Fabric Manager, which is not running "
         "or does not match the driver version",
-        "sudo systemctl enable --now nvidia-fabricmanager   # its version must equal the driver's (nvidia-smi)",
+        FABRIC_MANAGER_FIX,
         "https://github.com/pytorch/pytorch/issues/35710",
         802,
     ),
