@@ -124,3 +124,12 @@ def test_a_uv_project_gets_its_fix_through_uv_and_its_pyproject() -> None:
     assert "uv pip install torch==2.11.0 --index-url https://download.pytorch.org/whl/cu130" in top.fix
     assert "python -m pip" not in top.fix
     assert '# [tool.uv.sources]\n# torch = { index = "pytorch-cu130" }' in top.fix
+
+
+def test_a_rocm_builds_no_binary_error_is_amds_arch_with_the_gfx_override() -> None:
+    """textgen#5: `hipErrorNoBinaryForGpu: Unable to find code object for all current devices!` on a Radeon; the
+    maintainer's HSA_OVERRIDE_GFX_VERSION=10.3.0 fixed it (was: exit 2, no facts found)."""
+    text = 'I get "hipErrorNoBinaryForGpu: Unable to find code object for all current devices!" with the ROCm torch\n'
+    top = diagnose_text(text).findings[0]
+    assert top.code == "arch-not-supported" and "AMD GPU" in top.title and "sm_" not in top.fix
+    assert "export HSA_OVERRIDE_GFX_VERSION=10.3.0" in top.fix

@@ -283,6 +283,17 @@ SIGNATURES: tuple[ErrorSignature, ...] = (
         "# an NVIDIA GPU: this is the ROCm build by mistake; install a CUDA build instead",
         "https://github.com/comfyanonymous/ComfyUI/issues/5138",
     ),
+    ErrorSignature(
+        "hip-no-binary",
+        ("hiperrornobinaryforgpu", "unable to find code object for all current devices"),
+        "arch-not-supported",
+        "the ROCm build of torch has no code objects (kernels) for this AMD GPU's gfx target",
+        "rocminfo | grep -i gfx   # the GPU's target: gfx1031, gfx1100, ...\n"
+        "# a consumer card the build does not list: run it as the nearest target the build has,\n"
+        "export HSA_OVERRIDE_GFX_VERSION=10.3.0   # RDNA2 (gfx103x); RDNA3 (gfx110x): 11.0.0\n"
+        '# or a ROCm build whose arch list has the target: python -c "import torch; print(torch.cuda.get_arch_list())"',
+        "https://github.com/oobabooga/textgen/issues/5",
+    ),
     # --- the build ----------------------------------------------------------------------------------------------------
     ErrorSignature(
         "not-compiled-with-cuda",

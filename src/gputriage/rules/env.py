@@ -553,7 +553,16 @@ def _space(value: str | None) -> str:
 @rule
 def arch_not_supported(run: Run) -> Iterator[Finding]:
     env = _env(run)
-    if env is None or is_rocm(env) or env.torch.is_cpu_build:
+    if env is None:
+        return
+    hip = next((e for e in errors_pointing_to(env, "arch-not-supported") if e.key == "hip-no-binary"), None)
+    if hip is not None:  # ROCm's own "no kernels for this GPU": AMD's gfx targets, not NVIDIA's sm_XY
+        sig = signature(hip.key)
+        said: Evidence = {"message": hip.text, "torch_version": env.torch.version}
+        title = "The ROCm build of torch has no code objects for this AMD GPU (hipErrorNoBinaryForGpu)"
+        yield _finding(run, "arch-not-supported", title, said, sig.fix if sig else "", nvidia=False)
+        return
+    if is_rocm(env) or env.torch.is_cpu_build:
         return
     archs = build_arch_list(env)
     named = False
