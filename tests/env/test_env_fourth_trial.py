@@ -133,3 +133,16 @@ def test_a_rocm_builds_no_binary_error_is_amds_arch_with_the_gfx_override() -> N
     top = diagnose_text(text).findings[0]
     assert top.code == "arch-not-supported" and "AMD GPU" in top.title and "sm_" not in top.fix
     assert "export HSA_OVERRIDE_GFX_VERSION=10.3.0" in top.fix
+
+
+def test_mps_refusing_a_macos_above_the_errors_figure_names_the_release_bound() -> None:
+    """fastbook#671: "The MPS backend is supported on MacOS 12.3+" while "my macOS is `12.7.6`", torch's version
+    unsaid: only a torch of 2.5 or later fails there (was: "the report does not say why", macOS unread)."""
+    text = (
+        "`RuntimeError: The MPS backend is supported on MacOS 12.3+.Current OS version can be queried using sw_vers`\n"
+        "When building the dataloaders I get that error, even though my macOS is `12.7.6`.\n"
+    )
+    top = diagnose_text(text).findings[0]
+    assert top.code == "mps-unavailable" and top.evidence["macos_version"] == "12.7.6"
+    assert "torch 2.5 and later need macOS 13.0 or later" in top.title
+    assert 'python -m pip install "torch<2.5"' in top.fix

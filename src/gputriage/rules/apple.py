@@ -63,13 +63,9 @@ def _reason(env: Environment, needed: str | None) -> tuple[str, str] | None:
             "Python under Rosetta: install an arm64 Python\n"
             "python -m pip install --force-reinstall torch torchvision torchaudio\n" + _CHECK,
         )
-    if macos is not None and needed is not None and version_tuple(macos) < version_tuple(needed):
-        return _macos_too_old(env, macos, needed)
-    if macos is not None and version_tuple(macos) < version_tuple("12.3"):
-        return (
-            f"MPS needs macOS 12.3 or later, and this Mac runs macOS {macos}",
-            f"{_UPDATE}: 12.3 or later (14.0 or later for torch 2.10 and newer)\n{_CHECK}",
-        )
+    by_macos = _macos_reason(env, macos, needed) if macos is not None else None
+    if by_macos is not None:
+        return by_macos
     if env.torch.other_accelerators.get("mps") is not False:
         return None  # nothing says MPS fails here
     return (
@@ -79,6 +75,43 @@ def _reason(env: Environment, needed: str | None) -> tuple[str, str] | None:
         "# macOS 12.3+ for torch 1.12-2.4, 13.0+ for 2.5-2.9, 14.0+ for 2.10 and later; arm64 (not x86_64 under "
         "Rosetta); is_built() True",
     )
+
+
+def _macos_reason(env: Environment, macos: str, needed: str | None) -> tuple[str, str] | None:
+    """The macOS is below what the release needs, below any MPS, or (the release unsaid) below what a release that
+    fails there needs although the error names less."""
+    t = env.torch
+    if needed is not None and version_tuple(macos) < version_tuple(needed):
+        return _macos_too_old(env, macos, needed)
+    if version_tuple(macos) < version_tuple("12.3"):
+        return (
+            f"MPS needs macOS 12.3 or later, and this Mac runs macOS {macos}",
+            f"{_UPDATE}: 12.3 or later (14.0 or later for torch 2.10 and newer)\n{_CHECK}",
+        )
+    if t.version is None and t.mps_error_min_macos is not None and t.other_accelerators.get("mps") is False:
+        return _error_understates(macos, t.mps_error_min_macos)
+    return None
+
+
+def _error_understates(macos: str, said: str) -> tuple[str, str] | None:
+    """MPS refused a macOS at or above the minimum its error names (fastbook#671: "supported on MacOS 12.3+" on
+    12.7.6): the torch installed is a release that needs more than the error says; the first such release the
+    table gives for this macOS is the bound, whatever the version the report leaves out."""
+    older = newest_mps_release_for(macos)
+    if older is None or version_tuple(macos) < version_tuple(said):
+        return None
+    bound = older.removeprefix("torch<")
+    needs = mps_min_macos(bound) or ""
+    title = (
+        f"MPS cannot run here: this Mac runs macOS {macos}, and its torch needs more than the macOS {said}+ its "
+        f"error names: torch {bound} and later need macOS {needs} or later"
+    )
+    fix = (
+        f"{_UPDATE}: {needs} or later\n"
+        f"# or keep macOS {macos} and install the newest torch whose MPS runs on it:\n"
+        f'python -m pip install "{older}"\n{_CHECK}'
+    )
+    return title, fix
 
 
 def _macos_too_old(env: Environment, macos: str, needed: str) -> tuple[str, str]:

@@ -21,9 +21,11 @@ _MACOS_FACT = re.compile(
     r"^[ \t]*ProductVersion:[ \t]*([0-9]{2}\.[0-9]{1,2}(?:\.[0-9]{1,2})?)[ \t]*$",
     re.IGNORECASE,
 )
-# "on macOS 13.7.4", "MacOS Ventura 13.4": prose, read last; never the "MacOS 13.0+" of MPS's own error.
+# "on macOS 13.7.4", "MacOS Ventura 13.4", "my macOS is `12.7.6`": prose, read last; never the "MacOS 13.0+" of MPS's
+# own error.
 _MACOS_PROSE = re.compile(
-    r"\bmac ?OS(?:[ \t]+(?:version|Monterey|Ventura|Sonoma|Sequoia|Tahoe|Big Sur))?[ \t]+"
+    r"\bmac ?OS(?:[ \t]+(?:version|Monterey|Ventura|Sonoma|Sequoia|Tahoe|Big Sur))?"
+    r"(?:[ \t]+is[ \t]+|[ \t]*[:=][ \t]*|[ \t]+)[`'\"]?"  # "macOS 13.4", "my macOS is `12.7.6`", "macOS: 14.1"
     r"([0-9]{2}\.[0-9]{1,2}(?:\.[0-9]{1,2})?)(?![0-9.]*\+)",
     re.IGNORECASE,
 )
