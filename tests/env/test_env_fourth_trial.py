@@ -146,3 +146,15 @@ def test_mps_refusing_a_macos_above_the_errors_figure_names_the_release_bound() 
     assert top.code == "mps-unavailable" and top.evidence["macos_version"] == "12.7.6"
     assert "torch 2.5 and later need macOS 13.0 or later" in top.title
     assert 'python -m pip install "torch<2.5"' in top.fix
+
+
+def test_nvidia_smi_seeing_the_gpu_busy_during_the_job_settles_rung_1() -> None:
+    """nerfstudio#997: Task Manager showed the GPU at 0%; "with nvidia-smi during training the GPU is at 70% load"
+    (was: exit 2, no facts found)."""
+    text = (
+        "Task Manager shows the NVIDIA GPU at ~0% while training runs, so I thought it was on the CPU.\n"
+        "You are right: with nvidia-smi during training the GPU is at 70% load, not 0%.\n"
+    )
+    diag = diagnose_text(text)
+    assert diag.verdict.status == "healthy"
+    assert "nvidia-smi" in (parse_environment_text(text).torch.gpu_use_evidence or "")

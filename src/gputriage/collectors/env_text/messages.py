@@ -48,6 +48,12 @@ _MEMORY_HELD = re.compile(
     r"(?:显存|GPU[ \t]*memory|gpu[ \t]*memory)[ \t]*(?:已经|已|也|都)?(?:被)?(?:用掉|占用|占满|用满|分配)",
     re.IGNORECASE,
 )
+# "with nvidia-smi during training the GPU is at 70% load": the driver's own tool saw the job's GPU busy, so torch
+# reaches it (a Task Manager graph at 0% beside it shows the 3D engine, not CUDA's compute).
+_SMI_BUSY = re.compile(
+    r"\bnvidia-smi\b[^.!?\n]{0,80}?(?<![0-9.])(?:[1-9][0-9]?|100)[ \t]*%[^.!?\n]{0,20}?\b(?:load|util\w*|usage|busy)\b",
+    re.IGNORECASE,
+)
 _NO_TORCH = re.compile(r"No module named '?torch'?(?:$|[^._\w])")
 _OLD_UNKNOWN = re.compile(r"cuda runtime error \(30\)|error=30 : unknown error", re.IGNORECASE)
 
@@ -84,6 +90,8 @@ def extract(paste: Paste, env: Environment) -> None:
             _availability(line.text, env)
         if ("memory" in low or "显存" in low) and (held := _MEMORY_HELD.search(line.text)):
             first(env.torch, "gpu_use_evidence", f"the report says the job holds GPU memory: {held.group(0)}")
+        if "nvidia-smi" in low and (busy := _SMI_BUSY.search(line.text)):
+            first(env.torch, "gpu_use_evidence", f"nvidia-smi showed the GPU busy during the job: {busy.group(0)}")
     apply_torch_warnings("\n".join(line.text for line in paste.facts() if _capability_words(line.low)), env)
 
 
