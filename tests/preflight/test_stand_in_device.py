@@ -90,6 +90,11 @@ def test_cpu_input_into_a_device_layer_raises(stand_in: Session) -> None:
     # CUDA's own wrapper names: a structured kernel has one underscore, an unstructured one two
     assert "mat1 is on cpu, different from other tensors on cuda:0" in str(linear.value)
     assert str(linear.value).endswith("(when checking argument in method wrapper_CUDA_addmm)")
+    # the model left on the CPU, the batch moved: the wrapper's common device is its first tensor's (the bias, on the
+    # CPU), and mat1 is the odd one, as a torch-2 log on a GPU reads (a trial's VAE got the two swapped)
+    with pytest.raises(RuntimeError, match=MISMATCH) as unmoved:
+        nn.Linear(4, 2)(torch.randn(3, 4, device="cuda"))
+    assert "but got mat1 is on cuda:0, different from other tensors on cpu" in str(unmoved.value)
     with pytest.raises(RuntimeError, match=r"method wrapper_CUDA__index_select\)") as indices:
         nn.Embedding(10, 4).cuda()(torch.arange(3))
     assert "index is on cpu, different from other tensors on cuda:0" in str(indices.value)

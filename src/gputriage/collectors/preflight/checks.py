@@ -149,6 +149,11 @@ def _mismatch(
     if base in _REPORTED_AS and args and odd is args[0]:
         # the weight is the CPU tensor: CUDA's check starts from it (`self`), so the device index is the odd one
         device, odd_device = odd_device, device
+    elif base not in _REPORTED_AS:
+        # CUDA's wrapper takes the first tensor argument's device as the common one and names the first argument on
+        # another: with the model on the CPU and the batch moved, addmm's `self` (the bias) is on the CPU and `mat1`
+        # is the odd one ("mat1 is on cuda:0, different from other tensors on cpu")
+        name, device, odd_device = _first_odd(func, args, kwargs) or (name, device, odd_device)
     return RuntimeError(
         f"Expected all tensors to be on the same device, but got {name} is on {odd_device}, different from other "
         f"tensors on {device} (when checking argument in method wrapper_CUDA_{method})"
@@ -182,6 +187,23 @@ def _structured_ops() -> frozenset[str]:
         if re.search(r"^  (structured: True|structured_delegate: )", body, flags=re.MULTILINE):
             found.add(head.split("(", 1)[0])
     return frozenset(found)
+
+
+def _first_odd(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[str, str, str] | None:
+    """(name, common device, its device) of the first tensor argument, in schema order, whose device differs from the
+    first tensor argument's (a 0-d CPU tensor rides along, as check_devices lets it)."""
+    common: str | None = None
+    for i, arg in enumerate(func._schema.arguments):
+        value = kwargs.get(arg.name) if arg.kwarg_only or i >= len(args) else args[i]
+        for t in value if isinstance(value, (list, tuple)) else (value,):
+            if not isinstance(t, torch.Tensor) or (not is_stand_in(t) and t.dim() == 0 and t.device.type == "cpu"):
+                continue
+            where = f"cuda:{index_of(t)}" if is_stand_in(t) else str(t.device)
+            if common is None:
+                common = where
+            elif where != common:
+                return str(arg.name), common, where
+    return None
 
 
 def _argument_name(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], odd: torch.Tensor) -> str:
