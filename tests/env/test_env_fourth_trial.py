@@ -30,7 +30,9 @@ def test_two_banners_one_on_the_gpu_are_two_sessions_and_the_failing_one_is_judg
     )
     top = diagnose_text(text).findings[0]
     assert top.code == "cpu-only-build" and "2.0.0+cpu" in top.title
-    assert "torchvision==0.15.1 torchaudio==2.0.1 with it" in top.fix  # the CPU companions go too
+    # the CPU companions go too, where installed: the same commands with them, pinned to 2.0.0's
+    assert "# python -m pip uninstall -y torch torchvision torchaudio" in top.fix
+    assert "# python -m pip install torch==2.0.0 torchvision==0.15.1 torchaudio==2.0.1 --index-url" in top.fix
 
 
 def test_a_banner_that_names_the_gpu_says_torch_reached_it() -> None:

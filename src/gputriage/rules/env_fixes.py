@@ -14,7 +14,6 @@ from gputriage.data.cuda_tables import (
     MPS_FIRST_RELEASE,
     TORCH_RELEASES,
     arch_supports,
-    companions_of,
     mps_min_macos,
     release_of,
     version_tuple,
@@ -34,6 +33,7 @@ from gputriage.rules.env_facts import (
     is_amd_gpu,
     major_version,
     nvidia_devices,
+    pip_install,
     python_note,
     uninstall_lines,
     wheel_tag,
@@ -280,18 +280,19 @@ def _companions_note(env: Environment, release: str) -> list[str]:
 
 def _cpu_companions_note(env: Environment, variant: Variant) -> list[str]:
     """torchvision / torchaudio installed beside a CPU torch came from the same CPU index: left in place, a CPU
-    torchvision beside a CUDA torch fails at import (torchvision::nms). The report did not list them: say so, with the
-    versions published with that torch."""
+    torchvision beside a CUDA torch fails at import (torchvision::nms). The report did not list them: the same two
+    commands with them, as the install line writes companions (the versions published with that torch, and the
+    wheel's CUDA tag where the index needs it), commented out, for where they are installed."""
     t = env.torch
     missing = [n for n in ("torchvision", "torchaudio") if n not in t.companions]
     if not missing:
         return []
-    pins = companions_of(variant.torch_version or "") if variant.torch_version else None
-    named = dict(zip(("torchvision", "torchaudio"), pins or (None, None), strict=True))
-    shown = [f"{n}=={named[n]}" if named.get(n) else n for n in missing]
+    names = ["torch", *[n for n in ("torchvision", "torchaudio", "xformers") if n in t.companions], *missing]
+    command = pip_install(variant.torch_version, variant.cuda, [*t.companions, *missing], None, env.host.os_name)
     return [
-        f"# {' / '.join(missing)}, where installed, are CPU builds too: uninstall them with torch, and install "
-        f"{' '.join(shown)} with it"
+        f"# {' and '.join(missing)}, where installed, are CPU builds too: replace them with torch instead:",
+        f"# python -m pip uninstall -y {' '.join(dict.fromkeys(names))}",
+        f"# {command}",
     ]
 
 
