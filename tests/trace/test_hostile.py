@@ -476,3 +476,9 @@ def test_step_marks_of_zero_length_leave_rung_5_inconclusive_not_healthy(
     assert doc["verdict"]["status"] == "inconclusive"
     rung5 = next(r for r in doc["ladder"] if r["rung"] == 5)
     assert rung5["status"] == "skipped" and "4 steps of zero length" in rung5["reason"]
+
+
+def test_a_read_error_of_the_input_is_named_as_one(capsys: pytest.CaptureFixture[str]) -> None:
+    """A trial: `trace /proc/self/mem` (a regular file whose read fails with EIO) said "cannot write the output"."""
+    assert main(["trace", "/proc/self/mem"]) == 2
+    assert capsys.readouterr().err == "gputriage: error: cannot read /proc/self/mem: Input/output error\n"

@@ -89,6 +89,9 @@ class Source:
             if not self.gzip and self.size > limits.max_bytes:
                 raise InputError(_too_big(path, limits))
             raw.seek(start)
+        except OSError as exc:  # a read error of the input (EIO from /proc/self/mem), not of the output
+            raw.close()
+            raise InputError(f"cannot read {path}: {exc.strerror or exc}") from exc
         except BaseException:
             raw.close()
             raise
@@ -105,6 +108,8 @@ class Source:
         try:
             data = self._fh.read(size) if size > 0 else b""
         except (OSError, EOFError, zlib.error) as exc:
+            if not self.gzip and isinstance(exc, OSError):
+                raise InputError(f"cannot read {self.path}: {exc.strerror or exc}") from exc
             raise InputError(f"{self.path} is a truncated or corrupt gzip file ({exc})") from exc
         if not data:
             self.eof = True
