@@ -482,3 +482,14 @@ def test_a_read_error_of_the_input_is_named_as_one(capsys: pytest.CaptureFixture
     """A trial: `trace /proc/self/mem` (a regular file whose read fails with EIO) said "cannot write the output"."""
     assert main(["trace", "/proc/self/mem"]) == 2
     assert capsys.readouterr().err == "gputriage: error: cannot read /proc/self/mem: Input/output error\n"
+
+
+def test_kernels_without_a_stream_are_named_as_such_not_as_untimed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A trial: 100 timed kernels with no `args` were refused as "none of them timed (no op, no kernel)"."""
+    events = [{"ph": "X", "cat": "kernel", "name": "k", "ts": 10 * i, "dur": 1} for i in range(100)]
+    path = tmp_path / "nostream.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    assert main(["trace", str(path)]) == 2
+    assert "its 100 kernels, copies or memsets carry no readable `args.stream`" in capsys.readouterr().err

@@ -134,6 +134,12 @@ def _refuse_when_nothing_is_usable(path: Path, col: Collected) -> None:
     if kept == 0 and col.dropped:
         reasons = ", ".join(f"{count} {reason}" for reason, count in col.dropped.most_common(3))
         raise InputError(f"{path} has no usable event: every timed event was dropped ({reasons})")
+    if kept == 0 and col.unread_events:
+        # timed kernels, copies or memsets whose `args` hold no stream: they cannot be placed on a GPU's timeline
+        raise InputError(
+            f"{path} has nothing to analyse: its {col.unread_events:,} kernels, copies or memsets carry no readable "
+            "`args.stream` (the file was altered or written by another tool), and it holds no op"
+        )
     if kept == 0:
         held = {0: "no event", 1: "1 event, not a timed one"}.get(
             col.events, f"{col.events:,} events, none of them timed"
