@@ -207,11 +207,19 @@ def _load_noise(job: Job, found: list[str], plain: Observed, traced: Observed) -
     warnings apart."""
     if found and _died_of_a_signal(plain) and not _died_of_a_signal(traced):
         return True  # the baseline itself crashed (gloo's SIGABRT under load, seen once in a full run): no comparison
+    if found and _DANGLING_PROFILER_NAME in traced.stderr and b"UnicodeDecodeError" in traced.stderr:
+        # pytorch#64345: torch's profiler (with_stack) keeps raw pointers into code objects; one freed inside the
+        # profiled steps leaves an undecodable name. Seen once in 4 full runs under gputriage, never alone (20 runs);
+        # which code object goes is still open (closing note of stop 38). Once more; twice running is reported.
+        return True
     if len(found) != 1:
         return False
     if job.torchrun and found[0].startswith("exit code"):
         return True
     return found[0].startswith("stderr differs") and _without(TRACKER, plain.stderr) == _without(TRACKER, traced.stderr)
+
+
+_DANGLING_PROFILER_NAME = b"in _parse_kineto_results"
 
 
 def _died_of_a_signal(observed: Observed) -> bool:
