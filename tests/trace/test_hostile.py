@@ -493,3 +493,25 @@ def test_kernels_without_a_stream_are_named_as_such_not_as_untimed(
     path.write_text(json.dumps({"traceEvents": events}))
     assert main(["trace", str(path)]) == 2
     assert "its 100 kernels, copies or memsets carry no readable `args.stream`" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("head", "named"),
+    [(b"PK\x03\x04", "a zip archive"), (b"\xfd7zXZ\x00", "xz-compressed"), (b"\x28\xb5\x2f\xfd", "zstd-compressed")],
+)
+def test_an_archive_renamed_json_gz_is_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], head: bytes, named: str
+) -> None:
+    """A trial: zip/xz/zstd files renamed .json.gz were refused with "it starts with b'P'"."""
+    path = tmp_path / "trace.json.gz"
+    path.write_bytes(head + b"rest of the archive")
+    assert main(["trace", str(path)]) == 2
+    assert f"is {named}, not a PyTorch profiler trace: unpack it" in capsys.readouterr().err
+
+
+def test_gzip_inside_gzip_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = training_loop(steps=3).write(tmp_path / "t.json.gz")
+    twice = tmp_path / "twice.json.gz"
+    twice.write_bytes(gzip.compress(path.read_bytes()))
+    assert main(["trace", str(twice)]) == 2
+    assert "is gzip inside gzip: unpack it once" in capsys.readouterr().err

@@ -230,6 +230,8 @@ def _read_header(source: Source) -> tuple[TraceHeader, bytearray, bool]:
         if start == b"[":  # the Chrome-trace "array form": a bare list of events
             offset = len(buf) - len(body)
             return TraceHeader(), buf[offset + 1 :], True
+        if body.startswith(b"\x1f\x8b"):
+            raise NotATrace(f"{source.path} is gzip inside gzip: unpack it once (gunzip) and give the .json.gz")
         if start and start != b"{":
             raise NotATrace(
                 f"{source.path} is not a PyTorch profiler trace: it starts with {bytes(start)!r}, where a trace's JSON "

@@ -151,6 +151,17 @@ def _too_big(path: Path, limits: TraceLimits) -> str:
     )
 
 
+# Archives and compressors other than gzip, by their magic bytes: named, not "it starts with b'P'".
+_ARCHIVES = (
+    (b"PK\x03\x04", "a zip archive"),
+    (b"\xfd7zXZ\x00", "xz-compressed"),
+    (b"\x28\xb5\x2f\xfd", "zstd-compressed"),
+    (b"BZh", "bzip2-compressed"),
+    (b"\x04\x22\x4d\x18", "lz4-compressed"),
+    (b"7z\xbc\xaf\x27\x1c", "a 7-Zip archive"),
+)
+
+
 def _refuse_other_formats(path: Path, head: bytes) -> None:
     name = path.name.lower()
     if head.startswith(b"SQLite format 3") or name.endswith((".nsys-rep", ".qdrep", ".sqlite")):
@@ -160,3 +171,9 @@ def _refuse_other_formats(path: Path, head: bytes) -> None:
         )
     if not head:
         raise InputError(f"{path} is empty, not a PyTorch profiler trace")
+    packed = next((what for magic, what in _ARCHIVES if head.startswith(magic)), None)
+    if packed is not None:  # in a folder of rank traces, skipped with a note, as any file that is not a trace
+        raise NotATrace(
+            f"{path} is {packed}, not a PyTorch profiler trace: unpack it and give the trace's .json inside "
+            "(gzip, .json.gz, is read as it is)"
+        )
