@@ -18,6 +18,7 @@ from builders import TraceBuilder, training_loop
 from gputriage.cli import main
 from gputriage.errors import InputError
 from gputriage.tracing.limits import TraceLimits
+from gputriage.tracing.source import Source
 from gputriage.tracing.summary import analyse_trace
 
 DEEP = 100_000
@@ -515,3 +516,19 @@ def test_gzip_inside_gzip_is_named(tmp_path: Path, capsys: pytest.CaptureFixture
     twice.write_bytes(gzip.compress(path.read_bytes()))
     assert main(["trace", str(twice)]) == 2
     assert "is gzip inside gzip: unpack it once" in capsys.readouterr().err
+
+
+def test_a_long_tail_after_the_events_is_passed_over_unread(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A trial: a trace followed by 5 GiB of NULs took 25 s, read to its end only to be dropped, under a note that
+    said the tail was not read. A plain file's tail past what is kept is now passed over by position."""
+    path = training_loop(steps=3).write(tmp_path / "tail.json")
+    with path.open("ab") as f:
+        f.write(b" " * (40 << 20))
+    source = Source(path, TraceLimits())
+    source.read(100)
+    position = source._raw.tell()
+    assert source.skip_rest() == path.stat().st_size - 100 and source.eof
+    assert source._raw.tell() == position  # nothing more was read
+    source.close()
+    assert main(["trace", str(path)]) == 0
+    assert "MiB after traceEvents were not read" in capsys.readouterr().err

@@ -297,12 +297,10 @@ def _read_bounded_tail(source: Source, buf: bytearray, header: TraceHeader) -> N
     baseTimeNanoseconds, distributedInfo) are small; a stack-frame table or a blob of hundreds of MiB is skipped,
     with a note, so memory stays bounded whatever the file carries besides its events."""
     skipped = 0
-    while not source.eof:
-        piece = source.read(CHUNK_BYTES)
-        if len(buf) < MAX_TAIL_BYTES:
-            buf += piece
-        else:
-            skipped += len(piece)
+    while not source.eof and len(buf) < MAX_TAIL_BYTES:
+        buf += source.read(min(CHUNK_BYTES, MAX_TAIL_BYTES - len(buf)) or CHUNK_BYTES)
+    if not source.eof:
+        skipped = source.skip_rest()
     if skipped:
         header.notes.append(f"{skipped >> 20} MiB after traceEvents were not read (only the events are analysed)")
 
