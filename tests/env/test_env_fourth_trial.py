@@ -160,3 +160,16 @@ def test_nvidia_smi_seeing_the_gpu_busy_during_the_job_settles_rung_1() -> None:
     diag = diagnose_text(text)
     assert diag.verdict.status == "healthy"
     assert "nvidia-smi" in (parse_environment_text(text).torch.gpu_use_evidence or "")
+
+
+def test_a_framework_running_on_the_cpu_is_said_and_asks_for_what_settles_it() -> None:
+    """decipher#8: whisper's "FP16 is not supported on CPU; using FP32 instead" beside "I have a 3060" was refused as
+    "no facts" (exit 2); it shows the job ran on the CPU, which rung 1 cannot yet explain: inconclusive, with the
+    command that settles it."""
+    text = (
+        "I have a 3060, and when I use decipher I get:  UserWarning: FP16 is not supported on CPU; using FP32 instead\n"
+    )
+    diag = diagnose_text(text)
+    assert diag.verdict.status == "inconclusive"
+    assert "the job ran on the CPU (FP16 is not supported on CPU; using FP32 instead)" in diag.verdict.summary
+    assert "python -m torch.utils.collect_env" in diag.verdict.summary

@@ -36,6 +36,9 @@ class TorchFacts(msgspec.Struct):
     cpu_build_evidence: str | None = None
     # The text that shows torch did use the GPU (an out-of-memory error on GPU 0, a tensor on cuda:0).
     gpu_use_evidence: str | None = None
+    # The text of a framework that ran on the CPU where it would use a GPU torch reached (whisper's "FP16 is not
+    # supported on CPU; using FP32 instead", "No GPU found, using CPU"): torch did not reach it, or the job chose CPU.
+    cpu_fallback_evidence: str | None = None
     companions: dict[str, str] = msgspec.field(
         default_factory=dict
     )  # torchvision / torchaudio / xformers -> version seen

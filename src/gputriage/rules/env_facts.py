@@ -375,9 +375,11 @@ def driver_needed(cuda: str, env: Environment) -> str:
 class RungGap(msgspec.Struct):
     missing: list[str]  # the rung-1 facts the record lacks, in words
     commands: list[str]  # the commands whose output would settle them, most decisive first
+    said: str | None = None  # what the report does show (a framework running on the CPU), in its words
 
     def reason(self) -> str:
-        return "not measured: the report does not say " + _join(self.missing)
+        shown = f"the job ran on the CPU ({self.said}), and " if self.said else ""
+        return f"not measured: {shown}the report does not say " + _join(self.missing)
 
     def next_step(self) -> str:
         rest = f" (or, for part of it: {'; '.join(f'`{c}`' for c in self.commands[1:])})" if self.commands[1:] else ""
@@ -419,7 +421,7 @@ def rung_one_gap(run: Run) -> RungGap | None:
         return None
     wanted = set(missing)
     ranked = sorted(_NEXT_COMMANDS, key=lambda c: -len(c[1] & wanted))
-    return RungGap(missing, [command for command, settles in ranked if settles & wanted])
+    return RungGap(missing, [command for command, settles in ranked if settles & wanted], t.cpu_fallback_evidence)
 
 
 def not_rung_one_errors(run: Run) -> list[str]:

@@ -119,7 +119,7 @@ def has_any_fact(env: Environment) -> bool:
     t, d, h = env.torch, env.driver, env.host
     values = (
         t.version, t.installed, t.is_available, t.device_count, t.init_warning, t.init_conflict,
-        t.cpu_build_evidence, t.gpu_use_evidence, t.install_command, t.cuda_version,
+        t.cpu_build_evidence, t.gpu_use_evidence, t.cpu_fallback_evidence, t.install_command, t.cuda_version,
         d.driver_version, d.cuda_driver_version, d.nvml_error, d.no_devices_reported,
         h.in_container, h.pci_nvidia_devices, h.proc_driver_version, h.no_gpu_stated, h.nvidia_smi_missing,
         h.cuda_toolkit_version, h.jetson, h.gpu_named, h.container_evidence, h.macos_version, t.mps_built,

@@ -54,6 +54,13 @@ _SMI_BUSY = re.compile(
     r"\bnvidia-smi\b[^.!?\n]{0,80}?(?<![0-9.])(?:[1-9][0-9]?|100)[ \t]*%[^.!?\n]{0,20}?\b(?:load|util\w*|usage|busy)\b",
     re.IGNORECASE,
 )
+# A framework saying it runs on the CPU: whisper's FP16 warning, EasyOCR's note, and the common "no GPU ..., using CPU".
+_CPU_FALLBACK = re.compile(
+    r"FP16 is not supported on CPU; using FP32 instead|Using CPU\. Note: This module is much faster with a GPU|"
+    r"\bno (?:cuda|gpu)s?\b[^.\n]{0,30}?\b(?:found|available|detected)\b[^.\n]{0,20}?"
+    r"(?:using|falling back to|fall back to|running on)[ \t]+(?:the[ \t]+)?cpu\b",
+    re.IGNORECASE,
+)
 _NO_TORCH = re.compile(r"No module named '?torch'?(?:$|[^._\w])")
 _OLD_UNKNOWN = re.compile(r"cuda runtime error \(30\)|error=30 : unknown error", re.IGNORECASE)
 
@@ -90,6 +97,8 @@ def extract(paste: Paste, env: Environment) -> None:
             _availability(line.text, env)
         if ("memory" in low or "显存" in low) and (held := _MEMORY_HELD.search(line.text)):
             first(env.torch, "gpu_use_evidence", f"the report says the job holds GPU memory: {held.group(0)}")
+        if "cpu" in low and (fallback := _CPU_FALLBACK.search(line.text)):
+            first(env.torch, "cpu_fallback_evidence", fallback.group(0))
         if "nvidia-smi" in low and (busy := _SMI_BUSY.search(line.text)):
             first(env.torch, "gpu_use_evidence", f"nvidia-smi showed the GPU busy during the job: {busy.group(0)}")
     apply_torch_warnings("\n".join(line.text for line in paste.facts() if _capability_words(line.low)), env)
