@@ -224,3 +224,31 @@ def test_a_torch_error_inside_the_window_has_the_traceback_plain_python_gives(tm
 
 def _traceback(stderr: str) -> str:
     return stderr[stderr.index("Traceback") : stderr.index("RuntimeError")]
+
+
+MODULE_LEVEL_STACKLEVEL = """
+import warnings
+import torch
+from torch import nn
+
+model = nn.Linear(3, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for step in range(250):
+    loss = model(torch.ones(2, 3)).sum()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    warnings.warn("future thing", FutureWarning, stacklevel=2)
+"""
+
+
+def test_a_module_level_warning_past_the_scripts_top_is_placed_as_plain_python_places_it(tmp_path: Path) -> None:
+    """A trial: `warnings.warn(..., stacklevel=2)` at a script's top level reads `sys:1:` under python (the stack ends
+    there); under gputriage it named `<frozen runpy>:88`, then `runner.py:183` after the window: twice, at our files."""
+    script = tmp_path / "levels.py"
+    script.write_text(MODULE_LEVEL_STACKLEVEL)
+    plain = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, check=False)
+    triaged = gputriage("run", "--out", str(tmp_path / "out"), str(script), cwd=tmp_path)
+    assert "sys:1: FutureWarning: future thing" in plain.stderr
+    job_part = triaged.stderr.split("gputriage verdict")[0]
+    assert job_part.count("FutureWarning: future thing") == 1 and "sys:1: FutureWarning: future thing" in job_part

@@ -24,6 +24,8 @@ from gputriage.collectors.usercode import is_own_file
 
 # torch's dispatch of a torch function to a mode or a tensor subclass: its frames exist only while gputriage's are in.
 _OVERRIDES = f"torch{os.sep}overrides.py"
+# `python -m gputriage` runs through runpy: its frames sit above the script's own top, where a plain run has none.
+_RUNPY = ("<frozen runpy>", f"{os.sep}runpy.py")
 
 
 class WarningPlaces:
@@ -40,12 +42,22 @@ class WarningPlaces:
         self._patches.restore()
 
     def _show(self, original: Any, msg: warnings.WarningMessage) -> Any:
-        if not is_own_file(msg.filename) and not msg.filename.endswith(_OVERRIDES):
+        if not is_own_file(msg.filename) and not msg.filename.endswith((_OVERRIDES, *_RUNPY)):
             return original(msg)
         # 0: this frame, 1: the patch's wrapper, 2: the innermost frame when the warning was issued
         ours, place = place_without_ours(sys._getframe(2), msg.filename, msg.lineno)
-        if ours is None or place is None:
+        if ours is None:
             return original(msg)
+        if place is None:  # Python walked past the script's own top: without gputriage the stack ran out there
+            return warnings.warn_explicit(
+                msg.message,
+                msg.category,
+                "sys",
+                1,
+                module="sys",
+                registry=sys.__dict__.setdefault("__warningregistry__", {}),
+                source=msg.source,
+            )
         # our place was marked as shown: forget it, or the same warning from another user line would be dropped
         registry = ours.f_globals.get("__warningregistry__")
         if isinstance(registry, dict):
@@ -89,7 +101,11 @@ def place_without_ours(
 
 
 def _is_at(frame: FrameType, filename: str, lineno: int) -> bool:
-    return frame.f_code.co_filename == filename and frame.f_lineno == lineno and _ours_or_dispatch(frame)
+    return (
+        frame.f_code.co_filename == filename
+        and frame.f_lineno == lineno
+        and (_ours_or_dispatch(frame) or frame.f_code.co_filename.endswith(_RUNPY))
+    )
 
 
 def _ours_only(frames: list[FrameType]) -> set[int]:
@@ -102,6 +118,15 @@ def _ours_only(frames: list[FrameType]) -> set[int]:
             dropped.add(i)
         elif _is_dispatch(frame):
             dropped.update((i, i + 1))
+    # everything older than the script's own top (the outermost frame running __main__'s module code) is gputriage's
+    # start-up: runpy, the CLI, the runner; a plain run's stack ends at the script
+    main_globals = getattr(sys.modules.get("__main__"), "__dict__", None)
+    top = max(
+        (i for i, f in enumerate(frames) if f.f_globals is main_globals and f.f_code.co_name == "<module>"),
+        default=None,
+    )
+    if top is not None:
+        dropped.update(range(top + 1, len(frames)))
     return dropped
 
 
