@@ -173,3 +173,19 @@ def test_a_framework_running_on_the_cpu_is_said_and_asks_for_what_settles_it() -
     assert diag.verdict.status == "inconclusive"
     assert "the job ran on the CPU (FP16 is not supported on CPU; using FP32 instead)" in diag.verdict.summary
     assert "python -m torch.utils.collect_env" in diag.verdict.summary
+
+
+def test_a_cuda_visible_devices_variable_is_the_shells_not_a_value_that_hides_gpus() -> None:
+    text = (
+        "CUDA_VISIBLE_DEVICES=$GPU python train.py\n"
+        "| NVIDIA-SMI 550.54.15              Driver Version: 550.54.15      CUDA Version: 12.4     |\n"
+        ">>> torch.cuda.is_available()\nFalse\n"
+    )
+    # a variable is not read as a value that names no GPU (its value is the shell's: it may be empty, or an index)
+    found = [f for f in diagnose_text(text).findings if f.code == "cuda-visible-devices"]
+    assert all("entries_cuda_ignores" not in f.evidence and "neither a GPU index" not in f.title for f in found)
+
+
+def test_nvidia_smi_busy_without_the_job_named_is_no_evidence_torch_reached_it() -> None:
+    text = "nvidia-smi shows the GPU at 30% utilization from the desktop, torch.cuda.is_available() is False\n"
+    assert parse_environment_text(text).torch.gpu_use_evidence is None

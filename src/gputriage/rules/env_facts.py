@@ -172,8 +172,9 @@ _UUID_BODY = re.compile(r"^[0-9a-fA-F-]+(?:/[0-9]+/[0-9]+)?$")
 
 
 def _names_no_gpu(entry: str) -> bool:
-    """An entry CUDA can match to no device: not an index, and not (a prefix of) a GPU or MIG UUID."""
-    if entry.lstrip("-").isdigit():
+    """An entry CUDA can match to no device: not an index, and not (a prefix of) a GPU or MIG UUID. A variable or a
+    placeholder (`$GPU`, `${LOCAL_RANK}`, `%GPU%`, `<id>`) is the shell's to fill in: not a value read."""
+    if entry.lstrip("-").isdigit() or any(mark in entry for mark in "$%{<`"):
         return False
     body = entry.removeprefix("MIG-").removeprefix("GPU-")
     return not _UUID_BODY.match(body)

@@ -54,6 +54,8 @@ _SMI_BUSY = re.compile(
     r"\bnvidia-smi\b[^.!?\n]{0,80}?(?<![0-9.])(?:[1-9][0-9]?|100)[ \t]*%[^.!?\n]{0,20}?\b(?:load|util\w*|usage|busy)\b",
     re.IGNORECASE,
 )
+# ... and the sentence says it was the job's (the desktop or another process keeps a GPU busy too)
+_DURING_THE_JOB = re.compile(r"\b(?:train\w*|during|while|running|the job|the script|the model)\b", re.IGNORECASE)
 # A framework saying it runs on the CPU: whisper's FP16 warning, EasyOCR's note, and the common "no GPU ..., using CPU".
 _CPU_FALLBACK = re.compile(
     r"FP16 is not supported on CPU; using FP32 instead|Using CPU\. Note: This module is much faster with a GPU|"
@@ -99,7 +101,7 @@ def extract(paste: Paste, env: Environment) -> None:
             first(env.torch, "gpu_use_evidence", f"the report says the job holds GPU memory: {held.group(0)}")
         if "cpu" in low and (fallback := _CPU_FALLBACK.search(line.text)):
             first(env.torch, "cpu_fallback_evidence", fallback.group(0))
-        if "nvidia-smi" in low and (busy := _SMI_BUSY.search(line.text)):
+        if "nvidia-smi" in low and (busy := _SMI_BUSY.search(line.text)) and _DURING_THE_JOB.search(line.text):
             first(env.torch, "gpu_use_evidence", f"nvidia-smi showed the GPU busy during the job: {busy.group(0)}")
     apply_torch_warnings("\n".join(line.text for line in paste.facts() if _capability_words(line.low)), env)
 
