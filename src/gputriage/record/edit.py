@@ -16,10 +16,9 @@ class Edit(msgspec.Struct, frozen=True):
     line: int  # first line of the file that `old` covers
     old: tuple[str, ...]  # the file's lines as the run recorded them
     new: tuple[str, ...]  # what replaces them
-    kind: (
-        str  # move-data | move-model | register-buffer | device-in-forward | loader-args | read-rarely | comment-out |
-    )
+    # move-data | move-model | register-buffer | device-in-forward | loader-args | read-rarely | comment-out |
     # validate-args
+    kind: str
 
     def to_json(self) -> dict[str, Any]:
         return {"path": self.path, "line": self.line, "old": list(self.old), "new": list(self.new), "kind": self.kind}

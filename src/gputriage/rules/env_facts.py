@@ -163,9 +163,10 @@ def parse_visible_devices(env: Environment) -> VisibleDevices | None:
         return VisibleDevices(value, entries, mapped.ignored, len(mapped.devices))
     # A pasted text lists GPUs only partly (cut tables): only what hides every GPU is certain: empty, "-1", or a
     # first entry that can name no GPU ("all", NVIDIA_VISIBLE_DEVICES' word: neither an index nor a UUID's hex).
-    hides_all = not entries or entries[0] == "-1" or _names_no_gpu(entries[0])
-    ignored = [f"{entries[0]} (neither a GPU index nor a UUID: CUDA stops there)"] if entries and hides_all else []
-    return VisibleDevices(value, entries, ignored if entries[:1] != ["-1"] else [], 0 if hides_all else None)
+    names_none = bool(entries) and _names_no_gpu(entries[0])
+    hides_all = not entries or entries[0] == "-1" or names_none
+    ignored = [f"{entries[0]} (neither a GPU index nor a UUID: CUDA stops there)"] if names_none else []
+    return VisibleDevices(value, entries, ignored, 0 if hides_all else None)
 
 
 _UUID_BODY = re.compile(r"^[0-9a-fA-F-]+(?:/[0-9]+/[0-9]+)?$")

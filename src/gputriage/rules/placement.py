@@ -252,8 +252,7 @@ def _attributes_fix(run: Run, parts: list[StrayPart]) -> str:
     """Each plain tensor attribute registered as a buffer, on its own line."""
     fixes = []
     for part in parts:
-        stmt = codefix.statement_at(run.source, part.where)
-        fixed = codefix.register_buffer_fix(stmt) if stmt is not None else None
+        fixed = _buffer_line(run, part)
         owner, _, leaf = part.path.rpartition(".")
         target = f"self.{owner}" if owner else "self"
         fixes.append(fixed or f'{target}.register_buffer("{leaf}", ...)  # instead of {target}.{leaf} = ...')
@@ -263,14 +262,19 @@ def _attributes_fix(run: Run, parts: list[StrayPart]) -> str:
     )
 
 
+def _buffer_line(run: Run, part: StrayPart) -> str | None:
+    """The plain attribute's assignment as a `register_buffer` call, in the user's words, where its line is known."""
+    stmt = codefix.statement_at(run.source, part.where)
+    return codefix.register_buffer_fix(stmt) if stmt is not None else None
+
+
 def _partly_fix(run: Run, model: ModelInfo, part: StrayPart | None) -> str:
     if part is not None and part.created_in_forward:
         fixed = _made_in_forward_fix(run, part.where)
         if fixed is not None:
             return fixed
     if part is not None and part.kind == "attribute":
-        stmt = codefix.statement_at(run.source, part.where)
-        fixed = codefix.register_buffer_fix(stmt) if stmt is not None else None
+        fixed = _buffer_line(run, part)
         if fixed is not None:
             return (
                 "# a plain tensor attribute never follows model.to(); register it as a buffer (it then moves with "

@@ -298,7 +298,7 @@ def _read_bounded_tail(source: Source, buf: bytearray, header: TraceHeader) -> N
     with a note, so memory stays bounded whatever the file carries besides its events."""
     skipped = 0
     while not source.eof and len(buf) < MAX_TAIL_BYTES:
-        buf += source.read(min(CHUNK_BYTES, MAX_TAIL_BYTES - len(buf)) or CHUNK_BYTES)
+        buf += source.read(min(CHUNK_BYTES, MAX_TAIL_BYTES - len(buf)))
     if not source.eof:
         skipped = source.skip_rest()
     if skipped:

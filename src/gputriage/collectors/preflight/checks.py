@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import importlib.util
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -193,8 +194,7 @@ def _first_odd(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tupl
     """(name, common device, its device) of the first tensor argument, in schema order, whose device differs from the
     first tensor argument's (a 0-d CPU tensor rides along, as check_devices lets it)."""
     common: str | None = None
-    for i, arg in enumerate(func._schema.arguments):
-        value = kwargs.get(arg.name) if arg.kwarg_only or i >= len(args) else args[i]
+    for name, value in _schema_values(func, args, kwargs):
         for t in value if isinstance(value, (list, tuple)) else (value,):
             if not isinstance(t, torch.Tensor) or (not is_stand_in(t) and t.dim() == 0 and t.device.type == "cpu"):
                 continue
@@ -202,15 +202,20 @@ def _first_odd(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tupl
             if common is None:
                 common = where
             elif where != common:
-                return str(arg.name), common, where
+                return name, common, where
     return None
 
 
-def _argument_name(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], odd: torch.Tensor) -> str:
+def _schema_values(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Iterator[tuple[str, Any]]:
+    """(name, value) of each argument of the op's schema, in its order, from the positional and keyword arguments."""
     for i, arg in enumerate(func._schema.arguments):
-        value = kwargs.get(arg.name) if arg.kwarg_only or i >= len(args) else args[i]
+        yield str(arg.name), kwargs.get(arg.name) if arg.kwarg_only or i >= len(args) else args[i]
+
+
+def _argument_name(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], odd: torch.Tensor) -> str:
+    for name, value in _schema_values(func, args, kwargs):
         if value is odd or (isinstance(value, (list, tuple)) and any(v is odd for v in value)):
-            return str(arg.name)
+            return name
     return "tensor"
 
 
