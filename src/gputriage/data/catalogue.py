@@ -153,13 +153,18 @@ CATALOGUE: tuple[Entry, ...] = (
         "arch-not-supported",
         1,
         ("critical", "info"),
-        "the GPU's compute capability `sm_XY` is not in `torch.cuda.get_arch_list()`",
+        (
+            "the GPU's compute capability `sm_XY` is not in `torch.cuda.get_arch_list()`; several GPUs named in a "
+            "report whose build's list is not known: each is named (`gpus_named`), with the check that tells"
+        ),
         (
             "build_arch_list",
             "build_with_kernels",
             "compute_capability",
             "cuda_error",
             "gpu",
+            "gpus_named",
+            "gpus_with_kernels",
             "message",
             "min_capability",
             "torch_cuda",
@@ -175,6 +180,7 @@ CATALOGUE: tuple[Entry, ...] = (
             "after suspend, ...): the error is named and explained"
         ),
         (
+            "available_elsewhere",
             "available_without_it",
             "compute_mode",
             "cuda_error",
@@ -192,6 +198,7 @@ CATALOGUE: tuple[Entry, ...] = (
             "torch_cuda",
             "torch_is_available",
             "torch_version",
+            "wsl",
         ),
     ),
     Entry(

@@ -112,6 +112,8 @@ class HostFacts(msgspec.Struct):
     # banner), as opposed to prose that only mentions one; the runtime when it is not docker (enroot, singularity, ...).
     container_evidence: str | None = None
     gpu_named: str | None = None  # a GPU the reporter names without a driver's listing ("GTX 1080Ti"); not proof
+    # Every GPU model named so (gpu_named first): "a Tesla K80 and two Tesla K40c cards" names two.
+    gpus_named: list[str] = msgspec.field(default_factory=list)
     secure_boot: bool | None = None  # the kernel says Secure Boot is enabled (it refuses unsigned modules)
     # A pasted report shows conda on the machine ("[conda]" lines, a conda command or path, a conda prompt).
     conda_seen: bool | None = None

@@ -42,6 +42,7 @@ from gputriage.rules.env_facts import (
     nvidia_expected,
     nvidia_nodes,
     parse_visible_devices,
+    pip_install,
 )
 from gputriage.rules.env_fixes import absence, arch_fix, cpu_build_fix, driver_fix, for_the_jobs_python, mps_fix
 from gputriage.rules.registry import rule
@@ -256,6 +257,10 @@ def driver_not_loaded(run: Run) -> Iterator[Finding]:
         if pci
         else "The NVIDIA driver is not loaded (or not installed), so nothing can use the GPU"
     )
+    if env.host.wsl:  # no Linux driver to load: WSL 2's GPU is the Windows driver's
+        title = "Inside WSL, nvidia-smi cannot reach the GPU through the Windows NVIDIA driver"
+        yield _finding(run, "driver-not-loaded", title, evidence, _wsl_gpu_fix(None, env))
+        return
     yield _finding(
         run,
         "driver-not-loaded",
@@ -390,6 +395,8 @@ def visible_devices_hide_gpus(run: Run) -> Iterator[Finding]:
         f"export CUDA_VISIBLE_DEVICES={first_index}   # or: unset CUDA_VISIBLE_DEVICES (and remove it from the "
         "script / notebook that sets it)"
     )
+    if _uuid_count_bug(env, visible.entries):
+        fix = _uuid_bug_fix(env, visible.entries)
     if visible.entries[:1] and visible.entries[0].lower() in ("all", "none", "void"):
         # NVIDIA_VISIBLE_DEVICES' words (the container toolkit's), written into CUDA's variable
         fix = (
@@ -400,7 +407,9 @@ def visible_devices_hide_gpus(run: Run) -> Iterator[Finding]:
     finding = _finding(
         run,
         "cuda-visible-devices",
-        f"CUDA_VISIBLE_DEVICES={visible.value!r} hides the GPUs from CUDA: {reason}",
+        f"torch counts no GPU under CUDA_VISIBLE_DEVICES={visible.value!r}: {reason}"
+        if _uuid_count_bug(env, visible.entries)
+        else f"CUDA_VISIBLE_DEVICES={visible.value!r} hides the GPUs from CUDA: {reason}",
         evidence,
         fix,
     )
@@ -417,8 +426,8 @@ def _visible_devices_reason(
     if entries[0] == "-1":
         return "-1 means no GPU"
     version = env.torch.version
-    uuids = [e for e in entries if not e.isdigit()]
-    if uuids and version and (1, 13) <= version_tuple(version)[:2] < (2, 0):
+    uuids = _uuids(entries)
+    if uuids and version and _counts_no_uuid(version):
         return f"torch {version} ignores UUID entries and counts 0 devices (pytorch#90543, fixed in 2.0)"
     if uuids and env.torch.device_count == 0:
         return (
@@ -428,6 +437,34 @@ def _visible_devices_reason(
     if ignored:
         return f"CUDA ignores {'; '.join(ignored)}, so it sees {visible} GPU(s)"
     return _reason_without_gpu_list(env, entries) if visible is None else None
+
+
+def _uuids(entries: list[str]) -> list[str]:
+    return [e for e in entries if e.upper().startswith(("GPU-", "MIG-"))]
+
+
+def _counts_no_uuid(version: str) -> bool:
+    return (1, 13) <= version_tuple(version)[:2] < (2, 0)
+
+
+def _uuid_count_bug(env: Environment, entries: list[str]) -> bool:
+    """torch 1.13 counted devices through NVML and ignored UUID entries (pytorch#90543): the setting is right."""
+    version = env.torch.version
+    uuids = _uuids(entries)
+    return bool(uuids) and (_counts_no_uuid(version) if version else env.torch.device_count == 0)
+
+
+def _uuid_bug_fix(env: Environment, entries: list[str]) -> str:
+    """Keep the UUIDs (a MIG instance is chosen by its UUID only; an index picks the whole GPU or another slice, out
+    of a scheduler's allocation) and leave torch 1.13."""
+    cuda = "11.7" if (env.torch.cuda_version or "").startswith("11.7") else "11.8"
+    mig = any(e.upper().startswith("MIG-") for e in entries)
+    keep = "a MIG instance is chosen by its UUID only" if mig else "the UUIDs are a valid choice"
+    return (
+        f"# keep CUDA_VISIBLE_DEVICES as it is ({keep}): torch 1.13 cannot count UUID entries, torch 2.0 can\n"
+        f"{for_the_jobs_python(pip_install('2.0.1', cuda, seen=None), env)}   # or any later torch; 1.12.1 counts "
+        "them too"
+    )
 
 
 def _reason_without_gpu_list(env: Environment, entries: list[str]) -> str | None:
@@ -597,25 +634,90 @@ def arch_not_supported(run: Run) -> Iterator[Finding]:
 def _no_kernel_image(run: Run, env: Environment, message: str, archs: list[str] | None) -> Finding:
     """ "no kernel image is available" with no GPU listed: the GPU the reporter names ("my RTX 5090") gives its
     compute capability, and the fix its build, unless the build's own arch list has it (a compiled extension then
-    lacks it)."""
-    named = env.host.gpu_named or env.host.jetson  # a Jetson names its integrated GPU ("Jetson orin agx": sm_87)
-    cc = capability_of(named) if named else None
+    lacks it). Several GPUs named and the build's list not known: each is a suspect, and the check tells."""
     cubins = [a for a in archs or [] if a.startswith("sm_")]
+    suspects = _named_without_kernels(env, cubins)
+    if len(suspects) > 1:
+        return _no_kernel_image_for_one_of(run, env, message, suspects)
+    named = next(iter(suspects), None) or env.host.jetson  # a Jetson names its integrated GPU ("Jetson orin": sm_87)
+    cc = capability_of(named) if named else None
     if cc is not None and cubins and arch_supports(cubins, cc):
         cc = None
     evidence: Evidence = {"message": message, "cuda_error": 209, "torch_version": env.torch.version}
     if named is None or cc is None:
         title = "The build (or a compiled extension) has no kernels for this GPU: no kernel image is available"
         return _finding(run, "arch-not-supported", title, evidence, arch_fix(env, None))
-    sm = "sm_" + cc.replace(".", "")
+    sm = _sm(cc)
     evidence.update({"gpu": f"{named} (named in the text)", "compute_capability": cc})
     title = (
         f"No kernel image for the {named} the report names (compute capability {cc}, {sm}): the torch build, or a "
         f"compiled extension, lacks {sm}"
     )
-    arch_list = 'python -c "import torch; print(torch.cuda.get_arch_list())"'
-    check = f"{arch_list}   # {sm} missing: install the build below; listed: rebuild the extension for it"
+    check = f"{_ARCH_LIST}   # {sm} missing: install the build below; listed: rebuild the extension for it"
+    others = [n for n in env.host.gpus_named if n != named and _has_kernels(n, cubins)]
+    if others:  # the other GPUs the report names have kernels: hiding this one is the fix that keeps the build
+        evidence["gpus_with_kernels"] = others
+        check = f"{_hide_gpus(named, others)}\n# or, to use the {named} too: a build with {sm} kernels"
     return _finding(run, "arch-not-supported", title, evidence, f"{check}\n{arch_fix(env, cc)}")
+
+
+_ARCH_LIST = 'python -c "import torch; print(torch.cuda.get_arch_list())"'
+_EACH_CAPABILITY = (  # in PCI order: the indices CUDA_VISIBLE_DEVICES takes below
+    'CUDA_DEVICE_ORDER=PCI_BUS_ID python -c "import torch; print(torch.cuda.get_arch_list()); '
+    "[print(i, torch.cuda.get_device_name(i), torch.cuda.get_device_capability(i)) "
+    'for i in range(torch.cuda.device_count())]"'
+)
+
+
+def _sm(cc: str) -> str:
+    return "sm_" + cc.replace(".", "")
+
+
+def _hide_gpus(hidden: str, others: list[str]) -> str:
+    return (
+        f"export CUDA_DEVICE_ORDER=PCI_BUS_ID CUDA_VISIBLE_DEVICES=<indices of the {', '.join(others)} in "
+        f"nvidia-smi>   # hides the {hidden}: torch runs on the others"
+    )
+
+
+def _no_kernel_image_for_one_of(run: Run, env: Environment, message: str, suspects: list[str]) -> Finding:
+    """Several GPUs named, and which one the build lacks is not known (its arch list is not): name them all, the
+    check that tells, the hiding of the one that lacks kernels, and the build that has kernels for every one (the
+    fewest builds have the hardest one's)."""
+    named = [(n, cc) for n in suspects if (cc := capability_of(n))]
+    hardest = min(named, key=lambda pair: (len(arch_builds(pair[1], env)), pair[1]))
+    listed = ", ".join(f"{n} ({_sm(cc)})" for n, cc in named)
+    evidence: Evidence = {"message": message, "cuda_error": 209, "torch_version": env.torch.version,
+                          "gpus_named": [n for n, _ in named]}  # fmt: skip
+    title = (
+        f"No kernel image for one of the GPUs the report names ({listed}): the torch build, or a compiled extension, "
+        "lacks its sm_XY"
+    )
+    fix = (
+        f"{_EACH_CAPABILITY}\n"
+        "# a GPU whose sm_XY is missing from the arch list lacks kernels: hide it, torch runs on the others:\n"
+        "export CUDA_DEVICE_ORDER=PCI_BUS_ID CUDA_VISIBLE_DEVICES=<the indices printed of the others>\n"
+        f"# or install a build with every one's kernels (the {hardest[0]}'s {_sm(hardest[1])} is the rarest):\n"
+        f"{arch_fix(env, hardest[1])}"
+    )
+    return _finding(run, "arch-not-supported", title, evidence, fix)
+
+
+def _has_kernels(name: str, cubins: list[str]) -> bool:
+    cc = capability_of(name)
+    return bool(cc and cubins and arch_supports(cubins, cc))
+
+
+def _named_without_kernels(env: Environment, cubins: list[str]) -> list[str]:
+    """The GPUs the report names that may lack kernels: those the build's known arch list lacks ("a K80 and two
+    K40c" with a list from sm_37: the K40c), else every one named with a known compute capability (distinct ones)."""
+    names = env.host.gpus_named or ([env.host.gpu_named] if env.host.gpu_named else [])
+    known = [n for n in names if capability_of(n)]
+    if cubins:
+        lacking = [n for n in known if not arch_supports(cubins, capability_of(n) or "")]
+        return lacking[:1] or names[:1]
+    distinct = {capability_of(n) for n in known}
+    return known if len(distinct) > 1 else names[:1]
 
 
 def _unsupported(env: Environment, torch_said: bool | None, cc: str, archs: list[str] | None) -> bool:
@@ -670,7 +772,35 @@ def cuda_init_failed(run: Run) -> Iterator[Finding]:
         "torch_cuda": t.cuda_version if code == 804 else None,
         "source": sig.source if sig else None,
     }
+    if env.host.wsl and code not in (802, 804) and t.is_available is not True:
+        # WSL 2 has no compute modes, no fabric of its own and no Linux driver: its CUDA is the Windows driver's
+        # (through /usr/lib/wsl/lib), so the Linux fixes above do not apply and can break it
+        meaning, fix = _wsl_meaning(code, env), _wsl_gpu_fix(code, env)
+        evidence["wsl"] = env.host.wsl_version or True
     yield _finding(run, "cuda-init-failed", f"CUDA fails to initialise with {name}: {meaning}", evidence, fix)
+
+
+def _wsl_meaning(code: int | None, env: Environment) -> str:
+    several = len(nvidia_devices(env)) > 1 or env.torch.device_count not in (None, 0, 1)
+    if code == 2 and several:
+        return "under WSL 2, CUDA fails to enumerate several GPUs at once (a known WSL issue), not a full memory"
+    return "under WSL 2 this comes from the Windows side: the Windows NVIDIA driver, WSL's kernel or the Windows build"
+
+
+def _wsl_gpu_fix(code: int | None, env: Environment) -> str:
+    """WSL 2's own path to the GPU: the Windows driver and WSL itself, never a Linux driver."""
+    lines = []
+    if code == 2:
+        lines.append('CUDA_VISIBLE_DEVICES=0 python -c "import torch; print(torch.cuda.is_available())"   # one GPU')
+    lines += [
+        "# WSL 2 reaches the GPU through the Windows NVIDIA driver: install no Linux NVIDIA driver inside WSL",
+        "# in Windows (PowerShell): update WSL and its kernel, and restart it",
+        "wsl --update",
+        "wsl --shutdown",
+        "# then update the Windows NVIDIA driver; an Insider build of Windows can break GPU access in WSL: update it",
+        "ls /usr/lib/wsl/lib/libcuda.so* && nvidia-smi   # inside WSL 2: the Windows driver's library, and the GPU",
+    ]
+    return "\n".join(lines)
 
 
 def _compute_modes(env: Environment) -> str | None:
@@ -760,6 +890,9 @@ def cuda_unavailable_unexplained(run: Run) -> Iterator[Finding]:
             sig.fix if sig else "python -m torch.utils.collect_env   # then: gputriage env --from that output",
         )
         return
+    if t.available_elsewhere is not None:
+        yield _available_elsewhere(run, env)
+        return
     devices = nvidia_devices(env)
     evidence: Evidence = {
         "torch_version": t.version,
@@ -778,3 +911,31 @@ def cuda_unavailable_unexplained(run: Run) -> Iterator[Finding]:
         'python -c "import torch; torch.cuda.init()"   # makes torch raise the CUDA error it hid\n'
         "nvidia-smi   # the driver's own view; then run: gputriage env",
     )
+
+
+_WHICH_PYTHON = 'python -c "import sys, torch; print(sys.executable, torch.__version__, torch.cuda.is_available())"'
+
+
+def _available_elsewhere(run: Run, env: Environment) -> Finding:
+    """One report, two answers: a torch in it (collect_env's, another session's) answers is_available() True, and
+    the failing run answers False with no error. The machine and its driver work; the False comes from another
+    interpreter or environment (a notebook kernel, an IDE's Python, another venv or conda env)."""
+    t = env.torch
+    working = t.available_elsewhere if t.available_elsewhere != "unknown" else None
+    evidence: Evidence = {
+        "torch_version": t.version if t.version != working else None,  # the failing one's is not known
+        "torch_is_available": False,
+        "available_elsewhere": working or True,
+        "gpu_names": sorted({d.name for d in nvidia_devices(env)}) or None,
+        "driver_version": driver_version(env),
+    }
+    which = f"torch {working}" if working else "a torch"
+    fix = (
+        f"{_WHICH_PYTHON}   # run it where the job fails (the notebook, the IDE, the venv), and where it works\n"
+        "# then run the job with the interpreter that answers True (or install that torch build in the other one)"
+    )
+    title = (
+        f"CUDA is not available where the job ran, while {which} in the same report reaches the GPU: the job runs "
+        "in another interpreter or environment"
+    )
+    return _finding(run, "cuda-init-failed", title, evidence, fix)

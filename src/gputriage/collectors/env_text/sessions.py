@@ -58,7 +58,9 @@ _LABELLED = re.compile(
 # "PyTorch 2.5.1 cannot find MPS device", "with torch 1.13 I get": the version named in prose, read last (any other
 # source of the version wins).
 _PROSE_VERSION = re.compile(
-    r"\b(?:py)?torch[ \t]+(?:version[ \t]+)?v?([0-9]\.[0-9]{1,2}(?:\.[0-9]{1,2})?(?:\+\w{2,12})?)\b", re.I
+    r"\b(?:py)?torch[ \t]+(?:version[ \t]+)?(?:(?:is|=|==|:)[ \t]*)?"  # "torch 1.13", "torch is 1.13.1"
+    r"v?([0-9]\.[0-9]{1,2}(?:\.[0-9]{1,2})?(?:\+\w{2,12})?)\b",
+    re.I,
 )
 _SKIP = ("warn", "return torch._c", "(triggered internally", "traceback", "  file ", "userwarning")
 # The banner Ultralytics (YOLOv5/v8/11) prints at start: the torch build, and the device select_device chose, named
@@ -76,7 +78,12 @@ def extract(paste: Paste, env: Environment) -> None:
     lines = paste.lines
     asked = 0
     session: list[str | None] = [None]  # the torch version the current interpreter printed
-    answers_by_version: list[tuple[str | None, bool]] = []
+    # collect_env's "Is CUDA available" (the only extractor before this one that answers it) is one session too: a
+    # False printed elsewhere in the paste came from another interpreter or environment, not from this one.
+    collect_env_said = env.torch.is_available
+    answers_by_version: list[tuple[str | None, bool]] = (
+        [(env.torch.version, collect_env_said)] if collect_env_said is not None else []
+    )
     grouped: set[int] = set()  # code lines already asked with the one before them
     for line in paste.facts():
         if line.prompt and line.low.strip() in ("import torch", "python", "python3"):
@@ -98,6 +105,8 @@ def extract(paste: Paste, env: Environment) -> None:
         _prose_answer(line, env)
         _printed_label(lines, line, env)
         _labelled_print(line, env)
+    if collect_env_said is True and env.torch.is_available is False:
+        answers_by_version.append((None, False))  # said in prose or a print: the version it ran is not known
     _sessions_disagree(answers_by_version, env)
 
 

@@ -9,7 +9,7 @@ import re
 from gputriage.collectors.env_text.facts import first
 from gputriage.collectors.env_text.limits import MAX_ITEMS, cap, version
 from gputriage.collectors.env_text.lines import Paste
-from gputriage.record.environment import Environment
+from gputriage.record.environment import Environment, HostFacts
 
 _LSPCI = re.compile(
     r"(?:VGA compatible controller|3D controller|Display controller): NVIDIA Corporation", re.IGNORECASE
@@ -88,9 +88,14 @@ _JETSON = re.compile(
 _JETSON_WORDS = ("jetson", "l4t", "jetpack", "tegra", "orin", "xavier")
 _JETPACK = re.compile(r"jetpack[ \t]*(?:version)?[ \t:=(]*v?([4-9]\.[0-9](?:\.[0-9])?)\b", re.IGNORECASE)
 # A GPU the reporter names in a set-up list or prose, without nvidia-smi ("--GTX 1080Ti 11.0GB", "GPU: RTX 3090").
+_GPU_WORDS = ("gtx", "rtx", "tesla", "quadro", "titan", "100", "200", "a10", "a30", "a40", "l40", "k80", "t4", "l4")
 _GPU_NAMED = re.compile(
     r"\b((?:nvidia[ \t]+)?(?:geforce[ \t]+)?(?:gtx|rtx)[ \t]?[0-9]{3,4}(?:[ \t]?(?:ti|super)\b)?|"
-    r"(?:nvidia[ \t]+)?(?:tesla|quadro)[ \t]+[a-z]{0,3}[0-9]{2,4}[a-z]{0,2}|titan[ \t]+(?:x|xp|v|rtx)\b)",
+    r"(?:nvidia[ \t]+)?(?:tesla|quadro)[ \t]+[a-z]{0,3}[0-9]{2,4}[a-z]{0,2}|titan[ \t]+(?:x|xp|v|rtx)\b|"
+    # data-centre and workstation boards named bare ("an A100 machine", "8x H100 80GB", "RTX A6000"); the short
+    # ones (T4, L4, A2) only after "nvidia" or before "gpu", where they cannot be something else
+    r"(?:nvidia[ \t]+)?(?:rtx[ \t]?)?(?:[abhv]100|h200|b200|gb200|gh200|a10g|a30|a40|l40s?|p100|v100s?|k80|"
+    r"a[4-6]000|a[4-6]500)\b|nvidia[ \t]+(?:t4|l4|a2|a10|p4|p40)\b|\b(?:t4|l4|a10)(?=[ \t]+gpu))",
     re.IGNORECASE,
 )
 # Facts that show a container (the user's own machine printed or ran them), and the runtime when it is not docker.
@@ -114,6 +119,25 @@ _RUNTIMES = (
 _SECURE_BOOT = re.compile(r"secure ?boot(?: is)? enabled|secureboot enabled|secure boot: enabled", re.IGNORECASE)
 
 
+_MAX_NAMED = 8
+
+
+def _named_gpus(text: str, h: HostFacts) -> None:
+    """The GPU models a line names, each once (by its words, case and spacing aside)."""
+    for m in _GPU_NAMED.finditer(text):
+        name = cap(m.group(1).strip())
+        if all(_model_key(n) != _model_key(name) for n in h.gpus_named):
+            h.gpus_named.append(name)
+        if len(h.gpus_named) >= _MAX_NAMED:
+            break
+    if h.gpu_named is None and h.gpus_named:
+        h.gpu_named = h.gpus_named[0]
+
+
+def _model_key(name: str) -> str:
+    return " ".join(name.lower().replace("nvidia", "").replace("geforce", "").replace("tesla", "").split())
+
+
 def extract(paste: Paste, env: Environment) -> None:
     h = env.host
     pci = 0
@@ -127,9 +151,8 @@ def extract(paste: Paste, env: Environment) -> None:
             h.machine = "aarch64"
         if any(word in low for word in _JETSON_WORDS):
             _jetson(line.text, env)
-        named = h.gpu_named is None and any(w in low for w in ("gtx", "rtx", "tesla", "quadro", "titan"))
-        if named and (m := _GPU_NAMED.search(line.text)):
-            h.gpu_named = cap(m.group(1).strip())
+        if len(h.gpus_named) < _MAX_NAMED and any(w in low for w in _GPU_WORDS):
+            _named_gpus(line.text, h)
         if "secure" in low and _SECURE_BOOT.search(line.text):
             h.secure_boot = True
     _container_facts(paste, env)
