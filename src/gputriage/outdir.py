@@ -337,6 +337,15 @@ def read_regular_file(path: Path, max_bytes: int, *, follow_symlinks: bool = Tru
         os.close(fd)
 
 
+def check_regular_file(path: Path) -> None:
+    """Raise InputError unless `path` (its symlinks followed) is a regular file: opening a FIFO waits for a writer."""
+    try:
+        mode = path.stat().st_mode
+    except OSError as exc:
+        raise InputError(f"cannot read {path}: {_reason(exc)}") from exc
+    _check_regular(path, mode)
+
+
 def _check_regular(path: Path, mode: int) -> None:
     if stat.S_ISREG(mode):
         return

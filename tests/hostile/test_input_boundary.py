@@ -5,6 +5,7 @@ a file decides how much memory `report` or the merge takes."""
 from __future__ import annotations
 
 import json
+import re
 import sys
 import tracemalloc
 from collections.abc import Callable
@@ -227,7 +228,10 @@ def test_a_file_over_the_size_limit_is_refused_unread(
         (b'"text"', "the top level is not an object"),
         (b'{"schema": "gputriage.trace/1"}', "schema is 'gputriage.trace/1'"),
         (b'{"schema": 12}', "schema is a int"),
-        (b'{"schema": "gputriage.report/1", "run_schema": null}', "schema is 'gputriage.report/1'"),
+        (
+            b'{"schema": "gputriage.report/1", "run_schema": null}',
+            "field run_schema is null, expected 'gputriage.run/1'",
+        ),
         (b'{"schema": "gputriage.run/1", "command": 5}', "field command: expected `str`, got `int`"),
         (b"\xff\xfe{", "is not valid JSON"),
         (b"", "is not valid JSON"),
@@ -341,3 +345,20 @@ def test_a_point_in_time_may_be_before_zero() -> None:
     doc = report_doc(1)
     doc["steps"]["steps"][5]["start_s"] = -0.25  # a clock's reading, not a duration
     assert decode_record(json.dumps(doc).encode(), "report.json").steps is not None
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "said"),
+    [
+        ("busy_pct", 1e308, "is out of range (1e+308): a percentage here is at most 100"),
+        ("busy_pct", 100.5, "is out of range (100.5): a percentage here is at most 100"),
+        ("step_time_us", 1e308, "is out of range (1e+308): a duration here is at most 1e+15"),
+    ],
+)
+def test_a_hand_edited_number_out_of_its_range_is_refused(field: str, value: float, said: str, tmp_path: Path) -> None:
+    """A busy share of 1e308 printed as a 309-digit percentage in the terminal, the Markdown and `compare`."""
+    doc = {"schema": "gputriage.run/1", "command": "trace", "argv": [], "trace": {"ranks": [{field: value}]}}
+    path = tmp_path / "report.json"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(InputError, match=re.escape(f"field trace.ranks[0].{field} {said}")):
+        decode_record(path.read_bytes(), str(path))

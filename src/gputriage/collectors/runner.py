@@ -395,6 +395,11 @@ class JobSignals:
     def _terminate(self, signum: int, frame: FrameType | None) -> None:
         if os.getpid() != self._owner_pid:
             _default_death(signum)
+        if not self._sigterm_is_ours():
+            # called by the script's own handler, which kept ours as "the previous handler" to chain to (Lightning's
+            # signal connector, submitit): under plain Python that was SIG_DFL, which nobody calls, and the script's
+            # graceful stop (a checkpoint, exit 0) goes on
+            return
         if self._terminating.is_set():
             return  # the watch thread is writing the report; it ends the process
         self._terminating.set()

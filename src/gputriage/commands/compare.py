@@ -89,6 +89,7 @@ def load_side(path: Path) -> Diagnosis:
     if path.is_dir():
         report = outdir.report_json(path)
         return diagnose(load_document(report) if report.is_file() else _trace_run(path))
+    outdir.check_regular_file(path)  # before the first read: a FIFO would wait forever for a writer
     if path.name.endswith(_TRACE_SUFFIXES):
         return diagnose(_trace_run(path))
     if not _names_a_schema(path):

@@ -370,9 +370,11 @@ CATALOGUE: tuple[Entry, ...] = (
         ("warning", "info"),
         (
             "the step blocks on the device every iteration: `.item()`, `.cpu()`, `print(tensor)`, "
-            "`cudaStreamSynchronize`; where and how long"
+            "`cudaStreamSynchronize`; where and how long. From a trace, `sync_calls` counts the sync calls and the "
+            "device-to-host copies that block the host (`blocking_copy_calls` of them)"
         ),
         (
+            "blocking_copy_calls",
             "blocking_us",
             "edits",
             "idle_after_sync_pct",

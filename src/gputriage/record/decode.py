@@ -16,6 +16,7 @@ how they are read without blocking, is `gputriage.outdir`.
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
 import math
 import operator
@@ -121,6 +122,11 @@ def _body_schema(header: _Header, source: str) -> str:
     schema = header.schema
     if isinstance(schema, str) and schema.startswith(REPORT_SCHEMA_PREFIX):
         _same_major(schema, REPORT_SCHEMA_PREFIX, source)
+        if not isinstance(header.run_schema, str) or not header.run_schema.startswith(RUN_SCHEMA_PREFIX):
+            raise InputError(  # the report's own schema is fine: the field that is wrong is named
+                f"{source}: field run_schema is {_shown(header.run_schema)}, expected {RUN_SCHEMA!r} (a report names "
+                "the run record it holds)"
+            )
         schema = header.run_schema
     if not isinstance(schema, str) or not schema.startswith(RUN_SCHEMA_PREFIX) or len(schema) > 64:
         raise InputError(
@@ -215,10 +221,40 @@ _NOT_BELOW_ZERO = re.compile(
 _POINTS_IN_TIME = frozenset({"start_us", "start_s", "t_s", "ts", "created_at_s", "first_seen_s", "last_seen_s"})
 
 
+# A share of a whole (the GPU's busy time of the window, a utilization sample): above 100% it is no measurement. Other
+# percentages may pass 100 (a blocking share of overlapping threads), but not by orders of magnitude: a hand-edited
+# 1e308 printed as a 309-digit percentage in every view.
+_SHARE_OF_A_WHOLE = re.compile(r"^(?:busy|idle|compute|non_compute|util\w*)_pct$|_pct_of_(?:window|samples)$")
+_MAX_SHARE_PCT = 100.0
+# A duration longer than 30 years is no measurement either (a job, a step, a wait): in its own unit, by its name.
+_MAX_DURATION_S = 1e9
+_DURATION_UNIT = re.compile(r"_(us|ms|s)$")
+_TO_SECONDS = {"us": 1e-6, "ms": 1e-3, "s": 1.0}
+_MAX_ANY_PCT = 10_000.0
+
+
+@functools.lru_cache(maxsize=1024)
+def _range_of(name: str) -> tuple[float, float]:
+    """The values a field can hold, by its name (the record names every quantity with its unit)."""
+    if name in _POINTS_IN_TIME:
+        return -math.inf, math.inf
+    low = 0.0 if _NOT_BELOW_ZERO.search(name) else -math.inf
+    if "_pct" in name:
+        return low, _MAX_SHARE_PCT if _SHARE_OF_A_WHOLE.search(name) else _MAX_ANY_PCT
+    unit = _DURATION_UNIT.search(name)
+    return low, _MAX_DURATION_S / _TO_SECONDS[unit.group(1)] if unit else math.inf
+
+
 def _negative_problem(value: float, path: FieldPath) -> str | None:
+    """A value out of its quantity's range, by the field's name: below zero, a percentage above its bound, a duration
+    of more than 30 years."""
     name = next((part for part in reversed(path) if isinstance(part, str)), "")
-    if value < 0 and name not in _POINTS_IN_TIME and _NOT_BELOW_ZERO.search(name):
+    low, high = _range_of(name)
+    if value < low:
         return f"is negative ({value:g}): a count, a duration, a share or a size cannot be"
+    if value > high:
+        what = "a percentage here is at most" if "_pct" in name else "a duration here is at most"
+        return f"is out of range ({value:g}): {what} {high:g}"
     return None
 
 
@@ -279,20 +315,21 @@ def _list_problem(
 
 
 def _column_negative(column: list[Any], of_lists: bool, name: str) -> tuple[tuple[int, ...], str] | None:
-    """The first value below zero of a column whose name says it cannot be (see _NOT_BELOW_ZERO)."""
-    if name in _POINTS_IN_TIME or not _NOT_BELOW_ZERO.search(name):
+    """The first value out of range of a column whose name says it cannot be (below zero, see _NOT_BELOW_ZERO; a
+    percentage above its bound)."""
+    low, high = _range_of(name)
+    if low == -math.inf and high == math.inf:
         return None
     # C-speed passes first, as _column_is_clean's: a column of numbers none below zero, the common case, needs no walk
     # value by value
     flat = [v for values in column if values is not None for v in values] if of_lists else column
     present = [v for v in flat if v is not None] if None in flat else flat
-    if not present or (set(map(type, present)) <= {int, float, bool} and min(present) >= 0):
+    numbers = not present or set(map(type, present)) <= {int, float, bool}
+    if numbers and (not present or (min(present) >= low and max(present) <= high)):
         return None
     for index, values in enumerate(column):
         for inner, value in enumerate(values if of_lists and values is not None else (values,)):
-            if type(value) in (int, float) and value < 0:
-                message = _negative_problem(value, (name,))
-                assert message is not None
+            if type(value) in (int, float) and (message := _negative_problem(value, (name,))) is not None:
                 return ((index, inner) if of_lists else (index,)), message
     return None
 

@@ -78,6 +78,9 @@ class SyncSummary(msgspec.Struct):
     idle_after_sync_us: float | None
     idle_after_sync_pct: float | None
     sites: list[SyncSite] = msgspec.field(default_factory=list)
+    # Of `calls`, the copies whose transfer went device-to-host (cudaMemcpyAsync then waited on, hipMemcpyWithStream):
+    # they block the host as a sync call does, but a count of the sync calls by name leaves them out.
+    copy_calls: int = 0
 
 
 class CopySummary(msgspec.Struct):

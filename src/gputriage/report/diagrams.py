@@ -246,7 +246,7 @@ _TRACE_DETAILS = (
     "DataLoader share of the step",
     "memcpy share of the step",
     "GPU kernels, forward and backward together",
-    "host syncs blocking the step; not in the partition: the GPU can work meanwhile (in 3)",
+    "host syncs and device-to-host copies blocking the step; not in the partition: the GPU can work meanwhile (in 3)",
     "in 3: the trace does not split it from forward",
 )
 _SYNC_ARROW = 3  # the one share that is not a part of the step partition, so the shares can add up to over 100%

@@ -231,6 +231,7 @@ def host_sync_in_loop(section: TraceSection, r: RankTrace) -> Finding | None:
         ),
         evidence={
             "sync_calls": s.calls,
+            "blocking_copy_calls": s.copy_calls,  # of sync_calls: device-to-host copies, not sync calls by name
             "sync_calls_per_step": s.calls_per_step,
             "blocking_us": s.blocking_us,
             "idle_after_sync_us": s.idle_after_sync_us,

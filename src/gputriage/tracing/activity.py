@@ -51,6 +51,7 @@ class Syncs(msgspec.Struct):
     """Host-device syncs: the sync runtime calls, plus cudaMemcpy calls whose copy went device-to-host."""
 
     calls: int = 0
+    copy_calls: int = 0  # of `calls`, the copies that went device-to-host (not a sync call by name)
     blocking_ns: int = 0
     # Per step: only the calls that start inside a ProfilerStep, and the time the host is blocked inside the steps.
     # A sync after the last step (a final cudaDeviceSynchronize, an evaluation) is no cost of the steps.
@@ -73,6 +74,7 @@ class Syncs(msgspec.Struct):
         rt = w.runtime
         ts, end, lane, name = rt["ts"][rows], rt["end"][rows], rt["lane"][rows], rt["name"][rows]
         self.calls += len(rows)
+        self.copy_calls += int((~w.runtime_has(N.SYNC_CALL)[rows]).sum())
         self.blocking_ns += int((end - ts).sum())
         self.calls_in_steps += int(steps.contains(ts).sum())
         room = max(MAX_ATTRIBUTED - len(self.located), 0)
@@ -83,6 +85,7 @@ class Syncs(msgspec.Struct):
 
     def merge(self, later: Syncs) -> None:
         self.calls += later.calls
+        self.copy_calls += later.copy_calls
         self.blocking_ns += later.blocking_ns
         self.calls_in_steps += later.calls_in_steps
         self.blocking_in_steps_ns += later.blocking_in_steps_ns
@@ -113,6 +116,7 @@ class Syncs(msgspec.Struct):
         return SyncSummary(
             calls=self.calls,
             blocking_us=_us(self.blocking_ns),
+            copy_calls=self.copy_calls,
             calls_per_step=round(self.calls_in_steps / step_count, 3) if step_count else None,
             blocking_pct_of_steps=pct(self.blocking_in_steps_ns, step_total_ns),
             idle_after_sync_us=_us(self.idle_after_ns) if window is not None else None,

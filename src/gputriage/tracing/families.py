@@ -16,6 +16,9 @@ CATEGORY_FAMILY = {
     "user_annotation": ANNOTATION,
     "python_function": PYTHON,
     "gpu_user_annotation": SKIP,
+    # Kineto's "Stream Sync" / "Event Sync" / "Context Sync" marks on a GPU lane: the span the device's queue waited
+    # for the host's sync call, not work it ran (HTA leaves them out of busy and idle time too)
+    "cuda_sync": SKIP,
     "trace": SKIP,
     "ac2g": SKIP,
     "fwdbwd": SKIP,

@@ -102,11 +102,24 @@ def _after_import(name: str, then: Callable[[], None]) -> None:
 
 
 def enter_dispatch_mode(mode: TorchDispatchMode) -> bool:
-    """Push `mode`; False where torch refuses it (then the probe it serves is simply off)."""
+    """Put `mode` on the dispatch mode stack under the modes the user's code has entered (above gputriage's own);
+    False where torch refuses it (then the probe it serves is simply off). Under the user's, because a mode's
+    `__exit__` pops the top of the stack: pushed on top of a `with FlopCounterMode():` the step runs in, ours was
+    what the user's exit took off, and the user's mode stayed on for the rest of the job."""
+    above: list[Any] = []
     try:
+        for _ in range(torch._C._len_torch_dispatch_stack()):
+            top = torch._C._pop_torch_dispatch_stack(None)
+            if type(top).__module__.startswith("gputriage."):
+                torch._C._push_on_torch_dispatch_stack(top)
+                break
+            above.append(top)
         mode.__enter__()  # type: ignore[no-untyped-call]  # torch leaves the modes untyped
     except Exception:
         return False
+    finally:
+        for other in reversed(above):
+            torch._C._push_on_torch_dispatch_stack(other)
     return True
 
 
