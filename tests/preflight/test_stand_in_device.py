@@ -135,6 +135,8 @@ def test_composites_that_make_helper_tensors_inside_run_as_on_cuda_and_a_host_op
         lambda m, d: m.to(device=d),
         lambda m, d: m.to(device="cuda", dtype=torch.float32),
         lambda m, d: m.to(torch.zeros(1, device=d)),
+        lambda m, d: m.to(0),  # the DDP tutorial's `model.to(gpu_id)` with `device = 0` (was: "Cannot access
+        lambda m, d: m.to(device=0),  # accelerator device when none is available", the job dead at that line)
     ],
 )
 def test_module_to_by_keyword_or_by_tensor_moves_the_model(stand_in: Session, move: Any) -> None:

@@ -96,6 +96,18 @@ def test_partly_on_cpu_names_the_plain_attribute_and_its_line() -> None:
     assert 'self.enc.register_buffer("mask"' in finding.fix
 
 
+def test_blocks_that_share_one_attribute_line_get_its_fix_once() -> None:
+    """minGPT's blocks each keep `self.bias = torch.tril(...)`: one line of code, fixed once (was: once per block)."""
+    placement = _healthy_placement()
+    placement.models[0].devices = {"meta": 10, "cpu": 24}
+    placement.models[0].stray = [
+        StrayPart(f"h.{i}.attn.bias", "attribute", "cpu", 8, "model.py:47") for i in range(3)
+    ] + [StrayPart("h.0.attn.scale", "attribute", "cpu", 1, "model.py:48")]
+    finding = diagnose(_run(placement=placement)).findings[0]
+    assert finding.code == "model-partly-on-cpu"
+    assert finding.fix.count("register_buffer(") == 2
+
+
 def test_cpu_expected_device_describes_a_cpu_run() -> None:
     placement = _healthy_placement()
     placement.models[0].devices = {"cpu": 10}
@@ -198,6 +210,21 @@ def test_the_users_own_read_is_named_before_one_inside_a_library() -> None:
     compute.syncs = [inside, own]
     finding = diagnose(_run(compute=compute)).findings[0]
     assert finding.where == "main.py:144"
+
+
+def test_a_library_that_reads_nearly_every_value_makes_the_waits_its_own() -> None:
+    """time_sequence_prediction with LBFGS: 1279 of 1303 reads a step inside `optimizer.step(closure)`, 20 from the
+    closure's `print(loss.item())` (was: a warning at the print, whose fix removes 20 of 1303)."""
+    compute = _compute({"meta": 90}, {"meta": 0.001}, 0.03, steps=1)
+    inside = HostSync(
+        "scalar", "train.py:72", "optimizer.step(closure)", 1279, 0.001, "meta", "torch/optim/lbfgs.py:358", 1
+    )
+    own = HostSync("item", "train.py:69", "print('loss:', loss.item())", 20, 0.001, "meta", None, 1)
+    compute.syncs = [inside, own]
+    finding = diagnose(_run(compute=compute)).findings[0]
+    assert finding.code == "host-sync-in-loop" and finding.severity.value == "info"
+    assert finding.where == "train.py:72"
+    assert "torch/optim/lbfgs.py:358" in finding.title
 
 
 def test_host_sync_per_step_points_at_the_line() -> None:

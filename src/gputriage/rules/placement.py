@@ -249,9 +249,13 @@ MAX_FIXED_PARTS = 6
 
 
 def _attributes_fix(run: Run, parts: list[StrayPart]) -> str:
-    """Each plain tensor attribute registered as a buffer, on its own line."""
-    fixes = []
+    """Each plain tensor attribute registered as a buffer, on its own line: once per line of code (the blocks of a
+    transformer share their class's `self.bias = ...`)."""
+    once: dict[str, StrayPart] = {}
     for part in parts:
+        once.setdefault(part.where or part.path, part)
+    fixes = []
+    for part in once.values():
         fixed = _buffer_line(run, part)
         owner, _, leaf = part.path.rpartition(".")
         target = f"self.{owner}" if owner else "self"

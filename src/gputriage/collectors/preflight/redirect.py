@@ -96,7 +96,10 @@ class CudaRedirect(TorchFunctionMode):
         if func is _PARSE_TO:  # Module.to(device=...) parses its arguments: a device read, not a tensor made
             if len(args) == 1 and isinstance(args[0], StandIn):  # Module.to(tensor): that tensor's device and dtype
                 return func(device=args[0].device, dtype=args[0].dtype, **kwargs)
-            return func(*args, **kwargs)
+            # Module.to(0), the DDP tutorial's `model.to(gpu_id)`: an int is a CUDA index, read without asking the
+            # (absent) accelerator, as Tensor.to's arguments are
+            kw = {k: (_as_device(v) if k == "device" else v) for k, v in kwargs.items()}
+            return func(*(_as_device(a) for a in args), **kw)
         device = kwargs.get("device")
         if device is None and _device_module.CURRENT_DEVICE is not None and func in _device_constructors():
             # torch.set_default_device("cuda") puts its own mode below this one: its device is read here
