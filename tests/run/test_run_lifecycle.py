@@ -157,6 +157,26 @@ def test_the_report_waits_for_the_jobs_non_daemon_threads(tmp_path: Path) -> Non
     assert err.index("thread done") < err.index("gputriage verdict") < err.index("atexit ran"), err
 
 
+def test_a_child_the_script_forks_ends_as_under_python_without_a_report_of_its_own(tmp_path: Path) -> None:
+    """os.fork() in the script: the child runs on to the script's end, then exits with its code and its atexit
+    handlers, as under python (was: a second full gputriage report on the shared stderr)."""
+    script = tmp_path / "forks.py"
+    script.write_text(
+        "import atexit, os, sys\n"
+        "pid = os.fork()\n"
+        "atexit.register(lambda: print('atexit', 'child' if pid == 0 else 'parent', flush=True))\n"
+        "if pid:\n"
+        "    _, status = os.waitpid(pid, 0)\n"
+        "    print('child exit code', os.waitstatus_to_exitcode(status), flush=True)\n"
+        "else:\n"
+        "    sys.exit(3)\n"
+    )
+    done = gputriage("run", "--expect-device", "cpu", "--out", str(tmp_path / "out"), str(script), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["atexit child", "child exit code 3", "atexit parent"]
+    assert done.stderr.count("gputriage verdict") == 1, done.stderr
+
+
 def test_an_executor_the_job_never_shut_down_does_not_hang_the_report(tmp_path: Path) -> None:
     """A ThreadPoolExecutor's workers are non-daemon threads that only Python's exit stops: waiting for them before
     the report would hang a job that Python ends."""

@@ -232,7 +232,12 @@ class RunJob:
             probe.window_end_listeners.append(self._flush_partial)
         self.observers.start()
         self._start_s = time.perf_counter()
+        job_pid = os.getpid()
         outcome = run_target(self.config.target, self.signals)
+        if os.getpid() != job_pid:
+            # a child the script forked (os.fork) ran on to the script's end: it ends as it would under python,
+            # with its exit code and its atexit handlers, and no report of its own (the job's is the parent's)
+            return outcome.exit_code
         code = self._end(outcome)
         self.signals.deliver_held()
         if outcome.signal is not None:

@@ -48,7 +48,9 @@ class ModuleCalls:
         # A function of its own, whose first argument is the module, named `self`: torch.profiler's stack tracer
         # recognises module calls by the code object of `nn.Module.__call__` and reads the module from that argument.
         def __call__(self: nn.Module, *args: Any, **kwargs: Any) -> Any:
-            if not patches.active:
+            # capturing() first: a constant while Dynamo traces, so nothing of ours below is read in the trace; a
+            # read of the probe's state there became a guard, and its change a second compile of the user's model
+            if capturing() or not patches.active:
                 return original(self, *args, **kwargs)
             try:
                 return call(original, self, *args, **kwargs)
