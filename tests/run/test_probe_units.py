@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from gputriage.collectors.probe.clock import PhaseClock
 from gputriage.collectors.probe.window import CENSUS, MIXED, PLACEMENT, TIMING, Switch, WindowDriver, active_probes
 
@@ -125,3 +127,23 @@ def test_the_stand_ins_clock_counts_a_call_still_running() -> None:
         inside_s = STATE.spent_s() - before_s
     after_s = STATE.spent_s() - before_s
     assert 0.02 <= inside_s <= after_s
+
+
+def test_the_expected_device_is_told_without_starting_cuda(monkeypatch: pytest.MonkeyPatch) -> None:
+    """CUDA reads CUDA_VISIBLE_DEVICES once, when it starts: torch.cuda.is_available() before the script's first line
+    started it, and a script's own `os.environ["CUDA_VISIBLE_DEVICES"] = "1"` then chose nothing (the job ran on GPU
+    0). A CUDA build on a machine whose NVML lists GPUs is told without it."""
+    import torch
+
+    from gputriage.collectors.probe import devices
+
+    asked: list[str] = []
+    monkeypatch.setattr(torch.version, "cuda", "12.8")
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: False)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: asked.append("is_available") or False)
+    monkeypatch.setattr(devices, "nvidia_gpu_count", lambda: 2)
+    assert devices.resolve_expected_device(None) == "cuda"
+    assert asked == []
+    monkeypatch.setattr(devices, "nvidia_gpu_count", lambda: 0)  # NVML lists none: torch's own answer is asked
+    assert devices.resolve_expected_device(None) == "cpu"
+    assert asked == ["is_available"]

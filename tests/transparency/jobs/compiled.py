@@ -3,6 +3,7 @@ Dynamo made are counted."""
 
 import torch
 from common import Net, batches, seeded, train_step
+from torch._dynamo.utils import counters
 
 seeded()
 model = Net()
@@ -13,6 +14,4 @@ for step, (x, y) in enumerate(batches(6)):
 torch.save(model.state_dict(), "compiled_state.pt")
 # How many graphs Dynamo made and how many calls it captured: a guard on gputriage's own state (read by its
 # nn.Module.__call__ wrapper while Dynamo traced through it) made a second compile when that state changed
-from torch._dynamo.utils import counters
-
 print("graphs", counters["stats"]["unique_graphs"], "calls captured", counters["stats"]["calls_captured"])

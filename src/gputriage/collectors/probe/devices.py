@@ -29,6 +29,8 @@ def resolve_expected_device(requested: str | None) -> str:
 
 
 def first_accelerator() -> str | None:
+    if _cuda_gpus_without_starting_cuda():
+        return "cuda"
     try:
         if torch.cuda.is_available():
             return "cuda"
@@ -50,3 +52,13 @@ def first_accelerator() -> str | None:
         except Exception:
             continue
     return None
+
+
+def _cuda_gpus_without_starting_cuda() -> bool:
+    """A CUDA build on a machine whose NVML lists GPUs, told without starting CUDA. torch.cuda.is_available() starts
+    it (cudaGetDeviceCount), and CUDA reads CUDA_VISIBLE_DEVICES once, when it starts: asked before the job's first
+    line, it fixed the GPUs before a script's own `os.environ["CUDA_VISIBLE_DEVICES"] = "1"` at its top could choose
+    them, and the job ran on GPU 0. Where NVML lists none (or cannot start), torch's own answer is asked."""
+    if torch.version.cuda is None or torch.cuda.is_initialized():  # type: ignore[no-untyped-call]
+        return False
+    return nvidia_gpu_count() > 0
