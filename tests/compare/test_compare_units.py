@@ -91,6 +91,30 @@ def test_a_new_cause_alone_is_a_regression() -> None:
     assert not result.regressed_timing()  # --fail-on regression guards the timing only
 
 
+def test_a_critical_resolved_outranks_the_warnings_that_came_with_the_fix() -> None:
+    """A job that ran no op on the GPU now does, and is launch-bound there: better, not "regressed"."""
+    gone = Finding("no-gpu-compute", 4, Severity.CRITICAL, "no GPU op")
+    new = Finding("launch-bound", 4, Severity.WARNING, "launch-bound")
+    result = compare(_diag(_run(0.1), [gone]), _diag(_run(0.1, seed=2), [new]), "a", "b")
+    assert result.status == "fixed"
+    assert result.summary.startswith("fixed: no-gpu-compute resolved") and "new: launch-bound" in result.summary
+    worse = Finding("host-sync-in-loop", 4, Severity.CRITICAL, "syncs")
+    assert compare(_diag(_run(0.1), [gone]), _diag(_run(0.1, seed=2), [worse]), "a", "b").status == "regressed"
+
+
+def test_traces_of_different_gpus_and_world_sizes_say_so() -> None:
+    from gputriage.record.trace import RankTrace, TraceSection
+
+    before, after = Run(command="trace"), Run(command="trace")
+    before.trace = TraceSection(ranks=[RankTrace(rank=0, device="AMD Instinct MI300X", world_size=8)])
+    after.trace = TraceSection(ranks=[RankTrace(rank=0, device="NVIDIA H100 80GB HBM3", world_size=1)])
+    result = compare(_diag(before), _diag(after), "a.json", "b.json")
+    assert result.caveats == [
+        "different GPUs: before ran on AMD Instinct MI300X, after on NVIDIA H100 80GB HBM3",
+        "different world sizes: 8 ranks before, 1 after",
+    ]
+
+
 def test_same_finding_on_a_moved_line_is_still_there() -> None:
     before = Finding("host-sync-in-loop", 4, Severity.WARNING, "syncs", where="train.py:30")
     after = Finding("host-sync-in-loop", 4, Severity.WARNING, "syncs", where="train.py:32")

@@ -107,3 +107,33 @@ def test_torch_113_with_a_mig_uuid_keeps_the_uuid_and_leaves_113() -> None:
     assert "keep CUDA_VISIBLE_DEVICES as it is" in top.fix
     assert "torch==2.0.1 --index-url https://download.pytorch.org/whl/cu117" in top.fix
     assert "unset CUDA_VISIBLE_DEVICES" not in top.fix
+
+
+def test_a_plain_pypi_wheel_gets_the_pip_build_with_the_gpus_kernels_not_conda() -> None:
+    """pytorch#53838: `pip install torch` gave 1.8.0 (CUDA 10.2, no sm_86) on an RTX 3090 (was: a conda command for a
+    pip install); the thread's fix was the +cu111 wheel."""
+    text = (
+        "pip install torch\nCollecting torch\n  Using cached torch-1.8.0-cp38-cp38-manylinux1_x86_64.whl (735.5 MB)\n"
+        "/home/u/anaconda3/envs/test/lib/python3.8/site-packages/torch/cuda/__init__.py:104: UserWarning:\n"
+        "GeForce RTX 3090 with CUDA capability sm_86 is not compatible with the current PyTorch installation.\n"
+        "The current PyTorch install supports CUDA capabilities sm_37 sm_50 sm_60 sm_70.\n"
+    )
+    top = diagnose_text(text).findings[0]
+    assert top.code == "arch-not-supported"
+    assert "python -m pip install torch==1.8.0+cu111 -f https://download.pytorch.org/whl/torch_stable.html" in top.fix
+    assert "conda install" not in top.fix
+
+
+def test_a_stale_pip_line_of_another_torch_does_not_make_the_running_conda_torch_pips() -> None:
+    """pytorch#28321: collect_env runs conda's pytorch 1.3.0; a leftover `[pip3] torch==1.2.0` and its torchvision
+    0.4.0 came first (was: "pip", and torchvision 0.4.0 paired with torch 1.3.0, a wheel that does not exist)."""
+    text = (
+        "PyTorch version: 1.3.0\nCUDA used to build PyTorch: 10.1.243\nNvidia driver version: 410.104\n"
+        "[pip3] torch==1.2.0\n[pip3] torchvision==0.4.0\n"
+        "[conda] pytorch                   1.3.0           py3.7_cuda10.1.243_cudnn7.6.3_0    pytorch\n"
+        "[conda] torchvision               0.4.1                py37_cu101    pytorch\n"
+    )
+    env = parse_environment_text(text)
+    assert env.torch.install_method == "conda"
+    assert env.torch.companions["torchvision"] == "0.4.1"
+    assert "torchvision==0.4.0" not in diagnose_text(text).findings[0].fix

@@ -87,11 +87,12 @@ def test_a_signal_just_after_the_last_line_still_gets_a_fresh_report_and_the_sam
 
 
 def test_a_signal_during_start_up_ends_the_job_with_a_report(tmp_path: Path) -> None:
+    """SIGTERM while the job imports torch, where gputriage's probes start (they wait for the job's own import)."""
     out = tmp_path / "out"
-    cmd = [str(BIN / "gputriage"), "run", "--expect-device", "cpu", "--out", str(out), "marks_start.py"]
+    (tmp_path / "imports_torch.py").write_text("import torch\n" + (SCRIPTS / "marks_start.py").read_text())
+    cmd = [str(BIN / "gputriage"), "run", "--expect-device", "cpu", "--out", str(out), "imports_torch.py"]
     proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    shutil.copy(SCRIPTS / "marks_start.py", tmp_path)
-    time.sleep(0.5)  # gputriage is starting (importing torch)
+    time.sleep(0.5)  # the job is importing torch (over a second), and the probes start at its end
     proc.send_signal(signal.SIGTERM)
     proc.communicate(timeout=120)
     assert proc.returncode == -signal.SIGTERM

@@ -63,3 +63,33 @@ def test_compare_refuses_a_fifo_instead_of_waiting_for_a_writer(tmp_path: Path) 
     )
     assert done.returncode == 2
     assert done.stderr == f"gputriage: error: refusing to read {fifo}: it is a FIFO, not a regular file\n"
+
+
+@pytest.mark.parametrize(
+    ("bom", "encoding"), [(b"\xff\xfe", "UTF-16"), (b"\xfe\xff", "UTF-16"), (b"\xff\xfe\x00\x00", "UTF-32")]
+)
+def test_a_trace_saved_as_utf16_or_32_is_named_so(tmp_path: Path, bom: bytes, encoding: str) -> None:
+    """(was: "it starts with b'\\xff', where a trace's JSON starts with '{'")"""
+    path = tmp_path / "t.json"
+    path.write_bytes(bom + '{"traceEvents": []}'.encode("utf-16-le"))
+    done = subprocess.run(
+        [sys.executable, "-m", "gputriage", "trace", str(path)], check=False, capture_output=True, text=True
+    )
+    assert done.returncode == 2
+    said = f"{path} is {encoding} text: a trace is UTF-8 JSON; save it again as UTF-8"
+    assert done.stderr == f"gputriage: error: {said}\n"
+
+
+def test_an_out_that_is_a_symlink_is_named_in_the_refusal(tmp_path: Path) -> None:
+    (tmp_path / "real").mkdir()
+    link = tmp_path / "link"
+    link.symlink_to(tmp_path / "real")
+    _with_sync_marks(tmp_path / "t.json")
+    done = subprocess.run(
+        [sys.executable, "-m", "gputriage", "trace", str(tmp_path / "t.json"), "--out", str(link)],
+        check=False,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 2
+    assert f"argument --out: {link} is a symlink; give the folder it points to" in done.stderr

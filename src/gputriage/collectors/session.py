@@ -106,12 +106,13 @@ def stand_in_observers(config: ObserveConfig, judged_device: str, probe: RunProb
 class JobObservers:
     """The observers of one job, around the user's code: `start()` before it, `finish(outcome)` after it."""
 
-    def __init__(self, run: Run, config: ObserveConfig, warn: TextIO | None = None) -> None:
+    def __init__(self, run: Run, config: ObserveConfig | None, warn: TextIO | None = None) -> None:
+        """`config` None: no observer at all (a record of how the job ended, where torch could not be loaded)."""
         from gputriage.record.device import judged_device
 
         self.run = run
         self._warn = warn
-        self.observers = build_observers(config, judged_device(run) or "cpu")
+        self.observers = build_observers(config, judged_device(run) or "cpu") if config is not None else []
         self._started: list[Observer] = []
         self._finished = False
         self._start_s = 0.0

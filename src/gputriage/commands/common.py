@@ -170,7 +170,7 @@ def out_folder(text: str) -> Path:
     try:
         check_out_dir(path)
     except InputError as exc:
-        raise argparse.ArgumentTypeError(str(exc).removeprefix(f"--out {path}: ")) from None
+        raise argparse.ArgumentTypeError(str(exc).replace(f"--out {path}: ", f"{text} ", 1)) from None
     return path
 
 

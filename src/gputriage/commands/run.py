@@ -13,6 +13,7 @@ from typing import TextIO
 
 import msgspec
 
+from gputriage.collectors.after_import import after_import, forget
 from gputriage.collectors.distributed import is_multi_rank
 from gputriage.collectors.runner import (
     JobSignals,
@@ -30,6 +31,7 @@ from gputriage.commands.loop import add_loop_options, check_loop_options
 from gputriage.commands.run_worker import ReportRequest, ReportWorker, report_job
 from gputriage.errors import InputError
 from gputriage.outdir import check_out_dir
+from gputriage.record import Run
 from gputriage.record.device import judged_device
 from gputriage.textsafe import encode_safely
 
@@ -220,20 +222,18 @@ class RunJob:
         if _writes_to_fd(sys.stderr, 2):
             self.report_fd = os.dup(2)
             self.worker = ReportWorker.spawn(self.config.expect_device, self.report_fd)  # before torch is imported
-        run = new_run("run", self.config.argv, self.config.expect_device, preflight=self.config.preflight is not None)
-        observe = ObserveConfig(
-            self.config.expect_device, self.config.steps, self.config.trace_steps, self.out_dir, environment=False
-        )
-        observe.preflight = self.config.preflight
-        observe.preflight_min_steps = self.config.preflight_min_steps
-        self.observers = JobObservers(run, observe, warn=self._report_stream())
-        probe = self.observers.probe
-        if probe is not None and not is_multi_rank():
-            probe.window_end_listeners.append(self._flush_partial)
-        self.observers.start()
+        # The probes start once the job's own `import torch` has run: torch reads the environment when it loads, and
+        # a script that sets OMP_NUM_THREADS (or anything torch reads then) at its top, before importing torch, must
+        # find it read. Where torch is loaded already (--trace checked its profiler), they start now.
+        waiting = None if "torch" in sys.modules else after_import("torch", self._observe)
+        if waiting is None:
+            self._observe()
         self._start_s = time.perf_counter()
         job_pid = os.getpid()
-        outcome = run_target(self.config.target, self.signals)
+        try:
+            outcome = run_target(self.config.target, self.signals)
+        finally:
+            forget(waiting)  # a job that never imported torch: the finder leaves with it
         if os.getpid() != job_pid:
             # a child the script forked (os.fork) ran on to the script's end: it ends as it would under python,
             # with its exit code and its atexit handlers, and no report of its own (the job's is the parent's)
@@ -244,6 +244,32 @@ class RunJob:
             end_by_signal(outcome.signal)
         self.signals.restore()
         return code
+
+    def _observe(self) -> None:
+        """Make the record and the observers, and start them (once): from the job's `import torch`, or now."""
+        if self.observers is None:
+            self.observers = self._make_observers()
+            self.observers.start()
+
+    def _make_observers(self) -> JobObservers:
+        try:
+            return self._observers_with_torch()
+        except Exception:  # torch half-loaded (a SIGTERM in the job's own `import torch`): how the job ended, alone
+            run = Run(command="run", argv=self.config.argv, expect_device=self.config.expect_device)
+            return JobObservers(run, None, warn=self._report_stream())
+
+    def _observers_with_torch(self) -> JobObservers:
+        run = new_run("run", self.config.argv, self.config.expect_device, preflight=self.config.preflight is not None)
+        observe = ObserveConfig(
+            self.config.expect_device, self.config.steps, self.config.trace_steps, self.out_dir, environment=False
+        )
+        observe.preflight = self.config.preflight
+        observe.preflight_min_steps = self.config.preflight_min_steps
+        observers = JobObservers(run, observe, warn=self._report_stream())
+        probe = observers.probe
+        if probe is not None and not is_multi_rank():
+            probe.window_end_listeners.append(self._flush_partial)
+        return observers
 
     def _terminated(self) -> None:
         """SIGTERM while the script runs (called from the signal handler): report what was seen; the caller dies."""
@@ -258,8 +284,10 @@ class RunJob:
             return self._end_once(outcome)
 
     def _end_once(self, outcome: Outcome) -> int:
-        if self._code is not None or self.observers is None:
-            return self._code if self._code is not None else outcome.exit_code
+        if self._code is not None:
+            return self._code
+        if self.observers is None:  # the job never imported torch: its report says what the probes could not see
+            self.observers = self._make_observers()
         self._outcome = outcome
         self._code = outcome.exit_code
         record = self.observers.finish(outcome, self.config.target.describe())

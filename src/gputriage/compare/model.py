@@ -289,7 +289,15 @@ def _ranks(run: Run) -> int | None:
         return run.ranks.world_size or None
     if run.rank_info is not None:
         return run.rank_info.world_size or None
+    if run.trace is not None:  # rank 0 of 8 alone against a one-process job: the traces' declared world size
+        return run.trace.declared_world_size()
     return None
+
+
+def _trace_gpus(run: Run) -> str | None:
+    """The GPU model(s) a trace ran on (its deviceProperties), as one text; None where it names none."""
+    names = sorted({r.device for r in run.trace.ranks if r.device}) if run.trace is not None else []
+    return ", ".join(names) or None
 
 
 def job_caveats(before: Run, after: Run) -> list[str]:
@@ -307,6 +315,9 @@ def job_caveats(before: Run, after: Run) -> list[str]:
     b_device, a_device = judged_device(before), judged_device(after)
     if b_device and a_device and b_device != a_device:
         out.append(f"different devices: before was judged for {b_device}, after for {a_device}")
+    b_gpus, a_gpus = _trace_gpus(before), _trace_gpus(after)
+    if b_gpus and a_gpus and b_gpus != a_gpus:
+        out.append(f"different GPUs: before ran on {b_gpus}, after on {a_gpus}")
     b_ranks, a_ranks = _ranks(before), _ranks(after)
     if b_ranks != a_ranks and b_ranks is not None and a_ranks is not None:
         out.append(f"different world sizes: {b_ranks} ranks before, {a_ranks} after")
@@ -353,7 +364,7 @@ def verdict(step: Change, busy: list[Change], delta: FindingsDelta, sides: tuple
     if worse:
         return "regressed", "regressed: " + ", ".join(change_text(c) for c in worse) + _findings_note(delta)
     if better or delta.resolved:
-        if not better and delta.new:
+        if not better and delta.new and not _outranked(delta):
             return "regressed", "regressed: new " + ", ".join(r.code for r in delta.new)
         shown = [change_text(c) for c in better] or [f"{', '.join(r.code for r in delta.resolved)} resolved"]
         if better and delta.resolved:
@@ -366,6 +377,16 @@ def verdict(step: Change, busy: list[Change], delta: FindingsDelta, sides: tuple
     if delta.new:
         return "regressed", "regressed: new " + ", ".join(r.code for r in delta.new)
     return "no change", "no change: " + _timing_note(step, sides) + _findings_note(delta)
+
+
+_SEVERITY_RANK = {"info": 0, "warning": 1, "critical": 2}
+
+
+def _outranked(delta: FindingsDelta) -> bool:
+    """The worst finding resolved is worse than the worst one new: a CPU-only job that now runs on the GPU (critical
+    no-gpu-compute resolved) and is launch-bound there (a warning) got better, not worse."""
+    worst = max((_SEVERITY_RANK.get(r.severity, 0) for r in delta.resolved), default=-1)
+    return worst > max((_SEVERITY_RANK.get(r.severity, 0) for r in delta.new), default=-1)
 
 
 def change_text(change: Change) -> str:

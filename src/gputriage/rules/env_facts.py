@@ -288,7 +288,14 @@ class ArchBuild(msgspec.Struct, frozen=True):
         own = release_of(t.version) if t.version else None
         # Releases before 2.0 in the table were read from the conda packages: their command, unless this is the
         # user's own release and their torch a pip wheel ("1.8.1+cu101" -> "1.8.1+cu111", as its thread fixed it).
-        pip_wheel = self.release == own and t.install_method != "conda" and "+cu" in (t.version or "")
+        # A plain "1.8.0" the report shows pip installing (its command, its log) is PyPI's wheel: its CUDA variants
+        # are pip's too. A `torch==` line alone is not that: conda's torch shows so in `pip freeze`.
+        command = t.install_command or ""
+        pip_command = "pip" in command and not command.lstrip().startswith(("conda", "mamba", "micromamba"))
+        pip_installed = t.install_method == "pip" and bool(t.pip_installed_torch or pip_command)
+        pip_wheel = self.release == own and (
+            pip_installed or (t.install_method != "conda" and "+cu" in (t.version or ""))
+        )
         if version_tuple(self.release) < _PIP_INDEX_SINCE and not pip_wheel:
             return conda_install(self.release, self.cuda)
         pinned = t.version if self.release == own and t.version else f"{self.release}.0"

@@ -281,7 +281,10 @@ def _iter_batches(
                 return
             if cut is None:  # no complete event in this window: read a bigger one
                 if len(buf) > MAX_PIECE_BYTES:
-                    raise InputError(f"{source.path} is corrupt: no complete trace event in {len(buf) >> 20} MiB")
+                    raise InputError(
+                        f"{source.path}: no complete trace event in {len(buf) >> 20} MiB: one event (a name, an "
+                        f"argument) over the {MAX_PIECE_BYTES >> 20} MiB that one event may hold, or a corrupt file"
+                    )
                 want = min(len(buf) * 2, MAX_PIECE_BYTES + 1)  # the buffer stays within the limit
                 continue
             end, batch = cut

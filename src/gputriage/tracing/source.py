@@ -180,6 +180,14 @@ _ARCHIVES = (
 )
 
 
+_WIDE_BOMS = (
+    (b"\xff\xfe\x00\x00", "UTF-32"),
+    (b"\x00\x00\xfe\xff", "UTF-32"),
+    (b"\xff\xfe", "UTF-16"),
+    (b"\xfe\xff", "UTF-16"),
+)
+
+
 def _refuse_other_formats(path: Path, head: bytes) -> None:
     name = path.name.lower()
     if head.startswith(b"SQLite format 3") or name.endswith((".nsys-rep", ".qdrep", ".sqlite")):
@@ -189,6 +197,9 @@ def _refuse_other_formats(path: Path, head: bytes) -> None:
         )
     if not head:
         raise InputError(f"{path} is empty, not a PyTorch profiler trace")
+    encoding = next((name for bom, name in _WIDE_BOMS if head.startswith(bom)), None)
+    if encoding is not None:  # checked longest first: UTF-32's little-endian mark starts with UTF-16's
+        raise InputError(f"{path} is {encoding} text: a trace is UTF-8 JSON; save it again as UTF-8")
     packed = next((what for magic, what in _ARCHIVES if head.startswith(magic)), None)
     if packed is not None:  # in a folder of rank traces, skipped with a note, as any file that is not a trace
         raise NotATrace(

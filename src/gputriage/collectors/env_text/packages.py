@@ -118,7 +118,8 @@ def record_package(
     if name in _TORCH_NAMES and v:
         first(t, "version", v)
         fail_wins(t, "installed", True)
-        first(t, "install_method", manager)
+        if _release(t.version) == _release(v):  # a stale line of another torch ([pip3] torch==1.2.0 beside the
+            first(t, "install_method", manager)  # running conda 1.3.0) says nothing of how this one came
         if t.version != v:
             cpu_build = name == "pytorch-cpu" or bool(re.search(r"(?:^|[_-])cpu(?:[_-]|$)", build))
             named = f"{v}+cpu" if cpu_build and "+" not in v else v
@@ -131,7 +132,10 @@ def record_package(
         if cuda:
             first(t, "cuda_version", _cuda_from_tag(cuda.group(1)))
     elif name in COMPANION_NAMES and v and len(t.companions) < MAX_ITEMS:
-        t.companions.setdefault(name, v)
+        if manager == t.install_method:  # installed the way the running torch was: its own pair
+            t.companions[name] = v
+        else:
+            t.companions.setdefault(name, v)
     elif name == "cpuonly" or (name == "pytorch-mutex" and "cpu" in build):
         t.cpuonly_package, t.install_method = True, "conda"
         first(t, "cpu_build_evidence", text)
@@ -290,3 +294,8 @@ def _cuda_from_tag(tag: str) -> str | None:
 def _first(pattern: re.Pattern[str], text: str) -> str | None:
     match = pattern.search(text)
     return match.group(1) if match else None
+
+
+def _release(torch_version: str | None) -> str:
+    """ "1.3.0+cu101" -> "1.3.0": one release whatever its local build tag."""
+    return (torch_version or "").split("+", 1)[0]

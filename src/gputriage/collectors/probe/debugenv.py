@@ -27,10 +27,10 @@ MAX_VALUE_CHARS = 40
 
 
 class LaunchBlocking:
-    """The value at the probes' start, compared at the census window's end."""
+    """The value the process started with, compared at the census window's end."""
 
     def __init__(self) -> None:
-        self.at_start = os.environ.get(LAUNCH_BLOCKING)
+        self.at_start = started_with(LAUNCH_BLOCKING)
 
     def fill(self, section: ComputeSection) -> None:
         value = os.environ.get(LAUNCH_BLOCKING)
@@ -40,6 +40,19 @@ class LaunchBlocking:
         section.launch_blocking_set_by = "job" if value != self.at_start else "environment"
         if value != self.at_start:
             section.launch_blocking_where = setting_line()
+
+
+def started_with(name: str) -> str | None:
+    """The variable as the process started with it: /proc/self/environ (Linux) holds the environment the process was
+    given, whatever the job set since; the probes start at the job's `import torch`, after the lines that set it at a
+    script's top. Elsewhere, the value now."""
+    with contextlib.suppress(OSError):
+        prefix = name.encode() + b"="
+        for entry in Path("/proc/self/environ").read_bytes().split(b"\0"):
+            if entry.startswith(prefix):
+                return entry[len(prefix) :].decode(errors="replace")
+        return None
+    return os.environ.get(name)
 
 
 def setting_line() -> str | None:

@@ -13,17 +13,13 @@ wraps them at once, as before.
 
 from __future__ import annotations
 
-import contextlib
-import importlib.abc
-import importlib.util
 import sys
-from collections.abc import Callable, Sequence
-from importlib.machinery import ModuleSpec
-from types import ModuleType
 from typing import Any
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
+
+from gputriage.collectors.after_import import after_import
 
 _DYNAMO = "torch._dynamo"
 _unwrapped: list[type[TorchDispatchMode]] = []
@@ -40,7 +36,7 @@ class OwnDispatchMode(TorchDispatchMode):  # type: ignore[no-untyped-call]
         super().__init_subclass__(**kwargs)  # type: ignore[no-untyped-call]
         if _DYNAMO not in sys.modules and "__torch_dispatch__" in cls.__dict__:
             _unwrapped.append(cls)
-            _after_import(_DYNAMO, _wrap_for_dynamo)
+            after_import(_DYNAMO, _wrap_for_dynamo)
 
 
 def _wrap_for_dynamo() -> None:
@@ -50,55 +46,6 @@ def _wrap_for_dynamo() -> None:
         cls = _unwrapped.pop()
         raw = cls.__dict__["__torch_dispatch__"]
         cls.__torch_dispatch__ = torch._disable_dynamo(raw, recursive=True)  # type: ignore[attr-defined,method-assign]
-
-
-class _AfterImport(importlib.abc.MetaPathFinder):
-    """Calls `then` once the module `name` has been executed: found by the finders after this one, its loader is
-    wrapped for the one import, and the module keeps its own loader."""
-
-    def __init__(self, name: str, then: Callable[[], None]) -> None:
-        self.name = name
-        self.then = then
-        self._finding = False
-
-    def find_spec(
-        self, fullname: str, path: Sequence[str] | None = None, target: ModuleType | None = None
-    ) -> ModuleSpec | None:
-        if fullname != self.name or self._finding:
-            return None
-        self._finding = True
-        try:
-            spec = importlib.util.find_spec(fullname)  # the finders after this one (this one declines meanwhile)
-        finally:
-            self._finding = False
-        with contextlib.suppress(ValueError):
-            sys.meta_path.remove(self)
-        if spec is None or spec.loader is None:
-            return spec
-        spec.loader = _ThenLoader(spec.loader, self.then)
-        return spec
-
-
-class _ThenLoader(importlib.abc.Loader):
-    def __init__(self, loader: importlib.abc.Loader, then: Callable[[], None]) -> None:
-        self.loader = loader
-        self.then = then
-
-    def create_module(self, spec: ModuleSpec) -> ModuleType | None:
-        return self.loader.create_module(spec)
-
-    def exec_module(self, module: ModuleType) -> None:
-        module.__loader__ = self.loader  # the module is left as its own loader made it
-        if module.__spec__ is not None:
-            module.__spec__.loader = self.loader
-        self.loader.exec_module(module)
-        with contextlib.suppress(Exception):  # never into the job's import
-            self.then()
-
-
-def _after_import(name: str, then: Callable[[], None]) -> None:
-    if not any(isinstance(f, _AfterImport) and f.name == name for f in sys.meta_path):
-        sys.meta_path.insert(0, _AfterImport(name, then))
 
 
 def enter_dispatch_mode(mode: TorchDispatchMode) -> bool:
