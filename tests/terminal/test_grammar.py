@@ -188,3 +188,21 @@ def test_report_md_never_fences_a_shell_command_as_python() -> None:
             assert not any(is_shell_line(line) for line in code), body
         if lang == "sh":
             assert all(is_shell_line(line) for line in code), body
+
+
+def test_a_finding_repeated_on_many_ranks_is_shown_a_few_times_then_counted() -> None:
+    """A job of 1,000 ranks repeated one finding per rank: 11,000 lines, and minutes to print. The short report shows
+    the first few of each code and counts the rest; -v shows each."""
+    from gputriage.findings import Finding, Severity
+
+    diag = diagnose(Run(command="trace"))
+    diag.findings = [
+        Finding("input-pipeline-bound", 5, Severity.WARNING, f"The GPU waits rank {r}", fix="num_workers=8", rank=r)
+        for r in range(50)
+    ] + [Finding("pageable-memcpy", 4, Severity.INFO, f"copies rank {r}", rank=r) for r in range(20)]
+    text = render_text(diag, 100)
+    assert text.count("warning · rung 5 · input-pipeline-bound") == 3
+    assert text.count("info · rung 4 · pageable-memcpy") == 3
+    assert "input-pipeline-bound: 47 more findings of this code, on other ranks or places (-v shows each)" in text
+    assert "pageable-memcpy: 17 more findings of this code" in text
+    assert render_text(diag, 100, verbose=True).count("input-pipeline-bound") >= 50

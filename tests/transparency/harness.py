@@ -60,6 +60,7 @@ CASES: dict[str, Job] = {
     "sigint_mid_job": Job(["signal_self.py", "SIGINT"]),
     "sigterm_chained": Job(["sigterm_chained.py"]),
     "flops_first_step": Job(["flops_first_step.py"]),
+    "env_before_torch": Job(["env_before_torch.py"]),
     "argv_not_utf8": Job(["text_not_utf8.py", "caf\udce9"]),
     "name_and_message_not_utf8": Job(["s_\udcff.py", "--raise"], copies={"s_\udcff.py": "text_not_utf8.py"}),
     "closes_stdout": Job(["closes_stdout.py"]),

@@ -332,7 +332,8 @@ class RunJob:
     def _report_stream(self) -> TextIO:
         if self.report_fd < 0:
             return self.start_stderr
-        return open(self.report_fd, "w", encoding="utf-8", errors="backslashreplace", closefd=False)
+        # line-buffered: an observer's one-line warning shows when it is written, not when (if) the stream is freed
+        return open(self.report_fd, "w", buffering=1, encoding="utf-8", errors="backslashreplace", closefd=False)
 
 
 def _absolute(path: Path | None) -> Path | None:

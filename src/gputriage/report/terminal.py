@@ -11,6 +11,7 @@ gets the line intact). In plain mode (pipes, CI, NO_COLOR, TERM=dumb) there are 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -81,12 +82,14 @@ def short_report(diag: Diagnosis, out_dir: Path | None = None) -> list[Block]:
     if _shows_measured(diag):
         blocks += _measured_blocks(diag)
     infos = [f for f in diag.findings if f.severity is Severity.INFO]
-    for finding in diag.findings:
-        if finding.severity is not Severity.INFO:
-            blocks += finding_blocks(finding)
-    if infos:
+    shown, folded = _per_code(f for f in diag.findings if f.severity is not Severity.INFO)
+    for finding in shown:
+        blocks += finding_blocks(finding)
+    shown_infos, folded_infos = _per_code(infos)
+    if shown_infos:
         blocks.append(Block(Text("")))
-        blocks += [Block(info_line(f)) for f in infos]
+        blocks += [Block(info_line(f)) for f in shown_infos]
+    blocks += [Block(_folded_line(code, count)) for code, count in {**folded, **folded_infos}.items()]
     more = more_line(diag, len(infos), out_dir)
     if more is not None:
         blocks.append(Block(more))
@@ -115,6 +118,29 @@ def _measured_blocks(diag: Diagnosis) -> list[Block]:
     if not measured:
         return []
     return [Block(Text("What was measured", style="bold")), *(Block(table) for table in measured)]
+
+
+# A job of many ranks repeats a finding once per rank: the short report shows the first ones of each code in full, and
+# says how many more there are (-v and the files have each); 1,000 ranks printed 11,000 lines.
+SHOWN_PER_CODE = 3
+
+
+def _per_code(findings: Iterable[Finding]) -> tuple[list[Finding], dict[str, int]]:
+    """The findings shown, at most SHOWN_PER_CODE of each code, and how many more of each code were left out."""
+    shown: list[Finding] = []
+    seen: dict[str, int] = {}
+    folded: dict[str, int] = {}
+    for finding in findings:
+        seen[finding.code] = seen.get(finding.code, 0) + 1
+        if seen[finding.code] <= SHOWN_PER_CODE:
+            shown.append(finding)
+        else:
+            folded[finding.code] = folded.get(finding.code, 0) + 1
+    return shown, folded
+
+
+def _folded_line(code: str, count: int) -> Text:
+    return Text(f"{code}: {counted(count, 'more finding')} of this code, on other ranks or places (-v shows each)")
 
 
 def more_line(diag: Diagnosis, infos: int, out_dir: Path | None) -> Text | None:
