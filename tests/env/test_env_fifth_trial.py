@@ -137,3 +137,16 @@ def test_a_stale_pip_line_of_another_torch_does_not_make_the_running_conda_torch
     assert env.torch.install_method == "conda"
     assert env.torch.companions["torchvision"] == "0.4.1"
     assert "torchvision==0.4.0" not in diagnose_text(text).findings[0].fix
+
+
+def test_an_amd_gpu_on_windows_gets_directml_not_a_linux_rocm_build() -> None:
+    """ComfyUI#2576: an RX470 on Windows, "Found no NVIDIA driver on your system" (was: "run on a machine that has an
+    NVIDIA GPU"; the RX470 was not even read as AMD)."""
+    text = (
+        "Windows 10, AMD RX470 8GB.\n"
+        "It works fine with CPU, but when I try to run the non-CPU version, it gives me "
+        '"Found no NVIDIA driver on your system"\n'
+    )
+    top = diagnose_text(text).findings[0]
+    assert top.code == "no-gpu-visible"
+    assert "torch-directml" in top.fix and "--index-url" not in top.fix

@@ -329,19 +329,7 @@ def _no_gpu_fix(env: Environment) -> str:
         named = f"# the GPU is AMD ({amd}) and torch is a ROCm build that cannot open it:\n" if amd else ""
         return named + hip_error.fix
     if amd is not None:
-        t = env.torch
-        build = (
-            f"torch {t.version} is a CUDA build, for NVIDIA GPUs only"
-            if t.cuda_version
-            else "CUDA builds cannot use it"
-        )
-        return (
-            f"# the GPU is AMD ({amd}): {build}; install PyTorch's ROCm build (Linux)\n"
-            "python -m pip uninstall -y torch torchvision torchaudio\n"
-            f"python -m pip install torch torchvision torchaudio --index-url {ROCM_INDEX}\n"
-            "# pick the rocmX.Y index matching the installed ROCm (https://pytorch.org/get-started/locally/); "
-            "torch.cuda.is_available() is True on ROCm builds"
-        )
+        return _amd_fix(env, amd)
     if env.host.virtual_machine:
         return (
             f"# a {env.host.virtual_machine} guest sees no GPU unless the host passes it through\n"
@@ -356,6 +344,27 @@ def _no_gpu_fix(env: Environment) -> str:
         runtime = _RUNTIME_FIXES.get(env.host.container_kind or "", "docker run --gpus all IMAGE ...")
         fix += "\n# this is a container: start it with the GPUs: " + runtime.split("\n")[0]
     return fix
+
+
+def _amd_fix(env: Environment, amd: str) -> str:
+    """An AMD GPU and a torch that cannot use it: ROCm's build on Linux, torch-directml on Windows."""
+    if env.host.os_name == "windows":
+        return (
+            f"# the GPU is AMD ({amd}): PyTorch's CUDA builds are for NVIDIA GPUs, and its ROCm builds run on Linux\n"
+            "# on Windows, torch-directml runs torch on any DirectX 12 GPU, AMD's included:\n"
+            "python -m pip install torch-directml   # then: import torch_directml; device = torch_directml.device()\n"
+            "# (ComfyUI: python main.py --directml); or Linux with ROCm, where ROCm supports this GPU"
+        )
+    t = env.torch
+    cuda_build = f"torch {t.version} is a CUDA build, for NVIDIA GPUs only"
+    build = cuda_build if t.cuda_version else "CUDA builds cannot use it"
+    return (
+        f"# the GPU is AMD ({amd}): {build}; install PyTorch's ROCm build (Linux)\n"
+        "python -m pip uninstall -y torch torchvision torchaudio\n"
+        f"python -m pip install torch torchvision torchaudio --index-url {ROCM_INDEX}\n"
+        "# pick the rocmX.Y index matching the installed ROCm (https://pytorch.org/get-started/locally/); "
+        "torch.cuda.is_available() is True on ROCm builds"
+    )
 
 
 ROCM_INDEX = "https://download.pytorch.org/whl/rocm7.2"
