@@ -4,6 +4,8 @@ that names a GPU and a torch. Each text is our own, in the shape of what people 
 
 from __future__ import annotations
 
+import pytest
+
 from gputriage.collectors.env_text import parse_environment_text
 from gputriage.commands.env import diagnose_text
 
@@ -150,3 +152,22 @@ def test_an_amd_gpu_on_windows_gets_directml_not_a_linux_rocm_build() -> None:
     top = diagnose_text(text).findings[0]
     assert top.code == "no-gpu-visible"
     assert "torch-directml" in top.fix and "--index-url" not in top.fix
+
+
+@pytest.mark.parametrize(
+    ("line", "jetpack"),
+    [
+        ("dustynv/whisper:r36.4.tegra-aarch64-cu126-22.04-pytorch_2.9", "6.1"),
+        ("Jetson Xavier NX, L4T R35.4.1", "5.1"),
+        (
+            "$ cat /etc/nv_tegra_release\n# R32 (release), REVISION: 7.4, GCID: 33514132, BOARD: t210ref (jetson nano)",
+            "4.6",
+        ),
+    ],
+)
+def test_the_l4t_release_gives_the_jetpack_of_the_wheels(line: str, jetpack: str) -> None:
+    """jetson-containers#1468: `r36.4` in the container's tag (was: the fix's folder left as `v<JetPack version>`)."""
+    text = f"{line}\n>>> torch.__version__\n'2.9.0+cpu'\n>>> torch.cuda.is_available()\nFalse\n"
+    assert parse_environment_text(text).host.jetpack_version == jetpack
+    folder = f"/jp/v{jetpack.replace('.', '')}/pytorch/"
+    assert folder in diagnose_text(text).findings[0].fix

@@ -87,6 +87,18 @@ _JETSON = re.compile(
 )
 _JETSON_WORDS = ("jetson", "l4t", "jetpack", "tegra", "orin", "xavier")
 _JETPACK = re.compile(r"jetpack[ \t]*(?:version)?[ \t:=(]*v?([4-9]\.[0-9](?:\.[0-9])?)\b", re.IGNORECASE)
+# The L4T release a Jetson runs (a container tag "r36.4.tegra-aarch64", "L4T R35.4.1", /etc/nv_tegra_release's
+# "# R36 (release), REVISION: 4.0"), and the JetPack it ships in (NVIDIA's JetPack archive; R36.4 is 6.1 and 6.2, one
+# CUDA 12.6, one set of wheels)
+_L4T = re.compile(
+    r"\b(?:l4t[ \t-]*)?r(3[2-6])(?:\.([0-9])(?:\.[0-9])?(?=[ \t.-]|\b)|[ \t]*\(release\),[ \t]*revision:[ \t]*([0-9]))",
+    re.IGNORECASE,
+)
+_JETPACK_OF_L4T = {
+    ("32", "4"): "4.4", ("32", "5"): "4.5", ("32", "6"): "4.6", ("32", "7"): "4.6",
+    ("35", "1"): "5.0", ("35", "2"): "5.1", ("35", "3"): "5.1", ("35", "4"): "5.1", ("35", "5"): "5.1",
+    ("36", "2"): "6.0", ("36", "3"): "6.0", ("36", "4"): "6.1",
+}  # fmt: skip
 # A GPU the reporter names in a set-up list or prose, without nvidia-smi ("--GTX 1080Ti 11.0GB", "GPU: RTX 3090").
 _GPU_WORDS = ("gtx", "rtx", "tesla", "quadro", "titan", "100", "200", "a10", "a30", "a40", "l40", "k80", "t4", "l4")
 _GPU_NAMED = re.compile(
@@ -190,6 +202,8 @@ def _jetson(text: str, env: Environment) -> None:
         h.machine = h.machine or "aarch64"
     if m := _JETPACK.search(text):
         first(h, "jetpack_version", m.group(1))
+    if h.jetpack_version is None and (m := _L4T.search(text)):
+        first(h, "jetpack_version", _JETPACK_OF_L4T.get((m.group(1), m.group(2) or m.group(3))))
 
 
 def _container_facts(paste: Paste, env: Environment) -> None:
