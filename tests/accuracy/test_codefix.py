@@ -393,3 +393,21 @@ def test_a_batch_from_the_scripts_own_function_says_where_every_caller_gets_it()
     sliced = SourceSection([SourceSnippet("gpt.py", 55, text.replace("get_batch(split)", "b[:, :-1].contiguous(), "
                                           "b[:, 1:].contiguous()"), "function", "estimate_loss")])  # fmt: skip
     assert not any("comes from" in line for line in codefix.moved_tensor_lines(sliced, [seen], "device"))
+
+
+def test_the_tensors_a_batch_function_hands_out_with_the_one_that_crashed_are_named_to_move_alike() -> None:
+    """pytorch/examples word_language_model with batchify's move dropped: `data, targets = get_batch(...)`, the model
+    crashed on `data`; the fix moved `data`, and the patched job crashed on `targets` the next line."""
+    text = (
+        "for batch, i in enumerate(range(0, train_data.size(0) - 1, args.bptt)):\n"
+        "    data, targets = get_batch(train_data, i)\n"
+        "    output, hidden = model(data, hidden)\n"
+        "    loss = criterion(output, targets)"
+    )
+    source = SourceSection([SourceSnippet("main.py", 182, text, "window", None)])
+    seen = TensorSeen("input", "cpu", [35, 20], "int64", "RNNModel", "args[0]", "main.py:184")
+    lines = codefix.moved_tensor_lines(source, [seen], "device")
+    assert lines[1] == (
+        "# data comes from get_batch(train_data, i) (with targets, which come from it too: move them alike): moved "
+        "there, before it returns, every caller gets it on the device; or:"
+    )

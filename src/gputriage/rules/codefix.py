@@ -24,6 +24,7 @@ import msgspec
 
 from gputriage.record.placement import TensorSeen
 from gputriage.record.source import SourceSection, SourceSnippet, split_where
+from gputriage.wording import listed
 
 # torch functions that make a new tensor and take `device=`.
 FACTORIES = frozenset(
@@ -509,7 +510,19 @@ def _producer_note(stmt: Statement, expr: ast.expr) -> str | None:
     if found is None:
         return None
     made = ast.unparse(found.value)
-    return f"# {expr.id} comes from {made}: moved there, before it returns, every caller gets it on the device; or:"
+    # `data, targets = get_batch(...)`: the tensors one call hands out are made alike; moving the one that crashed
+    # first leaves the next one to crash on the next line. One this very line passes was seen, on the device or not.
+    here = {n.id for n in ast.walk(stmt.node) if isinstance(n, ast.Name)}
+    siblings = [
+        e.id
+        for t in found.targets
+        for e in (t.elts if isinstance(t, ast.Tuple) else [])
+        if isinstance(e, ast.Name) and e.id not in (expr.id, "_") and e.id not in here
+    ]
+    also = f" (with {listed(siblings)}, which come from it too: move them alike)" if siblings else ""
+    return (
+        f"# {expr.id} comes from {made}{also}: moved there, before it returns, every caller gets it on the device; or:"
+    )
 
 
 def _own_function_call(value: ast.expr) -> bool:
