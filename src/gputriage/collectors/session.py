@@ -40,6 +40,11 @@ class ObserveConfig(msgspec.Struct):
     steps: int | None = DEFAULT_STEPS
     trace_steps: int | None = None  # `run --trace`: profile this many steps after warm-up
     out_dir: Path | None = None  # where `--trace` writes its profiler trace
+    # `run`: the NVML sampler, started before the script (it needs no torch, and a job that never imports torch is
+    # sampled too); the observers use it instead of starting one of their own
+    gpu_sampler: Observer | None = None
+    # no observer that needs torch (a record of how the job ended where torch could not be loaded): the sampler only
+    torch_free: bool = False
     distributed: bool = True  # record this process's place in a torchrun job
     preflight: str | None = None  # run --preflight: the stand-in's backing (cpu | meta); None: the real device
     # run --preflight without --steps: the job may end after this many steps, once they lasted long enough
@@ -60,6 +65,8 @@ def new_run(command: str, argv: list[str], expect_device: str | None, preflight:
 def build_observers(config: ObserveConfig, judged_device: str) -> list[Observer]:
     """Started in this order, finished in reverse (the probe's hooks come off before the environment probe touches
     torch). Add an observer here with one line."""
+    if config.torch_free:
+        return [config.gpu_sampler] if config.gpu_sampler is not None else []
     from gputriage.collectors.distributed import DistributedObserver
     from gputriage.collectors.gpu_observer import GpuSamplerObserver
     from gputriage.collectors.probe import RunProbe
@@ -76,7 +83,7 @@ def build_observers(config: ObserveConfig, judged_device: str) -> list[Observer]
     environment = config.environment and not config.preflight
     machine: list[Observer] = [
         *([EnvironmentObserver(config.expect_device or judged_device)] if environment else []),
-        *([] if config.preflight else [GpuSamplerObserver()]),
+        *([] if config.preflight else [config.gpu_sampler or GpuSamplerObserver()]),
     ]
     return [
         *([distributed] if distributed is not None else []),  # first: finished last, reads the placement
@@ -106,19 +113,20 @@ def stand_in_observers(config: ObserveConfig, judged_device: str, probe: RunProb
 class JobObservers:
     """The observers of one job, around the user's code: `start()` before it, `finish(outcome)` after it."""
 
-    def __init__(self, run: Run, config: ObserveConfig | None, warn: TextIO | None = None) -> None:
-        """`config` None: no observer at all (a record of how the job ended, where torch could not be loaded)."""
+    def __init__(self, run: Run, config: ObserveConfig, warn: TextIO | None = None) -> None:
         from gputriage.record.device import judged_device
 
         self.run = run
         self._warn = warn
-        self.observers = build_observers(config, judged_device(run) or "cpu") if config is not None else []
-        self._started: list[Observer] = []
+        self.observers = build_observers(config, judged_device(run) or "cpu")
+        # started already (see ObserveConfig.gpu_sampler): finished with the others, even if they never start
+        self._started: list[Observer] = [o for o in self.observers if o is config.gpu_sampler]
         self._finished = False
         self._start_s = 0.0
 
     def start(self) -> None:
-        self._started = [o for o in self.observers if self._guarded(o.start)]
+        started = self._started
+        self._started = [o for o in self.observers if o in started or self._guarded(o.start)]
         self._start_s = time.perf_counter()
 
     def finish(self, outcome: Outcome, target: str | None) -> bytes:

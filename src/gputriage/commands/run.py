@@ -15,6 +15,7 @@ import msgspec
 
 from gputriage.collectors.after_import import after_import, forget
 from gputriage.collectors.distributed import is_multi_rank
+from gputriage.collectors.observer import Observer
 from gputriage.collectors.runner import (
     JobSignals,
     LaunchError,
@@ -211,6 +212,7 @@ class RunJob:
         self._code: int | None = None
         self._ending = threading.Lock()  # the main thread, or the signal watch when the main thread is stuck
         self._start_s = 0.0
+        self._gpu_sampler: Observer | None = None
         self.start_cwd = Path.cwd()  # the patch's paths are relative to where the user started the job
 
     def run(self) -> int:
@@ -225,6 +227,7 @@ class RunJob:
         # The probes start once the job's own `import torch` has run: torch reads the environment when it loads, and
         # a script that sets OMP_NUM_THREADS (or anything torch reads then) at its top, before importing torch, must
         # find it read. Where torch is loaded already (--trace checked its profiler), they start now.
+        self._gpu_sampler = self._start_gpu_sampler()
         waiting = None if "torch" in sys.modules else after_import("torch", self._observe)
         if waiting is None:
             self._observe()
@@ -256,7 +259,19 @@ class RunJob:
             return self._observers_with_torch()
         except Exception:  # torch half-loaded (a SIGTERM in the job's own `import torch`): how the job ended, alone
             run = Run(command="run", argv=self.config.argv, expect_device=self.config.expect_device)
-            return JobObservers(run, None, warn=self._report_stream())
+            bare = ObserveConfig(self.config.expect_device, gpu_sampler=self._gpu_sampler, torch_free=True)
+            return JobObservers(run, bare, warn=self._report_stream())
+
+    def _start_gpu_sampler(self) -> Observer | None:
+        """The NVML sampler, started before the script: it needs no torch (a job that never imports torch is sampled
+        too). None for a preflight, which judges no GPU."""
+        if self.config.preflight is not None:
+            return None
+        from gputriage.collectors.gpu_observer import GpuSamplerObserver
+
+        sampler = GpuSamplerObserver()
+        sampler.start(Run(command="run"))  # it keeps nothing of the record it is given; it never raises
+        return sampler
 
     def _observers_with_torch(self) -> JobObservers:
         run = new_run("run", self.config.argv, self.config.expect_device, preflight=self.config.preflight is not None)
@@ -265,6 +280,7 @@ class RunJob:
         )
         observe.preflight = self.config.preflight
         observe.preflight_min_steps = self.config.preflight_min_steps
+        observe.gpu_sampler = self._gpu_sampler
         observers = JobObservers(run, observe, warn=self._report_stream())
         probe = observers.probe
         if probe is not None and not is_multi_rank():

@@ -11,5 +11,3 @@ with torch.profiler.profile(with_stack=True, with_modules=True) as prof:
         train_step(model, opt, x, y, step)
 names = sorted({e.name for e in prof.events() if e.name.startswith("nn.Module")})
 print("module spans", names)
-# gputriage's dispatch modes leave before the job's profiler records: none of their events in the job's trace
-print("dispatch mode events", sorted({e.key for e in prof.key_averages() if "DispatchMode" in e.key}))

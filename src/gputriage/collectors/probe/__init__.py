@@ -68,11 +68,9 @@ class RunProbe:
         self._tracker = StepTracker(self.state, self.steps_section, self._on_step)
         self._calls = ModuleCalls(self.state, self._on_module_call)
         self._autograd = Patches()
-        self._profiler_watch = Patches()
         self._warnings = WarningPlaces()
         self._timed_modules: IdentityMap[nn.Module, bool] = IdentityMap()
         self._finished = False
-        self._profiled = False  # the job's own profiler recorded: our dispatch modes are out for good
         self.window_ended = False
         # Other observers that follow the step counter (`run --trace`'s profiler window); called with each new step.
         self.step_listeners: list[Callable[[int], None]] = []
@@ -95,8 +93,6 @@ class RunProbe:
     # -- Observer ------------------------------------------------------------------------------------------------------
 
     def start(self, run: Run) -> None:
-        # the job's own profiler starting to record takes our dispatch modes out first (see _modes_out_for_good)
-        self._profiler_watch.wrap(torch.autograd.profiler.profile, "_start_trace", self._before_profiling)
         self._warnings.start()
         self._placement.start_sites()
         self._tracker.start()
@@ -144,7 +140,6 @@ class RunProbe:
 
     def _remove_everything(self) -> None:
         """Every wrapper, hook and mode out, whatever the window's state (idempotent)."""
-        self._profiler_watch.restore()
         self._driver.stop_all()
         self._placement.stop()
         self._tracker.stop()
@@ -154,8 +149,6 @@ class RunProbe:
 
     def _on_step(self, step: int) -> None:
         self._driver.enter_step(step)
-        if _profiler_recording():
-            self._modes_out_for_good()
         for listener in self.step_listeners:
             listener(step)
         if not self._driver.on and not self.window_ended:
@@ -189,23 +182,7 @@ class RunProbe:
         self._calls.watch_inner = False
         self._placement.stop()
 
-    def _before_profiling(self, original: Any, *args: Any, **kwargs: Any) -> Any:
-        self._modes_out_for_good()
-        return original(*args, **kwargs)
-
-    def _modes_out_for_good(self) -> None:
-        """The job's own torch.profiler records from this step: our dispatch modes leave (and stay out), or its trace
-        would hold a PythonDispatchMode event of ours and its op times our modes' cost. The census covers the steps
-        before; fewer, or none."""
-        self._profiled = True
-        if len(self._census_steps) % 2 == 1:  # the census is on: it ends here
-            self._stop_census()
-        self._stop_mixed()
-
     def _start_census(self) -> None:
-        if self._profiled or _profiler_recording():
-            self._profiled = True
-            return
         self._census_steps.append(self.state.step)
         self._syncs.recording = True
         if self.state.expected_device == "cuda":
@@ -215,8 +192,6 @@ class RunProbe:
             self._census = census
 
     def _stop_census(self) -> None:
-        if len(self._census_steps) % 2 == 0:  # not on (taken out early for the job's profiler, or never started)
-            return
         self._census_steps.append(self.state.step)
         self._syncs.recording = False
         self._cuda_debug.stop()
@@ -225,9 +200,6 @@ class RunProbe:
                 leave_dispatch_mode(self._census)
 
     def _start_mixed(self) -> None:
-        if self._profiled or _profiler_recording():
-            self._profiled = True
-            return
         mode = MixedDeviceMode(self._mixed)
         if enter_dispatch_mode(mode):
             self._mixed_mode = mode
@@ -298,11 +270,3 @@ def usable_cpu_count() -> int | None:
         return len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         return os.cpu_count()
-
-
-def _profiler_recording() -> bool:
-    """The job's own torch.profiler (or autograd profiler) is recording now (its schedule's active steps)."""
-    try:
-        return bool(torch._C._autograd._profiler_enabled())
-    except Exception:
-        return False
