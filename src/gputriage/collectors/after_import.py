@@ -73,5 +73,6 @@ def after_import(name: str, then: Callable[[], None]) -> AfterImport | None:
 
 def forget(finder: AfterImport | None) -> None:
     """Take out a finder whose import never came (the job ended without it)."""
-    with contextlib.suppress(ValueError):
-        sys.meta_path.remove(finder)  # type: ignore[arg-type]
+    if finder is not None:
+        with contextlib.suppress(ValueError):  # it took itself out when the import came
+            sys.meta_path.remove(finder)
