@@ -43,6 +43,7 @@ from gputriage.rules.env_facts import (
     nvidia_nodes,
     parse_visible_devices,
     pip_install,
+    sm_name,
 )
 from gputriage.rules.env_fixes import absence, arch_fix, cpu_build_fix, driver_fix, for_the_jobs_python, mps_fix
 from gputriage.rules.registry import rule
@@ -404,7 +405,8 @@ def visible_devices_hide_gpus(run: Run) -> Iterator[Finding]:
         f"export CUDA_VISIBLE_DEVICES={first_index}   # or: unset CUDA_VISIBLE_DEVICES (and remove it from the "
         "script / notebook that sets it)"
     )
-    if _uuid_count_bug(env, visible.entries):
+    uuid_bug = _uuid_count_bug(env, visible.entries)
+    if uuid_bug:
         fix = _uuid_bug_fix(env, visible.entries)
     if visible.entries[:1] and visible.entries[0].lower() in ("all", "none", "void"):
         # NVIDIA_VISIBLE_DEVICES' words (the container toolkit's), written into CUDA's variable
@@ -417,7 +419,7 @@ def visible_devices_hide_gpus(run: Run) -> Iterator[Finding]:
         run,
         "cuda-visible-devices",
         f"torch counts no GPU under CUDA_VISIBLE_DEVICES={visible.value!r}: {reason}"
-        if _uuid_count_bug(env, visible.entries)
+        if uuid_bug
         else f"CUDA_VISIBLE_DEVICES={visible.value!r} hides the GPUs from CUDA: {reason}",
         evidence,
         fix,
@@ -617,7 +619,7 @@ def arch_not_supported(run: Run) -> Iterator[Finding]:
         if cc is None or not _unsupported(env, device.unsupported_by_torch, cc, archs):
             continue
         named = True
-        sm = "sm_" + cc.replace(".", "")
+        sm = sm_name(cc)
         found = next(iter(arch_builds(cc, env)), None)
         evidence: Evidence = {
             "gpu": device.name,
@@ -656,7 +658,7 @@ def _no_kernel_image(run: Run, env: Environment, message: str, archs: list[str] 
     if named is None or cc is None:
         title = "The build (or a compiled extension) has no kernels for this GPU: no kernel image is available"
         return _finding(run, "arch-not-supported", title, evidence, arch_fix(env, None))
-    sm = _sm(cc)
+    sm = sm_name(cc)
     evidence.update({"gpu": f"{named} (named in the text)", "compute_capability": cc})
     title = (
         f"No kernel image for the {named} the report names (compute capability {cc}, {sm}): the torch build, or a "
@@ -678,10 +680,6 @@ _EACH_CAPABILITY = (  # in PCI order: the indices CUDA_VISIBLE_DEVICES takes bel
 )
 
 
-def _sm(cc: str) -> str:
-    return "sm_" + cc.replace(".", "")
-
-
 def _hide_gpus(hidden: str, others: list[str]) -> str:
     return (
         f"export CUDA_DEVICE_ORDER=PCI_BUS_ID CUDA_VISIBLE_DEVICES=<indices of the {', '.join(others)} in "
@@ -695,7 +693,7 @@ def _no_kernel_image_for_one_of(run: Run, env: Environment, message: str, suspec
     fewest builds have the hardest one's)."""
     named = [(n, cc) for n in suspects if (cc := capability_of(n))]
     hardest = min(named, key=lambda pair: (len(arch_builds(pair[1], env)), pair[1]))
-    listed = ", ".join(f"{n} ({_sm(cc)})" for n, cc in named)
+    listed = ", ".join(f"{n} ({sm_name(cc)})" for n, cc in named)
     evidence: Evidence = {"message": message, "cuda_error": 209, "torch_version": env.torch.version,
                           "gpus_named": [n for n, _ in named]}  # fmt: skip
     title = (
@@ -706,7 +704,7 @@ def _no_kernel_image_for_one_of(run: Run, env: Environment, message: str, suspec
         f"{_EACH_CAPABILITY}\n"
         "# a GPU whose sm_XY is missing from the arch list lacks kernels: hide it, torch runs on the others:\n"
         "export CUDA_DEVICE_ORDER=PCI_BUS_ID CUDA_VISIBLE_DEVICES=<the indices printed of the others>\n"
-        f"# or install a build with every one's kernels (the {hardest[0]}'s {_sm(hardest[1])} is the rarest):\n"
+        f"# or install a build with every one's kernels (the {hardest[0]}'s {sm_name(hardest[1])} is the rarest):\n"
         f"{arch_fix(env, hardest[1])}"
     )
     return _finding(run, "arch-not-supported", title, evidence, fix)

@@ -53,6 +53,11 @@ _AMD_GPU = re.compile(
 )
 
 
+def sm_name(capability: str) -> str:
+    """ "8.6" -> "sm_86": the name torch.cuda.get_arch_list() gives a compute capability."""
+    return "sm_" + capability.replace(".", "")
+
+
 def is_amd_gpu(name: str) -> bool:
     """ "AMD Radeon RX 6700", "gfx1150", "Instinct MI300X"."""
     return bool(_AMD_GPU.search(name))

@@ -35,6 +35,7 @@ from gputriage.rules.env_facts import (
     nvidia_devices,
     pip_install,
     python_note,
+    sm_name,
     uninstall_lines,
     wheel_tag,
 )
@@ -192,7 +193,7 @@ def arch_fix(env: Environment, capability: str | None) -> str:
         return jetson_wheels(env)
     if capability is None:
         return _arch_fix_for_an_unknown_gpu(env)
-    sm = "sm_" + capability.replace(".", "")
+    sm = sm_name(capability)
     builds = arch_builds(capability, env)
     if not builds:
         return _too_old_or_source_build(capability, sm)

@@ -118,7 +118,7 @@ def record_package(
     if name in _TORCH_NAMES and v:
         first(t, "version", v)
         fail_wins(t, "installed", True)
-        if _release(t.version) == _release(v):  # a stale line of another torch ([pip3] torch==1.2.0 beside the
+        if _base(t.version or "") == _base(v):  # a stale line of another torch ([pip3] torch==1.2.0 beside the
             first(t, "install_method", manager)  # running conda 1.3.0) says nothing of how this one came
         if t.version != v:
             cpu_build = name == "pytorch-cpu" or bool(re.search(r"(?:^|[_-])cpu(?:[_-]|$)", build))
@@ -294,8 +294,3 @@ def _cuda_from_tag(tag: str) -> str | None:
 def _first(pattern: re.Pattern[str], text: str) -> str | None:
     match = pattern.search(text)
     return match.group(1) if match else None
-
-
-def _release(torch_version: str | None) -> str:
-    """ "1.3.0+cu101" -> "1.3.0": one release whatever its local build tag."""
-    return (torch_version or "").split("+", 1)[0]
