@@ -110,6 +110,23 @@ def test_cpu_input_into_a_device_layer_raises(stand_in: Session) -> None:
         nn.Conv2d(3, 4, 3).cuda()(torch.randn(1, 3, 8, 8))
     with pytest.raises(RuntimeError, match="expected self and mask to be on the same device"):
         torch.zeros(3, device="cuda").masked_fill(torch.tensor([True, False, True]), 1.0)
+    # self is the CPU one: CUDA's check still names the mask and self (was: "expected self and self")
+    with pytest.raises(RuntimeError) as host_self:
+        torch.zeros(3).masked_fill(torch.tensor([True, False, True], device="cuda"), 1.0)
+    assert str(host_self.value) == (
+        "expected self and mask to be on the same device, but got mask on cuda:0 and self on cpu"
+    )
+
+
+def test_a_list_of_device_scalars_becomes_a_tensor_as_on_cuda(stand_in: Session) -> None:
+    """`torch.tensor([R])` with R a 0-d CUDA tensor (pytorch/examples' actor_critic: `torch.tensor([R])` of returns)
+    reads R on the host, as CUDA does; it died with "data is not allocated yet"."""
+    returns = torch.arange(3.0, device="cuda")
+    made = [torch.tensor([r], device="cuda") for r in returns]
+    assert [t.device.type for t in made] == ["cuda"] * 3
+    assert torch.equal(torch.cat(made).cpu(), torch.arange(3.0))
+    nested = torch.tensor([[returns[0], returns[1]], [returns[2], 5.0]])
+    assert nested.device.type == "cpu" and nested.tolist() == [[0.0, 1.0], [2.0, 5.0]]
 
 
 def test_composites_that_make_helper_tensors_inside_run_as_on_cuda_and_a_host_operand_still_raises(

@@ -424,19 +424,30 @@ def test_a_policys_distribution_checks_get_validate_args_off_and_an_environments
     assert all(kind == "validate-args" for _, kind in edits)  # the environment's read is not patched away
 
 
-@pytest.mark.parametrize("vector", [False, True])
-def test_once_the_checks_are_off_an_environments_action_read_alone_is_a_note(tmp_path: Path, vector: bool) -> None:
+@pytest.mark.parametrize(
+    ("mode", "said", "mark"),
+    [
+        ("", "envs.worlds[0].step(action.item())", "env-step"),
+        ("--vector", "envs.step(actions)", "vector-read"),
+        # a trial: `return action.item()` in select_action, the caller's loop steps the environment with it (was: a
+        # warning, "read it once every 100 steps", which an environment that needs every action cannot do)
+        ("--select-action", None, "returned-read"),
+    ],
+)
+def test_once_the_checks_are_off_an_environments_action_read_alone_is_a_note(
+    tmp_path: Path, mode: str, said: str | None, mark: str
+) -> None:
     """That read stays, one per step, whatever the user changes (the vectorised loop reads all the actions with one
     `.cpu()` for `envs.step(actions)`): a note, not a warning that a loop already fixed would keep."""
-    argv = ["rl_policy_gradient.py", "--checks-off", *(["--vector"] if vector else [])]
+    argv = ["rl_policy_gradient.py", "--checks-off", *([mode] if mode else [])]
     r = run_case(Case(argv), tmp_path, preflight=True)
     assert r.returncode == 0, r.stderr[-2000:]
     found = r.finding("host-sync-in-loop")
     assert found["severity"] == "info"
     assert found["title"].endswith(": the action an environment on the host steps with")
-    said = "envs.step(actions)" if vector else "envs.worlds[0].step(action.item())"
-    assert f"{said} runs on the host and takes the action there" in found["fix"]
-    assert found["where"] == mark_line("rl_policy_gradient.py", "vector-read" if vector else "env-step")
+    if said is not None:
+        assert f"{said} runs on the host and takes the action there" in found["fix"]
+    assert found["where"] == mark_line("rl_policy_gradient.py", mark)
 
 
 def test_a_host_tensor_indexed_with_device_indices_crashes_as_on_cuda_and_the_fix_moves_it(tmp_path: Path) -> None:
@@ -446,6 +457,20 @@ def test_a_host_tensor_indexed_with_device_indices_crashes_as_on_cuda_and_the_fi
     assert r.returncode == 1
     assert "IndexError: indices should be either on cpu or on the same device as the indexed tensor (cpu)" in r.stderr
     found = r.finding("device-mismatch-error")
-    assert found["where"] == mark_line("host_labels_device_mask.py", "crash")
+    # the indexed tensor is known by name (stop 40): the fix makes it on the device where it is made, once
+    where = mark_line("host_labels_device_mask.py", "labels-on-cpu")
+    assert found["where"] == where
     assert found["title"].startswith("The script died indexing a tensor on the CPU with indices on the device")
-    assert "target = target.to(device)" in found["fix"] and "output = output.to" not in found["fix"]
+    assert found["title"].endswith(f"the CPU tensor is target, made at {where}")
+    assert "target = torch.randint(0, 3, (50,), device=device)" in found["fix"]
+    assert "output = output.to" not in found["fix"]
+
+
+def test_a_script_that_dies_before_importing_torch_is_still_a_preflight_that_judges_no_machine(tmp_path: Path) -> None:
+    """The stand-in starts at the job's own `import torch`: a script that died before it got a report of this
+    machine instead, critical no-gpu-visible with "run on a machine that has an NVIDIA GPU"."""
+    r = run_case(Case(["import_error_first.py"]), tmp_path, preflight=True)
+    assert r.returncode == 1 and "ModuleNotFoundError" in r.stderr
+    assert r.report["stand_in"]["preflight"] is True
+    assert r.report["verdict"]["label"] == LABEL and r.report["verdict"]["status"] == "unknown"
+    assert not [f for f in r.report["findings"] if f["rung"] == 1]

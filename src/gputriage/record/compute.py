@@ -32,6 +32,9 @@ class HostSync(msgspec.Struct):
     # when the user's line only called into it (transformers' BERT reads `padding_mask.all()` inside forward); None
     # when the user's own line reads the value
     library_where: str | None = None
+    # file:line of the user's code that called the function holding `where` (`action = select_action(state)` for a
+    # read in `return action.item()`); None at the top level
+    caller_where: str | None = None
     # census steps in which it happened: a read every step is in all of them, a periodic log or a sample drawn every
     # 500 iterations in one (0: not counted, a record from before the count)
     steps: int = 0

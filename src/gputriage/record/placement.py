@@ -37,6 +37,9 @@ class ModelInfo(msgspec.Struct):
     called_where: str | None = None  # file:line of the first forward call
     # Submodules, parameters, buffers and plain tensor attributes away from the expected device (at most a few dozen)
     stray: list[StrayPart] = msgspec.field(default_factory=list)
+    # The plain list, tuple or dict attribute that holds this module ("Net.layers"): the holder's .to() and
+    # .parameters() never reach it, so moving the holder cannot fix it
+    held_in: str | None = None
 
 
 class TensorSeen(msgspec.Struct):
@@ -58,6 +61,25 @@ class TensorSeen(msgspec.Struct):
         return f"{self.target} {self.argument} at {self.where}"
 
 
+class CrashOperand(msgspec.Struct):
+    """The host tensor of the op a device-mismatch crash refused, and whose it is: the fix goes where it was made, which
+    is rarely the line that crashed (a layer built and never moved, a scheduler's tensors, a prompt made on the CPU)."""
+
+    # parameter | buffer | attribute (a plain tensor attribute of a module or of a plain object) | variable
+    kind: str
+    name: str  # "weight", "sqrt_alphas_cumprod", "context"
+    shape: list[int] = msgspec.field(default_factory=list)
+    owner: str | None = None  # the class that holds it ("Layer", "NoiseScheduler"); None for a variable
+    owner_is_module: bool = False
+    # file:line that made it: the variable's assignment, the attribute's set; for a parameter, where it was registered
+    where: str | None = None
+    # the owner: where the module or the object was built, and the name the script holds it by ("noise_scheduler")
+    owner_where: str | None = None
+    owner_variable: str | None = None
+    # the owner's other host tensors (a plain object's: nothing moves any of them), at most a few
+    others: list[str] = msgspec.field(default_factory=list)
+
+
 class PlacementSection(msgspec.Struct):
     models: list[ModelInfo] = msgspec.field(default_factory=list)
     tensors: list[TensorSeen] = msgspec.field(default_factory=list)
@@ -66,6 +88,7 @@ class PlacementSection(msgspec.Struct):
     # moved to the device (the DQN tutorial's target_net, its weights blended with the policy's). No forward ran
     # them, so they are not among `models`; they name what the crash's host tensor most likely came from.
     unmoved_at_crash: list[ModelInfo] = msgspec.field(default_factory=list)
+    crash_operand: CrashOperand | None = None  # at a device-mismatch crash: the host tensor, and whose it is
 
     def measured_rungs(self) -> set[int]:
         """Rung 2 when a batch was seen entering a model or a loss; rung 3 when a model ran a forward."""

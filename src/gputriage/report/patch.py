@@ -61,6 +61,10 @@ def build_patch(diag: Diagnosis, root: Path) -> Patch:
                 advice += 1
                 notes.append(f"{_name(finding)}: no safe edit; the report's fix stays advice")
             continue
+        if not _covers_where(edits, finding.where):
+            # the line the finding points at has no safe edit (an accumulator kept as a tensor changes what later
+            # code gets): the patch covers only the fix's other lines, and says so
+            notes.append(f"{_name(finding)}: no safe edit at that line; that part of the report's fix stays advice")
         for edit in edits:
             target = _target(edit, root)
             if isinstance(target, str):
@@ -80,6 +84,18 @@ def build_patch(diag: Diagnosis, root: Path) -> Patch:
     patch.advice = advice
     patch.text = _header(patch, notes, root) + "".join(diffs)
     return patch
+
+
+def _covers_where(edits: list[Edit], where: str | None) -> bool:
+    """Whether an edit touches the finding's own line (True where the finding names no line)."""
+    path, _, line = (where or "").rpartition(":")
+    if not path or not line.isdigit():
+        return True
+    number = int(line)
+    return any(
+        (e.path == path or e.path.endswith("/" + path)) and e.line <= number < e.line + max(len(e.old), 1)
+        for e in edits
+    )
 
 
 def _name(finding: Finding) -> str:

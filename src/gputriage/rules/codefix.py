@@ -84,10 +84,19 @@ def statement_at(source: SourceSection | None, where: str | None) -> Statement |
             offset, indent = line - 1, _indent(text)
     if tree is None:
         return None
-    function = next((n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
     found = _innermost_statement(tree, line - offset)
     if found is None:
         return None
+    # the function that holds the statement: a window at a module's top level may hold a def above the loop
+    function = next(
+        (
+            n
+            for n in tree.body
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and n.lineno <= found.lineno <= (n.end_lineno or n.lineno)
+        ),
+        None,
+    )
     first, last = found.lineno + offset, (found.end_lineno or found.lineno) + offset
     text = "\n".join(filter(None, (snippet.line(n) for n in range(first, last + 1))))
     return Statement(
@@ -420,6 +429,22 @@ def assigned_call(stmt: Statement) -> tuple[str, ast.Call] | None:
     return None
 
 
+def built_call(stmt: Statement, class_name: str | None = None) -> ast.Call | None:
+    """The call that builds the model on this line: `net = Net()`'s, or, where the module is built inside an
+    expression (`self.layers = self.layers + [Layer(a, b)]`), the call of its class."""
+    found = assigned_call(stmt)
+    if found is not None:
+        return found[1]
+    if class_name is None:
+        return None
+    for node in ast.walk(stmt.node):
+        func = node.func if isinstance(node, ast.Call) else None
+        name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
+        if name == class_name and isinstance(node, ast.Call):
+            return node
+    return None
+
+
 def moved_spread(name: str, device: str) -> str:
     """A batch passed as `model(**batch)`: move every tensor of the dict."""
     return f"{name} = {{k: v.to({device}, non_blocking=True) for k, v in {name}.items()}}"
@@ -458,13 +483,15 @@ def device_for(source: SourceSection | None, where: str | None, expected: str) -
     return "device", [f'device = torch.device("{expected}")']
 
 
-def moved_model_line(source: SourceSection | None, model_where: str | None, device: str) -> str | None:
+def moved_model_line(
+    source: SourceSection | None, model_where: str | None, device: str, class_name: str | None = None
+) -> str | None:
     """`net = Net().to(device)` on the line that builds the model."""
     stmt = statement_at(source, model_where)
-    found = assigned_call(stmt) if stmt is not None else None
-    if stmt is None or found is None:
+    call = built_call(stmt, class_name) if stmt is not None else None
+    if stmt is None or call is None:
         return None
-    fixed = with_suffix(stmt, found[1], f".to({device})")
+    fixed = with_suffix(stmt, call, f".to({device})")
     return f"{fixed}  # line {stmt.first_line}: move the model once, before the loop" if fixed is not None else None
 
 

@@ -496,7 +496,9 @@ def host_sync_in_loop(run: Run) -> list[Finding]:
         hot = sorted((s for s in hot if _in_library(s)), key=lambda s: -s.count)
     # an RL loop's action for an environment on the host (`env.step(action.item())`): the fix amortises it over
     # several environments, and the read stays, one per step; a note, or a vectorised loop would be warned forever
-    inherent = not costly and not in_library and all(feeds_environment(run.source, s.where) for s in hot)
+    inherent = (
+        not costly and not in_library and all(feeds_environment(run.source, s.where, s.caller_where) for s in hot)
+    )
     per_step = sum(s.count for s in recurring) / steps
     # whole reads as whole numbers ("100 times", "once"), an average with its decimal ("1.3 times")
     times = "once" if per_step == 1 else f"{int(per_step)} times" if per_step.is_integer() else f"{per_step:.1f} times"

@@ -172,13 +172,15 @@ def comment_out(source: SourceSection | None, where: str | None, why: str) -> Ed
     return checked(Edit(stmt.snippet.path, stmt.first_line, tuple(lines), new, "comment-out"))
 
 
-def move_model(source: SourceSection | None, model_where: str | None, device: str) -> Edit | None:
+def move_model(
+    source: SourceSection | None, model_where: str | None, device: str, class_name: str | None = None
+) -> Edit | None:
     """`net = Net()` -> `net = Net().to(device)` on the line that builds the model."""
     stmt = codefix.statement_at(source, model_where)
-    found = codefix.assigned_call(stmt) if stmt is not None else None
-    if stmt is None or found is None:
+    call = codefix.built_call(stmt, class_name) if stmt is not None else None
+    if stmt is None or call is None:
         return None
-    return checked(splice(stmt, found[1], f".to({device})", at_end=True, kind="move-model"))
+    return checked(splice(stmt, call, f".to({device})", at_end=True, kind="move-model"))
 
 
 def move_after_attach(source: SourceSection | None, attach_where: str | None, device: str) -> Edit | None:
@@ -556,9 +558,11 @@ def _merged_inserts(found: list[Edit]) -> list[Edit]:
     return out
 
 
-def model_edits(source: SourceSection | None, model_where: str | None, called_where: str | None) -> list[Edit]:
+def model_edits(
+    source: SourceSection | None, model_where: str | None, called_where: str | None, class_name: str | None = None
+) -> list[Edit]:
     device = codefix.device_expression(source, model_where or called_where)
-    return _unique([move_model(source, model_where, device)]) if device is not None else []
+    return _unique([move_model(source, model_where, device, class_name)]) if device is not None else []
 
 
 def forward_factory_edits(source: SourceSection | None, where: str | None) -> list[Edit]:

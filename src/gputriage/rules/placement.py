@@ -18,6 +18,7 @@ from gputriage.record.device import judged_device
 from gputriage.record.placement import ModelInfo, StrayPart, TensorSeen
 from gputriage.rules import codefix, edits
 from gputriage.rules.devicechoice import cpu_chosen
+from gputriage.rules.operandfix import operand_fix
 from gputriage.rules.registry import rule
 
 # The texts of a device-mismatch RuntimeError, per backend and per PyTorch generation.
@@ -143,9 +144,12 @@ def _model_on_cpu(run: Run, model: ModelInfo, expected: str) -> Finding:
     evidence.update(crash_evidence(run))
     chosen = cpu_chosen(run)
     if chosen is None:  # a model moved to the CPU on purpose: another .to() changes nothing
-        evidence.update(edits.evidence_of(edits.model_edits(run.source, model.where, model.called_where)))
+        built = _class_name(model.name)
+        evidence.update(edits.evidence_of(edits.model_edits(run.source, model.where, model.called_where, built)))
     else:
         evidence.update(chosen.evidence())
+    if model.held_in:
+        evidence["held_in"] = model.held_in
     return Finding(
         code="model-on-cpu",
         rung=3,
@@ -160,17 +164,29 @@ def _model_on_cpu(run: Run, model: ModelInfo, expected: str) -> Finding:
 def _model_fix(run: Run, model: ModelInfo, expected: str) -> str:
     """`net = Net().to(device)` on the line that builds the model, in the script's names."""
     device, define = codefix.device_for(run.source, model.where or model.called_where, expected)
-    moved = codefix.moved_model_line(run.source, model.where, device)
+    moved = codefix.moved_model_line(run.source, model.where, device, _class_name(model.name))
+    held = _held_in_note(model)
     if moved is not None:
-        return "\n".join([*define, moved])
+        return "\n".join([*define, moved, *held])
     built = f"  # {model.where}" if model.where else ""
-    return "\n".join(
-        [
-            *define,
-            f"model = {_class_name(model.name)}(...).to({device}){built}",
-            "# and move every batch too, before the model",
-        ]
-    )
+    batches = [] if model in _unmoved(run) else ["# and move every batch too, before the model"]
+    return "\n".join([*define, f"model = {_class_name(model.name)}(...).to({device}){built}", *held, *batches])
+
+
+def _unmoved(run: Run) -> list[ModelInfo]:
+    return run.placement.unmoved_at_crash if run.placement is not None else []
+
+
+def _held_in_note(model: ModelInfo) -> list[str]:
+    """Why moving the holder did not (and would not) move this module."""
+    if not model.held_in:
+        return []
+    holder = model.held_in.partition(".")[0]
+    return [
+        f"# {model.held_in} is a plain Python list, tuple or dict: {holder}.to() and {holder}.parameters() never "
+        f"reach the {_class_name(model.name)} in it;",
+        "# an nn.ModuleList (or nn.ModuleDict) registers them, so one .to() on the holder moves them all",
+    ]
 
 
 def _class_name(name: str) -> str:
@@ -522,10 +538,16 @@ def device_mismatch_rule(run: Run) -> list[Finding]:
         title = "The script died indexing a tensor on the CPU with indices on the device" + module
         fix = _host_indexed_fix(run, where) or fix
     origin = _crash_origin(run, proc.crash_where)
+    host = run.placement.crash_operand if run.placement is not None else None
     if origin is not None:  # the failing op's CPU operand was made inside forward: that line is the one to change
         evidence.update(_origin_evidence(run, origin))
         title += f": the CPU tensor was made at {origin.cpu_tensor_where}"
         fix, where = _mixed_fix(run, origin), origin.cpu_tensor_where
+    elif host is not None and host.where is not None:  # whose tensor it is says where it was made
+        told = operand_fix(run, host)
+        evidence.update(told.evidence)
+        title += f": {told.title}"
+        fix, where = told.fix, told.where
     return [
         Finding(
             code="device-mismatch-error",

@@ -104,10 +104,19 @@ def _fix_of(stmt: codefix.Statement) -> str:
     )
 
 
-def feeds_environment(source: SourceSection | None, where: str | None) -> bool:
-    """The line reads the action of an environment that runs on the host: a read no change of the loop removes."""
+def feeds_environment(source: SourceSection | None, where: str | None, caller_where: str | None = None) -> bool:
+    """The line reads the action of an environment that runs on the host: a read no change of the loop removes. A
+    function that returns the value it reads (`return action.item()` in `select_action`) feeds the environment its
+    caller steps (`action = select_action(state)`, then `env.step(action)`)."""
     stmt = codefix.statement_at(source, where)
-    return stmt is not None and _environment_step(stmt) is not None
+    if stmt is None:
+        return False
+    if _environment_step(stmt) is not None:
+        return True
+    if not isinstance(stmt.node, ast.Return) or stmt.node.value is None or not _host_read(stmt.node.value):
+        return False
+    caller = codefix.statement_at(source, caller_where)
+    return caller is not None and _environment_step(caller) is not None
 
 
 def _environment_step(stmt: codefix.Statement) -> str | None:

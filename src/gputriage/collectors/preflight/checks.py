@@ -18,7 +18,7 @@ import torch
 
 from gputriage.collectors.preflight.marks import backing_of, index_of, is_stand_in
 from gputriage.collectors.preflight.state import STATE
-from gputriage.collectors.probe.state import given_by_caller, in_backward
+from gputriage.collectors.probe.state import given_by_caller, in_backward, note_host_operand
 
 aten = torch.ops.aten
 
@@ -62,6 +62,7 @@ def _check_host_indexed(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
         return
     indices = args[1] if len(args) > 1 else kwargs.get("indices")
     if any(is_stand_in(i) for i in indices or () if i is not None) and not in_backward() and given_by_caller(target):
+        note_host_operand(target)
         raise IndexError(
             f"indices should be either on cpu or on the same device as the indexed tensor ({target.device})"
         )
@@ -86,6 +87,7 @@ def check_devices(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], flat
     if index is None:
         index = STATE.current_index
     if foreign is not None and func not in _CROSSING and not in_backward() and given_by_caller(foreign):
+        note_host_operand(foreign)
         raise _mismatch(func, args, kwargs, foreign, (f"cuda:{index}", str(foreign.device)))
     return index
 
@@ -139,8 +141,10 @@ def _mismatch(
             f"tensor at {at[1]}"
         )
     if base in _MASKED_FILL:
+        # CUDA's check names the mask and self whichever of the two is the odd one
+        mask_device, self_device = (device, odd_device) if name == "self" else (odd_device, device)
         return RuntimeError(
-            f"expected self and {name} to be on the same device, but got {name} on {odd_device} and self on {device}"
+            f"expected self and mask to be on the same device, but got mask on {mask_device} and self on {self_device}"
         )
     if _is_pointwise(func):
         return RuntimeError(

@@ -90,6 +90,8 @@ class CudaRedirect(TorchFunctionMode):
             return self._call(func, args, kwargs)
 
     def _call(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        if func in _FROM_DATA and args and isinstance(args[0], (list, tuple)):
+            args = (_on_host(args[0]), *args[1:])
         handler = handler_for(func)
         if handler is not None:
             return handler(func, args, kwargs)
@@ -109,6 +111,28 @@ class CudaRedirect(TorchFunctionMode):
             if index is not None:
                 return _factory(func, args, kwargs, index)
         return func(*args, **kwargs)
+
+
+# Factories that read their data's values: a list holding device tensors (`torch.tensor([R])`, R a 0-d CUDA tensor,
+# the actor-critic example's returns) is read on the host, one copy each, as CUDA does; the stand-in's C++ side has no
+# data of its own to read.
+_FROM_DATA = frozenset({torch.tensor, torch.as_tensor, torch.asarray, Tensor.new_tensor})
+_MAX_DATA_DEPTH = 8
+
+
+def _on_host(data: Any, depth: int = 0) -> Any:
+    """The nested list or tuple with each stand-in tensor copied to the host (`.cpu()`: counted as the host read it
+    is on a GPU)."""
+    if isinstance(data, StandIn):
+        return data.cpu()
+    if depth >= _MAX_DATA_DEPTH or not isinstance(data, (list, tuple)) or not any(_holds_stand_in(d) for d in data):
+        return data
+    copied = [_on_host(d, depth + 1) for d in data]
+    return copied if isinstance(data, list) else tuple(copied)
+
+
+def _holds_stand_in(value: Any) -> bool:
+    return isinstance(value, StandIn) or (isinstance(value, (list, tuple)) and any(_holds_stand_in(v) for v in value))
 
 
 def _factory(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], index: int) -> Any:

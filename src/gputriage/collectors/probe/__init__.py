@@ -33,7 +33,7 @@ from gputriage.collectors.probe.debugenv import CudnnFlags, LaunchBlocking
 from gputriage.collectors.probe.loader import LoaderProbe
 from gputriage.collectors.probe.modes import enter_dispatch_mode, leave_dispatch_mode
 from gputriage.collectors.probe.placement import PlacementProbe, has_tensors
-from gputriage.collectors.probe.state import ProbeState, capturing
+from gputriage.collectors.probe.state import ProbeState, capturing, host_operand
 from gputriage.collectors.probe.steps import StepTracker
 from gputriage.collectors.probe.syncs import CudaSyncDebug, SyncRecorder, TensorTimers
 from gputriage.collectors.probe.window import CENSUS, MIXED, PLACEMENT, TIMING, Switch, WindowDriver
@@ -136,6 +136,9 @@ class RunProbe:
             self._placement.adopt_owner(module)
         self._placement.rescan_models(ran=module)
         self._placement.note_unmoved()
+        host = host_operand()
+        if host is not None and isinstance(exc, (RuntimeError, IndexError)):  # CUDA's device checks raise these
+            self._placement.explain_operand(*host, exc.__traceback__)
         return where, self._placement.describe_module(module) if module is not None else None
 
     def _remove_everything(self) -> None:

@@ -22,7 +22,13 @@ import torch
 from gputriage.collectors.identity import IdentityMap
 from gputriage.collectors.patching import hide_own_frames
 from gputriage.collectors.probe.modes import OwnDispatchMode
-from gputriage.collectors.probe.state import ProbeState, capturing, given_by_caller, in_backward
+from gputriage.collectors.probe.state import (
+    ProbeState,
+    capturing,
+    given_by_caller,
+    in_backward,
+    note_host_operand,
+)
 from gputriage.collectors.probe.syncs import SyncRecorder
 from gputriage.collectors.usercode import frame_where, user_frame
 from gputriage.record.compute import ComputeSection, MixedDeviceOp, OpStat
@@ -190,6 +196,7 @@ class MixedDevices:
                 self._made[t] = origin or frame_where(user_frame(sys._getframe(self._frames_up))) or "?"
 
     def _mixed(self, name: str, device: str, cpu: list[torch.Tensor]) -> None:
+        note_host_operand(cpu[0])  # on a GPU, the op that raises is the last one seen mixing devices
         where = frame_where(user_frame(sys._getframe(self._frames_up)))
         key = (name, where)
         op = self._ops.get(key)

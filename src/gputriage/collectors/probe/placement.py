@@ -19,7 +19,7 @@ import sys
 import threading
 import weakref
 from collections.abc import Callable, Iterator
-from types import FrameType
+from types import FrameType, TracebackType
 from typing import Any
 
 import torch
@@ -29,9 +29,10 @@ from torch.utils.hooks import RemovableHandle
 
 from gputriage.collectors.identity import IdentityMap
 from gputriage.collectors.patching import Patches, quiet_hook
+from gputriage.collectors.probe import operand
 from gputriage.collectors.probe.state import ProbeState, capturing
 from gputriage.collectors.usercode import frame_where, is_own_file, user_frame, where_now
-from gputriage.record.placement import ModelInfo, PlacementSection, StrayPart, TensorSeen
+from gputriage.record.placement import CrashOperand, ModelInfo, PlacementSection, StrayPart, TensorSeen
 
 # Losses people call as functions (the module losses, nn.CrossEntropyLoss..., are seen as module calls): the name
 # people know, and the builtin `torch.nn.functional` calls for it with (prediction, target, ...) first.
@@ -459,6 +460,54 @@ class PlacementProbe:
                 )
                 if len(self.section.unmoved_at_crash) >= _MAX_UNMOVED:
                     return
+
+    def explain_operand(self, tensors: list[torch.Tensor], shape: list[int], tb: TracebackType | None) -> None:
+        """At a device-mismatch crash: whose tensor the host operand is (`tensors`: it, and the one it is a view of;
+        PlacementSection.crash_operand). A module of the script's that holds it, wholly on the CPU and never moved,
+        is the one module left behind (unmoved_at_crash), even when nothing else was moved with .to(): the crash
+        shows the other operand was."""
+        holder = operand.find_holder(tensors, tb, (m for m, _ in self._created.items()))
+        if holder is None:
+            return
+        found = CrashOperand(kind=holder.kind, name=holder.name, shape=shape)
+        if holder.frame is not None:
+            line = operand.assignment_line(holder.frame, holder.name, holder.line)
+            found.where = operand.frame_where(holder.frame, line or holder.line)
+        elif isinstance(holder.owner, nn.Module):
+            self._module_operand(found, holder.owner)
+        else:
+            self._object_operand(found, holder.owner, tb)
+        self.section.crash_operand = found
+
+    def _module_operand(self, found: CrashOperand, module: nn.Module) -> None:
+        found.owner, found.owner_is_module = type(module).__name__, True
+        found.where = (self._member_sites.get(module) or {}).get(found.name)
+        found.owner_where = self._created.get(module)
+        params = list(module.parameters())
+        if self._moved.get(module) is not None or not params or any(p.device.type != "cpu" for p in params):
+            return
+        info = self._describe_model(module)
+        info.called_where = None  # the crash handler's line, not a call of the model's
+        info.held_in = self._plain_holder(module)
+        self.section.unmoved_at_crash = [info]
+
+    def _object_operand(self, found: CrashOperand, obj: Any, tb: TracebackType | None) -> None:
+        found.owner = type(obj).__name__
+        found.where = operand.attribute_line(type(obj), found.name)
+        found.others = operand.host_tensors(obj, found.name)
+        built = operand.outermost_variable([obj], operand.user_frames(tb))
+        if built is not None and built.frame is not None:
+            found.owner_variable = built.name
+            line = operand.assignment_line(built.frame, built.name, built.line)
+            found.owner_where = operand.frame_where(built.frame, line or built.line)
+
+    def _plain_holder(self, module: nn.Module) -> str | None:
+        """'Net.layers' when a module gputriage saw built keeps `module` in a plain list, tuple or dict attribute."""
+        for holder, _ in self._created.items()[:_MAX_OWNER_MODULES]:
+            for name, value in vars(holder).items():
+                if any(m is module for m in _listed_modules(value)):
+                    return f"{type(holder).__name__}.{name}"
+        return None
 
     def rescan_models(self, ran: nn.Module | None = None) -> None:
         """Look at the models again after their first forward (at the window's end, or at a crash): a buffer or a

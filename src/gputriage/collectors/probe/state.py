@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -61,6 +62,29 @@ def given_by_caller(foreign: torch.Tensor) -> bool:
         value is foreign or (isinstance(value, torch.Tensor) and value.device.type == "cpu" and value.dim() > 0)
         for value in torch.utils._pytree.tree_leaves((args, kwargs))
     )
+
+
+_HOST_OPERAND: list[tuple[list[weakref.ref[torch.Tensor]], list[int]]] = []
+
+
+def note_host_operand(t: torch.Tensor) -> None:
+    """The host tensor of an op refused for mixing devices (by CUDA, seen by the census, or by the preflight's
+    stand-in), held weakly with the tensor it is a view of (`self.weight.T` is gone once the op has raised; the
+    parameter is not): the crash's explanation says whose tensor it is, and nothing of the job's is kept."""
+    with contextlib.suppress(TypeError):
+        base = t._base
+        tensors = [t, base] if isinstance(base, torch.Tensor) else [t]
+        _HOST_OPERAND[:] = [([weakref.ref(x) for x in tensors], list(t.shape))]
+
+
+def host_operand() -> tuple[list[torch.Tensor], list[int]] | None:
+    """The tensors note_host_operand saw last that are still alive (the operand, the tensor it is a view of), and
+    the operand's shape."""
+    if not _HOST_OPERAND:
+        return None
+    refs, shape = _HOST_OPERAND[0]
+    alive = [x for x in (ref() for ref in refs) if x is not None]
+    return (alive, shape) if alive else None
 
 
 class ProbeState(msgspec.Struct):

@@ -49,6 +49,10 @@ class SyncRecorder:
                 code = linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip() or None
             entry = self.by_site[key] = HostSync(kind=kind, where=where, code=code, device=device)
             entry.library_where = library_issuer(start, frame)
+            if frame is not None and frame.f_code.co_name != "<module>" and frame.f_back is not None:
+                caller = user_frame(frame.f_back)
+                if caller is not None and is_user_file(caller.f_code.co_filename):
+                    entry.caller_where = frame_where(caller)
         entry.count += 1
         entry.time_s += time_s
         if self._last_step.get(key) != self._state.step:
