@@ -141,11 +141,22 @@ SIGNATURES: tuple[ErrorSignature, ...] = (
         46,
     ),
     ErrorSignature(
+        "num-gpus-assert",
+        ("device >= 0 && device < num_gpus",),
+        "cuda-init-failed",
+        "torch's count of GPUs disagrees with the devices CUDA can open: most often MIG mode is on (CUDA opens one MIG "
+        "instance per process, the count is of whole GPUs), or the code asks for an index it does not have",
+        "nvidia-smi -L   # MIG instances are listed under their GPU, each with its MIG-... UUID\n"
+        "export CUDA_VISIBLE_DEVICES=MIG-<uuid>   # one MIG instance per process, set before Python starts\n"
+        "# or turn MIG off for whole GPUs: sudo nvidia-smi -i 0 -mig 0 (no process on it), then reset it\n"
+        "# without MIG: use a GPU index below the count nvidia-smi -L shows",
+        "https://github.com/pytorch/pytorch/issues/131650",
+    ),
+    ErrorSignature(
         "cuda-101",
         (
             "invalid device ordinal",
             "cudaerrorinvaliddevice",
-            "device >= 0 && device < num_gpus",
             "misconfigurationexception: you requested gpu",  # Lightning checks the indices before CUDA does
         ),
         "cuda-init-failed",

@@ -125,7 +125,7 @@ def container_without_gpu(run: Run) -> Iterator[Finding]:
     if env is None or not env.host.in_container or gpu_presence(env) == "none" or env.host.pci_nvidia_devices == 0:
         return
     lacks = _container_lacks_gpu(env)
-    if lacks is None or not _gpu_meant(run, env):
+    if lacks is None or not _gpu_meant(run, env) or _amd_machine(env):
         return
     requested = env.host.container_gpu_requested
     evidence: Evidence = {
@@ -229,6 +229,15 @@ def _gpu_meant(run: Run, env: Environment) -> bool:
     )
 
 
+_SECURE_BOOT_FIX = (
+    '# Secure Boot loads only signed modules ("Key was rejected by service"): enroll the key DKMS signs the nvidia\n'
+    "# module with, or turn Secure Boot off in the firmware settings\n"
+    "sudo mokutil --import /var/lib/shim-signed/mok/MOK.der   # Ubuntu's DKMS key; set a one-time password\n"
+    "sudo reboot   # the blue MOK manager appears: Enroll MOK, Continue, the password\n"
+    "sudo modprobe nvidia && nvidia-smi   # after the reboot: must list the GPU"
+)
+
+
 @rule
 def driver_not_loaded(run: Run) -> Iterator[Finding]:
     env = _env(run)
@@ -262,6 +271,11 @@ def driver_not_loaded(run: Run) -> Iterator[Finding]:
         title = "Inside WSL, nvidia-smi cannot reach the GPU through the Windows NVIDIA driver"
         yield _finding(run, "driver-not-loaded", title, evidence, _wsl_gpu_fix(None, env))
         return
+    if env.host.secure_boot:  # modprobe fails for a reason loading it again cannot change
+        evidence["secure_boot"] = True
+        title += ": Secure Boot refuses its unsigned kernel module"
+        yield _finding(run, "driver-not-loaded", title, evidence, _SECURE_BOOT_FIX)
+        return
     yield _finding(
         run,
         "driver-not-loaded",
@@ -277,7 +291,8 @@ def driver_not_loaded(run: Run) -> Iterator[Finding]:
 @rule
 def no_gpu_visible(run: Run) -> Iterator[Finding]:
     env = _env(run)
-    if env is None or (is_rocm(env) and not has_error(env, "no-hip-gpu")):
+    # a ROCm build (or a HIP error, which only a ROCm build prints) that reached its AMD GPU: not this finding's
+    if env is None or ((is_rocm(env) or _hip_error(env)) and not has_error(env, "no-hip-gpu")):
         return
     presence = gpu_presence(env)
     no_driver = env.source == "text" and presence == "unknown" and errors_pointing_to(env, NO_DRIVER)
@@ -321,6 +336,21 @@ def _nvml_gpus(env: Environment) -> int | None:
     return len(d.devices) if read or d.devices else None
 
 
+def _amd_machine(env: Environment) -> bool:
+    """The GPU meant is AMD's (a ROCm build of torch, an AMD GPU named, a HIP error): a container reaches it through
+    /dev/kfd and /dev/dri, and NVIDIA's container toolkit has nothing to do with it."""
+    return (
+        is_rocm(env)
+        or any(is_amd_gpu(g) for g in env.host.other_gpus)
+        or has_error(env, "no-hip-gpu")
+        or _hip_error(env)
+    )
+
+
+def _hip_error(env: Environment) -> bool:
+    return any("hiperror" in e.text.lower() or "hip error" in e.text.lower() for e in env.errors)
+
+
 def _no_gpu_fix(env: Environment) -> str:
     if env.host.os_name == "darwin":
         return mps_fix(env)
@@ -329,8 +359,9 @@ def _no_gpu_fix(env: Environment) -> str:
     if hip_error is not None:  # only a ROCm build says "No HIP GPUs": it is installed, and cannot open the GPU
         named = f"# the GPU is AMD ({amd}) and torch is a ROCm build that cannot open it:\n" if amd else ""
         return named + hip_error.fix
-    if amd is not None:
-        return _amd_fix(env, amd)
+    other = _other_vendor_fix(env, amd)
+    if other is not None:
+        return other
     if env.host.virtual_machine:
         return (
             f"# a {env.host.virtual_machine} guest sees no GPU unless the host passes it through\n"
@@ -345,6 +376,31 @@ def _no_gpu_fix(env: Environment) -> str:
         runtime = _RUNTIME_FIXES.get(env.host.container_kind or "", "docker run --gpus all IMAGE ...")
         fix += "\n# this is a container: start it with the GPUs: " + runtime.split("\n")[0]
     return fix
+
+
+def _other_vendor_fix(env: Environment, amd: str | None) -> str | None:
+    """The torch build for the GPU the machine has, when it is AMD's or Intel's."""
+    if amd is not None:
+        return _amd_fix(env, amd)
+    intel = next((g for g in env.host.other_gpus if g.lower().startswith("intel")), None)
+    return _intel_fix(env, intel) if intel is not None else None
+
+
+def _intel_fix(env: Environment, intel: str) -> str:
+    """An Intel GPU: PyTorch's XPU build (2.5 and later) runs on Intel's Arc and integrated GPUs, as device "xpu"."""
+    container = (
+        "\n# in a container, pass the GPU in with --device /dev/dri (not --gpus, which is NVIDIA's)"
+        if env.host.in_container
+        else ""
+    )
+    return (
+        f"# the GPU is Intel's ({intel}): CUDA builds are for NVIDIA GPUs. PyTorch's XPU build runs on Intel Arc\n"
+        "# GPUs and Core Ultra's Arc graphics (older HD/UHD/Iris graphics have no torch GPU build: use a machine with\n"
+        "# a GPU, or the CPU):\n"
+        "python -m pip uninstall -y torch torchvision torchaudio\n"
+        "python -m pip install torch torchvision torchaudio --index-url https://download.pytorch.org/whl/xpu\n"
+        'python -c "import torch; print(torch.xpu.is_available())"   # then use device = "xpu"' + container
+    )
 
 
 def _amd_fix(env: Environment, amd: str) -> str:
@@ -762,7 +818,8 @@ def cuda_init_failed(run: Run) -> Iterator[Finding]:
     known = CUDA_ERRORS.get(code) if code is not None else None
     meaning = sig.meaning if sig else (known.meaning if known else "CUDA did not answer; the driver is stuck")
     fix = sig.fix if sig else (known.fix if known else "sudo dmesg | grep -i xid   # then reboot")
-    name = f"error {code} ({known.name})" if known else (f"error {code}" if code is not None else "a hang")
+    name = f"error {code} ({known.name})" if known else (f"error {code}" if code is not None else None)
+    name = name or ("a hang" if hung else "an internal assertion")
     if code in NO_DEVICE_ERRORS and t.is_available is True:
         # the same machine's torch reached the GPU (a bare `python`, another repo): the job's own process hides it
         fix = (
@@ -779,6 +836,10 @@ def cuda_init_failed(run: Run) -> Iterator[Finding]:
         "torch_cuda": t.cuda_version if code == 804 else None,
         "source": sig.source if sig else None,
     }
+    mig = [d.index for d in nvidia_devices(env) if d.mig_mode]
+    if mig and seen is not None and seen.key == "num-gpus-assert":
+        evidence["mig_enabled_gpus"] = mig
+        meaning = f"MIG mode is on (GPU {', '.join(map(str, mig))}), and CUDA opens one MIG instance per process"
     if env.host.wsl and code not in (802, 804) and t.is_available is not True:
         # WSL 2 has no compute modes, no fabric of its own and no Linux driver: its CUDA is the Windows driver's
         # (through /usr/lib/wsl/lib), so the Linux fixes above do not apply and can break it

@@ -49,7 +49,8 @@ def nvidia_expected(run: Run) -> bool:
 
 # --- what the facts add up to ---------------------------------------------------------------------------------------
 _AMD_GPU = re.compile(
-    r"\b(?:amd|radeon|rx|rx ?[0-9]{3,4}(?: ?xtx?)?|instinct|mi[0-9]{3}x?|gfx[0-9]{3,4}[a-z]?)\b", re.IGNORECASE
+    r"\b(?:amd|radeon|rx|rx ?[0-9]{3,4}(?: ?xtx?)?|instinct|mi[0-9]{3}x?|gfx[0-9]{3,4}[a-z]?)\b|\bamd ?[0-9]{4}",
+    re.IGNORECASE,
 )
 
 

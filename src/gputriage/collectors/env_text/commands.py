@@ -18,7 +18,8 @@ from gputriage.record.environment import Environment
 ENV_NAMES = ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "CUDA_LAUNCH_BLOCKING", "CUDA_DEVICE_ORDER")
 _ASSIGN = re.compile(
     r"\b(CUDA_VISIBLE_DEVICES|NVIDIA_VISIBLE_DEVICES|CUDA_LAUNCH_BLOCKING|CUDA_DEVICE_ORDER)"
-    r"(?:[ \t]*=[ \t]*|:[ \t]+|[ \t]+(?=[0-9\"'-]))(\"[^\"\n]{0,120}\"|'[^'\n]{0,120}'|[^\s;`,)]{0,120})"
+    # a list's commas ("0,1,2,3") are the value's; a comma before a space ends it ("=0, and then")
+    r"(?:[ \t]*=[ \t]*|:[ \t]+|[ \t]+(?=[0-9\"'-]))(\"[^\"\n]{0,120}\"|'[^'\n]{0,120}'|(?:[^\s;`,)]|,(?=\w)){0,120})"
 )
 _ENVIRON = re.compile(
     r"os\.environ\[[\"'](CUDA_VISIBLE_DEVICES|NVIDIA_VISIBLE_DEVICES)[\"']\][ \t]*=[ \t]*[\"']([^\"']{0,120})[\"']"
@@ -42,6 +43,7 @@ _GPU_FLAG = re.compile(r"--gpus\b|--runtime[= ]nvidia|--device[= ]\S{0,40}nvidia
 
 def extract(paste: Paste, env: Environment) -> None:
     previous_points = False
+    values: dict[str, set[str]] = {}
     for line in paste.lines:
         points = any(word in line.low for word in _POINT_WORDS) and bool(_POINTS_AT_OWN.search(line.text))
         if not any(name.lower() in line.low for name in ENV_NAMES):
@@ -52,8 +54,16 @@ def extract(paste: Paste, env: Environment) -> None:
             )
             continue
         if line.fact or points or previous_points:
-            _settings(line, env, own_only=not line.fact)
+            _settings(line, env, values, own_only=not line.fact or points)
+        else:  # prose: not a setting of the job's, but a value the report also tried
+            for m in _ASSIGN.finditer(line.text):
+                values.setdefault(m.group(1), set()).add(cap(m.group(2).strip().strip("\"'`")))
         previous_points = (points and line.text.rstrip().endswith(":")) or (points and not _settings_in(line))
+    for name, seen in values.items():
+        # "with CUDA_VISIBLE_DEVICES=0 it works; with 0,1,2,3 it fails": the report does not say which value the
+        # failing job had, so none of them is judged
+        if len(seen) > 1 and name == "CUDA_VISIBLE_DEVICES":
+            env.env_vars.pop(name, None)
     _containers(paste, env)
 
 
@@ -61,12 +71,16 @@ def _settings_in(line: Line) -> bool:
     return bool(_ASSIGN.search(line.text) or _ENVIRON.search(line.text))
 
 
-def _settings(line: Line, env: Environment, *, own_only: bool) -> None:
-    """Record the variables set on this line; in a suggestion that points at the user's line, only the first one."""
+def _settings(line: Line, env: Environment, values: dict[str, set[str]], *, own_only: bool) -> None:
+    """Record the variables set on this line; in a suggestion that points at the user's line, only the first one.
+    `values`: every value each variable was given in the report."""
     found = [(m.start(), m.group(1), m.group(2)) for m in _ENVIRON.finditer(line.text)]
     found += [(m.start(), m.group(1), m.group(2)) for m in _ASSIGN.finditer(line.text)]
     for _, name, raw in sorted(found)[:1] if own_only else sorted(found):
-        env.env_vars.setdefault(name, cap(raw.strip().strip("\"'")))
+        value = cap(raw.strip().strip("\"'"))
+        env.env_vars.setdefault(name, value)
+        if value:
+            values.setdefault(name, set()).add(value)
 
 
 def _containers(paste: Paste, env: Environment) -> None:

@@ -64,14 +64,19 @@ def _jetson_build(env: Environment) -> None:
     build made there with CUDA. A plain release number that answers is_available() False, with no sign of a CUDA
     build (its CUDA, a CUDA error that only a CUDA build prints), is PyPI's aarch64 wheel, which is CPU-only."""
     t = env.torch
-    if not env.host.jetson or not t.version or t.is_available is not False or t.cuda_version or t.hip_version:
+    if not env.host.jetson or t.is_available is not False or t.cuda_version or t.hip_version:
         return
-    if t.cpu_build_evidence or _NV_TAG.search(t.version) or "+" in t.version:
+    if t.cpu_build_evidence or (t.version and (_NV_TAG.search(t.version) or "+" in t.version)):
         return
     if any(e.finding in _CUDA_BUILD_ERRORS for e in env.errors):
         return
+    if not t.version and (env.host.in_container or "CUDA_VISIBLE_DEVICES" in env.env_vars):
+        return  # a container started without NVIDIA's runtime, or hidden devices, answer False with any build
+    # with no version at all, the answer alone says the same: NVIDIA's build on a Jetson reaches its GPU, or fails
+    # with a CUDA error that only a CUDA build prints
+    named = f"torch {t.version}" if t.version else "The torch installed"
     t.cpu_build_evidence = (
-        f"torch {t.version} on a Jetson without NVIDIA's build tag (nvYY.MM) answers is_available() False: "
+        f"{named} on a Jetson without NVIDIA's build tag (nvYY.MM) answers is_available() False: "
         "PyPI's aarch64 wheels are CPU-only"
     )
 

@@ -170,7 +170,8 @@ def _availability(text: str, env: Environment) -> None:
     lightning = _LIGHTNING.search(text)
     if lightning:
         fail_wins(env.torch, "is_available", lightning.group(1) == "True")
-    elif _NOT_AVAILABLE.search(text) and "device_type of 'cuda'" in text:
+    # "Torch is not able to use GPU": Stable Diffusion web UI's start-up check of is_available()
+    elif (_NOT_AVAILABLE.search(text) and "device_type of 'cuda'" in text) or "Torch is not able to use GPU" in text:
         fail_wins(env.torch, "is_available", False)
     if _ON_CUDA.search(text):
         first(env.torch, "gpu_use_evidence", text)

@@ -31,7 +31,8 @@ _PROSE = re.compile(
     r"[)`]{0,3}[ \t]*"  # print(torch.cuda.is_available()) gives ...
     r"(?:returns?|returned|returning|is returning|is still|is|shows?|showing|gives?|giving|gave|prints?|printed|"
     r"outputs?|output|says?|said|yields?|evaluates to|=+|-+>|→|:|"
-    r"(?:也|都|还|仍|一直)?(?:返回(?:为|值为|的是|了)?|输出(?:为|了)?|显示(?:为)?|结果(?:为|是)|为|是))?"  # 也返回True
+    # 也返回True, 就是False, 发现是False: a few CJK words before the verb
+    r"[\u4e00-\u9fff]{0,4}?(?:返回(?:为|值为|的是|了)?|输出(?:为|了)?|显示(?:为)?|结果(?:为|是)|为|是))?"
     r"[ \t]*(?:always[ \t]+|still[ \t]+|only[ \t]+)?"
     r"(?:returns?[ \t]+)?[`'\"*]*(?P<value>true|false|ture|flase|fasle|[0-9]{1,3})\b",
     re.IGNORECASE,
@@ -104,6 +105,7 @@ def extract(paste: Paste, env: Environment) -> None:
                 _follow_session(query, answer, session, answers_by_version)
         _prose_answer(line, env)
         _printed_label(lines, line, env)
+        _answer_in_next_line(lines, line, env)
         _labelled_print(line, env)
     if collect_env_said is True and env.torch.is_available is False:
         answers_by_version.append((None, False))  # said in prose or a print: the version it ran is not known
@@ -254,6 +256,24 @@ def _prose_answer(line: Line, env: Environment) -> None:
             fail_wins(env.torch, "is_available", flag)
     for match in _PROSE_BEFORE.finditer(line.text):
         fail_wins(env.torch, "is_available", _bool(match.group("value")))
+
+
+# Prose that wraps after the call: "when running\n   torch.cuda.is_available()\ni get false".
+_CALL_ALONE = re.compile(r"^[ \t`>]*(?:torch\.)?cuda\.is_available\(\)[ \t`]*$")
+_ANSWER_SAID = re.compile(
+    r"^[ \t]*(?:(?:i|we|it)[ \t]+)?(?:get|got|see|saw|returns?|returned|gives?|gave|prints?|printed|says?|said|is)"
+    r"[ \t]+[`'\"*]*(?P<value>true|false|ture|flase|fasle)\b",
+    re.IGNORECASE,
+)
+
+
+def _answer_in_next_line(lines: list[Line], line: Line, env: Environment) -> None:
+    """A call alone on its line, and the reporter's words for its answer on the next ("i get false")."""
+    if not _CALL_ALONE.match(line.text) or line.index + 1 >= len(lines):
+        return
+    said = _ANSWER_SAID.match(lines[line.index + 1].text)
+    if said is not None:
+        fail_wins(env.torch, "is_available", _bool(said.group("value")))
 
 
 def _printed_label(lines: list[Line], line: Line, env: Environment) -> None:

@@ -18,6 +18,7 @@ _PROSE_CUDA = re.compile(r"cuda version[`'\" \t:]{1,4}([0-9]{1,2}\.[0-9]{1,2})\b
 _BUS = re.compile(r"[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9]")
 _PERSISTENCE = ("On", "Off", "WDDM", "TCC")
 _MODE = re.compile(r"\|[ \t]+[0-9]{1,3}%[ \t]+(Default|E\. Process|E\. Thread|Prohibited)[ \t]*\|")
+_MIG_MODE = re.compile(r"\|[ \t]+(Enabled|Disabled)[ \t]*\|[ \t]*$")
 _LIST = re.compile(r"^GPU ([0-9]{1,3}): (.{1,80}?) \(UUID: (GPU-[0-9A-Fa-f-]{8,40})\)")
 _MIG = re.compile(r"^[ \t]+MIG [\w.]{1,20}[ \t]+Device[ \t]+[0-9]{1,3}: \(UUID: (MIG-[\w/-]{8,80})\)")
 _QUERY = re.compile(r"^[ \t]*(Driver Version|CUDA Version|Product Name|Compute Mode)[ \t]*:[ \t]*(\S.{0,80})$")
@@ -48,6 +49,7 @@ def _prose_driver_cuda(low: str) -> str | None:
 def _table(paste: Paste, env: Environment) -> None:
     d = env.driver
     last_row: GpuDevice | None = None
+    block_row: GpuDevice | None = None
     for line in paste.containing("driver version", "cuda version", "|"):
         header = _HEADER.search(line.text)
         if header:
@@ -58,11 +60,14 @@ def _table(paste: Paste, env: Environment) -> None:
             first(d, "cuda_driver_version", cuda)
         row = _row(line.text)
         if row is not None:
-            last_row = row
+            last_row = block_row = row
             add_device(env, last_row)
         elif last_row is not None and (mode := _MODE.search(line.text)):
             last_row.compute_mode = _MODES.get(mode.group(1), mode.group(1))
             last_row = None
+        elif block_row is not None and (mig := _MIG_MODE.search(line.text)):
+            # the block's third line, under the header's "MIG M.": the GPU's MIG mode
+            block_row.mig_mode, block_row = mig.group(1) == "Enabled", None
 
 
 def _row(text: str) -> GpuDevice | None:

@@ -25,6 +25,8 @@ _OTHER_GPU_NAME = re.compile(
     r"\b((?:Intel(?:\(R\)|®)?[ \t]*(?:R[ \t]+)?(?:U?HD|Iris|lris|Arc)\b[\w \t()®]{0,24}?Graphics(?:[ \t]+\d{3,4})?)"
     r"|(?:AMD[ \t]+)?Radeon(?:\(TM\)|™)?[ \t]+(?:RX[ \t]+)?(?:Pro[ \t]+)?[0-9]{3,4}[A-Z]{0,2}(?:[ \t]+XT)?"
     r"|AMD[ \t]+(?:gpu|graphics card|graphics|video card)|\bRX[ \t]?[4-9][0-9]{2,3}(?:[ \t]?XT)?"
+    r"|\bAMD[ \t]?[4-9][0-9]{3}[ \t]?XTX?"  # "AMD6500XT", "AMD 7900 XTX"
+    r"|\bIntel[ \t]+(?:integrated[ \t]+)?(?:gpu|igpu)"  # "working with an Intel GPU"
     r"|\bgfx[0-9]{3,4}[a-z]?)\b",  # an AMD GPU's ISA name, as ROCm and its users print it
     re.IGNORECASE,
 )
@@ -50,7 +52,8 @@ _NO_GPU = re.compile(
     r"no (?:nvidia )?gpu (?:on|in) (?:this|my|the) (?:machine|computer|laptop|server|pc)|"
     r"since i (?:do not|don't) have (?:a |an )?gpu|"
     r"(?:i am|i'm|im) not using (?:a |an |any )?nvidia(?: gpu| graphics| card)?|"
-    r"i (?:do not|don't|dont) have (?:a |an |any )?nvidia(?: gpu| graphics| card)?)\b",
+    r"i (?:do not|don't|dont) have (?:a |an |any )?nvidia(?: gpu| graphics| card)?|"
+    r"(?:due to|because of|because there is|there is|there's) no nvidia (?:gpu|graphics card|card))\b",
     re.IGNORECASE,
 )
 _WSL = re.compile(r"\bwsl ?2?\b|microsoft-standard|/usr/lib/wsl/|windows subsystem for linux", re.IGNORECASE)
@@ -100,14 +103,19 @@ _JETPACK_OF_L4T = {
     ("36", "2"): "6.0", ("36", "3"): "6.0", ("36", "4"): "6.1",
 }  # fmt: skip
 # A GPU the reporter names in a set-up list or prose, without nvidia-smi ("--GTX 1080Ti 11.0GB", "GPU: RTX 3090").
-_GPU_WORDS = ("gtx", "rtx", "tesla", "quadro", "titan", "100", "200", "a10", "a30", "a40", "l40", "k80", "t4", "l4")
+_GPU_WORDS = (
+    "gtx", "rtx", "tesla", "quadro", "titan", "geforce", "100", "200", "a10", "a30", "a40", "l40", "k80", "t4", "l4"
+)  # fmt: skip
 _GPU_NAMED = re.compile(
-    r"\b((?:nvidia[ \t]+)?(?:geforce[ \t]+)?(?:gtx|rtx)[ \t]?[0-9]{3,4}(?:[ \t]?(?:ti|super)\b)?|"
+    r"\b((?:nvidia[ \t]+)?(?:geforce[ \t]+)?(?:gtx|rtx)[ \t]?[0-9]{3,4}(?:[ \t]?(?:ti|super)\b|m\b)?|"
+    # the other GeForce lines and the bare numbers after "GeForce" ("GeForce GT 740M", "GeForce MX150", "GeForce
+    # 2080Ti")
+    r"(?:nvidia[ \t]+)?geforce[ \t]+(?:gt|gts|mx)?[ \t]?[0-9]{3,4}(?:[ \t]?(?:ti|super)\b|m\b)?|"
     r"(?:nvidia[ \t]+)?(?:tesla|quadro)[ \t]+[a-z]{0,3}[0-9]{2,4}[a-z]{0,2}|titan[ \t]+(?:x|xp|v|rtx)\b|"
     # data-centre and workstation boards named bare ("an A100 machine", "8x H100 80GB", "RTX A6000"); the short
     # ones (T4, L4, A2) only after "nvidia" or before "gpu", where they cannot be something else
     r"(?:nvidia[ \t]+)?(?:rtx[ \t]?)?(?:[abhv]100|h200|b200|gb200|gh200|a10g|a30|a40|l40s?|p100|v100s?|k80|"
-    r"a[4-6]000|a[4-6]500)\b|nvidia[ \t]+(?:t4|l4|a2|a10|p4|p40)\b|\b(?:t4|l4|a10)(?=[ \t]+gpu))",
+    r"a[4-6]000|a[4-6]500)\b|(?:nvidia|gpu)[ \t]+(?:t4|l4|a2|a10|p4|p40)\b|\b(?:t4|l4|a10)(?=[ \t]+gpu))",
     re.IGNORECASE,
 )
 # Facts that show a container (the user's own machine printed or ran them), and the runtime when it is not docker.
@@ -128,7 +136,13 @@ _RUNTIMES = (
     ("lxc ", "lxd"),
     ("lxd", "lxd"),
 )
-_SECURE_BOOT = re.compile(r"secure ?boot(?: is)? enabled|secureboot enabled|secure boot: enabled", re.IGNORECASE)
+# Secure Boot on, said, or shown by the kernel refusing an unsigned module (modprobe's "Key was rejected by service",
+# insmod's "Required key not available")
+_SECURE_BOOT = re.compile(
+    r"secure ?boot(?: is)? enabled|secureboot enabled|secure boot: enabled|key was rejected by service|"
+    r"required key not available",
+    re.IGNORECASE,
+)
 
 
 _MAX_NAMED = 8
@@ -155,7 +169,7 @@ def extract(paste: Paste, env: Environment) -> None:
     pci = 0
     for line in paste.facts():
         low = line.low
-        if any(w in low for w in ("controller", "graphic", "nvrm", "driver", "gpu", "radeon", "rx", "gfx")):
+        if any(w in low for w in ("controller", "graphic", "nvrm", "driver", "gpu", "radeon", "rx", "gfx", "amd")):
             pci += bool(_LSPCI.search(line.text))
             _hardware(line.text, low, env)
         _software(line.text, low, env)
@@ -165,7 +179,7 @@ def extract(paste: Paste, env: Environment) -> None:
             _jetson(line.text, env)
         if len(h.gpus_named) < _MAX_NAMED and any(w in low for w in _GPU_WORDS):
             _named_gpus(line.text, h)
-        if "secure" in low and _SECURE_BOOT.search(line.text):
+        if ("secure" in low or "key" in low) and _SECURE_BOOT.search(line.text):
             h.secure_boot = True
     _container_facts(paste, env)
     _api_mismatch(paste, env)
@@ -289,7 +303,7 @@ def _software(text: str, low: str, env: Environment) -> None:
 
 def os_from(text: str) -> str | None:
     low = text.lower()
-    if re.search(r"\bwin32\b|\bwindows\b|win_amd64|\b[a-z]:\\(?:users|program)", low):
+    if re.search(r"\bwin32\b|\bwindows(?: ?1[01])?\b|\bwin1[01]\b|win_amd64|\b[a-z]:\\(?:users|program)", low):
         return "windows"
     if re.search(r"\bmacos\b|\bdarwin\b|mac osx|macosx|\bmacbook\b", low):
         return "darwin"

@@ -1,0 +1,154 @@
+"""`gputriage env --from` on what a sixth trial of 30 fresh reports found misread (stop 40): an answer said in the
+reporter's own words (on the next line, after a comma, after CJK words), a Jetson's False with no version, GPU names
+in prose (GeForce GT/MX lines, "GPU A10", "AMD6500XT"), the web UI's "Torch is not able to use GPU", a ROCm container
+and a machine whose only GPU is Intel's. Each text is our own, in the shape of what people paste."""
+
+from __future__ import annotations
+
+import pytest
+
+from gputriage.collectors.env_text import parse_environment_text
+from gputriage.commands.env import diagnose_text
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "when running\n   torch.cuda.is_available()\ni get false\n",  # pytorch#67997: the answer on the next line
+        "I installed torch on my jetson nano,but cuda.is_available() returns false\n",  # after a comma, no space
+        "本地win10机器，安装好后，torch.cuda.is_available() 就是False\n",  # CJK words before the value
+        "torch.cuda.is_available()发现是False\n",
+    ],
+)
+def test_the_answer_said_in_the_reporters_words_is_read(text: str) -> None:
+    assert parse_environment_text(text).torch.is_available is False
+
+
+def test_a_working_machine_beside_a_failing_one_is_not_healthy() -> None:
+    """yolov10#218: the T4 server answers True, the Windows 10 machine False (was: HEALTHY, the working one judged)."""
+    text = (
+        "T4卡的服务器，直接按安装流程，torch.cuda.is_available() 为True。\n"
+        "后来我本地win10机器，本来就有cuda12.2，同样方法安装好后，torch.cuda.is_available() 就是False。\n"
+    )
+    assert diagnose_text(text).verdict.status != "healthy"
+
+
+def test_a_jetson_whose_torch_answers_false_needs_the_jetpack_wheel_even_with_no_version() -> None:
+    """Lmy0217/PyTorch-aarch64#3 (was: inconclusive, "the report does not say the CUDA of the torch build")."""
+    text = (
+        "I successfully install the torch on my jetson nano(Jetpack 4.4 [L4T 32.4.3]),"
+        "but cuda.is_available() returns false\n"
+    )
+    top = diagnose_text(text).findings[0]
+    assert top.code == "cpu-only-build"
+    assert "jp/v44/pytorch/" in top.fix
+
+
+@pytest.mark.parametrize(
+    ("text", "named"),
+    [
+        ("GPU is GeForce GT 740M | 3.0\nI can use pytorch just with CPU features\n", "GeForce GT 740M"),
+        ("When I finetune on GPU A10(only one gpu), the gpu utility is very low\n", "GPU A10"),
+        ("Volatile GPU-Util less than 10% in my windows PC, with NVIDIA GeForce 2080Ti.\n", "NVIDIA GeForce 2080Ti"),
+    ],
+)
+def test_a_gpu_named_in_prose_is_a_fact_not_a_refusal(text: str, named: str) -> None:
+    """(was: exit 2, "found no PyTorch, CUDA or nvidia-smi facts")."""
+    assert parse_environment_text(text).host.gpus_named == [named]
+    assert diagnose_text(text).verdict.status == "inconclusive"
+
+
+def test_the_web_uis_torch_cannot_use_gpu_on_an_amd_windows_machine_gets_directml() -> None:
+    """lshqqytiger/stable-diffusion-webui-amdgpu#416 (was: exit 2)."""
+    text = (
+        "[Bug]: Windows10 + AMD6500XT failed to use SD\n"
+        "RuntimeError: Torch is not able to use GPU; add --skip-torch-cuda-test to COMMANDLINE_ARGS variable to "
+        "disable this check\n"
+    )
+    env = parse_environment_text(text)
+    assert env.torch.is_available is False
+    top = diagnose_text(text).findings[0]
+    assert top.code == "no-gpu-visible"
+    assert "torch-directml" in top.fix
+
+
+def test_a_rocm_container_is_never_told_to_install_nvidias_container_toolkit() -> None:
+    """ROCm/legacy-rocm-build#1756: `--device=/dev/kfd --device=/dev/dri` and hipErrorNoBinaryForGpu (was: root cause
+    container-without-gpu, with `docker run --gpus all`)."""
+    text = (
+        "docker run -it --device=/dev/kfd --device=/dev/dri --group-add video rocm/pytorch:latest\n"
+        "I am inside the docker container and run python3 -c 'import torch; torch.rand(2).cuda()'\n"
+        '"hipErrorNoBinaryForGpu: Unable to find code object for all current devices!"\nAborted (core dumped)\n'
+        "GPU: AMD Radeon RX 6700S\n"
+    )
+    codes = [f.code for f in diagnose_text(text).findings]
+    assert "container-without-gpu" not in codes
+    assert codes[0] == "arch-not-supported"
+
+
+def test_a_machine_whose_only_gpu_is_intels_gets_the_xpu_build_not_nvidias_toolkit() -> None:
+    """ai-dock/comfyui#79: "fails due to no Nvidia GPU", "an Intel GPU" (was: container-without-gpu)."""
+    text = (
+        "How do I get this working with an Intel GPU?\n"
+        "I got the docker container up and running but it fails due to no Nvidia GPU:\n"
+        "RuntimeError: Found no NVIDIA driver on your system. Please check that you have an NVIDIA GPU and installed "
+        "a driver from http://www.nvidia.com/Download/index.aspx\n"
+    )
+    top = diagnose_text(text).findings[0]
+    assert top.code == "no-gpu-visible"
+    assert "download.pytorch.org/whl/xpu" in top.fix and "docker run --gpus" not in top.fix
+
+
+def test_a_module_the_kernel_refuses_for_its_key_is_secure_boots_and_modprobe_is_not_the_fix() -> None:
+    """canonical/nvidia-graphics-drivers#62: "Key was rejected by service" (was: `sudo modprobe nvidia` first, the
+    command the user had just shown failing)."""
+    text = (
+        "$ nvidia-smi\nNVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make sure that "
+        "the latest NVIDIA driver is installed and running.\n"
+        "$ sudo modprobe nvidia\nmodprobe: ERROR: could not insert 'nvidia': Key was rejected by service\n"
+    )
+    top = diagnose_text(text).findings[0]
+    assert top.code == "driver-not-loaded" and top.evidence["secure_boot"] is True
+    assert top.fix.splitlines()[2].startswith("sudo mokutil --import")
+    assert not top.fix.startswith("sudo modprobe")
+
+
+_A100_MIG_TABLE = """\
+| NVIDIA-SMI 550.54.15              Driver Version: 550.54.15      CUDA Version: 12.4     |
+|-----------------------------------------+------------------------+----------------------+
+| GPU  Name                 Persistence-M | Bus-Id          Disp.A | Volatile Uncorr. ECC |
+| Fan  Temp   Perf          Pwr:Usage/Cap |           Memory-Usage | GPU-Util  Compute M. |
+|                                         |                        |               MIG M. |
+|=========================================+========================+======================|
+|   0  NVIDIA A100 80GB PCIe          Off |   00000000:31:00.0 Off |                   On |
+| N/A   34C    P0             43W /  300W |      53MiB /  81920MiB |     N/A      Default |
+|                                         |                        |              Enabled |
++-----------------------------------------+------------------------+----------------------+
+"""
+
+
+def test_the_num_gpus_assertion_with_mig_on_is_mig_not_an_index_the_code_asks_for() -> None:
+    """pytorch#131650 (was: "the code asks for a GPU index it does not have", use an index below the count)."""
+    text = "RuntimeError: device >= 0 && device < num_gpus INTERNAL ASSERT FAILED\n" + _A100_MIG_TABLE
+    assert [d.mig_mode for d in parse_environment_text(text).driver.devices] == [True]
+    top = diagnose_text(text).findings[0]
+    assert top.code == "cuda-init-failed" and top.evidence["mig_enabled_gpus"] == [0]
+    assert "export CUDA_VISIBLE_DEVICES=MIG-<uuid>" in top.fix
+
+
+def test_a_setting_that_worked_beside_one_that_failed_is_not_judged() -> None:
+    """vllm#327: `export CUDA_VISIBLE_DEVICES=0` works, `0,1,2,3` fails (was: "CUDA_VISIBLE_DEVICES='0' hides the
+    GPUs", the working value blamed)."""
+    text = (
+        "torch.cuda.DeferredCudaCallError: CUDA call failed lazily at initialization with error: device >= 0 && "
+        "device < num_gpus INTERNAL ASSERT FAILED\n"
+        "If I explicitly set the visible device to just device:0, via:\n```\nexport CUDA_VISIBLE_DEVICES=0\n```\n"
+        "then the installation worked fine.\n"
+        "However, when I switched back to the default (`export CUDA_VISIBLE_DEVICES=0,1,2,3`), the error occurred.\n"
+    )
+    assert "CUDA_VISIBLE_DEVICES" not in parse_environment_text(text).env_vars
+    assert [f.code for f in diagnose_text(text).findings][:1] == ["cuda-init-failed"]
+
+
+def test_a_list_of_devices_is_read_whole() -> None:
+    assert parse_environment_text("$ export CUDA_VISIBLE_DEVICES=0,1\n").env_vars["CUDA_VISIBLE_DEVICES"] == "0,1"
