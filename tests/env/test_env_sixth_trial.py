@@ -152,3 +152,19 @@ def test_a_setting_that_worked_beside_one_that_failed_is_not_judged() -> None:
 
 def test_a_list_of_devices_is_read_whole() -> None:
     assert parse_environment_text("$ export CUDA_VISIBLE_DEVICES=0,1\n").env_vars["CUDA_VISIBLE_DEVICES"] == "0,1"
+
+
+def test_a_text_with_classic_mac_line_endings_is_read_line_by_line() -> None:
+    """A trial: CR-only line endings gave exit 2, "found no ... facts"."""
+    text = "PyTorch version: 1.8.1+cpu\rIs CUDA available: False\rCUDA used to build PyTorch: None\r"
+    env = parse_environment_text(text)
+    assert env.torch.version == "1.8.1+cpu" and env.torch.is_available is False
+
+
+def test_facts_past_the_line_limit_are_said_to_be_past_it() -> None:
+    from gputriage.collectors.env_text.limits import MAX_LINES
+    from gputriage.errors import InputError
+
+    text = "filler\n" * MAX_LINES + "PyTorch version: 2.1.0+cu121\n"
+    with pytest.raises(InputError, match=f"only its first {MAX_LINES:,} lines are read"):
+        parse_environment_text(text)

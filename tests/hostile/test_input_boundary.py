@@ -100,6 +100,11 @@ OUT_OF_RANGE = [
     (("created_at_s",), "1e999"),
     (("created_at_s",), "-1e999"),
     (("process", "exit_code"), "-9223372036854775809"),
+    # a sixth trial: accepted and shown ("rank -1", "steps 1000000000000000000")
+    (("rank_info", "rank"), "-1"),
+    (("rank_info", "world_size"), "0"),
+    (("rank_info", "world_size"), "-4"),
+    (("steps", "steps_observed"), "1000000000000000000"),
 ]
 
 
@@ -165,7 +170,7 @@ def test_every_rank_unreadable_is_one_line(tmp_path: Path, capsys: pytest.Captur
 
 def test_a_huge_world_size_inside_int64_takes_no_memory(tmp_path: Path) -> None:
     def huge(rank: int, doc: Doc) -> None:
-        doc["rank_info"]["world_size"] = 2**62
+        doc["rank_info"]["world_size"] = 2**31  # the largest a record may hold (torch's ranks are 32-bit ints)
 
     job = write_job(tmp_path, huge)
     tracemalloc.start()
@@ -362,3 +367,49 @@ def test_a_hand_edited_number_out_of_its_range_is_refused(field: str, value: flo
     path.write_text(json.dumps(doc))
     with pytest.raises(InputError, match=re.escape(f"field trace.ranks[0].{field} {said}")):
         decode_record(path.read_bytes(), str(path))
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["trace", "{long}.json"],
+        ["report", "{long}"],
+        ["compare", "{long}", "{long}"],
+        ["trace", "{trace}", "--out", "{tmp}/{long}"],
+        ["report", "{trace}", "--md", "{tmp}/{long}.md"],
+        ["report", "{trace}", "--html", "{tmp}/{long}.html"],
+        ["run", "--out", "{tmp}/{long}", "job.py"],
+    ],
+)
+def test_a_name_longer_than_the_file_system_allows_is_one_line_not_a_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str]
+) -> None:
+    """A trial: any path component over 255 bytes gave OSError's traceback and exit 1."""
+    trace = tmp_path / "t.json"
+    trace.write_text('{"traceEvents": []}')
+    names = {"long": "a" * 300, "tmp": str(tmp_path), "trace": str(trace)}
+    assert main([part.format(**names) for part in argv]) == 2
+    assert "File name too long" in one_error_line(capsys)
+
+
+def test_a_loop_of_symbolic_links_is_named_as_one(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "a").symlink_to(tmp_path / "b")
+    (tmp_path / "b").symlink_to(tmp_path / "a")
+    for argv in (["trace", str(tmp_path / "a")], ["report", str(tmp_path / "a")]):
+        assert main(argv) == 2
+        assert "Too many levels of symbolic links" in one_error_line(capsys)
+
+
+def test_a_report_json_with_a_byte_order_mark_is_read_and_a_gzipped_one_is_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A trial: both got "invalid character (byte 0)", though `trace` reads both forms."""
+    import gzip
+
+    raw = json.dumps(report_doc(0)).encode()
+    (tmp_path / "bom.json").write_bytes(b"\xef\xbb\xbf" + raw)
+    assert main(["report", str(tmp_path / "bom.json")]) == 0
+    capsys.readouterr()
+    (tmp_path / "gz.json").write_bytes(gzip.compress(raw))
+    assert main(["report", str(tmp_path / "gz.json")]) == 2
+    assert "is gzip-compressed: decompress it (gunzip)" in one_error_line(capsys)

@@ -9,8 +9,10 @@ from __future__ import annotations
 import argparse
 import contextlib
 import math
+import os
 import re
 import signal
+import stat
 import sys
 import threading
 from collections.abc import Callable, Iterator
@@ -165,7 +167,8 @@ def out_folder(text: str) -> Path:
     from gputriage.outdir import check_out_dir
 
     path = _named(text, "a folder")
-    if path.exists() and not path.is_dir():
+    found = _stat(path, text)
+    if found is not None and not stat.S_ISDIR(found.st_mode):
         raise argparse.ArgumentTypeError(f"{text} is a file, not a folder")
     try:
         check_out_dir(path)
@@ -177,7 +180,8 @@ def out_folder(text: str) -> Path:
 def out_file(text: str) -> Path:
     """A file to write: it may not exist yet (nor its folder), but it cannot be a folder."""
     path = _named(text, "a file name")
-    if path.is_dir():
+    found = _stat(path, text)
+    if found is not None and stat.S_ISDIR(found.st_mode):
         raise argparse.ArgumentTypeError(f"{text} is a folder, not a file")
     return path
 
@@ -185,9 +189,20 @@ def out_file(text: str) -> Path:
 def existing_path(text: str) -> Path:
     """A file or folder to read."""
     path = _named(text, "a path")
-    if not path.exists():
+    if _stat(path, text) is None:
         raise argparse.ArgumentTypeError(f"{text} does not exist")
     return path
+
+
+def _stat(path: Path, text: str) -> os.stat_result | None:
+    """The path's status, following links; None where nothing is there. A name longer than the file system allows,
+    a loop of symbolic links or a folder that cannot be searched is said as the system says it, not a traceback."""
+    try:
+        return path.stat()
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as exc:
+        raise argparse.ArgumentTypeError(f"{text}: {exc.strerror or exc}") from None
 
 
 def _named(text: str, what: str) -> Path:

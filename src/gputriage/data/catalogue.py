@@ -379,6 +379,7 @@ CATALOGUE: tuple[Entry, ...] = (
             "device-to-host copies that block the host (`blocking_copy_calls` of them)"
         ),
         (
+            "autotune_pct",
             "blocking_copy_calls",
             "blocking_us",
             "edits",

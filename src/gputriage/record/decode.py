@@ -67,12 +67,20 @@ def run_from_dict(doc: dict[str, Any]) -> Run:
     return convert_record(doc)
 
 
+_UTF8_BOM = b"\xef\xbb\xbf"
+_GZIP_MAGIC = b"\x1f\x8b"
+
+
 def decode_record(raw: bytes, source: str) -> Run:
     """A Run from the bytes of a rank record, a report.json or a run record; `source` names the file in messages.
 
     Raises:
         InputError: one line: which file, which field, what is wrong with it.
     """
+    if raw.startswith(_UTF8_BOM):  # an editor's byte-order mark (Notepad saves one): JSON's content is the rest
+        raw = raw[len(_UTF8_BOM) :]
+    if raw.startswith(_GZIP_MAGIC):
+        raise InputError(f"{source} is gzip-compressed: decompress it (gunzip), then give the .json")
     with _shallow_recursion():
         header = _decode(raw, _Header, source)
         body_schema = _body_schema(header, source)
@@ -233,11 +241,23 @@ _TO_SECONDS = {"us": 1e-6, "ms": 1e-3, "s": 1.0}
 _MAX_ANY_PCT = 10_000.0
 
 
+# Ranks and world sizes are process indices and counts (torch.distributed keeps them in 32-bit ints); a count of
+# anything above 2**53 is no measurement (float64 cannot even hold it exactly): a hand-edited "steps 10**18" was shown
+# in every view.
+_RANKS = {"rank": (0.0, 2.0**31), "local_rank": (0.0, 2.0**31), "world_size": (1.0, 2.0**31)}
+_COUNT = re.compile(r"(?:count|_calls|calls|events|steps|numel|batches|elements)(?:_observed|_seen|_watched)?$")
+_MAX_COUNT = 2.0**53
+
+
 @functools.lru_cache(maxsize=1024)
 def _range_of(name: str) -> tuple[float, float]:
     """The values a field can hold, by its name (the record names every quantity with its unit)."""
     if name in _POINTS_IN_TIME:
         return -math.inf, math.inf
+    if name in _RANKS:
+        return _RANKS[name]
+    if _COUNT.search(name):
+        return 0.0, _MAX_COUNT
     low = 0.0 if _NOT_BELOW_ZERO.search(name) else -math.inf
     if "_pct" in name:
         return low, _MAX_SHARE_PCT if _SHARE_OF_A_WHOLE.search(name) else _MAX_ANY_PCT
@@ -251,9 +271,17 @@ def _negative_problem(value: float, path: FieldPath) -> str | None:
     name = next((part for part in reversed(path) if isinstance(part, str)), "")
     low, high = _range_of(name)
     if value < low:
+        if name in _RANKS:
+            return f"is out of range ({value:g}): a {name.replace('_', ' ')} is at least {low:g}"
         return f"is negative ({value:g}): a count, a duration, a share or a size cannot be"
     if value > high:
-        what = "a percentage here is at most" if "_pct" in name else "a duration here is at most"
+        what = (
+            "a percentage here is at most"
+            if "_pct" in name
+            else "a count here is at most"
+            if _COUNT.search(name) or name in _RANKS
+            else "a duration here is at most"
+        )
         return f"is out of range ({value:g}): {what} {high:g}"
     return None
 

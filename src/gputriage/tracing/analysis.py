@@ -23,6 +23,10 @@ CONSECUTIVE_KERNEL_DELAY_NS = 30_000
 I64 = npt.NDArray[np.int64]
 F64 = npt.NDArray[np.float64]
 MAX_STREAMS = 4096  # streams reported one by one (a hostile trace can name millions; the totals keep them all)
+# Streams new to one stretch of the timeline whose first kernel is kept, for the gap since the stream's last kernel in
+# the stretch before: a real trace has a few dozen streams; a hostile one with millions (1 µs kernels, each on its own
+# stream) held a gigabyte here. Past the bound, a stream's first gap in a stretch counts in no stream's breakdown.
+MAX_FIRST_SEEN = 4 * MAX_STREAMS
 MAX_STEP_TIMES = 1000
 
 
@@ -96,7 +100,7 @@ class IdleByStream(msgspec.Struct):
             known = self.streams.get(s)
             valid[i] = known is not None
             prev[i] = known.last_end if known is not None else 0
-            if known is None and s not in self.first_seen:
+            if known is None and s not in self.first_seen and len(self.first_seen) < MAX_FIRST_SEEN:
                 self.first_seen[s] = (int(ts[i]), float(launch[i]))
         sums = np.add.reduceat(_split_gaps(ts, prev, launch, valid), first, axis=1)
         stops = np.append(first[1:], len(rows)) - 1
@@ -117,7 +121,7 @@ class IdleByStream(msgspec.Struct):
                 )[:, 0]
             self._update(s, state.last_end, split)
         for s, seen in later.first_seen.items():
-            if s not in self.streams:
+            if s not in self.streams and len(self.first_seen) < MAX_FIRST_SEEN:
                 self.first_seen.setdefault(s, seen)
 
     def _update(self, stream: int, last_end: int, split: npt.NDArray[np.float64]) -> None:

@@ -102,7 +102,10 @@ def _present(raw: msgspec.Raw) -> bool:
 def _read_distributed(raw: msgspec.Raw, header: TraceHeader) -> None:
     info = _decode_raw(raw, _Distributed)
     if info is None:
-        header.notes.append("distributedInfo is not an object; ignored")
+        an_object = bytes(raw).lstrip().startswith(b"{")
+        # an object whose rank is 1e400 fails to decode as a whole: say what is wrong, not what is not
+        what = "holds a value out of range or of the wrong type" if an_object else "is not an object"
+        header.notes.append(f"distributedInfo {what}; ignored")
         return
     header.rank = small_count(info.rank)
     header.world_size = small_count(info.world_size, low=1)
@@ -406,7 +409,38 @@ def _final_batches(
     _read_tail(path, tail, bare, header)
 
 
+_TRAILING = re.compile(r"trailing characters \(byte ([0-9]+)\)")
+
+
+def _second_document(tail: bytes) -> bool:
+    """What follows the traceEvents list closes the trace's object, then opens another JSON value."""
+    if tail.startswith(b"}"):
+        rest = tail[1:]
+    elif tail.startswith(b","):
+        whole = b"{" + tail[1:]
+        try:
+            msgspec.json.decode(whole)
+            return False
+        except RecursionError:
+            return False  # nested deeper than any trace's keys: the header's own reading says so
+        except msgspec.DecodeError as exc:
+            trailing = _TRAILING.search(str(exc))
+            if trailing is None:
+                return False
+            rest = whole[int(trailing.group(1)) - 1 :]  # msgspec counts the bytes from 1
+    else:
+        return False
+    return rest.lstrip(_WS).startswith((b"{", b"["))
+
+
 def _read_tail(path: Path, tail: bytes, bare: bool, header: TraceHeader) -> None:
+    if not bare and _second_document(tail):
+        # `cat a.json b.json`, or two gzip members: a second trace, which no reader takes whole (Python's json
+        # refuses it, this reader would keep the first): say so rather than drop half of the input
+        raise InputError(
+            f"{path} holds a second JSON document after the first (two traces concatenated?): which one is meant "
+            "is not clear; give each file on its own"
+        )
     second = re.search(rb'"traceEvents"\s*:', tail) and tail.startswith(b",")
     if not bare and second and framing.key_at_top_level(b"{" + tail[1:], b"traceEvents") is not None:
         # JSON leaves duplicate keys to the reader (Python's json takes the last, this reader the first): say so

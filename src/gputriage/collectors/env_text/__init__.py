@@ -16,6 +16,7 @@ from collections.abc import Callable
 
 from gputriage.collectors.env_text import collect_env, commands, macos, messages, packages, sessions, smi, system
 from gputriage.collectors.env_text.derive import derive_build, has_any_fact, unknown_facts
+from gputriage.collectors.env_text.limits import MAX_LINES
 from gputriage.collectors.env_text.lines import split_paste
 from gputriage.collectors.env_text.messages import apply_torch_warnings, cuda_error_code
 from gputriage.collectors.env_text.system import python_from_paths
@@ -57,7 +58,8 @@ def parse_environment_text(text: str) -> Environment:
     python_from_paths(text, env)
     derive_build(env)
     if not has_any_fact(env):
-        raise InputError(f"found no PyTorch, CUDA or nvidia-smi facts in the text: {_PASTE_HINT}")
+        read = f" (only its first {MAX_LINES:,} lines are read)" if len(paste.lines) >= MAX_LINES else ""
+        raise InputError(f"found no PyTorch, CUDA or nvidia-smi facts in the text{read}: {_PASTE_HINT}")
     env.unknown = unknown_facts(env)
     return env
 

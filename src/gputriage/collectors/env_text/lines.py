@@ -136,8 +136,9 @@ def iter_lines(text: str, limit: int = MAX_LINES, width: int = _COLLECTED_CHARS)
     """The first `limit` lines, each cut to `width` characters, without building the list of all of them or copying
     a huge line: a paste of 16 Mi newlines, or one 16 MiB line, stays cheap in time and memory."""
     start, count, size = 0, 0, len(text)
+    newline = "\n" if "\n" in text else "\r"  # classic Mac OS line endings: CR alone
     while start < size and count < limit:
-        end = text.find("\n", start)
+        end = text.find(newline, start)
         end = size if end < 0 else end
         yield text[start : min(end, start + width)].rstrip("\r")
         start, count = end + 1, count + 1
