@@ -168,3 +168,17 @@ def test_facts_past_the_line_limit_are_said_to_be_past_it() -> None:
     text = "filler\n" * MAX_LINES + "PyTorch version: 2.1.0+cu121\n"
     with pytest.raises(InputError, match=f"only its first {MAX_LINES:,} lines are read"):
         parse_environment_text(text)
+
+
+def test_the_reporter_saying_it_got_the_cpu_version_is_a_cpu_build_and_their_workaround_is_not_the_install() -> None:
+    """kyutai-labs/delayed-streams-modeling#131 (was: inconclusive, the workaround's torch==2.5.1+cu124 read as the
+    torch installed)."""
+    text = (
+        "When trying to directly use `uvx --with moshi`, the wrong pytorch version is installed. It defaults to the "
+        "[cpu] version even when having cuda installed. Windows.\n\n"
+        "The quick-fix, is to also specify the pytorch version by appending the specific version.\n\n"
+        "`uvx --with moshi --with torch==2.5.1+cu124 --index-url https://download.pytorch.org/whl/cu124 python x.py`\n"
+    )
+    env = parse_environment_text(text)
+    assert env.torch.is_cpu_build is True and env.torch.cuda_version is None
+    assert diagnose_text(text).findings[0].code == "cpu-only-build"

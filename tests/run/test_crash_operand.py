@@ -17,6 +17,7 @@ CASES = {
     "listed": Case(["listed_layers_not_moved.py"]),
     "prompt": Case(["prompt_on_cpu.py"]),
     "scheduler": Case(["scheduler_on_cpu.py"]),
+    "helper": Case(["hidden_from_helper.py"]),
 }
 
 
@@ -78,3 +79,16 @@ def test_a_plain_objects_tensors_are_moved_once_after_it_is_built_and_the_patch_
     after = subprocess.run(run, cwd=tmp_path, capture_output=True, text=True, check=False)
     assert after.returncode == 0, after.stderr[-2000:]
     assert "gputriage verdict: HEALTHY" in after.stdout + after.stderr
+
+
+def test_a_state_made_by_a_method_of_the_model_is_fixed_in_that_method(runs: dict[str, Result]) -> None:
+    """The char-RNN tutorial's `initHidden` without device=: the crash is inside forward, the variable is bound at
+    `hidden = rnn.initHidden()`, and the factory that made it is in the method (a trial: the fix was the template at
+    the crash's line)."""
+    r = runs["helper"]
+    # the model's call was seen in the window with the state on the CPU: data-on-cpu, fixed where the state is made
+    finding = r.finding("data-on-cpu")
+    assert finding["where"] == mark_line("hidden_from_helper.py", "made-on-cpu")
+    assert "return torch.zeros(1, self.hidden_size, device=next(self.parameters()).device)" in finding["fix"]
+    (edit,) = finding["evidence"]["edits"]
+    assert edit["line"] == int(finding["where"].rsplit(":", 1)[1])

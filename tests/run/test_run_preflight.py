@@ -474,3 +474,31 @@ def test_a_script_that_dies_before_importing_torch_is_still_a_preflight_that_jud
     assert r.report["stand_in"]["preflight"] is True
     assert r.report["verdict"]["label"] == LABEL and r.report["verdict"]["status"] == "unknown"
     assert not [f for f in r.report["findings"] if f["rung"] == 1]
+
+
+@pytest.mark.parametrize("outputs_cpu", [False, True])
+def test_a_loss_shown_on_made_up_cpu_numbers_before_training_is_not_the_training(
+    tmp_path: Path, outputs_cpu: bool
+) -> None:
+    """A trial (the "Training with PyTorch" tutorial): the demo `loss_fn(dummy_outputs, dummy_labels)`, all on the
+    CPU with no gradient, was critical data-on-cpu, and its patch crashed the script. A model's output brought back
+    with `.cpu()` keeps its gradient, and its labels are still judged."""
+    argv = ["loss_demo_before_training.py", *(["--outputs-cpu"] if outputs_cpu else [])]
+    r = run_case(Case(argv), tmp_path, preflight=True)
+    assert r.returncode == 0, r.stderr[-2000:]
+    if outputs_cpu:
+        assert r.finding("data-on-cpu")["where"] == mark_line("loss_demo_before_training.py", "data-on-cpu")
+    else:
+        assert "data-on-cpu" not in r.codes()
+
+
+def test_a_device_tensor_sent_to_a_spawned_process_is_the_stand_ins_limit_not_the_scripts_fault(
+    tmp_path: Path,
+) -> None:
+    """A trial (mnist_hogwild --cuda): the job died in multiprocessing ("bad value(s) in fds_to_keep": the stand-in's
+    pickled copy was freed before the fork), and the verdict said the script was at fault."""
+    r = run_case(Case(["spawn_cuda_model.py"]), tmp_path, preflight=True)
+    assert r.returncode == 1
+    assert "gputriage --preflight: a tensor on the simulated CUDA device cannot be sent to another process" in r.stderr
+    summary = r.report["verdict"]["summary"]
+    assert "The preflight could not go on at spawn_cuda_model.py:" in summary and "not at fault" in summary

@@ -51,6 +51,10 @@ CASES: dict[str, Job] = {
     "jit_script_trace": Job(["jit_script_trace.py"]),
     "compile_fullgraph": Job(["compiled.py"]),
     "compile_graph_break": Job(["compile_graph_break.py"]),
+    "compile_torch_loss": Job(["compile_torch_loss.py"]),
+    "reaps_children": Job(["reaps_children.py"]),
+    "closes_fds": Job(["closes_fds.py"]),
+    "strict_subclass": Job(["strict_subclass.py"]),
     "inference_only": Job(["inference_only.py"]),
     "parametrize_weight_norm": Job(["parametrize_weight_norm.py"]),
     "hogwild_spawn": Job(["hogwild.py"]),
@@ -264,7 +268,7 @@ def differences(job: Job, plain: Observed, traced: Observed, folder: Path) -> li
 
 def run_cases(names: list[str], base: Path) -> dict[str, Compared]:
     # the slowest first (spawned workers and torchrun import torch several times), so they overlap the rest
-    slow = ("hogwild_spawn", "workers_spawn", "torchrun_ddp", "compile_fullgraph")
+    slow = ("hogwild_spawn", "workers_spawn", "torchrun_ddp", "compile_fullgraph", "compile_torch_loss")
     order = sorted(names, key=lambda n: n not in slow)
     with ThreadPoolExecutor(PARALLEL) as pool:
         futures = {name: pool.submit(run_case, name, base) for name in order}

@@ -75,6 +75,7 @@ class Patches:
 
     def restore(self) -> None:
         self.active = False
+        restored = bool(self._builtins or self._saved)
         while self._builtins:
             _unalias_builtin(*self._builtins.pop())
         while self._saved:
@@ -85,9 +86,22 @@ class Patches:
                 delattr(owner, name)
             else:
                 setattr(owner, name, old)
+        if restored:
+            _forget_compiler_tables()
 
     def __bool__(self) -> bool:
         return bool(self._saved)
+
+
+def _forget_compiler_tables() -> None:
+    """torch.compile resolves torch's functions by name into a table, once, at its first compile: one made while a
+    wrapper of ours stood in for `torch.binary_cross_entropy_with_logits` knows the wrapper, not the function put back,
+    and a later `fullgraph=True` compile of a direct call to it failed. The table is rebuilt from the names again."""
+    rules = sys.modules.get("torch._dynamo.trace_rules")
+    clear = getattr(rules, "clear_lru_cache", None)
+    if callable(clear):
+        with contextlib.suppress(Exception):  # a torch without this cache: nothing to forget
+            clear()
 
 
 def hide_own_frames(exc: BaseException) -> None:

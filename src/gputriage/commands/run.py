@@ -28,6 +28,7 @@ from gputriage.collectors.runner import (
 )
 from gputriage.collectors.session import DEFAULT_STEPS, JobObservers, ObserveConfig, new_run, torch_facts_now
 from gputriage.commands.common import add_verbose, device_name, out_folder, require_torch, whole_number
+from gputriage.commands.detached import fd_identity
 from gputriage.commands.loop import add_loop_options, check_loop_options
 from gputriage.commands.run_worker import ReportRequest, ReportWorker, report_job
 from gputriage.errors import InputError
@@ -206,6 +207,7 @@ class RunJob:
         self.out_dir = out_dir
         self.signals = JobSignals(self._terminated)
         self.report_fd = -1
+        self._report_identity: tuple[int, int] | None = None  # what report_fd was open on, to tell if it still is
         self.start_stderr: TextIO = sys.stderr
         self.worker: ReportWorker | None = None
         self.observers: JobObservers | None = None
@@ -224,6 +226,7 @@ class RunJob:
         self.start_stderr = sys.stderr
         if _writes_to_fd(sys.stderr, 2):
             self.report_fd = os.dup(2)
+            self._report_identity = fd_identity(self.report_fd)
             self.worker = ReportWorker.spawn(self.config.expect_device, self.report_fd)  # before torch is imported
         # The probes start once the job's own `import torch` has run: torch reads the environment when it loads, and
         # a script that sets OMP_NUM_THREADS (or anything torch reads then) at its top, before importing torch, must
@@ -351,8 +354,16 @@ class RunJob:
     def _report_stream(self) -> TextIO:
         if self.report_fd < 0:
             return self.start_stderr
+        fd = self.report_fd
+        if fd_identity(fd) != self._report_identity:
+            # the job closed our copy of its stderr (os.closerange(3, ...)), and may have opened a file of its own on
+            # that number since: the report goes to fd 2 if that is still the stderr the job started with, else
+            # nowhere on the terminal (report.json and the other files are written all the same)
+            fd = 2 if fd_identity(2) == self._report_identity else -1
+        if fd < 0:
+            return Path(os.devnull).open("w", encoding="utf-8")
         # line-buffered: an observer's one-line warning shows when it is written, not when (if) the stream is freed
-        return open(self.report_fd, "w", buffering=1, encoding="utf-8", errors="backslashreplace", closefd=False)
+        return open(fd, "w", buffering=1, encoding="utf-8", errors="backslashreplace", closefd=False)
 
 
 def _absolute(path: Path | None) -> Path | None:

@@ -33,6 +33,7 @@ from typing import IO, TYPE_CHECKING, Any, TextIO
 import msgspec
 
 from gputriage import blas, envnames, heap
+from gputriage.commands.detached import DetachedProcess, spawn_detached
 
 if TYPE_CHECKING:
     from gputriage.diagnosis import Diagnosis
@@ -134,7 +135,7 @@ def fail_on_code(diag: Diagnosis, fail_on: str | None, stream: TextIO) -> int:
 class ReportWorker:
     """The job's handle on its worker process."""
 
-    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+    def __init__(self, proc: DetachedProcess) -> None:
         self._proc = proc
         self._lock = threading.Lock()
         self._broken = False
@@ -151,13 +152,9 @@ class ReportWorker:
         env = dict(os.environ)
         blas.one_thread(env)  # its numpy's BLAS threads would spin beside the job's start (blas.py)
         try:
-            proc = subprocess.Popen(
-                [sys.executable, "-c", boot, json.dumps({"expect_device": expect_device})],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=stderr_fd,
-                close_fds=True,
-                env=env,
+            # not the job's child: a job that reaps every child (os.wait() until ChildProcessError) would wait for it
+            proc = spawn_detached(
+                [sys.executable, "-c", boot, json.dumps({"expect_device": expect_device})], env, stderr_fd
             )
         except (OSError, ValueError):
             return None
@@ -181,6 +178,9 @@ class ReportWorker:
     def close(self, wait_s: float = 2.0) -> None:
         """No more work: the worker exits once it has read the end of its input (waited for, briefly: it has
         nothing left to do, and a process that ends leaves no orphan behind)."""
+        if not self._proc.intact():  # the job closed our pipes (and may own their numbers now): end it, touch none
+            self.kill()
+            return
         with contextlib.suppress(OSError), self._lock:
             if self._proc.stdin is not None:
                 self._proc.stdin.close()
@@ -195,7 +195,8 @@ class ReportWorker:
     def _send(self, request: ReportRequest, record: bytes, reply: bool) -> bool:
         header = json.dumps({**msgspec.structs.asdict(request), "reply": reply}).encode()
         with self._lock:
-            if self._broken or self._proc.stdin is None or self._proc.stdin.closed:
+            if self._broken or self._proc.stdin is None or self._proc.stdin.closed or not self._proc.intact():
+                self._broken = True
                 return False
             try:
                 write_message(self._proc.stdin, header, record)
@@ -206,7 +207,7 @@ class ReportWorker:
 
     def _read_reply(self, timeout_s: float) -> dict[str, Any] | None:
         out = self._proc.stdout
-        if out is None:
+        if out is None or not self._proc.intact():
             return None
         deadline = time.monotonic() + timeout_s
         while True:

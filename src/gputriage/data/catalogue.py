@@ -210,6 +210,7 @@ CATALOGUE: tuple[Entry, ...] = (
         'left at "cpu", or a framework call such as `Trainer(accelerator="cpu")`), `device_chosen_at` names that line '
         "and the fix changes the choice instead of adding moves",
         (
+            "cpu_shape",
             "crash_module",
             "crash_where",
             "crashed_with",
@@ -217,6 +218,9 @@ CATALOGUE: tuple[Entry, ...] = (
             "device_chosen_by",
             "edits",
             "expected_device",
+            "host_tensor",
+            "host_tensor_made_where",
+            "host_tensor_where",
             "inputs_off_device",
             "labels_off_device",
             "tensors",
@@ -308,6 +312,7 @@ CATALOGUE: tuple[Entry, ...] = (
             "edits",
             "error",
             "host_tensor",
+            "host_tensor_made_where",
             "host_tensor_owner_where",
             "host_tensor_where",
             "mixed_ops",

@@ -11,6 +11,7 @@ from gputriage.findings import Finding, Severity
 from gputriage.record import Run
 from gputriage.record.coverage import JOB_COMMANDS, RUNG_TOPICS, RungCoverage, rung_coverage
 from gputriage.record.device import is_preflight
+from gputriage.record.stand_in import STAND_IN_LIMIT
 from gputriage.rules.env_facts import not_rung_one_errors
 from gputriage.wording import counted, numbered
 
@@ -140,6 +141,12 @@ def _ending(run: Run) -> str:
         return f" The run was stopped by {proc.signal}: this covers what was seen until then."
     if proc.exception_type and proc.exception_type != "SystemExit":
         where = f" at {proc.crash_where}" if proc.crash_where else ""
+        if (proc.exception_message or "").startswith(STAND_IN_LIMIT):
+            # the stand-in's own limit, said as the job's error: not the script's fault, and not a verdict on it
+            return (
+                f" The preflight could not go on{where}: what the script does there cannot be simulated without a "
+                "GPU (see the error); the script itself is not at fault."
+            )
         return (
             f" The script crashed with {proc.exception_type}{where} (exit code {proc.exit_code}), "
             "which is not a device-placement problem: see its traceback."

@@ -39,6 +39,9 @@ class TorchFacts(msgspec.Struct):
     # The text of a framework that ran on the CPU where it would use a GPU torch reached (whisper's "FP16 is not
     # supported on CPU; using FP32 instead", "No GPU found, using CPU"): torch did not reach it, or the job chose CPU.
     cpu_fallback_evidence: str | None = None
+    # The reporter says the torch installed is the CPU one ("it defaults to the [cpu] version"): a CUDA build's
+    # version elsewhere in the text is another state (their workaround), not the failing one
+    cpu_version_said: str | None = None
     companions: dict[str, str] = msgspec.field(
         default_factory=dict
     )  # torchvision / torchaudio / xformers -> version seen

@@ -55,6 +55,9 @@ class TensorSeen(msgspec.Struct):
     # The earlier entry this host tensor shares its storage with, in the same step ("Transformer args[1] at
     # makemore.py:680"): a loss inside the model's forward gets a view of the labels the loop passed in.
     same_as: str | None = None
+    # For a prediction: whether gradients flow through it. A loss of CPU tensors none of which does (a tutorial's demo
+    # of the loss on made-up numbers, before training) is not the training's, and runs on the CPU on a GPU machine too.
+    requires_grad: bool | None = None
 
     def described(self) -> str:
         """How same_as names an entry: "Transformer args[1] at makemore.py:680"."""
@@ -73,6 +76,9 @@ class CrashOperand(msgspec.Struct):
     owner_is_module: bool = False
     # file:line that made it: the variable's assignment, the attribute's set; for a parameter, where it was registered
     where: str | None = None
+    # a variable assigned from a call of the user's own function (`hidden = rnn.initHidden()`): the factory in it that
+    # made the tensor (`return torch.zeros(1, self.hidden_size)`), where `device=` goes
+    made_where: str | None = None
     # the owner: where the module or the object was built, and the name the script holds it by ("noise_scheduler")
     owner_where: str | None = None
     owner_variable: str | None = None

@@ -31,6 +31,11 @@ class PlaceholderSite(msgspec.Struct):
     count: int = 0
 
 
+# The first words of the job's error where the preflight's stand-in meets what it cannot simulate (a tensor sent to
+# another process): the verdict then says the preflight stopped there, not that the script is at fault.
+STAND_IN_LIMIT = "gputriage --preflight: "
+
+
 class StandInSection(msgspec.Struct):
     preflight: bool  # True: run --preflight; False: the meta stand-in of --expect-device meta
     label: str | None = None  # "preflight on a stand-in device" for a preflight

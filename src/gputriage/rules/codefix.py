@@ -22,37 +22,12 @@ import tokenize
 
 import msgspec
 
+from gputriage.data.torch_api import FACTORIES
 from gputriage.record.placement import TensorSeen
 from gputriage.record.source import SourceSection, SourceSnippet, split_where
 from gputriage.wording import listed
 
 # torch functions that make a new tensor and take `device=`.
-FACTORIES = frozenset(
-    {
-        "arange",
-        "ones",
-        "zeros",
-        "full",
-        "empty",
-        "eye",
-        "rand",
-        "randn",
-        "randint",
-        "randperm",
-        "linspace",
-        "logspace",
-        "tensor",
-        "as_tensor",
-        "ones_like",
-        "zeros_like",
-        "full_like",
-        "empty_like",
-        "rand_like",
-        "randn_like",
-        "tril_indices",
-        "triu_indices",
-    }
-)
 _NOT_A_DEVICE = ("dtype", "float", "half", "bfloat16", "long", "int", "bool", "double", "memory_format")
 
 
@@ -87,16 +62,14 @@ def statement_at(source: SourceSection | None, where: str | None) -> Statement |
     found = _innermost_statement(tree, line - offset)
     if found is None:
         return None
-    # the function that holds the statement: a window at a module's top level may hold a def above the loop
-    function = next(
-        (
-            n
-            for n in tree.body
-            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
-            and n.lineno <= found.lineno <= (n.end_lineno or n.lineno)
-        ),
-        None,
-    )
+    # the innermost function that holds the statement: a window at a module's top level may hold a def above the
+    # loop, or a class whose method holds the line
+    holders = [
+        n
+        for n in ast.walk(tree)
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.lineno <= found.lineno <= (n.end_lineno or 0)
+    ]
+    function = max(holders, key=lambda n: n.lineno, default=None)
     first, last = found.lineno + offset, (found.end_lineno or found.lineno) + offset
     text = "\n".join(filter(None, (snippet.line(n) for n in range(first, last + 1))))
     return Statement(
@@ -753,10 +726,33 @@ def _indent(text: str) -> int:
     return min(widths) if widths else 0
 
 
+_MAX_HEADER_LOOKBACK = 200  # lines looked up for the `def` of a statement parsed alone
+
+
+def _enclosing_def(stmt: Statement) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+    """The `def` line above a statement that was parsed alone (its window cut through a class), read by its
+    indentation: a header with an empty body, enough to name the function and its arguments."""
+    own = stmt.snippet.line(stmt.first_line) or ""
+    indent = len(own) - len(own.lstrip())
+    for number in range(
+        stmt.first_line - 1, max(stmt.snippet.first_line, stmt.first_line - _MAX_HEADER_LOOKBACK) - 1, -1
+    ):
+        text = stmt.snippet.line(number) or ""
+        code = text.strip()
+        if not code or len(text) - len(code) >= indent:
+            continue
+        if not code.startswith(("def ", "async def ")):
+            return None  # a class, a loop or an if: the statement is not in a function's own body
+        parsed = parse_code(code + " pass")
+        node = parsed.body[0] if parsed is not None and parsed.body else None
+        return node if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) else None
+    return None
+
+
 def forward_device(stmt: Statement) -> str:
     """The device a tensor made in this function should use: a `device` variable or parameter of the function, the
     device of its first tensor argument when it is a forward, else the module's own parameters' device."""
-    func = stmt.function
+    func = stmt.function or _enclosing_def(stmt)
     if func is not None:
         names = {a.arg for a in [*func.args.posonlyargs, *func.args.args, *func.args.kwonlyargs]}
         # assigned above the line (`_, h, w, dim, device, dtype = *patches.shape, patches.device, ...` included)

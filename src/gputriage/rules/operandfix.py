@@ -48,6 +48,19 @@ def _described(host: CrashOperand) -> str:
 
 def _variable_fix(run: Run, host: CrashOperand, expected: str, evidence: dict[str, object]) -> OperandFix:
     """`context = torch.zeros((1, 1), dtype=torch.long, device=device)`: made on the device where it is made."""
+    in_callee = _made_in_callee(run, host)
+    if in_callee is not None:
+        fixed, factory = in_callee
+        edit = edits.device_in_factory(factory, codefix.forward_device(factory))
+        evidence.update(edits.evidence_of([edit] if edit is not None else []))
+        evidence["host_tensor_made_where"] = host.made_where
+        why = f"# {host.name} comes from line {factory.first_line}, which makes it on the CPU: make it on the device"
+        return OperandFix(
+            title=f"the CPU tensor is {host.name} ({host.where}), made on the CPU at {host.made_where}",
+            fix=f"{why}\n{fixed}",
+            where=host.made_where,
+            evidence=evidence,
+        )
     device, define = codefix.device_for(run.source, host.where, expected)
     stmt = codefix.statement_at(run.source, host.where)
     made = codefix.with_device(stmt, device) if stmt is not None else None
@@ -64,6 +77,19 @@ def _variable_fix(run: Run, host: CrashOperand, expected: str, evidence: dict[st
         where=host.where,
         evidence=evidence,
     )
+
+
+def _made_in_callee(run: Run, host: CrashOperand) -> tuple[str, codefix.Statement] | None:
+    """The factory statement in the user's function that made the tensor (`return torch.zeros(1, self.hidden_size)`
+    in `initHidden`), with `device=` written in; None where that function has no device to give it."""
+    stmt = codefix.statement_at(run.source, host.made_where)
+    if stmt is None:
+        return None
+    device = codefix.forward_device(stmt)
+    if device == "x.device":  # a function with no device, no tensor argument and no module: nothing to name
+        return None
+    fixed = codefix.with_device(stmt, device)
+    return (fixed, stmt) if fixed is not None else None
 
 
 def _object_fix(run: Run, host: CrashOperand, expected: str, evidence: dict[str, object]) -> OperandFix:

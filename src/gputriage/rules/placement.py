@@ -18,7 +18,7 @@ from gputriage.record.device import judged_device
 from gputriage.record.placement import ModelInfo, StrayPart, TensorSeen
 from gputriage.rules import codefix, edits
 from gputriage.rules.devicechoice import cpu_chosen
-from gputriage.rules.operandfix import operand_fix
+from gputriage.rules.operandfix import OperandFix, operand_fix
 from gputriage.rules.registry import rule
 
 # The texts of a device-mismatch RuntimeError, per backend and per PyTorch generation.
@@ -383,6 +383,7 @@ def data_findings(run: Run) -> Iterator[Finding]:
     labels = [
         t for t in off if t.role == "label" or t.described() in label_sources or (t in into_model and _label_keyword(t))
     ]
+    labels = [t for t in labels if not _beside_a_host_prediction_without_gradient(t, tensors, expected)]
     inputs = [t for t in into_model if t not in labels]
     if inputs or labels:
         yield _data_on_cpu(run, inputs, labels, expected)
@@ -397,6 +398,20 @@ def _label_keyword(t: TensorSeen) -> bool:
         t.argument is not None
         and not t.argument.startswith("args[")
         and any(word in t.argument.lower() for word in _LABEL_KEYWORDS)
+    )
+
+
+def _beside_a_host_prediction_without_gradient(t: TensorSeen, seen: list[TensorSeen], expected: str) -> bool:
+    """The loss's prediction is on the CPU too, and no gradient flows through it (`loss_fn(torch.rand(4, 10),
+    torch.tensor([1, 5, 3, 7]))`, a tutorial's demo before training): not the training's loss; a GPU machine runs it
+    on the CPU the same. A model's output brought back with `.cpu()` keeps its gradient: that one is still judged."""
+    return any(
+        o.role == "prediction"
+        and o.target == t.target
+        and o.where == t.where
+        and device_type(o.device) != expected
+        and o.requires_grad is False
+        for o in seen
     )
 
 
@@ -434,7 +449,10 @@ def _data_on_cpu(run: Run, inputs: list[TensorSeen], labels: list[TensorSeen], e
     }
     evidence.update(crash_evidence(run))
     chosen = cpu_chosen(run)
-    if chosen is None:
+    maker = _made_by_a_helper(run, both)
+    if maker is not None:  # the one tensor that crashed is made on the CPU by a function of the user's: fixed there
+        evidence.update(maker.evidence)
+    elif chosen is None:
         evidence.update(edits.evidence_of(edits.data_edits(run.source, both)))
     else:
         evidence.update(chosen.evidence())
@@ -450,9 +468,23 @@ def _data_on_cpu(run: Run, inputs: list[TensorSeen], labels: list[TensorSeen], e
         severity=Severity.CRITICAL,
         title=f"{what} on {device_type(first.device)}, not on {expected}",
         evidence=evidence,
-        fix=chosen.fix(expected) if chosen is not None else _data_fix(run, inputs, labels, expected),
-        where=(chosen.where if chosen is not None else None) or first.where,
+        fix=maker.fix
+        if maker
+        else chosen.fix(expected)
+        if chosen is not None
+        else _data_fix(run, inputs, labels, expected),
+        where=maker.where if maker else (chosen.where if chosen is not None else None) or first.where,
     )
+
+
+def _made_by_a_helper(run: Run, off: list[TensorSeen]) -> OperandFix | None:
+    """The crash's host tensor, the only one off the device, made by a factory in a function of the user's that
+    the loop calls (`hidden = rnn.initHidden()`): `device=` there fixes every call, with no copy per step."""
+    host = run.placement.crash_operand if run.placement is not None else None
+    if host is None or host.made_where is None or len(off) != 1 or off[0].shape != host.shape:
+        return None
+    told = operand_fix(run, host)
+    return told if told.where == host.made_where else None
 
 
 def _data_fix(run: Run, inputs: list[TensorSeen], labels: list[TensorSeen], expected: str) -> str:

@@ -14,6 +14,7 @@ _LOCAL = re.compile(r"\+(cpu|cu([0-9]{1,2})([0-9])|rocm[0-9.]{1,10})")
 
 def derive_build(env: Environment) -> None:
     t = env.torch
+    _cpu_version_said(env)
     local = _LOCAL.search(t.version or "")
     if local and local.group(1) == "cpu":
         t.cpu_build_evidence = t.cpu_build_evidence or f"torch {t.version}"
@@ -42,6 +43,18 @@ def derive_build(env: Environment) -> None:
         t.is_available = True
     if t.is_available is not None and t.installed is None:
         t.installed = True
+
+
+def _cpu_version_said(env: Environment) -> None:
+    """ "It defaults to the [cpu] version" and CUDA does not work: the failing torch is a CPU build; a CUDA build's
+    version elsewhere in the text (the reporter's workaround, `--with torch==2.5.1+cu124`) is another state."""
+    t = env.torch
+    if not t.cpu_version_said or t.is_available is True:
+        return
+    if _LOCAL.search(t.version or "") and "+cpu" not in (t.version or ""):
+        t.other_versions.append(t.version or "")
+        t.version, t.cuda_version, t.cuda_version_inferred_from = None, None, None
+    t.cpu_build_evidence = t.cpu_build_evidence or f"the report says: {t.cpu_version_said}"
 
 
 def _conflicting_builds(env: Environment) -> None:

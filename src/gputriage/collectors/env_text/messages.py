@@ -63,6 +63,13 @@ _CPU_FALLBACK = re.compile(
     r"(?:using|falling back to|fall back to|running on)[ \t]+(?:the[ \t]+)?cpu\b",
     re.IGNORECASE,
 )
+# "It defaults to the [cpu] version", "pip installs the CPU version", "I only get the cpu-only build": the reporter
+# says the torch they got is the CPU one.
+_CPU_VERSION_SAID = re.compile(
+    r"\b(?:defaults? to|defaulted to|installs?|installed|gets?|got|is|only)[ \t]+(?:the[ \t]+|a[ \t]+)?"
+    r"\[?cpu\]?(?:[ \t-]?only)?[ \t]+(?:version|build|wheel)\b",
+    re.IGNORECASE,
+)
 _NO_TORCH = re.compile(r"No module named '?torch'?(?:$|[^._\w])")
 _OLD_UNKNOWN = re.compile(r"cuda runtime error \(30\)|error=30 : unknown error", re.IGNORECASE)
 
@@ -103,6 +110,10 @@ def extract(paste: Paste, env: Environment) -> None:
             first(env.torch, "cpu_fallback_evidence", fallback.group(0))
         if "nvidia-smi" in low and (busy := _SMI_BUSY.search(line.text)) and _DURING_THE_JOB.search(line.text):
             first(env.torch, "gpu_use_evidence", f"nvidia-smi showed the GPU busy during the job: {busy.group(0)}")
+    for line in paste.lines:  # said anywhere, in a sentence that also tries something ("when trying uvx, it ...")
+        if "cpu" in line.low and (said := _CPU_VERSION_SAID.search(line.text)):
+            first(env.torch, "cpu_version_said", said.group(0))
+            break
     apply_torch_warnings("\n".join(line.text for line in paste.facts() if _capability_words(line.low)), env)
 
 

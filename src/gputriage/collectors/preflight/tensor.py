@@ -11,7 +11,9 @@ sees `cuda:N` through the `device` and `is_cuda` properties.
 from __future__ import annotations
 
 import copy
+import sys
 from collections.abc import Callable
+from types import FrameType
 from typing import Any
 
 import torch
@@ -19,6 +21,7 @@ import torch
 from gputriage.collectors.preflight import checks
 from gputriage.collectors.preflight.marks import BACKING, INDEX, backing_of
 from gputriage.collectors.preflight.state import STATE, Backing
+from gputriage.record.stand_in import STAND_IN_LIMIT
 
 aten = torch.ops.aten
 _IS_PARAM = "_is_param"
@@ -89,6 +92,8 @@ class StandIn(torch.Tensor):
     def __reduce_ex__(self, proto: Any) -> Any:
         """A checkpoint holds the values as plain CPU tensors (a parameter stays a Parameter), so a plain CPU torch
         loads it without gputriage; under the preflight, `torch.load(..., map_location="cuda")` maps them back."""
+        if _sent_to_another_process():
+            raise RuntimeError(STAND_IN_LIMIT + _NO_IPC)
         plain = host_copy(self).detach()
         STATE.remember_saved(plain.untyped_storage(), self.__dict__[INDEX])
         if self.__dict__.get(_IS_PARAM):
@@ -385,3 +390,26 @@ _SPECIAL: dict[Any, Callable[[Any, tuple[Any, ...], dict[str, Any], int], Any]] 
     aten._to_copy.default: _to_copy,
     aten.copy_.default: _copy_,
 }
+
+
+# The one way a stand-in device cannot follow the job: into another process. CUDA hands a tensor to a spawned process
+# by an IPC handle on the same GPU memory; the stand-in's values live in this process, and the child (a fresh Python,
+# without gputriage) has no CUDA at all. Said as the job's error, in words the verdict recognises (STAND_IN_LIMIT).
+_NO_IPC = (
+    "a tensor on the simulated CUDA device cannot be sent to another process (torch.multiprocessing and spawn share "
+    "CUDA tensors by CUDA IPC, which the stand-in does not have): check this part on a GPU machine "
+    "(`gputriage run` there), or preflight it with its processes in one (num_processes=1)"
+)
+_MAX_PICKLER_FRAMES = 24
+
+
+def _sent_to_another_process() -> bool:
+    """Pickled by multiprocessing's ForkingPickler (a spawned Process's arguments, a torch.multiprocessing queue)."""
+    frame: FrameType | None = sys._getframe(2)
+    for _ in range(_MAX_PICKLER_FRAMES):
+        if frame is None:
+            return False
+        if frame.f_code.co_filename.replace("\\", "/").endswith("multiprocessing/reduction.py"):
+            return True
+        frame = frame.f_back
+    return False

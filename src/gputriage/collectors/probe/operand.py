@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import inspect
 import linecache
 from collections.abc import Iterable, Iterator
 from types import FrameType, TracebackType
@@ -22,6 +23,7 @@ import torch
 from torch import nn
 
 from gputriage.collectors.usercode import is_user_file, short_path
+from gputriage.data.torch_api import FACTORIES
 
 MAX_FRAMES = 64  # user frames of a traceback looked at
 MAX_MODULES = 2_000  # modules searched for the tensor's owner
@@ -124,7 +126,7 @@ def _frame_names(frame: FrameType) -> list[tuple[str, Any]]:
 
 def assignment_line(frame: FrameType, name: str, line: int) -> int | None:
     """The line of the last assignment to `name` in the frame's function (or module body) before `line`; the first
-    one after it when none comes before (a loop that rebinds it)."""
+    one in the scope when none comes before (a loop that rebinds it)."""
     tree = _tree(frame.f_code.co_filename)
     if tree is None:
         return None
@@ -132,7 +134,8 @@ def assignment_line(frame: FrameType, name: str, line: int) -> int | None:
     if scope is None:
         return None
     lines = sorted(_assigned_lines(scope, name))
-    before = [n for n in lines if n <= line]
+    # not the running line itself: `output, hidden = rnn(x, hidden)` reads hidden before it binds it again
+    before = [n for n in lines if n < line]
     return before[-1] if before else (lines[0] if lines else None)
 
 
@@ -242,3 +245,71 @@ def host_tensors(obj: Any, skip: str) -> list[str]:
             if len(names) >= MAX_OTHERS:
                 break
     return names
+
+
+def producer_line(frame: FrameType, line: int) -> str | None:
+    """file:line of the tensor factory inside the user's function that the assignment at `line` calls (`hidden =
+    rnn.initHidden()`, whose `return torch.zeros(1, self.hidden_size)` made the tensor), or None."""
+    tree = _tree(frame.f_code.co_filename)
+    node = _statement_at(tree, line) if tree is not None else None
+    call = node.value if isinstance(node, (ast.Assign, ast.AnnAssign)) else None
+    if not isinstance(call, ast.Call):
+        return None
+    func = _resolved(call.func, frame)
+    code = getattr(getattr(func, "__func__", func), "__code__", None)
+    if code is None or not is_user_file(code.co_filename):
+        return None
+    callee = _tree(code.co_filename)
+    scope = _scope(callee, code) if callee is not None else None
+    if scope is None:
+        return None
+    for ret in ast.walk(scope):
+        if isinstance(ret, ast.Return) and ret.value is not None and _factory_in(ret.value):
+            return f"{short_path(code.co_filename)}:{ret.lineno}"
+    return None
+
+
+def _statement_at(tree: ast.Module, line: int) -> ast.stmt | None:
+    found = [n for n in ast.walk(tree) if isinstance(n, ast.stmt) and n.lineno == line]
+    return found[-1] if found else None
+
+
+_MAX_ATTRIBUTE_DEPTH = 4
+
+
+def _resolved(expr: ast.expr, frame: FrameType) -> Any:
+    """The object a call's `name` or `name.attr.attr` names in the frame, by attribute lookups only (nothing is
+    called), or None."""
+    chain: list[str] = []
+    while isinstance(expr, ast.Attribute) and len(chain) < _MAX_ATTRIBUTE_DEPTH:
+        chain.append(expr.attr)
+        expr = expr.value
+    if not isinstance(expr, ast.Name):
+        return None
+    names = frame.f_locals
+    value = names[expr.id] if expr.id in names else frame.f_globals.get(expr.id)
+    for attr in reversed(chain):
+        try:
+            value = inspect.getattr_static(value, attr)
+        except AttributeError:
+            submodules = _attributes_dict(value).get("_modules")  # an nn.Module's children are not attributes
+            if not isinstance(submodules, dict) or attr not in submodules:
+                return None
+            value = submodules[attr]
+    return value
+
+
+def _attributes_dict(obj: Any) -> dict[str, Any]:
+    try:
+        return dict(vars(obj))
+    except TypeError:
+        return {}
+
+
+def _factory_in(node: ast.expr) -> bool:
+    for call in ast.walk(node):
+        if isinstance(call, ast.Call):
+            name = call.func.attr if isinstance(call.func, ast.Attribute) else getattr(call.func, "id", None)
+            if name in FACTORIES and not any(k.arg == "device" for k in call.keywords):
+                return True
+    return False

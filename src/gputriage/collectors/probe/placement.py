@@ -30,7 +30,7 @@ from torch.utils.hooks import RemovableHandle
 from gputriage.collectors.identity import IdentityMap
 from gputriage.collectors.patching import Patches, quiet_hook
 from gputriage.collectors.probe import operand
-from gputriage.collectors.probe.state import ProbeState, capturing
+from gputriage.collectors.probe.state import ProbeState, capturing, own_reads
 from gputriage.collectors.usercode import frame_where, is_own_file, user_frame, where_now
 from gputriage.record.placement import CrashOperand, ModelInfo, PlacementSection, StrayPart, TensorSeen
 
@@ -266,6 +266,10 @@ class PlacementProbe:
                 break
 
     def _add_tensor(self, role: str, t: torch.Tensor, target: str, argument: str, where: str | None) -> int:
+        with own_reads():  # a Tensor subclass's __torch_function__ sees none of these reads
+            return self._add_plain_tensor(role, t, target, argument, where)
+
+    def _add_plain_tensor(self, role: str, t: torch.Tensor, target: str, argument: str, where: str | None) -> int:
         entry = TensorSeen(
             role=role,
             device=device_name(t),
@@ -274,6 +278,7 @@ class PlacementProbe:
             target=target,
             argument=argument,
             where=where,
+            requires_grad=bool(t.requires_grad) if role == "prediction" else None,
         )
         entry.same_as = self._same_host_tensor(t, entry.described())
         if entry not in self.section.tensors:
@@ -473,6 +478,7 @@ class PlacementProbe:
         if holder.frame is not None:
             line = operand.assignment_line(holder.frame, holder.name, holder.line)
             found.where = operand.frame_where(holder.frame, line or holder.line)
+            found.made_where = operand.producer_line(holder.frame, line) if line else None
         elif isinstance(holder.owner, nn.Module):
             self._module_operand(found, holder.owner)
         else:

@@ -64,6 +64,28 @@ def given_by_caller(foreign: torch.Tensor) -> bool:
     )
 
 
+_PLAIN_TORCH_FUNCTION = torch.Tensor.__torch_function__.__func__  # type: ignore[attr-defined]
+
+
+def own_reads() -> contextlib.AbstractContextManager[Any]:
+    """Around gputriage's own reads of a user's tensor (`.device`, `.shape`, `.is_cpu`): a Tensor subclass's
+    `__torch_function__` sees none of them. A subclass that refuses what it does not know (the "Extending torch"
+    pattern) died at its first `.item()` on our `__get__` of `.is_cpu`, and one that counts its calls counted ours."""
+    return torch._C.DisableTorchFunctionSubclass()
+
+
+def is_plain(t: torch.Tensor) -> bool:
+    """torch.Tensor's own __torch_function__ (plain tensors, Parameters' disabled one aside): reads go straight."""
+    return getattr(type(t).__torch_function__, "__func__", None) is _PLAIN_TORCH_FUNCTION
+
+
+def device_type_of(t: torch.Tensor) -> str:
+    if is_plain(t):
+        return t.device.type
+    with own_reads():
+        return t.device.type
+
+
 _HOST_OPERAND: list[tuple[list[weakref.ref[torch.Tensor]], list[int]]] = []
 
 

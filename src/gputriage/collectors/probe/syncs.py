@@ -19,7 +19,7 @@ from typing import Any
 import torch
 
 from gputriage.collectors.patching import Patches
-from gputriage.collectors.probe.state import ProbeState, capturing
+from gputriage.collectors.probe.state import ProbeState, capturing, device_type_of
 from gputriage.collectors.usercode import frame_where, is_framework_file, is_user_file, user_frame
 from gputriage.record.compute import HostSync
 
@@ -103,7 +103,7 @@ class TensorTimers:
         state = self._state
         if not state.clock.running or capturing():
             return original(t, *args, **kwargs)
-        source = t.device.type
+        source = device_type_of(t)
         target = _target_device_type(args, kwargs)
         if source == "cpu" and target not in (None, "cpu"):
             state.clock.push("h2d")
@@ -117,7 +117,7 @@ class TensorTimers:
 
     def _cuda(self, original: Any, t: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
         state = self._state
-        if not state.clock.running or capturing() or t.device.type != "cpu":
+        if not state.clock.running or capturing() or device_type_of(t) != "cpu":
             return original(t, *args, **kwargs)
         state.clock.push("h2d")
         try:
@@ -128,9 +128,9 @@ class TensorTimers:
     def _sync_method(self, kind: str, original: Any, t: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
         state = self._state
         # a CPU tensor first: the common case (an optimizer's step counters), and no sync whatever the state
-        if t.is_cpu or state.in_sync_call or not state.clock.running or state.in_child or capturing():
+        device = device_type_of(t)
+        if device == "cpu" or state.in_sync_call or not state.clock.running or state.in_child or capturing():
             return original(t, *args, **kwargs)
-        device = t.device.type
         return _timed_sync(state, self._syncs, lambda: original(t, *args, **kwargs), kind=kind, device=device)
 
 
