@@ -115,6 +115,17 @@ def test_traces_of_different_gpus_and_world_sizes_say_so() -> None:
     ]
 
 
+def test_a_folder_of_traces_that_never_say_their_world_size_against_one_trace_says_so() -> None:
+    """A trial: an 8-rank DLRM job folder against a one-process ResNet trace, "regressed" with no note."""
+    from gputriage.record.trace import RankTrace, TraceSection
+
+    before, after = Run(command="trace"), Run(command="trace")
+    before.trace = TraceSection(ranks=[RankTrace(rank=None, device="Tesla V100") for _ in range(8)])
+    after.trace = TraceSection(ranks=[RankTrace(rank=None, device="Tesla V100")])
+    result = compare(_diag(before), _diag(after), "job/", "b.json")
+    assert result.caveats == ["different world sizes: 8 ranks before, 1 after"]
+
+
 def test_same_finding_on_a_moved_line_is_still_there() -> None:
     before = Finding("host-sync-in-loop", 4, Severity.WARNING, "syncs", where="train.py:30")
     after = Finding("host-sync-in-loop", 4, Severity.WARNING, "syncs", where="train.py:32")

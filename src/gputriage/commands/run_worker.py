@@ -135,7 +135,7 @@ def fail_on_code(diag: Diagnosis, fail_on: str | None, stream: TextIO) -> int:
 class ReportWorker:
     """The job's handle on its worker process."""
 
-    def __init__(self, proc: DetachedProcess) -> None:
+    def __init__(self, proc: DetachedProcess | subprocess.Popen[bytes]) -> None:
         self._proc = proc
         self._lock = threading.Lock()
         self._broken = False
@@ -153,12 +153,14 @@ class ReportWorker:
         blas.one_thread(env)  # its numpy's BLAS threads would spin beside the job's start (blas.py)
         try:
             # not the job's child: a job that reaps every child (os.wait() until ChildProcessError) would wait for it
-            proc = spawn_detached(
-                [sys.executable, "-c", boot, json.dumps({"expect_device": expect_device})], env, stderr_fd
-            )
+            argv = [sys.executable, "-c", boot, json.dumps({"expect_device": expect_device})]
+            proc = spawn_detached(argv, env, stderr_fd) if hasattr(os, "fork") else _child(argv, env, stderr_fd)
         except (OSError, ValueError):
             return None
         return cls(proc)
+
+    def _intact(self) -> bool:
+        return self._proc.intact() if isinstance(self._proc, DetachedProcess) else True
 
     def post(self, request: ReportRequest, record: bytes) -> None:
         """Send without waiting (from a thread: a large record must not block the training loop on a full pipe)."""
@@ -178,7 +180,7 @@ class ReportWorker:
     def close(self, wait_s: float = 2.0) -> None:
         """No more work: the worker exits once it has read the end of its input (waited for, briefly: it has
         nothing left to do, and a process that ends leaves no orphan behind)."""
-        if not self._proc.intact():  # the job closed our pipes (and may own their numbers now): end it, touch none
+        if not self._intact():  # the job closed our pipes (and may own their numbers now): end it, touch none
             self.kill()
             return
         with contextlib.suppress(OSError), self._lock:
@@ -195,7 +197,7 @@ class ReportWorker:
     def _send(self, request: ReportRequest, record: bytes, reply: bool) -> bool:
         header = json.dumps({**msgspec.structs.asdict(request), "reply": reply}).encode()
         with self._lock:
-            if self._broken or self._proc.stdin is None or self._proc.stdin.closed or not self._proc.intact():
+            if self._broken or self._proc.stdin is None or self._proc.stdin.closed or not self._intact():
                 self._broken = True
                 return False
             try:
@@ -207,7 +209,7 @@ class ReportWorker:
 
     def _read_reply(self, timeout_s: float) -> dict[str, Any] | None:
         out = self._proc.stdout
-        if out is None or not self._proc.intact():
+        if out is None or not self._intact():
             return None
         deadline = time.monotonic() + timeout_s
         while True:
@@ -343,3 +345,10 @@ def _input_within(stream: IO[bytes], timeout_s: float) -> bool:
         ready, _, _ = select.select([stream], [], [], timeout_s)
         return bool(ready)
     return False
+
+
+def _child(argv: list[str], env: dict[str, str], stderr_fd: int) -> subprocess.Popen[bytes]:
+    """Where there is no fork (Windows): a plain child process."""
+    return subprocess.Popen(
+        argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr_fd, close_fds=True, env=env
+    )

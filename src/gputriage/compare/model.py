@@ -290,7 +290,8 @@ def _ranks(run: Run) -> int | None:
     if run.rank_info is not None:
         return run.rank_info.world_size or None
     if run.trace is not None:  # rank 0 of 8 alone against a one-process job: the traces' declared world size
-        return run.trace.declared_world_size()
+        # else as many ranks as traces were given (a folder of 8 traces that never say their world size)
+        return run.trace.declared_world_size() or run.trace.ranks_given() or None
     return None
 
 
