@@ -116,7 +116,7 @@ class CudaRedirect(TorchFunctionMode):
 # Factories that read their data's values: a list holding device tensors (`torch.tensor([R])`, R a 0-d CUDA tensor,
 # the actor-critic example's returns) is read on the host, one copy each, as CUDA does; the stand-in's C++ side has no
 # data of its own to read.
-_FROM_DATA = frozenset({torch.tensor, torch.as_tensor, torch.asarray, Tensor.new_tensor})
+_FROM_DATA = frozenset({torch.tensor, torch.as_tensor, torch.asarray})
 _MAX_DATA_DEPTH = 8
 
 
