@@ -502,3 +502,13 @@ def test_a_device_tensor_sent_to_a_spawned_process_is_the_stand_ins_limit_not_th
     assert "gputriage --preflight: a tensor on the simulated CUDA device cannot be sent to another process" in r.stderr
     summary = r.report["verdict"]["summary"]
     assert "The preflight could not go on at spawn_cuda_model.py:" in summary and "not at fault" in summary
+
+
+def test_a_returned_action_beside_the_distributions_checks_is_said_inherent_in_the_fix(tmp_path: Path) -> None:
+    """A trial (actor_critic): the warning for the argument checks also told `return action.item()` to read "every
+    100 steps", which an environment that needs each action cannot do."""
+    r = run_case(Case(["rl_policy_gradient.py", "--select-action"]), tmp_path, preflight=True)
+    fix = r.finding("host-sync-in-loop")["fix"]
+    assert "validate_args=False" in fix
+    assert "envs.worlds[0].step(chosen) runs on the host and takes the action there" in fix
+    assert "every 100 steps" not in fix

@@ -542,7 +542,7 @@ def _sync_fixes(run: Run, sites: list[HostSync]) -> str:
 def _site_fix(run: Run, site: HostSync) -> str:
     if _distribution_check(site):
         return validation_fix(run.source, site.where)
-    return sync_fix(run.source, site.where, site.kind)
+    return sync_fix(run.source, site.where, site.kind, site.caller_where)
 
 
 def _site_edits(run: Run, site: HostSync) -> list[Edit]:

@@ -26,8 +26,13 @@ GENERIC_FIX = (
 _HOST_READS = frozenset({"item", "cpu", "numpy", "tolist"})
 
 
-def sync_fix(source: SourceSection | None, where: str | None, kind: str | None = None) -> str:
+def sync_fix(
+    source: SourceSection | None, where: str | None, kind: str | None = None, caller_where: str | None = None
+) -> str:
     stmt = codefix.statement_at(source, where)
+    stepped = _returned_to_environment(source, stmt, caller_where) if stmt is not None else None
+    if stmt is not None and stepped is not None:
+        return _environment_fix(stmt.text, stepped)
     if kind == "cpu-index":
         line = f"{stmt.text}\n" if stmt is not None else ""
         return (
@@ -111,12 +116,17 @@ def feeds_environment(source: SourceSection | None, where: str | None, caller_wh
     stmt = codefix.statement_at(source, where)
     if stmt is None:
         return False
-    if _environment_step(stmt) is not None:
-        return True
+    return _environment_step(stmt) is not None or _returned_to_environment(source, stmt, caller_where) is not None
+
+
+def _returned_to_environment(
+    source: SourceSection | None, stmt: codefix.Statement, caller_where: str | None
+) -> str | None:
+    """`return action.item()` whose caller steps an environment with what it got: that step call's text."""
     if not isinstance(stmt.node, ast.Return) or stmt.node.value is None or not _host_read(stmt.node.value):
-        return False
+        return None
     caller = codefix.statement_at(source, caller_where)
-    return caller is not None and _environment_step(caller) is not None
+    return _environment_step(caller) if caller is not None else None
 
 
 def _environment_step(stmt: codefix.Statement) -> str | None:
