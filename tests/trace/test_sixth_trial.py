@@ -82,3 +82,40 @@ def test_a_distributed_info_with_a_rank_out_of_range_is_named_as_such(tmp_path: 
     assert main(["trace", str(tmp_path / "r.json")]) == 0
     err = capsys.readouterr().err
     assert "distributedInfo holds a value out of range or of the wrong type" in err and "not an object" not in err
+
+
+def test_a_share_under_a_twentieth_of_a_percent_is_not_written_as_zero() -> None:
+    """A trial: "the GPU runs kernels only 0.0% of the steps' time" beside busy_pct_of_steps 0.033."""
+    from gputriage.record.numbers import pct_text
+
+    assert [pct_text(v) for v in (0.033, 0.0, 0.05, 30.84)] == ["0.03%", "0.0%", "0.1%", "30.8%"]
+
+
+def test_a_report_with_more_events_dropped_than_held_is_refused(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    import json
+
+    from gputriage.cli import main
+
+    trace = training_loop().write(tmp_path / "t.json")
+    assert main(["trace", str(trace), "--out", str(tmp_path / "out")]) == 0
+    doc = json.loads((tmp_path / "out" / "report.json").read_text())
+    rank = doc["trace"]["ranks"][0]
+    rank["events_dropped"] = rank["events"] + 1
+    (tmp_path / "edited.json").write_text(json.dumps(doc))
+    capsys.readouterr()
+    assert main(["report", str(tmp_path / "edited.json")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "events_dropped is out of range" in err
+
+
+def test_a_tar_archive_is_named_as_one(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """A trial: "starts with b't'" (the first byte of the member's name) for a tar file named .json."""
+    import tarfile
+
+    from gputriage.cli import main
+
+    inner = training_loop().write(tmp_path / "trace.json")
+    with tarfile.open(tmp_path / "packed.json", "w") as tar:
+        tar.add(inner, arcname="trace.json")
+    assert main(["trace", str(tmp_path / "packed.json")]) == 2
+    assert "is a tar archive, not a PyTorch profiler trace" in capsys.readouterr().err

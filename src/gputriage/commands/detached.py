@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import select
 import signal
 import time
 from typing import IO
@@ -54,14 +55,36 @@ class DetachedProcess:
         return 0 if self._gone else None
 
     def wait(self, timeout: float | None = None) -> int:
+        """Until the process has ended: its stdout reaches its end when it exits (its adopter reaps it, maybe much
+        later: waiting for the pid to go cost a second and more at every job's end)."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        while self.poll() is None:
-            if deadline is not None and time.monotonic() >= deadline:
+        while not self._gone:
+            left_s = None if deadline is None else deadline - time.monotonic()
+            if left_s is not None and left_s <= 0:
                 import subprocess
 
                 raise subprocess.TimeoutExpired("gputriage report worker", timeout or 0.0)
-            time.sleep(_POLL_S)
+            if self._at_end_of_output(left_s):
+                self._gone = True
         return 0
+
+    def _at_end_of_output(self, timeout_s: float | None) -> bool:
+        out = self.stdout
+        if out is None or out.closed:
+            if self.poll() is not None:
+                return True
+            time.sleep(_POLL_S)
+            return False
+        try:
+            ready, _, _ = select.select([out], [], [], min(timeout_s, 0.5) if timeout_s is not None else 0.5)
+        except InterruptedError:
+            return False
+        if not ready:
+            return False
+        try:
+            return os.read(out.fileno(), 1 << 16) == b""  # what is left unread is no reply anyone waits for
+        except OSError:
+            return True
 
     def kill(self) -> None:
         if self.poll() is None:

@@ -199,7 +199,10 @@ def largest_remainder(values: Sequence[float], total: float, step: float) -> lis
 
 
 def pct_text(share_pct: float) -> str:
-    """A step share as every view and finding writes it: one decimal, e.g. '30.8%'."""
+    """A step share as every view and finding writes it: one decimal, e.g. '30.8%'; a share that is not zero but
+    under 0.05% with its first digit ('0.03%'), never '0.0%' beside evidence that says 0.033."""
+    if 0 < abs(share_pct) < 0.05:
+        return f"{share_pct:.1g}%"
     return f"{share_pct:.1f}%"
 
 

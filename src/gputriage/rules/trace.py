@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable
 from gputriage.findings import Finding, Severity
 from gputriage.record import Run
 from gputriage.record.device import NOT_ACCELERATORS, judged_device
+from gputriage.record.numbers import pct_text
 from gputriage.record.trace import STEADY_SCHEDULE, IdleGap, RanksOfWorld, RankTrace, SyncSummary, TraceSection
 from gputriage.rules.registry import rule
 
@@ -451,7 +452,7 @@ def low_gpu_utilization(section: TraceSection, r: RankTrace) -> Finding | None:
         code="low-gpu-utilization",
         rung=5,
         severity=Severity.INFO if few else Severity.WARNING,
-        title=_led_by(few, f"The GPU {_busy_words(r)} only {busy:.1f}% {window}{_suffix(section, r)}"),
+        title=_led_by(few, f"The GPU {_busy_words(r)} only {pct_text(busy)} {window}{_suffix(section, r)}"),
         evidence={
             "busy_pct": r.busy_pct,
             "busy_pct_of_steps": r.busy_pct_of_steps,

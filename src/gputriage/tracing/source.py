@@ -83,7 +83,7 @@ class Source:
         self.limits = limits
         raw, self.size = open_regular(path)
         try:
-            head = raw.read(16)
+            head = raw.read(_HEAD_BYTES)
             _refuse_other_formats(path, head)
             self.gzip = head[:2] == b"\x1f\x8b"
             if self.gzip:
@@ -180,6 +180,11 @@ _ARCHIVES = (
 )
 
 
+# A tar archive says so at byte 257 of its first header ("ustar"), not at its start (a file name).
+_TAR_MAGIC_AT = 257
+_HEAD_BYTES = 512  # what is read first, to name a file that is not a trace
+
+
 _WIDE_BOMS = (
     (b"\xff\xfe\x00\x00", "UTF-32"),
     (b"\x00\x00\xfe\xff", "UTF-32"),
@@ -201,6 +206,8 @@ def _refuse_other_formats(path: Path, head: bytes) -> None:
     if encoding is not None:  # checked longest first: UTF-32's little-endian mark starts with UTF-16's
         raise InputError(f"{path} is {encoding} text: a trace is UTF-8 JSON; save it again as UTF-8")
     packed = next((what for magic, what in _ARCHIVES if head.startswith(magic)), None)
+    if packed is None and head[_TAR_MAGIC_AT : _TAR_MAGIC_AT + 5] == b"ustar":
+        packed = "a tar archive"
     if packed is not None:  # in a folder of rank traces, skipped with a note, as any file that is not a trace
         raise NotATrace(
             f"{path} is {packed}, not a PyTorch profiler trace: unpack it and give the trace's .json inside "
