@@ -182,3 +182,20 @@ def test_the_reporter_saying_it_got_the_cpu_version_is_a_cpu_build_and_their_wor
     env = parse_environment_text(text)
     assert env.torch.is_cpu_build is True and env.torch.cuda_version is None
     assert diagnose_text(text).findings[0].code == "cpu-only-build"
+
+
+def test_condas_solver_line_names_the_build_and_the_python() -> None:
+    """pytorch#67108: "pytorch/win-64::pytorch-1.10.0-py3.8_cpu_0" (was: no version, no Python, and a cu126 pip
+    command that has no wheel for Python 3.8)."""
+    text = (
+        "conda install cpu version instead of expected cuda version on Windows\n"
+        "1. Run `conda install pytorch torchvision torchaudio cudatoolkit=11.3 -c pytorch` on Windows\n"
+        "2. The output is\n    The following NEW packages will be INSTALLED:\n```\n"
+        "    pytorch            pytorch/win-64::pytorch-1.10.0-py3.8_cpu_0\n"
+        "    torchvision        pytorch/win-64::torchvision-0.11.1-py38_cpu\n```\n"
+    )
+    env = parse_environment_text(text)
+    assert (env.torch.version, env.torch.install_method, env.host.python_version) == ("1.10.0", "conda", "3.8")
+    assert env.torch.is_cpu_build is True
+    top = diagnose_text(text).findings[0]
+    assert top.code == "cpu-only-build" and "torch==1.10.0+cu" in top.fix and "cu126" not in top.fix

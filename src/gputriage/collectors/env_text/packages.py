@@ -23,6 +23,12 @@ _LIST_LINE = re.compile(
     r"^[ \t]*(torch|pytorch(?:-cpu|-gpu)?|torchvision|torchaudio|xformers|cpuonly|pytorch-mutex|"
     r"pytorch-cuda|cudatoolkit)(?:[ \t]*==[ \t]*|[ \t]+)([0-9][\w.+-]{0,40})(?:[ \t]+(\S{1,80}))?"
 )
+# conda's solver names a package as channel/subdir::name-version-build ("pytorch/win-64::pytorch-1.10.0-py3.8_cpu_0"):
+# what it installs, with the build string that says CPU or CUDA and the Python
+_CONDA_SPEC = re.compile(
+    r"(?:^|[\s(])[\w.-]{1,40}/[\w-]{1,20}::(pytorch|torch|torchvision|torchaudio)-([0-9][\w.]{0,30})-(\S{1,60})"
+)
+_BUILD_PYTHON = re.compile(r"(?:^|_)py(3)\.?([0-9]{1,2})(?:_|$)")
 _PIN = re.compile(r"\b(torch|torchvision|torchaudio|xformers)[ \t]*={1,3}[ \t]*([0-9][\w.+-]{0,40})")
 _INSTALLED = re.compile(r"Successfully installed (.{1,2000})", re.IGNORECASE)
 # pip's log of what it is about to install, a dependency's torch among them: "Installing collected packages: ...,
@@ -157,6 +163,12 @@ def _list_line(line: Line, env: Environment) -> None:
     for pattern in (_UV_LOCK, _POETRY, _UV_OUT):
         for found in pattern.finditer(line.text):
             record_package(env, found.group(1), found.group(2), build=None, manager="pip", text=line.text)
+    if "::" in line.text:
+        for spec in _CONDA_SPEC.finditer(line.text):
+            record_package(env, spec.group(1), spec.group(2), build=spec.group(3), manager="conda", text=line.text)
+            python = _BUILD_PYTHON.search(spec.group(3))
+            if python is not None and spec.group(1) in _TORCH_NAMES:
+                first(env.host, "python_version", f"{python.group(1)}.{python.group(2)}")
 
 
 def _manager(build: str | None) -> str:
