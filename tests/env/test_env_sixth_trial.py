@@ -199,3 +199,17 @@ def test_condas_solver_line_names_the_build_and_the_python() -> None:
     assert env.torch.is_cpu_build is True
     top = diagnose_text(text).findings[0]
     assert top.code == "cpu-only-build" and "torch==1.10.0+cu" in top.fix and "cu126" not in top.fix
+
+
+def test_a_wheel_that_could_not_be_fetched_is_not_the_torch_installed() -> None:
+    """pinokio#1027: a JetPack wheel URL that returned 404 was read as the installed torch, and the headline called
+    NVIDIA's CUDA wheel CPU-only."""
+    text = (
+        "Jetson AGX Orin, JetPack 5.1.2. Official NVIDIA wheel links are returning `HTTP 404 Not Found`.\n"
+        "* *Failed URL:* `https://developer.download.nvidia.com/compute/redist/jp/v512/pytorch/"
+        "torch-2.1.0a0+41361538.nv23.06-cp310-cp310-linux_aarch64.whl`\n"
+        "`pip install torch` installs a CPU-only version; torch.cuda.is_available() returns False\n"
+    )
+    env = parse_environment_text(text)
+    assert env.torch.version != "2.1.0a0+41361538.nv23.06"
+    assert diagnose_text(text).findings[0].code == "cpu-only-build"

@@ -42,6 +42,7 @@ _WHEEL = re.compile(
     r"\b(torch)-([0-9][\w.+]{0,40}?)-cp[0-9]{2,3}-[\w]{1,20}-(win_amd64|manylinux\w{0,40}|linux_\w{1,20}|"
     r"macosx\w{0,40})\.whl"
 )
+_FAILED_FETCH = re.compile(r"failed url|\b404\b|not found|could not (?:fetch|download|find)|no such file", re.I)
 _SHOW = re.compile(r"^Version:[ \t]*([0-9][\w.+]{0,40})$")
 _UV_LOCK = re.compile(r'name = "(torch|torchvision|torchaudio)", version = "([0-9][\w.+]{0,40})"')
 _POETRY = re.compile(r"Installing (torch|torchvision|torchaudio) \(([0-9][\w.+]{0,40})\)")
@@ -201,6 +202,8 @@ def _log_line(line: Line, env: Environment) -> None:
                 # pip kept the torch it found; a plain version on Windows is PyPI's CPU-only wheel
                 first(env.torch, "cpu_build_evidence", line.text)
     wheel = _WHEEL.search(line.text)
+    if wheel and _FAILED_FETCH.search(line.text):
+        wheel = None  # a wheel that could not be fetched ("Failed URL", 404) is not what is installed
     if wheel:
         record_package(env, "torch", wheel.group(2), build=None, manager="pip", text=line.text)
         if wheel.group(3) == "win_amd64":
