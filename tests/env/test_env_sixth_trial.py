@@ -213,3 +213,18 @@ def test_a_wheel_that_could_not_be_fetched_is_not_the_torch_installed() -> None:
     env = parse_environment_text(text)
     assert env.torch.version != "2.1.0a0+41361538.nv23.06"
     assert diagnose_text(text).findings[0].code == "cpu-only-build"
+
+
+def test_two_halves_of_the_driver_from_different_releases_are_not_fixed_by_a_reboot() -> None:
+    """tinygrad/open-gpu-kernel-modules#47: the .run's user space (570.124.04) and a module built apart (570.124.06),
+    a reboot done (was: "sudo reboot")."""
+    text = (
+        "bash ./NVIDIA-Linux-x86_64-570.124.04.run --no-kernel-modules\n"
+        "cd /data/open-gpu-kernel-modules-570.124.06-p2p/\n./install.sh\nreboot\n\n"
+        "nvidia-smi\nFailed to initialize NVML: Driver/library version mismatch\nNVML library version: 570.124\n"
+    )
+    top = diagnose_text(text).findings[0]
+    assert top.code == "driver-library-mismatch"
+    assert "NVIDIA-Linux-x86_64-570.124.06.run --no-kernel-modules" in top.fix and "sudo reboot" not in top.fix
+    plain = "nvidia-smi\nFailed to initialize NVML: Driver/library version mismatch\n"
+    assert diagnose_text(plain).findings[0].fix.startswith("sudo reboot")

@@ -95,6 +95,10 @@ class HostFacts(msgspec.Struct):
     virtual_machine: str | None = None
     dev_nodes: list[str] | None = None  # /dev/nvidia*
     proc_driver_version: str | None = None  # /proc/driver/nvidia/version
+    # Two halves of the driver the text shows installed from different releases: the user-space driver (a
+    # NVIDIA-Linux-*.run with --no-kernel-modules) and a kernel module built apart (open-gpu-kernel-modules-*)
+    userspace_driver_installed: str | None = None
+    kernel_module_installed: str | None = None
     pci_nvidia_devices: int | None = None  # NVIDIA vendor id 0x10de on the PCI bus
     os_name: str | None = None  # linux | windows | darwin
     macos_version: str | None = None  # "12.2.1": platform.mac_ver(), collect_env's OS line, sw_vers

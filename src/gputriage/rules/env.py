@@ -109,6 +109,22 @@ def driver_library_mismatch(run: Run) -> Iterator[Finding]:
     if "mismatch" not in error.lower() and not versions_differ:
         return
     evidence: Evidence = {"nvml_error": error or None, "kernel_module_version": kernel, "library_version": library}
+    userspace, module = env.host.userspace_driver_installed, env.host.kernel_module_installed
+    if userspace and module and userspace != module:
+        # two releases installed as two halves: no reboot makes them one
+        evidence.update({"kernel_module_version": module, "library_version": userspace})
+        yield _finding(
+            run,
+            "driver-library-mismatch",
+            f"The NVIDIA user-space driver ({userspace}) and the kernel module built apart ({module}) are different "
+            "releases, so NVML and CUDA refuse to start; a reboot does not change that",
+            evidence,
+            f"cat /proc/driver/nvidia/version   # the kernel module loaded ({module})\n"
+            f"# install the user-space driver of the module's release, without its own modules:\n"
+            f"sudo sh ./NVIDIA-Linux-x86_64-{module}.run --no-kernel-modules\n"
+            f"# or build the kernel module of the user-space release ({userspace}); then: nvidia-smi",
+        )
+        return
     yield _finding(
         run,
         "driver-library-mismatch",

@@ -146,6 +146,12 @@ _SECURE_BOOT = re.compile(
 
 
 _MAX_NAMED = 8
+# The driver's halves, installed apart: `NVIDIA-Linux-x86_64-570.124.04.run --no-kernel-modules` and a kernel module
+# built from `open-gpu-kernel-modules-570.124.06` (tinygrad's p2p fork, NVIDIA's open modules)
+_USERSPACE_RUN = re.compile(
+    r"NVIDIA-Linux-[\w]{1,12}-([0-9]{3}\.[0-9]{1,3}(?:\.[0-9]{1,3})?)\.run\b[^\n]{0,80}--no-kernel-modules"
+)
+_OPEN_MODULES = re.compile(r"open-gpu-kernel-modules-([0-9]{3}\.[0-9]{1,3}(?:\.[0-9]{1,3})?)")
 
 
 def _named_gpus(text: str, h: HostFacts) -> None:
@@ -164,6 +170,13 @@ def _model_key(name: str) -> str:
     return " ".join(name.lower().replace("nvidia", "").replace("geforce", "").replace("tesla", "").split())
 
 
+def _driver_halves(text: str, low: str, h: HostFacts) -> None:
+    if "nvidia-linux" in low and (run := _USERSPACE_RUN.search(text)):
+        first(h, "userspace_driver_installed", run.group(1))
+    if "open-gpu-kernel-modules" in low and (module := _OPEN_MODULES.search(text)):
+        first(h, "kernel_module_installed", module.group(1))
+
+
 def extract(paste: Paste, env: Environment) -> None:
     h = env.host
     pci = 0
@@ -179,6 +192,7 @@ def extract(paste: Paste, env: Environment) -> None:
             _jetson(line.text, env)
         if len(h.gpus_named) < _MAX_NAMED and any(w in low for w in _GPU_WORDS):
             _named_gpus(line.text, h)
+        _driver_halves(line.text, low, h)
         if ("secure" in low or "key" in low) and _SECURE_BOOT.search(line.text):
             h.secure_boot = True
     _container_facts(paste, env)
