@@ -47,7 +47,6 @@ def test_a_jetson_whose_torch_answers_false_needs_the_jetpack_wheel_even_with_no
 @pytest.mark.parametrize(
     ("text", "named"),
     [
-        ("GPU is GeForce GT 740M | 3.0\nI can use pytorch just with CPU features\n", "GeForce GT 740M"),
         ("When I finetune on GPU A10(only one gpu), the gpu utility is very low\n", "GPU A10"),
         ("Volatile GPU-Util less than 10% in my windows PC, with NVIDIA GeForce 2080Ti.\n", "NVIDIA GeForce 2080Ti"),
     ],
@@ -228,3 +227,13 @@ def test_two_halves_of_the_driver_from_different_releases_are_not_fixed_by_a_reb
     assert "NVIDIA-Linux-x86_64-570.124.06.run --no-kernel-modules" in top.fix and "sudo reboot" not in top.fix
     plain = "nvidia-smi\nFailed to initialize NVML: Driver/library version mismatch\n"
     assert diagnose_text(plain).findings[0].fix.startswith("sudo reboot")
+
+
+def test_a_gpu_named_in_prose_that_no_recent_build_supports_is_arch_not_supported() -> None:
+    """pytorch#14681: "GPU is GeForce GT 740M | 3.0" (was: exit 2, no facts): a Kepler sm_30, whose kernels no
+    PyTorch build after 1.3 has; the fix is that build (or the CPU)."""
+    text = "GPU is GeForce GT 740M | 3.0\nI can use pytorch just with CPU features\n"
+    assert parse_environment_text(text).host.gpus_named == ["GeForce GT 740M"]
+    top = diagnose_text(text).findings[0]
+    assert top.code == "arch-not-supported" and top.evidence["compute_capability"] == "3.0"
+    assert "pytorch==1.3.0" in top.fix

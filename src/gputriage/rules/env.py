@@ -712,6 +712,36 @@ def arch_not_supported(run: Run) -> Iterator[Finding]:
     no_image = next(iter(errors_pointing_to(env, "arch-not-supported")), None)
     if not named and no_image is not None:
         yield _no_kernel_image(run, env, no_image.text, archs)
+    elif not named and not nvidia_devices(env) and env.torch.is_available is not True:
+        yield from _too_old_for_any_recent_build(run, env)
+
+
+# A GPU named in prose whose kernels no PyTorch build after this release has (a Kepler GT 740M, sm_30: 1.3 was the
+# last): whatever torch the reporter has, unless it is that old, it cannot use the GPU.
+_LAST_BUILDS_BEFORE = (1, 8)
+
+
+def _too_old_for_any_recent_build(run: Run, env: Environment) -> Iterator[Finding]:
+    if env.torch.version and version_tuple(env.torch.version)[:2] < _LAST_BUILDS_BEFORE:
+        return  # an old torch may have the kernels: the rule above judges its arch list
+    for named in env.host.gpus_named:
+        cc = capability_of(named)
+        builds = arch_builds(cc, env) if cc else []
+        if cc is None or not builds or max(version_tuple(b.release) for b in builds)[:2] >= _LAST_BUILDS_BEFORE:
+            continue
+        last = max(builds, key=lambda b: version_tuple(b.release)).release
+        evidence: Evidence = {
+            "gpu": f"{named} (named in the text)",
+            "compute_capability": cc,
+            "torch_version": env.torch.version,
+            "build_with_kernels": f"torch {last} or older",
+        }
+        title = (
+            f"The {named} (compute capability {cc}, {sm_name(cc)}) has kernels in no PyTorch build after {last}: a "
+            "current torch cannot use it"
+        )
+        yield _finding(run, "arch-not-supported", title, evidence, arch_fix(env, cc))
+        return
 
 
 def _no_kernel_image(run: Run, env: Environment, message: str, archs: list[str] | None) -> Finding:
