@@ -35,7 +35,7 @@ from gputriage.errors import InputError
 from gputriage.outdir import check_out_dir
 from gputriage.record import Run
 from gputriage.record.device import judged_device
-from gputriage.record.stand_in import PREFLIGHT_CANNOT, PREFLIGHT_JUDGES, PREFLIGHT_LABEL, StandInSection
+from gputriage.record.stand_in import preflight_section
 from gputriage.textsafe import encode_safely
 
 DEFAULT_OUT = Path("gputriage-out")
@@ -309,7 +309,7 @@ class RunJob:
         if self.observers is None:  # the job never imported torch: its report says what the probes could not see
             self.observers = self._make_observers()
             if self.config.preflight is not None:  # still a preflight: it judges no machine, this one neither
-                self.observers.run.stand_in = unstarted_preflight(self.config.preflight)
+                self.observers.run.stand_in = preflight_section(self.config.preflight)
         self._outcome = outcome
         self._code = outcome.exit_code
         record = self.observers.finish(outcome, self.config.target.describe())
@@ -375,17 +375,3 @@ def _writes_to_fd(stream: TextIO, fd: int) -> bool:
         return stream.fileno() == fd
     except (AttributeError, OSError, ValueError):
         return False
-
-
-def unstarted_preflight(backing: str) -> StandInSection:
-    """The record of a preflight whose job ended before it imported torch (an ImportError at the top of the script):
-    the stand-in never ran, and this machine was not what the preflight judges."""
-    return StandInSection(
-        preflight=True,
-        label=PREFLIGHT_LABEL,
-        simulated="cuda",
-        backing=backing,
-        judged_rungs=[2, 3, 4, 5],
-        judges=PREFLIGHT_JUDGES,
-        cannot_judge=PREFLIGHT_CANNOT,
-    )

@@ -8,6 +8,8 @@ with their lines, because control flow that depends on them may differ from a re
 
 from __future__ import annotations
 
+from typing import Any
+
 import msgspec
 
 PREFLIGHT_LABEL = "preflight on a stand-in device"
@@ -74,3 +76,22 @@ class StandInSection(msgspec.Struct):
         if self.preflight and self.label != PREFLIGHT_LABEL:
             problems.append("stand_in: a preflight must carry its label")
         return problems
+
+
+# Rungs a preflight judges: placement (2, 3), the op census and syncs (4), the host side of rung 5.
+PREFLIGHT_RUNGS = (2, 3, 4, 5)
+
+
+def preflight_section(backing: str, **measured: Any) -> StandInSection:
+    """A preflight's section: what every preflight says of itself, and what this one `measured` (its device, its
+    stop, its costs); a job that ended before its `import torch` has nothing measured."""
+    return StandInSection(
+        preflight=True,
+        label=PREFLIGHT_LABEL,
+        simulated="cuda",
+        backing=backing,
+        judged_rungs=list(PREFLIGHT_RUNGS),
+        judges=PREFLIGHT_JUDGES,
+        cannot_judge=PREFLIGHT_CANNOT,
+        **measured,
+    )

@@ -410,12 +410,8 @@ def built_call(stmt: Statement, class_name: str | None = None) -> ast.Call | Non
         return found[1]
     if class_name is None:
         return None
-    for node in ast.walk(stmt.node):
-        func = node.func if isinstance(node, ast.Call) else None
-        name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
-        if name == class_name and isinstance(node, ast.Call):
-            return node
-    return None
+    calls = [n for n in ast.walk(stmt.node) if isinstance(n, ast.Call)]
+    return next((c for c in calls if ast.unparse(c.func).split(".")[-1] == class_name), None)
 
 
 def moved_spread(name: str, device: str) -> str:

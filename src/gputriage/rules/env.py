@@ -727,9 +727,9 @@ def _too_old_for_any_recent_build(run: Run, env: Environment) -> Iterator[Findin
     for named in env.host.gpus_named:
         cc = capability_of(named)
         builds = arch_builds(cc, env) if cc else []
-        if cc is None or not builds or max(version_tuple(b.release) for b in builds)[:2] >= _LAST_BUILDS_BEFORE:
+        last = max((b.release for b in builds), key=version_tuple, default=None)
+        if cc is None or last is None or version_tuple(last)[:2] >= _LAST_BUILDS_BEFORE:
             continue
-        last = max(builds, key=lambda b: version_tuple(b.release)).release
         evidence: Evidence = {
             "gpu": f"{named} (named in the text)",
             "compute_capability": cc,

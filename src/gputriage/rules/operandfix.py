@@ -50,8 +50,8 @@ def _variable_fix(run: Run, host: CrashOperand, expected: str, evidence: dict[st
     """`context = torch.zeros((1, 1), dtype=torch.long, device=device)`: made on the device where it is made."""
     in_callee = _made_in_callee(run, host)
     if in_callee is not None:
-        fixed, factory = in_callee
-        edit = edits.device_in_factory(factory, codefix.forward_device(factory))
+        fixed, factory, device = in_callee
+        edit = edits.device_in_factory(factory, device)
         evidence.update(edits.evidence_of([edit] if edit is not None else []))
         evidence["host_tensor_made_where"] = host.made_where
         why = f"# {host.name} comes from line {factory.first_line}, which makes it on the CPU: make it on the device"
@@ -79,9 +79,10 @@ def _variable_fix(run: Run, host: CrashOperand, expected: str, evidence: dict[st
     )
 
 
-def _made_in_callee(run: Run, host: CrashOperand) -> tuple[str, codefix.Statement] | None:
+def _made_in_callee(run: Run, host: CrashOperand) -> tuple[str, codefix.Statement, str] | None:
     """The factory statement in the user's function that made the tensor (`return torch.zeros(1, self.hidden_size)`
-    in `initHidden`), with `device=` written in; None where that function has no device to give it."""
+    in `initHidden`) with `device=` written in, the statement, and that device; None where that function has no
+    device to give it."""
     stmt = codefix.statement_at(run.source, host.made_where)
     if stmt is None:
         return None
@@ -89,7 +90,7 @@ def _made_in_callee(run: Run, host: CrashOperand) -> tuple[str, codefix.Statemen
     if device == "x.device":  # a function with no device, no tensor argument and no module: nothing to name
         return None
     fixed = codefix.with_device(stmt, device)
-    return (fixed, stmt) if fixed is not None else None
+    return (fixed, stmt, device) if fixed is not None else None
 
 
 def _object_fix(run: Run, host: CrashOperand, expected: str, evidence: dict[str, object]) -> OperandFix:

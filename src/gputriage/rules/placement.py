@@ -456,6 +456,12 @@ def _data_on_cpu(run: Run, inputs: list[TensorSeen], labels: list[TensorSeen], e
         evidence.update(edits.evidence_of(edits.data_edits(run.source, both)))
     else:
         evidence.update(chosen.evidence())
+    if maker is not None:
+        fix, where = maker.fix, maker.where
+    elif chosen is not None:
+        fix, where = chosen.fix(expected), chosen.where or first.where
+    else:
+        fix, where = _data_fix(run, inputs, labels, expected), first.where
     if inputs and labels:
         what = "The inputs and the labels reach the model and the loss"
     elif inputs:
@@ -468,12 +474,8 @@ def _data_on_cpu(run: Run, inputs: list[TensorSeen], labels: list[TensorSeen], e
         severity=Severity.CRITICAL,
         title=f"{what} on {device_type(first.device)}, not on {expected}",
         evidence=evidence,
-        fix=maker.fix
-        if maker
-        else chosen.fix(expected)
-        if chosen is not None
-        else _data_fix(run, inputs, labels, expected),
-        where=maker.where if maker else (chosen.where if chosen is not None else None) or first.where,
+        fix=fix,
+        where=where,
     )
 
 

@@ -30,8 +30,7 @@ def sync_fix(
     source: SourceSection | None, where: str | None, kind: str | None = None, caller_where: str | None = None
 ) -> str:
     stmt = codefix.statement_at(source, where)
-    stepped = _returned_to_environment(source, stmt, caller_where) if stmt is not None else None
-    if stmt is not None and stepped is not None:
+    if stmt is not None and (stepped := _returned_to_environment(source, stmt, caller_where)) is not None:
         return _environment_fix(stmt.text, stepped)
     if kind == "cpu-index":
         line = f"{stmt.text}\n" if stmt is not None else ""

@@ -220,8 +220,9 @@ def host_sync_in_loop(section: TraceSection, r: RankTrace) -> Finding | None:
     if not recurring:
         return None
     top = s.sites[0] if s.sites else None
-    if _autotune_share(s) >= AUTOTUNE_SHARE:
-        return _autotune(section, r, s)
+    searched = _autotune_share(s)
+    if searched >= AUTOTUNE_SHARE:
+        return _autotune(section, r, s, searched)
     culprit = f" in {top.op}" if top is not None and top.op else ""
     return Finding(
         code="host-sync-in-loop",
@@ -263,19 +264,19 @@ def _autotune_share(s: SyncSummary) -> float:
     return searched / s.calls if s.calls else 0.0
 
 
-def _autotune(section: TraceSection, r: RankTrace, s: SyncSummary) -> Finding:
+def _autotune(section: TraceSection, r: RankTrace, s: SyncSummary, share: float) -> Finding:
     return Finding(
         code="host-sync-in-loop",
         rung=4,
         severity=Severity.INFO,
         title=(
             f"The host waits in cuDNN's algorithm search (cudnn.benchmark timing each new convolution shape), "
-            f"{_autotune_share(s):.0%} of its {s.calls} waits: a one-time cost of the first iterations"
+            f"{share:.0%} of its {s.calls} waits: a one-time cost of the first iterations"
             f"{_suffix(section, r)}"
         ),
         evidence={
             "sync_calls": s.calls,
-            "autotune_pct": round(100.0 * _autotune_share(s), 1),
+            "autotune_pct": round(100.0 * share, 1),
             "blocking_us": s.blocking_us,
             "idle_after_sync_pct": s.idle_after_sync_pct,
         },

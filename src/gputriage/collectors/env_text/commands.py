@@ -57,7 +57,7 @@ def extract(paste: Paste, env: Environment) -> None:
             _settings(line, env, values, own_only=not line.fact or points)
         else:  # prose: not a setting of the job's, but a value the report also tried
             for m in _ASSIGN.finditer(line.text):
-                values.setdefault(m.group(1), set()).add(cap(m.group(2).strip().strip("\"'`")))
+                values.setdefault(m.group(1), set()).add(_value(m.group(2)))
         previous_points = (points and line.text.rstrip().endswith(":")) or (points and not _settings_in(line))
     for name, seen in values.items():
         # "with CUDA_VISIBLE_DEVICES=0 it works; with 0,1,2,3 it fails": the report does not say which value the
@@ -77,10 +77,15 @@ def _settings(line: Line, env: Environment, values: dict[str, set[str]], *, own_
     found = [(m.start(), m.group(1), m.group(2)) for m in _ENVIRON.finditer(line.text)]
     found += [(m.start(), m.group(1), m.group(2)) for m in _ASSIGN.finditer(line.text)]
     for _, name, raw in sorted(found)[:1] if own_only else sorted(found):
-        value = cap(raw.strip().strip("\"'"))
+        value = _value(raw)
         env.env_vars.setdefault(name, value)
         if value:
             values.setdefault(name, set()).add(value)
+
+
+def _value(raw: str) -> str:
+    """A setting's value as the text gives it: unquoted, cut to a fact's length."""
+    return cap(raw.strip().strip("\"'`"))
 
 
 def _containers(paste: Paste, env: Environment) -> None:

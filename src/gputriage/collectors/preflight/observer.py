@@ -21,17 +21,9 @@ from gputriage.collectors.preflight.state import STATE, Backing
 from gputriage.collectors.runner import StopRun
 from gputriage.collectors.stack_sampler import FIRST_SAMPLED_STEP
 from gputriage.record import Run
-from gputriage.record.stand_in import (
-    PREFLIGHT_CANNOT,
-    PREFLIGHT_JUDGES,
-    PREFLIGHT_LABEL,
-    PlaceholderSite,
-    StandInSection,
-)
+from gputriage.record.stand_in import PlaceholderSite, StandInSection, preflight_section
 from gputriage.wording import counted
 
-# Rungs a preflight judges: placement (2, 3), the op census and syncs (4), the host side of rung 5.
-PREFLIGHT_RUNGS = [2, 3, 4, 5]
 # With `min_steps`: the job ends at the first step boundary past min_steps once the steps the stack sampler samples
 # (after warm-up and the op census) have lasted this long: it then has a few hundred samples (see commands/run.py).
 MIN_WINDOW_S = 1.0
@@ -97,16 +89,10 @@ class Preflight:
 
     def finish(self, run: Run) -> None:
         self._take_down()
-        run.stand_in = StandInSection(
-            preflight=True,
-            label=PREFLIGHT_LABEL,
-            simulated="cuda",
-            backing=self._backing.value,
+        run.stand_in = preflight_section(
+            self._backing.value,
             device_name=cuda_api.DEVICE_NAME,
             device_count=STATE.device_count,
-            judged_rungs=list(PREFLIGHT_RUNGS),
-            judges=PREFLIGHT_JUDGES,
-            cannot_judge=PREFLIGHT_CANNOT,
             stopped_after_steps=self._stopped_at,
             compiled_eagerly=self._compiled_eagerly,
             stand_in_s=round(STATE.spent_s(), 6),

@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 import functools
 import inspect
+import itertools
 import linecache
 from collections.abc import Iterable, Iterator
 from types import FrameType, TracebackType
@@ -67,14 +68,16 @@ def user_frames(tb: TracebackType | None) -> list[tuple[FrameType, int]]:
     return frames
 
 
-def find_holder(tensors: list[torch.Tensor], tb: TracebackType | None, modules: Iterable[nn.Module]) -> Holder | None:
+def find_holder(
+    tensors: list[torch.Tensor], frames: list[tuple[FrameType, int]], modules: Iterable[nn.Module]
+) -> Holder | None:
     """The module, the object or the variable that holds one of `tensors` (the operand, the tensor it is a view of:
-    `self.weight.T`, `idx[:, -8:]`); the most specific wins: an owner's member names the object to fix, a variable
-    only the name the script used."""
-    frames = user_frames(tb)
+    `self.weight.T`, `idx[:, -8:]`), looked for in the user's `frames` of the traceback (user_frames) and among
+    `modules`; the most specific wins: an owner's member names the object to fix, a variable only the name the script
+    used."""
     owners = [f.f_locals.get("self") for f, _ in reversed(frames)]
     searched: list[nn.Module] = [m for m in owners if isinstance(m, nn.Module)]
-    for module in (*searched, *_bounded(modules)):
+    for module in (*searched, *itertools.islice(modules, MAX_MODULES)):
         found = module_member(module, tensors)
         if found is not None:
             return Holder(found[0], found[1], module)
@@ -87,13 +90,6 @@ def find_holder(tensors: list[torch.Tensor], tb: TracebackType | None, modules: 
     return outermost_variable(tensors, frames)
 
 
-def _bounded(modules: Iterable[nn.Module]) -> Iterator[nn.Module]:
-    for i, module in enumerate(modules):
-        if i >= MAX_MODULES:
-            return
-        yield module
-
-
 def _attributes(obj: Any) -> list[tuple[str, Any]]:
     try:
         return list(vars(obj).items())
@@ -104,16 +100,12 @@ def _attributes(obj: Any) -> list[tuple[str, Any]]:
 def outermost_variable(values: list[Any], frames: list[tuple[FrameType, int]]) -> Holder | None:
     """The outermost user frame where one of `values` is bound to a name the frame made (not a parameter, which its
     caller passed in): where the tensor (or the object) came from."""
-    found = None
-    for frame, line in frames:
+    for frame, line in frames:  # outermost first: the first frame that made it is where it came from
         code = frame.f_code
         parameters = set(code.co_varnames[: code.co_argcount + code.co_kwonlyargcount])
         for name, value in _frame_names(frame):
             if name not in parameters and name != "self" and _is_one_of(value, values):
-                found = Holder("variable", name, frame=frame, line=line)
-                break
-        if found is not None:
-            return found  # outermost first: the first frame that made it is where it came from
+                return Holder("variable", name, frame=frame, line=line)
     return None
 
 
@@ -292,18 +284,11 @@ def _resolved(expr: ast.expr, frame: FrameType) -> Any:
         try:
             value = inspect.getattr_static(value, attr)
         except AttributeError:
-            submodules = _attributes_dict(value).get("_modules")  # an nn.Module's children are not attributes
+            submodules = dict(_attributes(value)).get("_modules")  # an nn.Module's children are not attributes
             if not isinstance(submodules, dict) or attr not in submodules:
                 return None
             value = submodules[attr]
     return value
-
-
-def _attributes_dict(obj: Any) -> dict[str, Any]:
-    try:
-        return dict(vars(obj))
-    except TypeError:
-        return {}
 
 
 def _factory_in(node: ast.expr) -> bool:

@@ -451,12 +451,12 @@ class PlacementProbe:
             return
         with contextlib.suppress(Exception):  # never break the user's job for a second look
             for module, where in self._created.items()[:_MAX_OWNER_MODULES]:
-                if where == "?" or self._parent.get(module) is not None or self._moved.get(module) is not None:
+                if where == "?" or self._parent.get(module) is not None:
                     continue
                 if any(self._holds(ref(), module) for ref, _ in self._models.values()):
                     continue
-                sizes = [p.numel() for p in module.parameters() if p.device.type == "cpu"]
-                if not sizes or len(sizes) != len(list(module.parameters())):
+                sizes = self._left_on_cpu(module)
+                if sizes is None:
                     continue
                 self.section.unmoved_at_crash.append(
                     ModelInfo(
@@ -471,7 +471,8 @@ class PlacementProbe:
         PlacementSection.crash_operand). A module of the script's that holds it, wholly on the CPU and never moved,
         is the one module left behind (unmoved_at_crash), even when nothing else was moved with .to(): the crash
         shows the other operand was."""
-        holder = operand.find_holder(tensors, tb, (m for m, _ in self._created.items()))
+        frames = operand.user_frames(tb)
+        holder = operand.find_holder(tensors, frames, (m for m, _ in self._created.items()))
         if holder is None:
             return
         found = CrashOperand(kind=holder.kind, name=holder.name, shape=shape)
@@ -482,30 +483,38 @@ class PlacementProbe:
         elif isinstance(holder.owner, nn.Module):
             self._module_operand(found, holder.owner)
         else:
-            self._object_operand(found, holder.owner, tb)
+            self._object_operand(found, holder.owner, frames)
         self.section.crash_operand = found
 
     def _module_operand(self, found: CrashOperand, module: nn.Module) -> None:
         found.owner, found.owner_is_module = type(module).__name__, True
         found.where = (self._member_sites.get(module) or {}).get(found.name)
         found.owner_where = self._created.get(module)
-        params = list(module.parameters())
-        if self._moved.get(module) is not None or not params or any(p.device.type != "cpu" for p in params):
+        if self._left_on_cpu(module) is None:
             return
         info = self._describe_model(module)
         info.called_where = None  # the crash handler's line, not a call of the model's
         info.held_in = self._plain_holder(module)
         self.section.unmoved_at_crash = [info]
 
-    def _object_operand(self, found: CrashOperand, obj: Any, tb: TracebackType | None) -> None:
+    def _object_operand(self, found: CrashOperand, obj: Any, frames: list[tuple[FrameType, int]]) -> None:
         found.owner = type(obj).__name__
         found.where = operand.attribute_line(type(obj), found.name)
         found.others = operand.host_tensors(obj, found.name)
-        built = operand.outermost_variable([obj], operand.user_frames(tb))
+        built = operand.outermost_variable([obj], frames)
         if built is not None and built.frame is not None:
             found.owner_variable = built.name
             line = operand.assignment_line(built.frame, built.name, built.line)
             found.owner_where = operand.frame_where(built.frame, line or built.line)
+
+    def _left_on_cpu(self, module: nn.Module) -> list[int] | None:
+        """The sizes of the parameters of a module nothing moved, when it has some and all are on the CPU."""
+        if self._moved.get(module) is not None:
+            return None
+        params = list(module.parameters())
+        if not params or any(p.device.type != "cpu" for p in params):
+            return None
+        return [p.numel() for p in params]
 
     def _plain_holder(self, module: nn.Module) -> str | None:
         """'Net.layers' when a module gputriage saw built keeps `module` in a plain list, tuple or dict attribute."""

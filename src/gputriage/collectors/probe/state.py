@@ -86,6 +86,14 @@ def device_type_of(t: torch.Tensor) -> str:
         return t.device.type
 
 
+def is_cpu_of(t: torch.Tensor) -> bool:
+    """`t.is_cpu`, read as device_type_of reads the device: the cheap test the `.item()` wrapper makes first."""
+    if is_plain(t):
+        return t.is_cpu
+    with own_reads():
+        return t.is_cpu
+
+
 _HOST_OPERAND: list[tuple[list[weakref.ref[torch.Tensor]], list[int]]] = []
 
 

@@ -19,7 +19,7 @@ from typing import Any
 import torch
 
 from gputriage.collectors.patching import Patches
-from gputriage.collectors.probe.state import ProbeState, capturing, device_type_of
+from gputriage.collectors.probe.state import ProbeState, capturing, device_type_of, is_cpu_of
 from gputriage.collectors.usercode import frame_where, is_framework_file, is_user_file, user_frame
 from gputriage.record.compute import HostSync
 
@@ -128,9 +128,9 @@ class TensorTimers:
     def _sync_method(self, kind: str, original: Any, t: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
         state = self._state
         # a CPU tensor first: the common case (an optimizer's step counters), and no sync whatever the state
-        device = device_type_of(t)
-        if device == "cpu" or state.in_sync_call or not state.clock.running or state.in_child or capturing():
+        if is_cpu_of(t) or state.in_sync_call or not state.clock.running or state.in_child or capturing():
             return original(t, *args, **kwargs)
+        device = device_type_of(t)
         return _timed_sync(state, self._syncs, lambda: original(t, *args, **kwargs), kind=kind, device=device)
 
 
