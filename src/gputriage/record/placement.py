@@ -95,6 +95,11 @@ class PlacementSection(msgspec.Struct):
     # them, so they are not among `models`; they name what the crash's host tensor most likely came from.
     unmoved_at_crash: list[ModelInfo] = msgspec.field(default_factory=list)
     crash_operand: CrashOperand | None = None  # at a device-mismatch crash: the host tensor, and whose it is
+    # The last batch a DataLoader handed the loop, when it is a tuple or list (`data, target`): which of its elements
+    # are tensors, in order. A fix that moves one name the loop unpacks moves the batch's other tensors with it: the
+    # script dies at the model's call, before the loss would show the labels off the device. None: not seen, or the
+    # batch is not a tuple or list.
+    batch_tensors: list[bool] | None = None
 
     def measured_rungs(self) -> set[int]:
         """Rung 2 when a batch was seen entering a model or a loss; rung 3 when a model ran a forward."""

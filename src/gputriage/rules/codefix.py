@@ -464,11 +464,14 @@ def moved_model_line(
     return f"{fixed}  # line {stmt.first_line}: move the model once, before the loop" if fixed is not None else None
 
 
-def moved_tensor_lines(source: SourceSection | None, tensors: list[TensorSeen], device: str) -> list[str]:
-    """For each tensor seen off the device: `# before line N: <the call>` and the line that moves it, once each."""
+def moved_tensor_lines(
+    source: SourceSection | None, tensors: list[TensorSeen], device: str, batch_tensors: list[bool] | None = None
+) -> list[str]:
+    """For each tensor seen off the device: `# before line N: <the call>` and the line that moves it, once each; with
+    it, the other tensors of the batch its loop unpacks (see `batch_siblings`)."""
     lines: list[str] = []
     done: set[str] = set()
-    found = [(t, _moved_line(source, t, device)) for t in tensors]
+    found = [(t, _moved_line(source, t, device, batch_tensors)) for t in tensors]
     # A tensor whose call is not in the user's code (a loss that runs inside the library the line calls) reached it
     # from that line: where another tensor of the line has its own move, that move is the fix, not a made-up name.
     named_at = {t.where for t, moved in found if moved is not None}
@@ -479,13 +482,14 @@ def moved_tensor_lines(source: SourceSection | None, tensors: list[TensorSeen], 
         shown = f"{t.dtype}{t.shape}" if t.dtype else "the tensor"
         generic = (f"{t.where}", f"# move {t.target}'s {t.argument} ({shown}) to {device} before this call")
         before, line, note = own or (*generic, None)
-        if line in done:
+        moves = [m for m in line.split("\n") if m not in done]
+        if not moves:
             continue
-        done.add(line)
+        done.update(moves)
         if before not in done:
             lines.append(f"# before {before}")
             done.add(before)
-        lines.extend([note, line] if note else [line])
+        lines.extend([note, *moves] if note else moves)
     return lines
 
 
@@ -521,6 +525,49 @@ def _producer_note(stmt: Statement, expr: ast.expr) -> str | None:
     )
 
 
+def batch_siblings(stmt: Statement, expr: ast.expr, batch_tensors: list[bool] | None) -> list[str]:
+    """The other tensors of the batch the loop unpacks with `expr`: `for i, (data, target) in enumerate(loader):` and a
+    batch of two tensors give ["target"] for `data`. The script dies at the model's call before the loss shows the
+    labels off the device, and a fix that moves only the inputs leaves it to die on the next line."""
+    if not isinstance(expr, ast.Name) or not batch_tensors:
+        return []
+    line = stmt.node.lineno
+    scope = stmt.function if stmt.function is not None else stmt.tree
+    loops = [n for n in ast.walk(scope) if isinstance(n, ast.For) and n.lineno < line <= (n.end_lineno or 0)]
+    for loop in sorted(loops, key=lambda n: n.lineno, reverse=True):
+        unpacked = _tuple_holding(loop.target, expr.id)
+        if unpacked is None:
+            continue
+        here = {n.id for n in ast.walk(stmt.node) if isinstance(n, ast.Name)}
+        return _tensor_names(unpacked, expr.id, batch_tensors, here)
+    return []
+
+
+def _tensor_names(unpacked: ast.Tuple | ast.List, name: str, batch_tensors: list[bool], here: set[str]) -> list[str]:
+    """The names of `unpacked` whose batch element is a tensor, other than `name` and those in `here`."""
+    names = [e.id if isinstance(e, ast.Name) else None for e in unpacked.elts]
+    if len(names) != len(batch_tensors):
+        return []  # not the batch's shape: which name is which element is not known
+    return [
+        n
+        for n, is_tensor in zip(names, batch_tensors, strict=True)
+        if is_tensor and n is not None and n not in (name, "_") and n not in here
+    ]
+
+
+def sibling_moves(stmt: Statement, expr: ast.expr, batch_tensors: list[bool] | None, device: str) -> list[str]:
+    """The lines that move the other tensors of `expr`'s batch (`target = target.to(device, non_blocking=True)`)."""
+    return [f"{name} = {name}.to({device}, non_blocking=True)" for name in batch_siblings(stmt, expr, batch_tensors)]
+
+
+def _tuple_holding(target: ast.expr, name: str) -> ast.Tuple | ast.List | None:
+    """The innermost tuple of a loop's target that has `name` as one of its own elements."""
+    for node in ast.walk(target):
+        if isinstance(node, (ast.Tuple, ast.List)) and any(isinstance(e, ast.Name) and e.id == name for e in node.elts):
+            return node
+    return None
+
+
 def _own_function_call(value: ast.expr) -> bool:
     """`get_batch(split)` or `self.sample(...)`: a function of the script's; not a method on a value
     (`batch.pop("labels")`, `b[:, :-1].contiguous()`), not torch's (`torch.stack(...)`), not `next(it)`."""
@@ -537,9 +584,11 @@ def _assigns(node: ast.Assign, name: str) -> bool:
     return any(isinstance(e, ast.Name) and e.id == name for e in targets)
 
 
-def _moved_line(source: SourceSection | None, t: TensorSeen, device: str) -> tuple[str, str, str | None] | None:
-    """(the statement it goes before, the line that moves the tensor, a note on where the tensor comes from) from the
-    call's source."""
+def _moved_line(
+    source: SourceSection | None, t: TensorSeen, device: str, batch_tensors: list[bool] | None = None
+) -> tuple[str, str, str | None] | None:
+    """(the statement it goes before, the line that moves the tensor and those of its batch, a note on where the tensor
+    comes from) from the call's source."""
     stmt = statement_at(source, t.where)
     if stmt is None:
         return None
@@ -553,7 +602,8 @@ def _moved_line(source: SourceSection | None, t: TensorSeen, device: str) -> tup
     spread = t.argument is not None and not t.argument.startswith("args[") and is_spread(stmt, expr)
     if spread and isinstance(expr, ast.Name):
         return before, moved_spread(expr.id, device), note
-    return before, moved_argument(stmt, expr, device, t.argument), note
+    siblings = sibling_moves(stmt, expr, batch_tensors, device)
+    return before, "\n".join([moved_argument(stmt, expr, device, t.argument), *siblings]), note
 
 
 def is_spread(stmt: Statement, expr: ast.expr) -> bool:
@@ -808,11 +858,24 @@ def without_device_moves(stmt: Statement) -> str | None:
 
 def loop_targets(source: SourceSection | None, where: str | None) -> list[str]:
     """The names the `for` loop on the `where` line binds (`for x, y in loader:` -> ["x", "y"]); [] otherwise."""
+    loop = _loop_at(source, where)
+    return [n.id for n in ast.walk(loop.target) if isinstance(n, ast.Name)] if loop is not None else []
+
+
+def loop_batch_siblings(
+    source: SourceSection | None, where: str | None, name: str, batch_tensors: list[bool] | None
+) -> list[str]:
+    """The other tensors of the batch that the `for` loop on the `where` line unpacks with `name`."""
+    loop = _loop_at(source, where)
+    unpacked = _tuple_holding(loop.target, name) if loop is not None and batch_tensors else None
+    return _tensor_names(unpacked, name, batch_tensors, set()) if unpacked is not None and batch_tensors else []
+
+
+def _loop_at(source: SourceSection | None, where: str | None) -> ast.For | None:
+    """The `for` statement that starts on the `where` line, parsed alone."""
     parsed = split_where(where)
     snippet = source.around(where) if source is not None and where is not None else None
     line = snippet.line(parsed[1]) if snippet is not None and parsed is not None else None
     tree = parse_code(line.strip() + " pass") if line is not None and line.strip().startswith("for ") else None
     loop = tree.body[0] if tree is not None and tree.body else None
-    if not isinstance(loop, ast.For):
-        return []
-    return [n.id for n in ast.walk(loop.target) if isinstance(n, ast.Name)]
+    return loop if isinstance(loop, ast.For) else None

@@ -129,7 +129,13 @@ def checked(edit: Edit | None) -> Edit | None:
 
 
 def move_argument(
-    source: SourceSection | None, where: str | None, argument: str | None, callee: str | None, device: str
+    source: SourceSection | None,
+    where: str | None,
+    argument: str | None,
+    callee: str | None,
+    device: str,
+    *,
+    batch_tensors: list[bool] | None = None,
 ) -> Edit | None:
     """`x = x.to(device, non_blocking=True)` above `out = model(x)` (the argument is a name); `model(**batch)` gets
     the dict comprehension; any other argument gets `.to(device, ...)` in place."""
@@ -141,7 +147,8 @@ def move_argument(
         return None  # moved already: the device it names is what is wrong, no edit of this line fixes that
     line = _line_that_moves(stmt, expr, argument, device)
     if line is not None:
-        return checked(insert_before(stmt, [line], "move-data"))
+        moves = [line, *codefix.sibling_moves(stmt, expr, batch_tensors, device)]
+        return checked(insert_before(stmt, moves, "move-data"))
     if codefix.in_container(argument):
         return None  # an element of a container written out in the call: advice, not an edit
     return checked(splice(stmt, expr, f".to({device}, non_blocking=True)", at_end=True, kind="move-data"))
@@ -534,15 +541,36 @@ def _unique(found: list[Edit | None]) -> list[Edit]:
     return out
 
 
-def data_edits(source: SourceSection | None, tensors: list[TensorSeen]) -> list[Edit]:
+def data_edits(
+    source: SourceSection | None, tensors: list[TensorSeen], batch_tensors: list[bool] | None = None
+) -> list[Edit]:
     """Each tensor seen off the device moved before the call that received it, with the script's device expression
-    (none when the script names no device: the fix then says to define one)."""
+    (none when the script names no device: the fix then says to define one), and the other tensors of the batch its
+    loop unpacks with it."""
     if not tensors:
         return []
     device = codefix.device_expression(source, tensors[0].where)
     if device is None:
         return []
-    return _merged_inserts(_unique([move_argument(source, t.where, t.argument, t.target, device) for t in tensors]))
+    moves = [move_argument(source, t.where, t.argument, t.target, device, batch_tensors=batch_tensors) for t in tensors]
+    return _merged_inserts(_once_each(_unique(moves)))
+
+
+def _once_each(found: list[Edit]) -> list[Edit]:
+    """Inserted lines that an earlier edit already inserts (a label moved with its batch above the model's call, and
+    again above the loss) are left out; an edit left with nothing to insert is dropped."""
+    out: list[Edit] = []
+    seen: set[str] = set()
+    for edit in found:
+        is_insert = len(edit.old) == 1 and edit.new[-1:] == edit.old
+        if not is_insert:
+            out.append(edit)
+            continue
+        added = [line for line in edit.new[:-1] if line.strip() not in seen]
+        seen.update(line.strip() for line in added)
+        if added:
+            out.append(Edit(edit.path, edit.line, edit.old, (*added, *edit.old), edit.kind))
+    return out
 
 
 def _merged_inserts(found: list[Edit]) -> list[Edit]:

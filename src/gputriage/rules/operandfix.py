@@ -71,6 +71,10 @@ def _variable_fix(run: Run, host: CrashOperand, expected: str, evidence: dict[st
     else:
         line = host.where.rpartition(":")[2] if host.where else "?"
         fix = [f"{host.name} = {host.name}.to({device})  # after line {line}, where {host.name} is made"]
+        batch = run.placement.batch_tensors if run.placement is not None else None
+        # a name the loop unpacks from the loader's batch: the batch's other tensors are on the CPU with it
+        siblings = codefix.loop_batch_siblings(run.source, host.where, host.name, batch)
+        fix += [f"{n} = {n}.to({device})" for n in siblings]
     return OperandFix(
         title=f"the CPU tensor is {host.name}, made at {host.where}",
         fix="\n".join([*define, *fix]),

@@ -453,7 +453,7 @@ def _data_on_cpu(run: Run, inputs: list[TensorSeen], labels: list[TensorSeen], e
     if maker is not None:  # the one tensor that crashed is made on the CPU by a function of the user's: fixed there
         evidence.update(maker.evidence)
     elif chosen is None:
-        evidence.update(edits.evidence_of(edits.data_edits(run.source, both)))
+        evidence.update(edits.evidence_of(edits.data_edits(run.source, both, _batch_tensors(run))))
     else:
         evidence.update(chosen.evidence())
     if maker is not None:
@@ -492,7 +492,13 @@ def _made_by_a_helper(run: Run, off: list[TensorSeen]) -> OperandFix | None:
 def _data_fix(run: Run, inputs: list[TensorSeen], labels: list[TensorSeen], expected: str) -> str:
     """`images = images.to(device, non_blocking=True)` before `output = model(images)`, in the script's names."""
     device, lines = codefix.device_for(run.source, (inputs or labels)[0].where, expected)
-    return "\n".join([*lines, *codefix.moved_tensor_lines(run.source, [*inputs, *labels], device)])
+    moves = codefix.moved_tensor_lines(run.source, [*inputs, *labels], device, _batch_tensors(run))
+    return "\n".join([*lines, *moves])
+
+
+def _batch_tensors(run: Run) -> list[bool] | None:
+    """Which elements of the loader's last tuple batch are tensors, when the probes saw one."""
+    return run.placement.batch_tensors if run.placement is not None else None
 
 
 # -- rules -------------------------------------------------------------------------------------------------------------

@@ -105,6 +105,7 @@ class RunProbe:
         self._finished = True
         self._remove_everything()
         self.steps_section.loader = self._loader.busiest()
+        self.placement_section.batch_tensors = self._loader.last_batch_tensors
         run.placement = self.placement_section
         # no completed step (a crash in the first one): rung 5's step timing has nothing to say
         run.steps = self.steps_section if self.steps_section.steps else None
@@ -112,6 +113,7 @@ class RunProbe:
 
     def snapshot(self, run: Run) -> None:
         """Fill `run` with what the probes hold now, without stopping them (the partial record)."""
+        self.placement_section.batch_tensors = self._loader.last_batch_tensors
         run.placement = self.placement_section
         run.steps = self.steps_section if self.steps_section.steps else None
         run.compute = self._compute_section()

@@ -25,6 +25,7 @@ from collections.abc import Callable
 from typing import Any
 
 import msgspec
+from torch import Tensor
 from torch.utils.data import DataLoader, IterableDataset
 from torch.utils.data import dataloader as dataloader_mod
 
@@ -103,6 +104,8 @@ class LoaderProbe:
         self.on_batch_end: Callable[[], None] = lambda: None
         self.on_exhausted: Callable[[], None] = lambda: None
         self.on_wait_stand_in: Callable[[float], None] = lambda seconds: None
+        # The tensors of the last batch handed to the loop (see PlacementSection.batch_tensors)
+        self.last_batch_tensors: list[bool] | None = None
 
     def start(self) -> None:
         self._patches.wrap(DataLoader, "__init__", self._loader_init)
@@ -166,6 +169,7 @@ class LoaderProbe:
             self.on_wait_stand_in(stand_in() - stand_in_start_s)
         if info.batch_device is None:
             info.batch_device = _batch_device(batch)
+        self.last_batch_tensors = _batch_tensors(batch)
         if clock.running:
             end_s = clock.now()
             info.batches += 1
@@ -207,6 +211,19 @@ def describe_loader(loader: DataLoader[Any], where: str | None) -> LoaderInfo:
         where=where,
         has_transform=getattr(dataset, "transform", None) is not None,
     )
+
+
+# A batch with more elements than this is not one a loop unpacks by name.
+MAX_BATCH_ELEMENTS = 16
+
+
+def _batch_tensors(batch: Any) -> list[bool] | None:
+    """Which elements of a tuple or list batch are tensors (`(data, target)` -> [True, True]); None otherwise."""
+    if type(batch) not in (tuple, list) or not 0 < len(batch) <= MAX_BATCH_ELEMENTS:
+        return None  # a namedtuple, a dict, a model-specific batch: unpacked by attribute or key, not by position
+    with contextlib.suppress(Exception):  # an element's odd __class__ must never break the user's loop
+        return [isinstance(element, Tensor) for element in batch]
+    return None
 
 
 def _batch_device(batch: Any) -> str | None:

@@ -1,0 +1,52 @@
+"""A fix that moves the inputs of a batch the loop unpacks moves its other tensors with them, and nothing that is not
+a tensor. The script dies at the model's call, so the labels are never seen off the device; the sixth trial's Fabric
+example got a patch that moved `data` and then died on `target` one line below."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from run_cases import SCRIPTS, Case, Result, mark_line, run_many
+
+SCRIPT = "batch_not_moved.py"
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory) -> Result:
+    return run_many({"batch": Case([SCRIPT])}, tmp_path_factory.mktemp("batch"), preflight=True)["batch"]
+
+
+def test_the_batch_structure_is_recorded(run: Result) -> None:
+    assert run.report["placement"]["batch_tensors"] == [True, True, False]
+
+
+def test_the_fix_moves_the_labels_with_the_inputs_and_not_the_names(run: Result) -> None:
+    finding = run.finding("data-on-cpu")
+    assert finding["where"] == mark_line(SCRIPT, "data-on-cpu")
+    fix = finding["fix"].splitlines()
+    assert "data = data.to(device, non_blocking=True)" in fix
+    assert "target = target.to(device, non_blocking=True)" in fix
+    assert not any(line.startswith("names =") for line in fix)
+    (edit,) = finding["evidence"]["edits"]
+    assert [line.strip() for line in edit["new"][:-1]] == [
+        "data = data.to(device, non_blocking=True)",
+        "target = target.to(device, non_blocking=True)",
+    ]
+
+
+def test_the_patched_script_runs_healthy(run: Result, tmp_path: Path) -> None:
+    shutil.copy(SCRIPTS / SCRIPT, tmp_path / SCRIPT)
+    cmd = [sys.executable, "-m", "gputriage"]
+    (tmp_path / "report.json").write_text(json.dumps(run.report))
+    subprocess.run([*cmd, "report", "report.json", "--patch", "fix.patch"], cwd=tmp_path, check=True)
+    subprocess.run(["git", "apply", "fix.patch"], cwd=tmp_path, check=True, capture_output=True)
+    argv = [*cmd, "run", "--preflight", "--out", str(tmp_path / "after"), SCRIPT]
+    after = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, check=False)
+    assert after.returncode == 0, after.stderr[-2000:]
+    report = json.loads((tmp_path / "after" / "report.json").read_text())
+    assert [f["code"] for f in report["findings"] if f["severity"] != "info"] == []
