@@ -298,6 +298,21 @@ ARCH_LISTS: dict[tuple[str, str], tuple[str, ...]] = {
 }
 
 
+# The first release with a build whose kernels run on a GPU of each compute-capability major (a cubin runs on its own
+# major only): Ampere's sm_80 came with 1.7's CUDA 11.0 build, Hopper's sm_90 with 2.0's CUDA 11.8 build, Blackwell's
+# sm_100 and sm_120 with 2.7's CUDA 12.8 build (RELEASE.md's matrix; the tables above). No build of an older release
+# runs on such a GPU, whatever its CUDA, so a named GPU settles it where the release's own arch list is not known.
+FIRST_RELEASE_FOR_MAJOR: dict[int, str] = {8: "1.7", 9: "2.0", 10: "2.7", 12: "2.7"}
+
+
+def release_predates(torch_version: str, capability: str) -> bool:
+    """Whether `torch_version` is older than every release with kernels for a GPU of `capability`."""
+    major = version_tuple(capability)[:1]
+    first = FIRST_RELEASE_FOR_MAJOR.get(major[0]) if major else None
+    have = version_tuple(torch_version)[:2]
+    return first is not None and len(have) == 2 and have < version_tuple(first)
+
+
 def arch_list_for(torch_version: str, cuda: str) -> tuple[str, ...] | None:
     """The published arch list of torch `torch_version` built with CUDA `cuda`, when the table knows it."""
     cuda_key = ".".join(str(p) for p in version_tuple(cuda)[:2])

@@ -33,6 +33,8 @@ class ErrorSignature(msgspec.Struct, frozen=True):
     cuda_error: int | None = None  # the CUDA runtime/driver error number, when it has one
 
 
+# The family of the Intel GPU's errors: torch without XPU, or the XPU build without a device (rules/env.py's intel_xpu)
+INTEL_XPU = "intel-xpu"
 _UPGRADE_DRIVER = "upgrade the NVIDIA driver (https://www.nvidia.com/Download/index.aspx), then: nvidia-smi"
 _RELOAD_UVM = "sudo rmmod nvidia_uvm && sudo modprobe nvidia_uvm   # no process may use the GPU; otherwise: sudo reboot"
 
@@ -313,6 +315,24 @@ SIGNATURES: tuple[ErrorSignature, ...] = (
         "this torch is a CPU-only build",
         "install a CUDA build of torch (the uninstall comes first)",
         "https://github.com/X-PLUG/MobileAgent/issues/60",
+    ),
+    # --- Intel GPUs (PyTorch's XPU device): the rule builds the fix from the GPU the text names ---------------------
+    ErrorSignature(
+        "xpu-not-compiled",
+        ("torch not compiled with xpu enabled",),
+        INTEL_XPU,
+        "this torch has no XPU (Intel GPU) support: a CPU or CUDA build",
+        "python -m pip install torch --index-url https://download.pytorch.org/whl/xpu",
+        "https://github.com/vladmandic/sdnext/issues/4357",
+    ),
+    ErrorSignature(
+        "xpu-no-device",
+        ("xpu device count is zero",),
+        INTEL_XPU,
+        "the XPU build finds no Intel GPU: Intel's GPU driver (compute runtime, Level Zero) is missing or too old for "
+        "this kernel, or the user cannot open /dev/dri/renderD*",
+        "clinfo -l   # the Arc must be listed; if not, install Intel's GPU driver for this distribution",
+        "https://github.com/vladmandic/sdnext/issues/3201",
     ),
     ErrorSignature(
         "cuda-209",

@@ -14,9 +14,9 @@ import re
 # The RTX-only model numbers (20xx to 50xx) also match "GTX": "GTX 3090" is a slip for the RTX 3090 (no GTX card has
 # such a number), and the card it names is not in doubt.
 _CAPABILITIES: tuple[tuple[str, str], ...] = (
-    # Blackwell
+    # Blackwell (the RTX PRO brand began with it: "RTX PRO 6000" is one, with or without "Blackwell")
     (r"\bb(?:100|200|300)\b|\bgb(?:200|300)\b", "10.0"),
-    (r"\b[rg]tx ?50[5-9]0|rtx pro [0-9]{4} blackwell|\bdgx spark\b|\bgb10\b", "12.0"),
+    (r"\b[rg]tx ?50[5-9]0|rtx pro [0-9]{4}\b|\bdgx spark\b|\bgb10\b", "12.0"),
     # Hopper
     (r"\bh(?:100|200|800|20)\b|\bgh200\b", "9.0"),
     # Ada

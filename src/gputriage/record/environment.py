@@ -103,6 +103,9 @@ class HostFacts(msgspec.Struct):
     os_name: str | None = None  # linux | windows | darwin
     macos_version: str | None = None  # "12.2.1": platform.mac_ver(), collect_env's OS line, sw_vers
     machine: str | None = None  # x86_64 | aarch64 | ...
+    # An x86_64 Python on an Apple silicon Mac (collect_env's "OS: macOS 15.3 (x86_64)" beside "CPU: Apple M2 Pro"):
+    # it runs under Rosetta, where torch sees an Intel Mac and an old macOS ("macOS-10.16"), and MPS falls short
+    rosetta: bool | None = None
     # Whether the container was started with GPU access (--gpus / nvidia runtime), when the text or env shows it.
     container_gpu_requested: bool | None = None
     cuda_toolkit_version: str | None = None  # nvcc / "CUDA runtime version" of collect_env: NOT what torch uses
@@ -122,6 +125,9 @@ class HostFacts(msgspec.Struct):
     # Every GPU model named so (gpu_named first): "a Tesla K80 and two Tesla K40c cards" names two.
     gpus_named: list[str] = msgspec.field(default_factory=list)
     secure_boot: bool | None = None  # the kernel says Secure Boot is enabled (it refuses unsigned modules)
+    # The reporter says a reboot was already tried and the problem stayed ("Tried rebooting, but still doesn't work"):
+    # a module loaded after it is the one installed, and a fix that starts with a reboot is one they have done.
+    rebooted: bool | None = None
     # A pasted report shows conda on the machine ("[conda]" lines, a conda command or path, a conda prompt).
     conda_seen: bool | None = None
 
@@ -133,6 +139,9 @@ class ErrorSeen(msgspec.Struct):
     finding: str | None  # the rung-1 finding (or family) it points to; None: not a rung-1 cause
     text: str  # the line it was read from, cut short
     cuda_error: int | None = None
+    # The installed package, not torch, whose frame the traceback ends in just above the error
+    # (".../site-packages/cpm_kernels/library/cuda.py"): its own compiled kernels raised it, not torch's
+    package: str | None = None
 
 
 class Environment(msgspec.Struct):

@@ -17,9 +17,10 @@ from gputriage.data.cuda_tables import (
     arch_supports,
     compat_min_driver_for,
     min_driver_for,
+    release_predates,
     version_tuple,
 )
-from gputriage.data.error_signatures import NO_DEVICE, NO_DRIVER, signature
+from gputriage.data.error_signatures import INTEL_XPU, NO_DEVICE, NO_DRIVER, signature
 from gputriage.data.gpu_names import capability_of
 from gputriage.findings import Evidence, Finding, Severity
 from gputriage.record import Run
@@ -125,6 +126,9 @@ def driver_library_mismatch(run: Run) -> Iterator[Finding]:
             f"# or build the kernel module of the user-space release ({userspace}); then: nvidia-smi",
         )
         return
+    if env.host.rebooted and versions_differ:
+        yield _finding(run, "driver-library-mismatch", *_module_not_updated(kernel or "", library or "", evidence))
+        return
     yield _finding(
         run,
         "driver-library-mismatch",
@@ -132,6 +136,29 @@ def driver_library_mismatch(run: Run) -> Iterator[Finding]:
         evidence,
         _REBOOT_OR_RELOAD,
     )
+
+
+def _module_not_updated(kernel: str, library: str, evidence: Evidence) -> tuple[str, Evidence, str]:
+    """A reboot was tried and the kernel still loads the old release's module: the module installed on disk is the
+    old one (an upgrade that half failed, DKMS that did not build for this kernel), and only installing the module of
+    the user-space release makes them one."""
+    branch = library.split(".", 1)[0]
+    evidence["rebooted"] = True
+    title = (
+        f"The kernel module loaded after a reboot ({kernel}) is of another release than the user-space driver "
+        f"({library}): the module installed was not updated, so rebooting again does not help"
+    )
+    fix = (
+        f"dkms status   # the module built for the running kernel: {kernel}, not {library}\n"
+        f"# install the kernel module of the user-space release ({library}), then reboot:\n"
+        f"sudo apt --fix-broken install && sudo apt install --reinstall nvidia-dkms-{branch} "
+        f"nvidia-driver-{branch}   # Ubuntu\n"
+        "sudo apt --fix-broken install && sudo apt install --reinstall nvidia-kernel-dkms nvidia-driver   # Debian\n"
+        "# other distributions: reinstall the driver's kernel-module package (akmod-nvidia, nvidia-dkms) of that "
+        "release\n"
+        "sudo reboot && nvidia-smi"
+    )
+    return title, evidence, fix
 
 
 @rule
@@ -310,6 +337,8 @@ def no_gpu_visible(run: Run) -> Iterator[Finding]:
     # a ROCm build (or a HIP error, which only a ROCm build prints) that reached its AMD GPU: not this finding's
     if env is None or ((is_rocm(env) or _hip_error(env)) and not has_error(env, "no-hip-gpu")):
         return
+    if errors_pointing_to(env, INTEL_XPU):
+        return  # intel_xpu_unusable names what keeps torch from the Intel GPU
     presence = gpu_presence(env)
     no_driver = env.source == "text" and presence == "unknown" and errors_pointing_to(env, NO_DRIVER)
     if presence != "none" and not (no_driver and not env.host.in_container):
@@ -323,6 +352,7 @@ def no_gpu_visible(run: Run) -> Iterator[Finding]:
         "torch_cuda_devices": env.torch.device_count,
         "container": env.host.container_kind,
         "os": env.host.os_name if env.source == "text" else None,
+        "rosetta": env.host.rosetta,
         "error": next((e.text for e in errors_pointing_to(env, NO_DRIVER, NO_DEVICE)), None),
     }
     expected = expected_kind(run)
@@ -417,6 +447,35 @@ def _intel_fix(env: Environment, intel: str) -> str:
         "python -m pip install torch torchvision torchaudio --index-url https://download.pytorch.org/whl/xpu\n"
         'python -c "import torch; print(torch.xpu.is_available())"   # then use device = "xpu"' + container
     )
+
+
+@rule
+def intel_xpu_unusable(run: Run) -> Iterator[Finding]:
+    """An Intel GPU that torch cannot use: "Torch not compiled with XPU enabled" (a build without XPU), or "XPU Device
+    count is zero" (the XPU build, and no Intel GPU driver under it)."""
+    env = _env(run)
+    seen = next(iter(errors_pointing_to(env, INTEL_XPU)), None) if env is not None else None
+    if env is None or seen is None:
+        return
+    intel = next((g for g in env.host.other_gpus if g.lower().startswith("intel")), None)
+    gpu = f" ({intel})" if intel else ""
+    evidence: Evidence = {"message": seen.text, "gpu": intel, "torch_version": env.torch.version}
+    if seen.key == "xpu-not-compiled":
+        title = f"This torch was built without XPU support, so it cannot use the Intel GPU{gpu}"
+        yield _finding(run, "cpu-only-build", title, evidence, _intel_fix(env, intel or "Intel"), nvidia=False)
+        return
+    title = f"torch's XPU build finds no Intel GPU{gpu}: Intel's GPU driver under it is missing or cannot be opened"
+    yield _finding(run, "driver-not-loaded", title, evidence, _INTEL_DRIVER_FIX, nvidia=False)
+
+
+_INTEL_DRIVER_FIX = (
+    "clinfo -l   # the Intel GPU must be listed (Level Zero and OpenCL see it through Intel's compute runtime)\n"
+    "# not listed: install Intel's GPU driver for this distribution and kernel (dgpu-docs.intel.com); Ubuntu 24.04:\n"
+    "sudo apt install libze-intel-gpu1 libze1 intel-opencl-icd clinfo\n"
+    "ls -l /dev/dri/renderD*; groups   # listed but unusable: the user must be in the group of renderD* (render)\n"
+    "sudo usermod -aG render,video $USER   # then log out and in\n"
+    'python -c "import torch; print(torch.xpu.is_available(), torch.xpu.device_count())"'
+)
 
 
 def _amd_fix(env: Environment, amd: str) -> str:
@@ -711,9 +770,36 @@ def arch_not_supported(run: Run) -> Iterator[Finding]:
         )
     no_image = next(iter(errors_pointing_to(env, "arch-not-supported")), None)
     if not named and no_image is not None:
-        yield _no_kernel_image(run, env, no_image.text, archs)
+        yield _no_kernel_image(run, env, no_image.text, archs, no_image.package)
     elif not named and not nvidia_devices(env) and env.torch.is_available is not True:
+        yield from _too_new_for_the_build(run, env, archs)
         yield from _too_old_for_any_recent_build(run, env)
+
+
+def _too_new_for_the_build(run: Run, env: Environment, archs: list[str] | None) -> Iterator[Finding]:
+    """A GPU named in the text ("**GPU**: RTX 5090", a title) whose kernels the torch build lacks: its published arch
+    list has no cubin for it, or its release predates every build for the GPU's generation (2.2 and an sm_120)."""
+    version = env.torch.version
+    cubins = [a for a in archs or [] if a.startswith("sm_")]
+    if not version:
+        return
+    for named in env.host.gpus_named:
+        cc = capability_of(named)
+        lacks = cc is not None and (not arch_supports(cubins, cc) if cubins else release_predates(version, cc))
+        if cc is None or not lacks:
+            continue
+        found = next(iter(arch_builds(cc, env)), None)
+        evidence: Evidence = {
+            "gpu": f"{named} (named in the text)",
+            "compute_capability": cc,
+            "build_arch_list": " ".join(cubins) if cubins else None,
+            "torch_version": version,
+            "torch_cuda": env.torch.cuda_version,
+            "build_with_kernels": f"torch {found.release} + CUDA {found.cuda}" if found else None,
+        }
+        title = f"This torch build ({version}) has no kernels for the {named} (compute capability {cc}, {sm_name(cc)})"
+        yield _finding(run, "arch-not-supported", title, evidence, arch_fix(env, cc))
+        return
 
 
 # A GPU named in prose whose kernels no PyTorch build after this release has (a Kepler GT 740M, sm_30: 1.3 was the
@@ -744,7 +830,9 @@ def _too_old_for_any_recent_build(run: Run, env: Environment) -> Iterator[Findin
         return
 
 
-def _no_kernel_image(run: Run, env: Environment, message: str, archs: list[str] | None) -> Finding:
+def _no_kernel_image(
+    run: Run, env: Environment, message: str, archs: list[str] | None, package: str | None = None
+) -> Finding:
     """ "no kernel image is available" with no GPU listed: the GPU the reporter names ("my RTX 5090") gives its
     compute capability, and the fix its build, unless the build's own arch list has it (a compiled extension then
     lacks it). Several GPUs named and the build's list not known: each is a suspect, and the check tells."""
@@ -757,6 +845,8 @@ def _no_kernel_image(run: Run, env: Environment, message: str, archs: list[str] 
     if cc is not None and cubins and arch_supports(cubins, cc):
         cc = None
     evidence: Evidence = {"message": message, "cuda_error": 209, "torch_version": env.torch.version}
+    if package is not None:
+        return _package_without_kernels(run, env, evidence, package, named=named, cc=cc)
     if named is None or cc is None:
         title = "The build (or a compiled extension) has no kernels for this GPU: no kernel image is available"
         return _finding(run, "arch-not-supported", title, evidence, arch_fix(env, None))
@@ -772,6 +862,27 @@ def _no_kernel_image(run: Run, env: Environment, message: str, archs: list[str] 
         evidence["gpus_with_kernels"] = others
         check = f"{_hide_gpus(named, others)}\n# or, to use the {named} too: a build with {sm} kernels"
     return _finding(run, "arch-not-supported", title, evidence, f"{check}\n{arch_fix(env, cc)}")
+
+
+def _package_without_kernels(
+    run: Run, env: Environment, evidence: Evidence, package: str, *, named: str | None, cc: str | None
+) -> Finding:
+    """ "no kernel image" raised in another package's code (its traceback ends in site-packages/cpm_kernels): that
+    package's own compiled kernels lack the GPU's arch, and torch's build is a suspect only if its list lacks it too."""
+    sm = sm_name(cc) if cc else "this GPU's sm_XY"
+    gpu = f" for the {named} ({sm})" if named and cc else ""
+    evidence.update({"raised_in": package, "gpu": named, "compute_capability": cc})
+    title = (
+        f"No kernel image{gpu} in {package}: the error is raised in its code, so its own compiled kernels lack "
+        f"{sm}; torch's build is at fault only if its arch list lacks it too"
+    )
+    fix = (
+        f"{_ARCH_LIST}   # {sm} listed: torch has its kernels, and only {package} lacks them\n"
+        f"python -m pip show {package}   # then: a release of {package} built for {sm} (its docs give the GPUs it "
+        "supports), a source build of it for this GPU, or a GPU it supports\n"
+        f"# only if {sm} is missing from torch's list too:\n{arch_fix(env, cc)}"
+    )
+    return _finding(run, "arch-not-supported", title, evidence, fix)
 
 
 _ARCH_LIST = 'python -c "import torch; print(torch.cuda.get_arch_list())"'
@@ -858,7 +969,9 @@ def cuda_init_failed(run: Run) -> Iterator[Finding]:
     if code in (35, 209) or (seen is not None and seen.finding == NO_DEVICE and code not in (*NO_DEVICE_ERRORS, 101)):
         return  # driver-too-old and arch-not-supported name these
     hidden = parse_visible_devices(env) is not None
-    if (code in NO_DEVICE_ERRORS and (hidden or gpu_presence(env) != "present")) or (code == 101 and hidden):
+    # under WSL 2 the GPU is the Windows driver's, which no Linux listing shows: "no device" there is WSL's path to it
+    unseen = gpu_presence(env) != "present" and not (env.host.wsl and gpu_presence(env) != "none")
+    if (code in NO_DEVICE_ERRORS and (hidden or unseen)) or (code == 101 and hidden):
         return  # CUDA_VISIBLE_DEVICES or the absence of any GPU explains "no device"
     sig = signature(seen.key) if seen is not None else None
     known = CUDA_ERRORS.get(code) if code is not None else None
@@ -891,6 +1004,7 @@ def cuda_init_failed(run: Run) -> Iterator[Finding]:
         # (through /usr/lib/wsl/lib), so the Linux fixes above do not apply and can break it
         meaning, fix = _wsl_meaning(code, env), _wsl_gpu_fix(code, env)
         evidence["wsl"] = env.host.wsl_version or True
+        evidence["source"] = None  # the signature's thread is a Linux machine's
     yield _finding(run, "cuda-init-failed", f"CUDA fails to initialise with {name}: {meaning}", evidence, fix)
 
 
@@ -898,6 +1012,11 @@ def _wsl_meaning(code: int | None, env: Environment) -> str:
     several = len(nvidia_devices(env)) > 1 or env.torch.device_count not in (None, 0, 1)
     if code == 2 and several:
         return "under WSL 2, CUDA fails to enumerate several GPUs at once (a known WSL issue), not a full memory"
+    if code in NO_DEVICE_ERRORS:
+        return (
+            "under WSL 2, CUDA finds no device when the libcuda it loads is not the Windows driver's "
+            "(/usr/lib/wsl/lib), or when the Windows driver or WSL has no GPU support"
+        )
     return "under WSL 2 this comes from the Windows side: the Windows NVIDIA driver, WSL's kernel or the Windows build"
 
 
@@ -906,6 +1025,12 @@ def _wsl_gpu_fix(code: int | None, env: Environment) -> str:
     lines = []
     if code == 2:
         lines.append('CUDA_VISIBLE_DEVICES=0 python -c "import torch; print(torch.cuda.is_available())"   # one GPU')
+    if code in NO_DEVICE_ERRORS:  # most often a Linux driver's libcuda, installed inside WSL, found before WSL's own
+        lines += [
+            "ldconfig -p | grep 'libcuda.so'   # only /usr/lib/wsl/lib may provide it inside WSL 2",
+            "# another path there (a Linux driver or cuda-drivers installed inside WSL): remove that package, keep "
+            "cuda-toolkit-XX-Y",
+        ]
     lines += [
         "# WSL 2 reaches the GPU through the Windows NVIDIA driver: install no Linux NVIDIA driver inside WSL",
         "# in Windows (PowerShell): update WSL and its kernel, and restart it",
@@ -986,7 +1111,7 @@ def cuda_unavailable_unexplained(run: Run) -> Iterator[Finding]:
     if env is None or not nvidia_expected(run) or is_rocm(env):
         return
     t = env.torch
-    said = [e for e in env.errors if e.finding is not None] if env.source == "text" else []
+    said = [e for e in env.errors if e.finding not in (None, INTEL_XPU)] if env.source == "text" else []
     unavailable = t.is_available is False and not t.is_cpu_build and gpu_presence(env) == "present"
     if unavailable and env.host.jetson and not (t.version or t.cuda_version):
         unavailable = False  # on a Jetson the build decides (NVIDIA's or PyPI's CPU wheel): ask for it, not a guess

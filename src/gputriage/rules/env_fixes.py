@@ -89,6 +89,15 @@ def mps_fix(env: Environment) -> str:
     """macOS: no NVIDIA driver since 10.14, so no CUDA; Apple's GPU through MPS where this torch and macOS have it.
     Every line pastes into a shell; the change to the script is a comment."""
     head = "# macOS 10.14 and later have no NVIDIA driver, so no CUDA"
+    if env.host.rosetta:
+        return (
+            "# this Python is x86_64 (Intel) and runs under Rosetta on an Apple silicon Mac: torch sees an Intel Mac\n"
+            "# and an old macOS (10.16), so MPS is unavailable or falls short of what this macOS has\n"
+            'python -c "import platform; print(platform.machine())"   # must print arm64\n'
+            "# install an arm64 Python (Miniforge's arm64 installer, or python.org's universal2), then torch in it:\n"
+            "python -m pip install torch torchvision torchaudio\n"
+            f"{_MPS_CHECK}# then, in the script: device = torch.device('mps')"
+        )
     use = "# then, in the script: device = torch.device('mps')   (or --device mps where the tool takes a device)"
     version = env.torch.version
     old = version and version_tuple(version)[:2] < MPS_FIRST_RELEASE

@@ -43,9 +43,26 @@ _MPS_ANSWER = re.compile(
 _MPS_CALL = re.compile(r"\bmps\.(is_available|is_built)\(\)[ \t)]*$")
 
 
+# An x86_64 Python on macOS (collect_env's OS and platform lines), and an Apple silicon CPU (collect_env's "CPU:" line
+# is followed by its brand string, "Apple M2 Pro"; sysctl's machdep.cpu.brand_string says the same)
+_X86_MAC = re.compile(r"\bOS:[ \t]*mac ?OS[^\n(]{0,20}\(x86_64\)|\bmacOS-[0-9.]{2,10}-x86_64\b", re.IGNORECASE)
+_APPLE_SILICON = re.compile(
+    r"^[ \t]*(?:CPU:[ \t]*)?Apple M[1-9](?:[ \t]+(?:Pro|Max|Ultra))?[ \t]*$|\bbrand_string:[ \t]*Apple M[1-9]"
+)
+
+
+def _rosetta(paste: Paste, env: Environment) -> None:
+    """An x86_64 Python on an Apple silicon CPU: Rosetta."""
+    x86 = any(_X86_MAC.search(line.text) for line in paste.containing("x86_64"))
+    apple = any(_APPLE_SILICON.search(line.text) for line in paste.containing("apple m"))
+    if x86 and apple:
+        env.host.rosetta, env.host.machine = True, env.host.machine or "x86_64"
+
+
 def extract(paste: Paste, env: Environment) -> None:
     h, t = env.host, env.torch
     prose: str | None = None
+    _rosetta(paste, env)
     for line in paste.containing("mac", "productversion", "mps", "os:"):
         text = line.text
         if (m := _MACOS_FACT.search(text)) and h.macos_version is None:

@@ -11,7 +11,7 @@ from gputriage.collectors.env_text.facts import add_device, fail_wins, first
 from gputriage.collectors.env_text.limits import MAX_ITEMS, cap, small_int, version
 from gputriage.collectors.env_text.lines import Paste
 from gputriage.data.cuda_tables import CUDA_ERROR_TEXTS
-from gputriage.data.error_signatures import match_signatures
+from gputriage.data.error_signatures import match_signatures, signature
 from gputriage.record.environment import Environment, ErrorSeen, GpuDevice
 
 _ERROR_NUMBER = re.compile(
@@ -98,6 +98,10 @@ def extract(paste: Paste, env: Environment) -> None:
     for line in paste.facts():
         low = line.low
         _signatures(line.text, low, env)
+        for seen in env.errors:  # the error again below its traceback (the title quoted it first): whose it is
+            sig = signature(seen.key) if seen.package is None else None
+            if sig is not None and any(f in low for f in sig.fragments):
+                seen.package = _raising_package(paste, line.index)
         if "cuda initialization" in low:
             _init_warning(line.text, env)
         if "found version" in low or "cuda>=" in low or "image" in low or "built for" in low:
@@ -135,11 +139,26 @@ def _clause(text: str, low: str, fragments: tuple[str, ...]) -> str:
     return text[start:end].strip()
 
 
+# A traceback frame in an installed package: 'File ".../site-packages/cpm_kernels/library/cuda.py", line 216' and
+# IPython's "/opt/conda/lib/python3.8/site-packages/cpm_kernels/library/cuda.py in checkCUStatus(error)"
+_PACKAGE_FRAME = re.compile(r"[/\\](?:site|dist)-packages[/\\]([A-Za-z_][\w.-]{0,60})[/\\]")
+# Packages whose frames are torch's own way to the error (the nearest frame in one of them is not the culprit)
+_TORCH_OWN = frozenset({"torch", "torchvision", "torchaudio", "typing_extensions"})
+_FRAME_LINES = 30
+
+
+def _raising_package(paste: Paste, index: int) -> str | None:
+    """The package of the last frame above the error line, within a traceback's reach, when it is not torch's."""
+    for line in reversed(paste.window(max(0, index - _FRAME_LINES), min(index, _FRAME_LINES) + 1)):
+        if "packages" in line.low and (m := _PACKAGE_FRAME.search(line.text)):
+            name = m.group(1)
+            return None if name in _TORCH_OWN else name
+    return None
+
+
 def _signatures(text: str, low: str, env: Environment) -> None:
     found = match_signatures(low)
     if not found and "unknown error" in low and _OLD_UNKNOWN.search(text):
-        from gputriage.data.error_signatures import signature
-
         found = [s for s in (signature("cuda-999"),) if s is not None]
     for sig in found:
         if len(env.errors) >= MAX_ITEMS or any(e.key == sig.key for e in env.errors):

@@ -271,12 +271,41 @@ def infer_from_command(env: Environment) -> None:
         t.version = version(asked)
     if index and index.group(1) == "cpu":
         t.cpu_build_evidence = f"installed from the CPU index: {command}"
+    elif index and index.group(1).startswith("cu") and _never_published(index.group(0), index.group(1)):
+        _pypi_instead(env, index.group(0), command)
     elif index and index.group(1).startswith("cu"):
         _inferred(env, _cuda_from_tag(index.group(1)[2:]), f"the install command's index ({index.group(0)})")
     elif (toolkit := _first(_CONDA_CUDA, command)) is not None:
         _conda_toolkit(env, toolkit, asked, command)
     elif "cpuonly" in command.lower().split():
         t.cpu_build_evidence = f"conda's cpuonly package: {command}"
+
+
+# Every CUDA variant a release was published for: an index between them that is not one of them does not exist.
+_PUBLISHED_CUDA = frozenset(
+    ".".join(map(str, version_tuple(c)[:2])) for r in TORCH_RELEASES.values() for c in r.cuda_variants
+)
+_NEWEST_CUDA = max(_PUBLISHED_CUDA, key=version_tuple)
+
+
+def _never_published(url: str, tag: str) -> bool:
+    """`whl/cu114`: no release was built for CUDA 11.4, so download.pytorch.org has no such index (a nightly's, or one
+    newer than the table knows, may exist)."""
+    cuda = _cuda_from_tag(tag[2:])
+    if cuda is None or "/nightly/" in url:
+        return False
+    return cuda not in _PUBLISHED_CUDA and version_tuple(cuda) < version_tuple(_NEWEST_CUDA)
+
+
+def _pypi_instead(env: Environment, url: str, command: str) -> None:
+    """`--extra-index-url .../whl/cu114`: the index does not exist, so pip takes torch from PyPI, whose wheels for
+    Windows and macOS are CPU builds; with `--index-url` alone the install fails, and nothing is inferred."""
+    extra = "--extra-index-url" in command or " -f " in f" {command} " or "--find-links" in command
+    if extra and env.host.os_name in ("windows", "macos"):
+        env.torch.cpu_build_evidence = (
+            f"{command}: download.pytorch.org has no {url.rsplit('/', 1)[-1]} index (no release was built for that "
+            "CUDA), so pip took torch from PyPI, whose wheels for this OS are CPU builds"
+        )
 
 
 def _conda_toolkit(env: Environment, toolkit: str, asked: str | None, command: str) -> None:

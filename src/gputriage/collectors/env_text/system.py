@@ -27,6 +27,8 @@ _OTHER_GPU_NAME = re.compile(
     r"|AMD[ \t]+(?:gpu|graphics card|graphics|video card)|\bRX[ \t]?[4-9][0-9]{2,3}(?:[ \t]?XT)?"
     r"|\bAMD[ \t]?[4-9][0-9]{3}[ \t]?XTX?"  # "AMD6500XT", "AMD 7900 XTX"
     r"|\bIntel[ \t]+(?:integrated[ \t]+)?(?:gpu|igpu)"  # "working with an Intel GPU"
+    # Intel's discrete Arc cards, with or without "Intel" ("GPU : Intel Arc A750 8GB", "I have an arc770")
+    r"|\b(?:Intel(?:\(R\)|®)?[ \t]*)?Arc(?:\(TM\)|™)?[ \t]?[AB]?[3-7][0-9]0M?"
     r"|\bgfx[0-9]{3,4}[a-z]?)\b",  # an AMD GPU's ISA name, as ROCm and its users print it
     re.IGNORECASE,
 )
@@ -40,7 +42,22 @@ _API_MISMATCH = re.compile(
     r"this kernel module has the version ([0-9]{2,4}\.[0-9]{1,4}(?:\.[0-9]{1,4})?)",
     re.IGNORECASE,
 )
-_DRIVER_PACKAGE = re.compile(r"\bnvidia-driver-[0-9]{3}(?::\w+)?[ \t]+([0-9]{3}\.[0-9]{1,3}(?:\.[0-9]{1,3})?)")
+# The user-space driver's package and version: apt's "nvidia-driver-525 525.85.12-0ubuntu1", and dpkg -l's rows of the
+# packages that hold the user-space driver ("ii  nvidia-smi  525.85.12-1  amd64", Debian's nvidia-smi and libcuda1)
+_DRIVER_PACKAGE = re.compile(
+    r"\bnvidia-driver-[0-9]{3}(?::\w+)?[ \t]+([0-9]{3}\.[0-9]{1,3}(?:\.[0-9]{1,3})?)|"
+    r"^ii[ \t]+(?:nvidia-smi|nvidia-utils(?:-[0-9]{3})?|libnvidia-compute(?:-[0-9]{3})?|libcuda1|"
+    r"nvidia-driver(?:-bin)?)"
+    r"(?::\w+)?[ \t]+(?:[0-9]{1,2}:)?([0-9]{3}\.[0-9]{1,3}(?:\.[0-9]{1,3})?)"
+)
+# A reboot tried, the problem still there
+_REBOOTED = re.compile(
+    r"\btried (?:to )?(?:a )?reboot|\beven after (?:a |the |several )?reboot|"
+    r"\breboot(?:ing|ed)?(?: the (?:system|machine|server|computer))? (?:did not|didn't|does not|doesn't|won't|wont) "
+    r"(?:help|work|fix|solve)|\bstill\b[^.\n]{0,40}\bafter (?:a |the )?reboot|"
+    r"\brebooted\b[^.\n]{0,40}\b(?:still|same)\b",
+    re.IGNORECASE,
+)
 _NVCC = re.compile(r"Cuda compilation tools, release ([0-9]{1,2}\.[0-9])")
 _BANNER = re.compile(r"^Python ([0-9]\.[0-9]{1,2}\.[0-9]{1,2})\b")
 _PLATFORM = re.compile(r"\bon (linux|win32|darwin)\b")
@@ -182,7 +199,9 @@ def extract(paste: Paste, env: Environment) -> None:
     pci = 0
     for line in paste.facts():
         low = line.low
-        if any(w in low for w in ("controller", "graphic", "nvrm", "driver", "gpu", "radeon", "rx", "gfx", "amd")):
+        if low.startswith("ii ") or any(
+            w in low for w in ("controller", "graphic", "nvrm", "driver", "gpu", "radeon", "rx", "gfx", "amd", "arc")
+        ):
             pci += bool(_LSPCI.search(line.text))
             _hardware(line.text, low, env)
         _software(line.text, low, env)
@@ -195,6 +214,8 @@ def extract(paste: Paste, env: Environment) -> None:
         _driver_halves(line.text, low, h)
         if ("secure" in low or "key" in low) and _SECURE_BOOT.search(line.text):
             h.secure_boot = True
+        if "reboot" in low and _REBOOTED.search(line.text):
+            h.rebooted = True
     _container_facts(paste, env)
     _api_mismatch(paste, env)
     if pci:
@@ -265,11 +286,12 @@ def _hardware(text: str, low: str, env: Environment) -> None:
     # A line naming NVIDIA too may be a hybrid laptop's; it counts where it says NVIDIA is absent ("no NVIDIA driver").
     absent = _NO_GPU.search(text) or "no nvidia" in low
     if other and len(h.other_gpus) < MAX_ITEMS and ("nvidia" not in low or absent):
-        h.other_gpus.append(cap(other.group(1).strip()))
+        name = cap(other.group(1).strip())
+        h.other_gpus.append(f"Intel Arc{name[3:]}" if name.lower().startswith("arc") else name)  # the maker, named
     if m := _NVRM_VERSION.search(text):
         first(h, "proc_driver_version", m.group(1))
     if m := _DRIVER_PACKAGE.search(text):
-        first(env.driver, "driver_version", version(m.group(1)))
+        first(env.driver, "driver_version", version(m.group(1) or m.group(2)))
     if _NO_GPU.search(text):
         h.no_gpu_stated = True
     if env.driver.driver_version is None and "driver" in low and (m := _PROSE_DRIVER.search(text)):
