@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from importlib import import_module
 from typing import NoReturn
 
-from gputriage import blas, cyclegc, heap
+from gputriage import blas, cyclegc, heap, outdir
 from gputriage.errors import InputError, Terminated, raise_signal_inside
 from gputriage.report.sanitize import inline_text
 from gputriage.version import __version__
@@ -65,6 +65,7 @@ def _execute(args: argparse.Namespace) -> int:
         from gputriage.commands.settings import check_environment
 
         check_environment()  # every GPUTRIAGE_* variable, before anything reads one
+        outdir.forget_inputs()
         breaks = _pipe_breaks()
         code = _call(args)
         if args.command not in JOB_COMMANDS:
@@ -79,6 +80,12 @@ def _execute(args: argparse.Namespace) -> int:
         silence_stdout()
         return BROKEN_PIPE_EXIT
     except OSError as exc:
+        if args.command not in JOB_COMMANDS and exc.filename is not None and exc.errno not in _OUTPUT_ERRNOS:
+            # a path of the user's that the file system refuses (a folder without read or search permission, met by
+            # a stat or a listing): one line naming it, as for any bad input
+            where = inline_text(os.fsdecode(exc.filename))
+            print(f"gputriage: error: cannot access {where}: {exc.strerror or exc}", file=sys.stderr)
+            return InputError.exit_code
         if args.command in JOB_COMMANDS or exc.errno not in _OUTPUT_ERRNOS:
             raise
         # stdout on a full disk (`> /dev/full`), over a quota, or on a failing device: one line, and a code that

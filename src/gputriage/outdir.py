@@ -106,6 +106,48 @@ def rank_of_record(path: Path) -> int | None:
     return int(match.group(1)) if match else None
 
 
+# --- the command's inputs --------------------------------------------------------------------------------------------
+# Every file this process has read as an input (a trace, a saved report, a pasted text), by its (device, inode) and
+# its resolved path: no output may be written over one (`report R --md R/report.json` replaced the record it read with
+# Markdown, and `trace X/report.json --out X` the trace). Each command runs once per process.
+_INPUT_FILES: set[tuple[int, int]] = set()
+_INPUT_PATHS: set[str] = set()
+_RECORD_PATHS: set[str] = set()  # of those, the saved reports (read_record)
+
+
+def forget_inputs() -> None:
+    """A new command starts: none of its inputs is read yet (main() may run several in one process: the tests do)."""
+    _INPUT_FILES.clear()
+    _INPUT_PATHS.clear()
+    _RECORD_PATHS.clear()
+
+
+def note_input(path: Path, info: os.stat_result) -> None:
+    """`path`, opened for reading with `info`, is an input of this command."""
+    _INPUT_FILES.add((info.st_dev, info.st_ino))
+    with contextlib.suppress(OSError, RuntimeError, ValueError):
+        _INPUT_PATHS.add(str(path.resolve()))
+
+
+def _is_input(path: Path, *, whole_report: bool = False) -> bool:
+    """`path` is an input of this command; with `whole_report`, a saved report.json that a whole new report set
+    replaces is not counted (the record is written again, whole)."""
+    if whole_report and path.name == REPORT_JSON:
+        with contextlib.suppress(OSError, RuntimeError, ValueError):
+            if str(path.resolve()) in _RECORD_PATHS:
+                return False
+    try:
+        info = path.stat()
+    except (OSError, ValueError):
+        info = None
+    if info is not None and (info.st_dev, info.st_ino) in _INPUT_FILES:
+        return True
+    try:
+        return str(path.resolve()) in _INPUT_PATHS
+    except (OSError, RuntimeError, ValueError):
+        return False
+
+
 # --- writing ----------------------------------------------------------------------------------------------------------
 def atomic_write(path: Path, content: bytes, *, make_folder: bool = True) -> Path:
     """Write `content` to `path` so that a reader (or a crash, or a full disk) never leaves half a file.
@@ -154,6 +196,8 @@ def atomic_write_all(folder: Path, files: dict[str, bytes]) -> list[Path]:
     try:
         _check_folder(folder)
         for path in targets:
+            if _is_input(path, whole_report=REPORT_JSON in files and len(files) > 1):
+                raise InputError(f"refusing to write {path}: this command reads it as an input; name another file")
             problem = _not_a_file(path)
             if problem is not None and len(targets) == 1:
                 raise InputError(f"refusing to write {path}: it is {problem}")
@@ -321,6 +365,7 @@ def read_regular_file(path: Path, max_bytes: int, *, follow_symlinks: bool = Tru
     try:
         info = os.fstat(fd)
         _check_regular(path, info.st_mode)
+        note_input(path, info)
         if info.st_size > max_bytes:
             raise InputError(_too_large(path, info.st_size, max_bytes))
         chunks: list[bytes] = []
@@ -413,8 +458,12 @@ def read_rank_record(path: Path) -> bytes:
 
 
 def read_record(path: Path) -> bytes:
-    """A saved report.json (or run record) that the user named: a regular file, never blocking."""
-    return read_regular_file(path, max_record_bytes())
+    """A saved report.json (or run record) that the user named: a regular file, never blocking. A whole new report
+    set may be written over it (`report R --out R` re-renders the folder), never one view (`--md R/report.json`)."""
+    content = read_regular_file(path, max_record_bytes())
+    with contextlib.suppress(OSError, RuntimeError, ValueError):
+        _RECORD_PATHS.add(str(path.resolve()))
+    return content
 
 
 # --- checking --out before the job ------------------------------------------------------------------------------------

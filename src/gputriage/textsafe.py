@@ -8,6 +8,7 @@ kept as the escape Python itself prints for it (`\\udce9`), so the text stays re
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import msgspec
@@ -22,13 +23,26 @@ def safe_text(text: str) -> str:
     return text
 
 
+# Characters a terminal acts on that JSON leaves raw: the C1 controls (U+0080-U+009F: U+009B is an 8-bit CSI) and the
+# bidirectional controls that reorder what is shown (U+061C, U+200E-F, U+2028-9, U+202A-E, U+2066-9), as UTF-8 bytes.
+# UTF-8 lead bytes never occur inside another character, so a match is always a whole character.
+_TERMINAL_ACTIVE = re.compile(rb"\xc2[\x80-\x9f]|\xd8\x9c|\xe2\x80[\x8e\x8f\xa8\xa9\xaa-\xae]|\xe2\x81[\xa6-\xa9]")
+
+
 def encode_safely(record: Any) -> bytes:
-    """The record as JSON; a string that UTF-8 cannot hold is made safe in place first (see the module docstring)."""
+    """The record as JSON; a string that UTF-8 cannot hold is made safe in place first (see the module docstring),
+    and a character a terminal would act on is written as its `\\uXXXX` escape (the same string to any JSON reader),
+    so that `cat report.json` or `--json` shows a trace's hostile names instead of obeying them."""
     try:
-        return msgspec.json.encode(record)
+        encoded = msgspec.json.encode(record)
     except UnicodeEncodeError:
         make_safe(record)
-        return msgspec.json.encode(record)
+        encoded = msgspec.json.encode(record)
+    return _TERMINAL_ACTIVE.sub(_escaped, encoded)
+
+
+def _escaped(match: re.Match[bytes]) -> bytes:
+    return b"\\u%04x" % ord(match.group().decode("utf-8"))
 
 
 def make_safe(node: Any) -> Any:

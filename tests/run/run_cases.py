@@ -83,6 +83,23 @@ def mark_line(script: str, marker: str) -> str:
     raise AssertionError(f"no '# MARK {marker}' in {path}")
 
 
+def patched_findings(report: dict[str, Any], script: str, folder: Path) -> list[str]:
+    """The non-info findings of `script` run again under --preflight, once `report`'s patch is applied to a copy of it
+    in `folder` (a patch must leave a script that runs, not one that dies on its own line)."""
+    import shutil
+
+    shutil.copy(SCRIPTS / script, folder / script)
+    cmd = [sys.executable, "-m", "gputriage"]
+    (folder / "report.json").write_text(json.dumps(report))
+    subprocess.run([*cmd, "report", "report.json", "--patch", "fix.patch"], cwd=folder, check=True)
+    subprocess.run(["git", "apply", "fix.patch"], cwd=folder, check=True, capture_output=True)
+    argv = [*cmd, "run", "--preflight", "--out", str(folder / "after"), script]
+    after = subprocess.run(argv, cwd=folder, capture_output=True, text=True, check=False)
+    assert after.returncode == 0, after.stderr[-2000:]
+    again = json.loads((folder / "after" / "report.json").read_text())
+    return [f["code"] for f in again["findings"] if f["severity"] != "info"]
+
+
 def run_case(
     case: Case,
     out_dir: Path,

@@ -4,14 +4,10 @@ example got a patch that moved `data` and then died on `target` one line below."
 
 from __future__ import annotations
 
-import json
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from run_cases import SCRIPTS, Case, Result, mark_line, run_many
+from run_cases import Case, Result, mark_line, patched_findings, run_many
 
 SCRIPT = "batch_not_moved.py"
 
@@ -40,13 +36,4 @@ def test_the_fix_moves_the_labels_with_the_inputs_and_not_the_names(run: Result)
 
 
 def test_the_patched_script_runs_healthy(run: Result, tmp_path: Path) -> None:
-    shutil.copy(SCRIPTS / SCRIPT, tmp_path / SCRIPT)
-    cmd = [sys.executable, "-m", "gputriage"]
-    (tmp_path / "report.json").write_text(json.dumps(run.report))
-    subprocess.run([*cmd, "report", "report.json", "--patch", "fix.patch"], cwd=tmp_path, check=True)
-    subprocess.run(["git", "apply", "fix.patch"], cwd=tmp_path, check=True, capture_output=True)
-    argv = [*cmd, "run", "--preflight", "--out", str(tmp_path / "after"), SCRIPT]
-    after = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, check=False)
-    assert after.returncode == 0, after.stderr[-2000:]
-    report = json.loads((tmp_path / "after" / "report.json").read_text())
-    assert [f["code"] for f in report["findings"] if f["severity"] != "info"] == []
+    assert patched_findings(run.report, SCRIPT, tmp_path) == []

@@ -132,16 +132,18 @@ class _File:
     def snippet(self, path: str, line: int) -> SourceSnippet | None:
         if not 1 <= line <= len(self.lines):
             return None
-        found = _enclosing_function(self.tree, line) if self.tree is not None else None
+        found = _enclosing(self.tree, line) if self.tree is not None else None
+        owner = found[2] if found is not None else None
+        module = is_module_class(self.tree, owner) if self.tree is not None and owner is not None else None
         if found is not None:
-            node, qualname = found
+            node, qualname, _ = found
             first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
             last = node.end_lineno or node.lineno
             if last - first < MAX_SNIPPET_LINES:
-                return SourceSnippet(path, first, self.text(first, last), "function", qualname)
+                return SourceSnippet(path, first, self.text(first, last), "function", qualname, module)
         first = max(1, line - WINDOW_LINES)
         last = min(len(self.lines), line + WINDOW_LINES)
-        return SourceSnippet(path, first, self.text(first, last), "window", found[1] if found else None)
+        return SourceSnippet(path, first, self.text(first, last), "window", found[1] if found else None, module)
 
     def device_snippets(self, path: str) -> list[SourceSnippet]:
         """The statements that assign a device: `device = ...`, `self.device = ...`, `args.device` is left out."""
@@ -193,21 +195,49 @@ def _names_device(target: ast.expr) -> bool:
     return False
 
 
-def _enclosing_function(tree: ast.Module, line: int) -> tuple[ast.FunctionDef | ast.AsyncFunctionDef, str] | None:
-    """The innermost def around `line`, with its qualified name."""
-    best: tuple[ast.FunctionDef | ast.AsyncFunctionDef, str] | None = None
+def _enclosing(
+    tree: ast.Module, line: int
+) -> tuple[ast.FunctionDef | ast.AsyncFunctionDef, str, ast.ClassDef | None] | None:
+    """The innermost def around `line`, its qualified name, and the class it is a method of (None: not a method)."""
+    best: tuple[ast.FunctionDef | ast.AsyncFunctionDef, str, ast.ClassDef | None] | None = None
 
-    def visit(node: ast.AST, prefix: str) -> None:
+    def visit(node: ast.AST, prefix: str, owner: ast.ClassDef | None) -> None:
         nonlocal best
         for child in ast.iter_child_nodes(node):
             if not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                visit(child, prefix)  # a loop or an `if __name__ == "__main__":` block may hold a def
+                visit(child, prefix, None)  # a loop or an `if __name__ == "__main__":` block may hold a def
             elif child.lineno <= line <= (child.end_lineno or child.lineno):
                 if isinstance(child, ast.ClassDef):
-                    visit(child, f"{prefix}{child.name}.")
+                    visit(child, f"{prefix}{child.name}.", child)
                 else:
-                    best = (child, f"{prefix}{child.name}")
-                    visit(child, f"{prefix}{child.name}.<locals>.")
+                    best = (child, f"{prefix}{child.name}", owner)
+                    visit(child, f"{prefix}{child.name}.<locals>.", None)
 
-    visit(tree, "")
+    visit(tree, "", None)
     return best
+
+
+# Bases that make a class an nn.Module: torch's own (`nn.Module`, `torch.nn.Linear`, `nn.Sequential`) and the
+# frameworks' (`LightningModule`, `pl.LightningModule`)
+def _module_base(name: str) -> bool:
+    parts = name.split(".")
+    return parts[-1] in ("Module", "LightningModule") or "nn" in parts[:-1]
+
+
+def is_module_class(tree: ast.Module, cls: ast.ClassDef, depth: int = 0) -> bool | None:
+    """Whether `cls` subclasses nn.Module, by its bases and the file's own classes; None where a base is not known."""
+    if depth > 8:
+        return None
+    own = {n.name: n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)}
+    answers: list[bool | None] = []
+    for base in cls.bases:
+        name = ast.unparse(base)
+        if _module_base(name):
+            return True
+        if name == "object" or name.split(".")[-1] in ("ABC", "Generic", "Protocol", "NamedTuple", "Enum"):
+            answers.append(False)
+        elif name in own and own[name] is not cls:
+            answers.append(is_module_class(tree, own[name], depth + 1))
+        else:
+            answers.append(None)
+    return False if all(a is False for a in answers) else (True if True in answers else None)

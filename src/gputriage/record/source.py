@@ -29,6 +29,10 @@ class SourceSnippet(msgspec.Struct):
     # framework call with a device keyword: `Trainer(accelerator="cpu")`, `Accelerator(cpu=True)`)
     kind: str = "function"
     function: str | None = None  # qualified name of the enclosing function, e.g. "GPT.forward"
+    # For a method: whether its class is an nn.Module by its bases in this file (`nn.Module`, `LightningModule`, a
+    # class of the file that is one): True, False (a plain class: `object`, none, or the file's plain classes), None
+    # (a base from elsewhere, or not a method). A fix may use `next(self.parameters())` only in a Module.
+    module_class: bool | None = None
 
     @property
     def last_line(self) -> int:

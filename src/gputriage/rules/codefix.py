@@ -795,9 +795,22 @@ def _enclosing_def(stmt: Statement) -> ast.FunctionDef | ast.AsyncFunctionDef | 
     return None
 
 
-def forward_device(stmt: Statement) -> str:
+def global_device(source: SourceSection | None, path: str) -> str | None:
+    """The file's own device variable, assigned at its top level (`device = torch.device("cuda" ...)` at column 0): a
+    name every function of the file can use."""
+    for line in source.device_lines(path) if source is not None else []:
+        parsed = parse_code(line.text) if line.text[:1].isalpha() else None
+        target = _device_target(parsed.body[0]) if parsed is not None and parsed.body else None
+        if target is not None and target.isidentifier():
+            return target
+    return None
+
+
+def forward_device(stmt: Statement, source: SourceSection | None = None) -> str:
     """The device a tensor made in this function should use: a `device` variable or parameter of the function, the
-    device of its first tensor argument when it is a forward, else the module's own parameters' device."""
+    device of its first tensor argument when it is a forward, else the module's own parameters' device. A method of a
+    plain class (a replay buffer: no .parameters()) gets the file's own device variable, else "x.device" (none to
+    name)."""
     func = stmt.function or _enclosing_def(stmt)
     if func is not None:
         names = {a.arg for a in [*func.args.posonlyargs, *func.args.args, *func.args.kwonlyargs]}
@@ -816,8 +829,10 @@ def forward_device(stmt: Statement) -> str:
         params = [a.arg for a in func.args.args if a.arg not in ("self", "cls")]
         if func.name == "forward" and params:
             return f"{params[0]}.device"
-        if func.args.args and func.args.args[0].arg == "self":
+        if func.args.args and func.args.args[0].arg == "self" and stmt.snippet.module_class is not False:
             return "next(self.parameters()).device"
+        if func.args.args and func.args.args[0].arg == "self":
+            return global_device(source, stmt.snippet.path) or "x.device"
         if params:  # a helper of the forward (`posemb_sincos_2d(patches)`): its first argument's device
             return f"{params[0]}.device"
     return "x.device"

@@ -598,7 +598,7 @@ def forward_factory_edits(source: SourceSection | None, where: str | None) -> li
     stmt = codefix.factory_statement(source, where)
     if stmt is None:
         return []
-    device = codefix.forward_device(stmt)
+    device = codefix.forward_device(stmt, source)
     siblings = codefix.sibling_factory_statements(source, stmt)
     return _unique([device_in_factory(s, device) for s in (stmt, *siblings)])
 

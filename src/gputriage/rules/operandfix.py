@@ -90,7 +90,7 @@ def _made_in_callee(run: Run, host: CrashOperand) -> tuple[str, codefix.Statemen
     stmt = codefix.statement_at(run.source, host.made_where)
     if stmt is None:
         return None
-    device = codefix.forward_device(stmt)
+    device = codefix.forward_device(stmt, run.source)
     if device == "x.device":  # a function with no device, no tensor argument and no module: nothing to name
         return None
     fixed = codefix.with_device(stmt, device)

@@ -338,7 +338,7 @@ def _made_in_forward_fix(run: Run, where: str | None) -> str | None:
     stmt = codefix.factory_statement(run.source, where)
     if stmt is None:
         return None
-    device = codefix.forward_device(stmt)
+    device = codefix.forward_device(stmt, run.source)
     fixed = codefix.with_device(stmt, device)
     if fixed is None:
         return None

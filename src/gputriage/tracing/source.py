@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import IO
 
 from gputriage.errors import InputError, NotATrace
+from gputriage.outdir import note_input
 from gputriage.tracing.limits import GIB, TraceLimits
 
 _SPECIAL = (
@@ -44,6 +45,7 @@ def open_regular(path: Path) -> tuple[io.FileIO, int]:
         os.close(fd)
         kind = next((label for test, label in _SPECIAL if test(info.st_mode)), "not a regular file")
         raise NotATrace(f"{path} is {kind}, not a trace file")
+    note_input(path, info)
     return io.FileIO(fd, "rb", closefd=True), info.st_size
 
 
