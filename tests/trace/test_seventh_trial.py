@@ -3,6 +3,7 @@ X`), and a compare's page over the trace of a side."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -32,3 +33,57 @@ def test_compare_never_writes_its_page_over_a_trace(tmp_path: Path, capsys: pyte
     assert (tmp_path / "before.json").read_bytes() == before
     assert main([*args, str(tmp_path / "page.html")]) in (0, 1)
     assert (tmp_path / "page.html").read_bytes().startswith(b"<!")
+
+
+def _loop(path: Path, *, steps: int, busy: float, gpu: str = "FakeGPU") -> Path:
+    b = training_loop(steps=steps, busy_share=busy, kernel_us=busy * 10_000.0)
+    b.meta["deviceProperties"] = [{"name": gpu}]
+    return b.write(path, gz=False)
+
+
+def _compare(before: Path, after: Path, capsys: pytest.CaptureFixture[str], *flags: str) -> tuple[int, dict]:
+    capsys.readouterr()
+    code = main(["compare", str(before), str(after), "--json", *flags])
+    return code, json.loads(capsys.readouterr().out)
+
+
+def test_runs_on_different_gpu_models_are_not_judged_by_their_times(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An H100 run against an MI300X run said "fixed: GPU busy 16% -> 25%", and exit 1 the other way round."""
+    a = _loop(tmp_path / "a.json", steps=6, busy=0.8, gpu="NVIDIA H100 80GB HBM3")
+    b = _loop(tmp_path / "b.json", steps=6, busy=0.97, gpu="AMD Instinct MI300X VF")
+    code, doc = _compare(b, a, capsys, "--fail-on", "regression")
+    assert code == 0 and doc["timing_judged"] is False and doc["unjudged_because"] == "on different GPUs"
+    assert doc["verdict"]["summary"].startswith("no change") and "on different GPUs" in doc["verdict"]["summary"]
+
+
+def test_a_one_step_trace_is_too_thin_to_judge_its_busy_share(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    a = _loop(tmp_path / "a.json", steps=1, busy=0.2)
+    b = _loop(tmp_path / "b.json", steps=1, busy=0.9)
+    _, doc = _compare(a, b, capsys)
+    busy = next(c for c in doc["gpu_busy"] if c["key"] == "gpu_busy_trace")
+    assert busy["direction"] == "within noise" and busy["basis"].endswith("too few to judge")
+    assert doc["verdict"]["status"] != "fixed"
+
+
+def test_the_same_gpu_and_enough_steps_are_still_judged(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    a = _loop(tmp_path / "a.json", steps=6, busy=0.3)
+    b = _loop(tmp_path / "b.json", steps=6, busy=0.9)
+    _, doc = _compare(a, b, capsys)
+    busy = next(c for c in doc["gpu_busy"] if c["key"] == "gpu_busy_trace")
+    assert busy["direction"] == "better" and doc["timing_judged"] is True
+
+
+def test_a_finding_demoted_in_a_thin_after_run_is_not_resolved(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A one-step after run shows the same low busy share as info (too few steps): that is not a fix."""
+    a = _loop(tmp_path / "a.json", steps=6, busy=0.2)
+    b = _loop(tmp_path / "b.json", steps=1, busy=0.2)
+    _, doc = _compare(a, b, capsys)
+    before = [f["code"] for f in doc["findings"]["still"]]
+    assert doc["findings"]["resolved"] == [] and "low-gpu-utilization" in before
+    assert doc["verdict"]["status"] != "fixed"

@@ -75,6 +75,8 @@ class Comparison(msgspec.Struct):
     caveats: list[str] = msgspec.field(
         default_factory=list
     )  # what differs between the two jobs beyond the change itself
+    # Why the timing is not judged, where it is not: "on a stand-in", "on different GPUs"
+    unjudged_because: str | None = None
 
     def regressed_timing(self) -> bool:
         """Step time or GPU busy got worse beyond the noise: what `--fail-on regression` guards."""
@@ -123,6 +125,29 @@ def _batch_size(run: Run) -> int | None:
 # -- the changes ------------------------------------------------------------------------------------------------------
 
 
+TOO_FEW = "too few to judge"
+
+
+def _thin_trace(before: Run, after: Run, what: str) -> Judgement | None:
+    """A trace too thin for rung 5 on either side (one step, a few kernels): its single value is not judged, as the
+    run's own diagnosis does not judge it (record/trace.py `thin_evidence`)."""
+    for label, run in (("before", before), ("after", after)):
+        thin = next((t for r in run.trace.ranks if (t := r.thin_evidence())), None) if run.trace is not None else None
+        if thin is not None:
+            return Judgement(NOISE, None, f"{what}: the {label} trace holds only {thin}, {TOO_FEW}")
+    return None
+
+
+def _single(
+    runs: tuple[Run, Run], values: tuple[float | None, float | None], floor: float, *, higher_is_better: bool, what: str
+) -> Judgement:
+    """judge_single, unless a side's trace is too thin to judge."""
+    thin = _thin_trace(runs[0], runs[1], what)
+    if thin is not None and None not in values:
+        return thin
+    return stats.judge_single(values[0], values[1], floor, higher_is_better=higher_is_better, what=what)
+
+
 def _step_change(before: Run, after: Run) -> Change:
     b_steps, a_steps = steady_steps(steps_of(before)), steady_steps(steps_of(after))
     b_num, a_num = step_numbers(steps_of(before)), step_numbers(steps_of(after))
@@ -148,7 +173,7 @@ def _step_change(before: Run, after: Run) -> Change:
         "s",
         b_t,
         a_t,
-        stats.judge_single(b_t, a_t, floor, higher_is_better=False, what="step time (trace)"),
+        _single((before, after), (b_t, a_t), floor, higher_is_better=False, what="step time (trace)"),
     )
 
 
@@ -193,9 +218,8 @@ def _busy_changes(before: Run, after: Run) -> list[Change]:
         out.append(Change("gpu_busy_nvml", "GPU busy (NVML)", "pct", b_mean, a_mean, judged))
     b_busy, a_busy = _trace_value(before, "busy_pct"), _trace_value(after, "busy_pct")
     if b_busy is not None or a_busy is not None:
-        judged = stats.judge_single(
-            b_busy, a_busy, stats.MIN_BUSY_CHANGE_POINTS, higher_is_better=True, what="GPU busy (trace)"
-        )
+        floor = stats.MIN_BUSY_CHANGE_POINTS
+        judged = _single((before, after), (b_busy, a_busy), floor, higher_is_better=True, what="GPU busy (trace)")
         out.append(Change("gpu_busy_trace", "GPU busy (trace)", "pct", b_busy, a_busy, judged))
     return out
 
@@ -232,12 +256,17 @@ def _ref(f: Finding) -> FindingRef:
 
 
 def findings_delta(before: Diagnosis, after: Diagnosis) -> FindingsDelta:
-    """Critical and warning findings resolved, still there and new (a cause that became info is resolved)."""
+    """Critical and warning findings resolved, still there and new. A cause that became info is resolved, unless the
+    after run is inconclusive: there the info is a finding too thinly measured to judge (one step), still there."""
     b, a = _causes(before), _causes(after)
     a_keys, b_keys = {_key(f) for f in a}, {_key(f) for f in b}
+    thin = after.verdict.status == "inconclusive"
+    # by code alone: a demoted finding may name no line
+    unjudged = {f.code: f for f in after.findings if f.severity is Severity.INFO} if thin else {}
     delta = FindingsDelta()
-    delta.resolved = [_ref(f) for f in b if _key(f) not in a_keys]
+    delta.resolved = [_ref(f) for f in b if _key(f) not in a_keys and f.code not in unjudged]
     delta.still = [_ref(f) for f in a if _key(f) in b_keys]
+    delta.still += [_ref(unjudged[f.code]) for f in b if _key(f) not in a_keys and f.code in unjudged]
     delta.new = [_ref(f) for f in a if _key(f) not in b_keys]
     return delta
 
@@ -265,11 +294,17 @@ def compare(before: Diagnosis, after: Diagnosis, before_label: str, after_label:
     busy = _busy_changes(before.run, after.run)
     delta = findings_delta(before, after)
     sides = (_side(before_label, before), _side(after_label, after))
-    judged = timing_comparable(sides, delta)
-    status, summary = verdict(step, busy, delta, sides) if judged else findings_verdict(step, delta, sides)
+    other_gpus = _different_gpus(before.run, after.run)
+    judged = timing_comparable(sides, delta) and other_gpus is None
+    status, summary = (
+        verdict(step, busy, delta, sides) if judged else findings_verdict(step, delta, sides, other_gpus=other_gpus)
+    )
     throughput = _throughput(before.run, after.run, step)
     caveats = job_caveats(before.run, after.run)
-    return Comparison(sides[0], sides[1], step, parts, busy, throughput, delta, status, summary, judged, caveats)
+    because = None if judged else ("on different GPUs" if other_gpus else "on a stand-in")
+    return Comparison(
+        sides[0], sides[1], step, parts, busy, throughput, delta, status, summary, judged, caveats, because
+    )
 
 
 # -- are these two runs of one job? -----------------------------------------------------------------------------------
@@ -299,6 +334,13 @@ def _trace_gpus(run: Run) -> str | None:
     """The GPU model(s) a trace ran on (its deviceProperties), as one text; None where it names none."""
     names = sorted({r.device for r in run.trace.ranks if r.device}) if run.trace is not None else []
     return ", ".join(names) or None
+
+
+def _different_gpus(before: Run, after: Run) -> str | None:
+    """'NVIDIA H100 80GB HBM3 before, AMD Instinct MI300X after' where the two runs ran on different GPU models: a
+    time or a busy share measured on one says nothing of a change made on the other."""
+    b_gpus, a_gpus = _trace_gpus(before), _trace_gpus(after)
+    return f"{b_gpus} before, {a_gpus} after" if b_gpus and a_gpus and b_gpus != a_gpus else None
 
 
 def job_caveats(before: Run, after: Run) -> list[str]:
@@ -343,11 +385,16 @@ def timing_comparable(sides: tuple[Side, Side], delta: FindingsDelta) -> bool:
     return not (stand_in and placement)
 
 
-def findings_verdict(step: Change, delta: FindingsDelta, sides: tuple[Side, Side]) -> tuple[str, str]:
-    """The verdict from the findings alone, the timing shown but not judged (stand-in runs, `timing_comparable`)."""
-    timing = (
-        f"step {times_text(step.before, step.after)} on a stand-in device, not judged (the host's time, not a GPU's)"
-    )
+def findings_verdict(
+    step: Change, delta: FindingsDelta, sides: tuple[Side, Side], *, other_gpus: str | None = None
+) -> tuple[str, str]:
+    """The verdict from the findings alone, the timing shown but not judged (stand-in runs, `timing_comparable`; runs
+    on different GPU models)."""
+    where = f"on different GPUs ({other_gpus})" if other_gpus else "on a stand-in device"
+    why = "one GPU's time says nothing of the other's" if other_gpus else "the host's time, not a GPU's"
+    timing = f"step {times_text(step.before, step.after)} {where}, not judged ({why})"
+    if not delta.new and not delta.resolved:
+        return "no change", f"no change: no finding resolved or new; {timing}"
     if delta.new and not delta.resolved:
         return "regressed", f"regressed: new {', '.join(r.code for r in delta.new)}; {timing}"
     notes = [*_exit_note(sides), timing]
@@ -423,7 +470,7 @@ def _value(v: float | None, unit: str) -> str:
 
 
 def _timing_note(step: Change, sides: tuple[Side, Side]) -> str:
-    if step.judgement.direction == UNMEASURED:
+    if step.judgement.direction == UNMEASURED or step.judgement.reason.endswith(TOO_FEW):
         return f"step time {times_text(step.before, step.after)} ({step.judgement.reason})"
     note = f"step {times_text(step.before, step.after)}, within the noise"
     if any(s.stand_in for s in sides):

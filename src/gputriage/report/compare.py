@@ -53,6 +53,7 @@ def compare_document(c: Comparison) -> dict[str, Any]:
         "verdict": {"status": c.status, "summary": c.summary},
         "regressed_timing": c.regressed_timing(),
         "timing_judged": c.timing_judged,
+        "unjudged_because": c.unjudged_because,
         "caveats": c.caveats,
         "before": _side_doc(c.before),
         "after": _side_doc(c.after),
@@ -83,23 +84,23 @@ def _value_text(c: Change) -> str:
     return f"{b} -> {a}"
 
 
-def _direction(c: Change, judged: bool) -> str:
+def _direction(c: Change, judged: bool, because: str | None = None) -> str:
     timing = c.key in ("step_time", "samples_per_s") or c.unit in ("s", "pct")
     unmeasured = c.judgement.direction == UNMEASURED  # nothing to judge, on a stand-in or not
     return (
         c.judgement.direction
         if judged or not timing or unmeasured
-        else f"not judged ({c.judgement.direction} on a stand-in)"
+        else f"not judged ({c.judgement.direction} {because or 'on a stand-in'})"
     )
 
 
-def _row(c: Change, judged: bool = True) -> str:
+def _row(c: Change, judged: bool = True, because: str | None = None) -> str:
     ratio = (
         f" ({c.ratio:.2f}x)"
         if c.ratio is not None and c.unit == "s" and c.judgement.direction != "not measured"
         else ""
     )
-    return f"  {c.label:<22} {_value_text(c) + ratio:<34} {_direction(c, judged)}"
+    return f"  {c.label:<22} {_value_text(c) + ratio:<34} {_direction(c, judged, because)}"
 
 
 def render_terminal(c: Comparison, stream: TextIO) -> None:
@@ -110,12 +111,12 @@ def render_terminal(c: Comparison, stream: TextIO) -> None:
         f"  after:  {c.after.label} ({c.after.status}, {counted(c.after.steps, 'step')})",
         *(f"  note: {caveat}" for caveat in c.caveats),
         "",
-        _row(c.step_time, c.timing_judged),
+        _row(c.step_time, c.timing_judged, c.unjudged_because),
     ]
-    lines += [_row(p, c.timing_judged) for p in c.parts if p.before or p.after]
-    lines += [_row(g, c.timing_judged) for g in c.gpu_busy]
+    lines += [_row(p, c.timing_judged, c.unjudged_because) for p in c.parts if p.before or p.after]
+    lines += [_row(g, c.timing_judged, c.unjudged_because) for g in c.gpu_busy]
     if c.throughput is not None:
-        lines.append(_row(c.throughput, c.timing_judged))
+        lines.append(_row(c.throughput, c.timing_judged, c.unjudged_because))
     lines.append(f"  noise: {c.step_time.judgement.reason}")
     lines.append("")
     for title, refs in (("resolved", c.findings.resolved), ("still there", c.findings.still), ("new", c.findings.new)):
@@ -176,7 +177,7 @@ def render_html(c: Comparison, before: Diagnosis, after: Diagnosis) -> str:
         rows=[c.step_time, *[p for p in c.parts if p.before or p.after], *c.gpu_busy]
         + ([c.throughput] if c.throughput is not None else []),
         value_text=_value_text,
-        direction=lambda change: _direction(change, c.timing_judged),
+        direction=lambda change: _direction(change, c.timing_judged, c.unjudged_because),
         before_svg=Markup(sequence_svg(build_sequence(before.run))),
         after_svg=Markup(sequence_svg(build_sequence(after.run))),
         timeline_svg=Markup(timeline_svg(before, after)),
