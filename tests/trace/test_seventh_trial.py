@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from builders import training_loop
 
 from gputriage.cli import main
+from gputriage.tracing import reader
 
 
 def _trace(path: Path) -> bytes:
@@ -87,3 +89,30 @@ def test_a_finding_demoted_in_a_thin_after_run_is_not_resolved(
     before = [f["code"] for f in doc["findings"]["still"]]
     assert doc["findings"]["resolved"] == [] and "low-gpu-utilization" in before
     assert doc["verdict"]["status"] != "fixed"
+
+
+def _with_key_before(path: Path, key: str, value: object) -> Path:
+    b = training_loop(steps=3)
+    b.meta["deviceProperties"] = [{"name": "NVIDIA H100 80GB HBM3"}]
+    written = b.write(path, gz=False).read_text()
+    path.write_text("{" + json.dumps(key) + ": " + json.dumps(value) + ", " + written.lstrip()[1:])
+    return path
+
+
+def test_a_large_key_before_the_events_is_read_in_place(tmp_path: Path, trace_json: Any) -> None:
+    """A stackFrames table of megabytes before traceEvents (its bytes were copied seven times over: 394 MB for a
+    50 MB key): the header after it and the events are read."""
+    frames = {str(i): {"name": f"frame {i}" * 4, "parent": i - 1} for i in range(40_000)}
+    code, doc = trace_json(str(_with_key_before(tmp_path / "t.json", "stackFrames", frames)))
+    assert code == 0 and doc["trace"]["ranks"][0]["device"] == "NVIDIA H100 80GB HBM3"
+    assert doc["trace"]["ranks"][0]["steps"] == 3
+
+
+def test_a_key_before_the_events_over_the_limit_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(reader, "MAX_PIECE_BYTES", 1 << 20)
+    path = _with_key_before(tmp_path / "t.json", "stackFrames", "S" * (3 << 20))
+    assert main(["trace", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "the keys before traceEvents hold more than 1 MiB" in err and "no traceEvents" not in err

@@ -76,7 +76,7 @@ class TraceHeader(msgspec.Struct):
         self.notes.extend(n for n in other.notes if n not in self.notes)
 
 
-def parse_header_object(text: bytes, unreadable: str) -> TraceHeader:
+def parse_header_object(text: bytes | bytearray | memoryview, unreadable: str) -> TraceHeader:
     """Decode a JSON object of top-level keys into a TraceHeader; if it cannot be read, the note `unreadable`."""
     header = TraceHeader()
     doc = _decode_doc(text)
@@ -118,14 +118,23 @@ def _read_distributed(raw: msgspec.Raw, header: TraceHeader) -> None:
         header.notes.append(f"distributedInfo.rank {header.rank} is not below its world_size {header.world_size}")
 
 
-def _decode_doc(text: bytes) -> _HeaderDoc | None:
-    text = text.decode("utf-8", "replace").encode()
-    for attempt in (text, framing.repair_non_json_numbers(text)):
+def _decode_doc(text: bytes | bytearray | memoryview) -> _HeaderDoc | None:
+    """The header's keys; the text is decoded where it lies, and copied only to repair it (bytes that are not UTF-8,
+    NaN or Infinity tokens): a header of tens of MiB is not copied on the way."""
+    try:
+        return msgspec.json.decode(text, type=_HeaderDoc)
+    except msgspec.ValidationError:
+        return None
+    except (msgspec.DecodeError, RecursionError):
+        pass
+    fixed = bytes(text).decode("utf-8", "replace").encode()
+    for repair in (False, True):
+        if repair and not framing.has_non_json_numbers(fixed):
+            return None
         try:
-            return msgspec.json.decode(attempt, type=_HeaderDoc)
+            return msgspec.json.decode(framing.repair_non_json_numbers(fixed) if repair else fixed, type=_HeaderDoc)
         except (msgspec.DecodeError, RecursionError):
-            if not framing.has_non_json_numbers(text):
-                return None
+            continue
         except msgspec.ValidationError:
             return None
     return None
@@ -175,7 +184,8 @@ def events_start(path: Path, limits: TraceLimits) -> EventsStart:
     source = Source(path, limits)
     try:
         header, rest, bare = _read_header(source)
-        return EventsStart(header, source.consumed - len(rest), bare, source.size, source.gzip)
+        # rest starts with the separator that replaced the '[': the events begin one byte after it
+        return EventsStart(header, source.consumed - len(rest) + 1, bare, source.size, source.gzip)
     finally:
         source.close()
 
@@ -221,35 +231,68 @@ def read_range(path: Path, start: int, stop: int | None, bare: bool, limits: Tra
 
 
 def _read_header(source: Source) -> tuple[TraceHeader, bytearray, bool]:
-    """Read up to the start of the traceEvents list; return the header, the bytes after '[', and the list form."""
+    """Read up to the start of the traceEvents list; return the header, the bytes after '[' (with one separator byte
+    in front, as _iter_batches wants them), and the list form.
+
+    The buffer is edited in place and never copied whole: a header key of tens of MiB (a stackFrames table before the
+    events) costs its own bytes once, not seven times over (the seventh trial's 394 MB for a 50 MB key)."""
     buf = bytearray()
     want = 1 << 16
     while True:
         buf += source.read(want)
         if buf.startswith(_BOM):
             del buf[:3]
-        body = buf.lstrip(_WS)
-        start = body[:1]
+        blank = _LEADING_WS.match(buf)
+        if blank is not None and blank.end():
+            del buf[: blank.end()]
+        start = bytes(buf[:1])
         if start == b"[":  # the Chrome-trace "array form": a bare list of events
-            offset = len(buf) - len(body)
-            return TraceHeader(), buf[offset + 1 :], True
-        if body.startswith(b"\x1f\x8b"):
+            buf[0:1] = b" "
+            return TraceHeader(), buf, True
+        if buf.startswith(b"\x1f\x8b"):
             raise NotATrace(f"{source.path} is gzip inside gzip: unpack it once (gunzip) and give the .json.gz")
         if start and start != b"{":
             raise NotATrace(
-                f"{source.path} is not a PyTorch profiler trace: it starts with {bytes(start)!r}, where a trace's JSON "
+                f"{source.path} is not a PyTorch profiler trace: it starts with {start!r}, where a trace's JSON "
                 "starts with '{' or '['"
             )
-        list_at = framing.key_at_top_level(body, b"traceEvents") if start else None
+        list_at = framing.key_at_top_level(buf, b"traceEvents") if start else None
         if list_at is not None:
-            key_at = body.rfind(b'"traceEvents"', 0, list_at)
-            prefix = bytes(body[:key_at]).rstrip(_WS).rstrip(b",")
-            unreadable = "the trace's header (its keys before traceEvents) is not readable JSON; it was ignored"
-            header = parse_header_object(prefix + b"}", unreadable)
-            return header, body[list_at + 1 :], False
-        if source.eof or len(buf) > MAX_PIECE_BYTES:
+            header = _header_before(buf, buf.rfind(b'"traceEvents"', 0, list_at))
+            del buf[:list_at]
+            buf[0:1] = b" "  # the '[' becomes the separator before the first event
+            return header, buf, False
+        if source.eof:
             raise NotATrace(f"{source.path} is not a PyTorch profiler trace (no traceEvents list found)")
+        if len(buf) > MAX_PIECE_BYTES:
+            raise NotATrace(
+                f"{source.path}: the keys before traceEvents hold more than {MAX_PIECE_BYTES >> 20} MiB (a table or "
+                "a string that large); a profiler trace gputriage can read keeps them under that"
+            )
         want = max(1, min(max(want, len(buf)), MAX_PIECE_BYTES + 1 - len(buf)))  # the buffer stays within the limit
+
+
+_LEADING_WS = re.compile(rb"[ \t\r\n]+")
+
+
+def _header_before(buf: bytearray, key_at: int) -> TraceHeader:
+    """The header object of the keys before traceEvents (at `key_at`), decoded where it lies: the separator before
+    the key is overwritten with the object's closing brace for the decode, and put back."""
+    unreadable = "the trace's header (its keys before traceEvents) is not readable JSON; it was ignored"
+    end = key_at
+    while end > 1 and buf[end - 1] in b" \t\r\n":
+        end -= 1
+    if end <= 1:  # traceEvents is the first key
+        return parse_header_object(b"{}", unreadable)
+    if buf[end - 1] == ord(","):
+        end -= 1
+    saved = buf[end]
+    buf[end] = ord("}")
+    try:
+        with memoryview(buf) as view:
+            return parse_header_object(view[: end + 1], unreadable)
+    finally:
+        buf[end] = saved
 
 
 def _iter_batches(
@@ -258,7 +301,7 @@ def _iter_batches(
     # The buffer always starts with one separator byte before the next event (a space here, then the comma after
     # the previous batch), so a batch becomes a JSON list with a single copy: '[' is written over that byte and ']'
     # over the comma after the batch's last event before the bytes between are copied out.
-    buf = bytearray(b" ") + rest
+    buf = rest if rest[:1] == b" " else bytearray(b" ") + rest
     try:
         want = CHUNK_BYTES
         while True:
