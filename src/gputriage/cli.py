@@ -65,9 +65,12 @@ def _execute(args: argparse.Namespace) -> int:
         from gputriage.commands.settings import check_environment
 
         check_environment()  # every GPUTRIAGE_* variable, before anything reads one
-        outdir.forget_inputs()
+        outdir.guard_inputs(args.command not in JOB_COMMANDS)
         breaks = _pipe_breaks()
-        code = _call(args)
+        try:
+            code = _call(args)
+        finally:
+            outdir.guard_inputs(False)
         if args.command not in JOB_COMMANDS:
             sys.stdout.flush()  # a reader that has gone (`| head -1`) is met here, not at the interpreter's exit
             if _pipe_breaks() > breaks:

@@ -113,13 +113,17 @@ def rank_of_record(path: Path) -> int | None:
 _INPUT_FILES: set[tuple[int, int]] = set()
 _INPUT_PATHS: set[str] = set()
 _RECORD_PATHS: set[str] = set()  # of those, the saved reports (read_record)
+# Set by the CLI for its own commands (not `run`, whose job's ranks read and write each other's records by design)
+_GUARDING: list[bool] = [False]
 
 
-def forget_inputs() -> None:
-    """A new command starts: none of its inputs is read yet (main() may run several in one process: the tests do)."""
+def guard_inputs(on: bool) -> None:
+    """A new command starts: none of its inputs is read yet (main() may run several in one process: the tests do);
+    with `on`, no output of it may replace one."""
     _INPUT_FILES.clear()
     _INPUT_PATHS.clear()
     _RECORD_PATHS.clear()
+    _GUARDING[0] = on
 
 
 def note_input(path: Path, info: os.stat_result) -> None:
@@ -132,6 +136,8 @@ def note_input(path: Path, info: os.stat_result) -> None:
 def _is_input(path: Path, *, whole_report: bool = False) -> bool:
     """`path` is an input of this command; with `whole_report`, a saved report.json that a whole new report set
     replaces is not counted (the record is written again, whole)."""
+    if not _GUARDING[0]:
+        return False
     if whole_report and path.name == REPORT_JSON:
         with contextlib.suppress(OSError, RuntimeError, ValueError):
             if str(path.resolve()) in _RECORD_PATHS:
@@ -320,7 +326,7 @@ def merge_lock(out_dir: Path) -> Iterator[Path | None]:
 # A saved report or a rank record larger than this is refused before it is read: decoding costs several times the
 # file's size in memory. A long run's record is a few MB (samples are decimated, steps are small); raise the limit with
 # GPUTRIAGE_MAX_RECORD_MB for a record that really is larger.
-DEFAULT_MAX_RECORD_BYTES = 256 << 20
+DEFAULT_MAX_RECORD_BYTES = 64 << 20  # about 2 KB per rank in a merged report: some 30,000 ranks
 _READ_CHUNK = 1 << 20
 
 
@@ -368,14 +374,15 @@ def read_regular_file(path: Path, max_bytes: int, *, follow_symlinks: bool = Tru
         note_input(path, info)
         if info.st_size > max_bytes:
             raise InputError(_too_large(path, info.st_size, max_bytes))
-        chunks: list[bytes] = []
-        size = 0
-        while chunk := os.read(fd, min(_READ_CHUNK, max_bytes + 1 - size)):
+        # One read of the whole size: a regular file gives it in one buffer, where chunks joined cost twice the file
+        chunks = [os.read(fd, min(info.st_size, max_bytes) + 1)]
+        size = len(chunks[0])
+        while size <= max_bytes and (chunk := os.read(fd, min(_READ_CHUNK, max_bytes + 1 - size))):
             chunks.append(chunk)
             size += len(chunk)
-            if size > max_bytes:  # the file grew while we read it
-                raise InputError(_too_large(path, size, max_bytes))
-        return b"".join(chunks)
+        if size > max_bytes:  # the file grew while we read it
+            raise InputError(_too_large(path, size, max_bytes))
+        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
     except OSError as exc:
         raise InputError(f"cannot read {path}: {_reason(exc)}") from exc
     finally:

@@ -116,3 +116,25 @@ def test_a_key_before_the_events_over_the_limit_says_so(
     assert main(["trace", str(path)]) == 2
     err = capsys.readouterr().err
     assert "the keys before traceEvents hold more than 1 MiB" in err and "no traceEvents" not in err
+
+
+def test_the_same_finding_on_many_rank_traces_is_one_finding(tmp_path: Path, trace_json: Any) -> None:
+    """A forged folder of 27,000 ranks gave 27,000 copies of one finding (a 15 MB report.md); a folder of ten is
+    enough to show they are one, with the ranks it was seen on, as for a merged torchrun job."""
+    (tmp_path / "job").mkdir()
+    for rank in range(10):
+        b = training_loop(steps=4, busy_share=0.2, kernel_us=2_000.0)
+        b.meta["distributedInfo"] = {"rank": rank, "world_size": 10, "backend": "nccl"}
+        b.write(tmp_path / "job" / f"rank{rank}.json", gz=False)
+    code, doc = trace_json(tmp_path / "job")
+    low = [f for f in doc["findings"] if f["code"] == "low-gpu-utilization"]
+    assert code == 0 and len(low) == 1
+    assert low[0]["evidence"]["on_ranks"] == list(range(10)) and low[0]["title"].endswith("(and on 9 other ranks)")
+
+
+def test_a_run_of_ranks_is_shown_as_ranges() -> None:
+    from gputriage.report.fmt import evidence_value
+
+    assert evidence_value([0, 1, 2, 3, 7, 9, 10, 11]) == "0-3, 7, 9-11 (8)"
+    assert evidence_value(list(range(27_000))) == "0-26,999 (27,000)"
+    assert evidence_value([1, 5, 9]) == "1, 5, 9"

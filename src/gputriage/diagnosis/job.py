@@ -11,6 +11,7 @@ from gputriage.diagnosis.passes import explain_idle_gpu_below, link_straggler_ca
 from gputriage.findings import Finding, root_cause_order
 from gputriage.record import Run
 from gputriage.record.merge import rank_run
+from gputriage.wording import counted
 
 
 def evaluate_job(run: Run) -> list[Finding]:
@@ -25,6 +26,11 @@ def evaluate_job(run: Run) -> list[Finding]:
         if run.rank_info is not None and run.rank_info.world_size > 1:
             for f in found:
                 f.rank = run.rank_info.rank
+        if run.trace is not None and len(run.trace.ranks) > 1:
+            # a folder of rank traces: each rank's finding is judged on its own trace, and the same one on many ranks
+            # is reported once, as for a merged job (27,000 traces gave 27,000 copies of one finding)
+            ranked = [f for f in found if f.rank is not None]
+            return root_cause_order([*_collapse(ranked, mark_single=False), *(f for f in found if f.rank is None)])
         return found
     by_rank: dict[int, list[Finding]] = {}
     for info in run.ranks.ranks:
@@ -41,7 +47,9 @@ def _evaluate_record(run: Run) -> list[Finding]:
     return one_input_pipeline_finding(explain_idle_gpu_below(run, rules.evaluate(run)))
 
 
-def _collapse(findings: Iterable[Finding]) -> list[Finding]:
+def _collapse(findings: Iterable[Finding], *, mark_single: bool = True) -> list[Finding]:
+    """One finding per (code, where), on its lowest rank, with the ranks it was seen on; with `mark_single` False a
+    finding of one rank alone is left as it is (its title names its rank already)."""
     groups: dict[tuple[str, str | None], list[Finding]] = {}
     for f in findings:
         groups.setdefault((f.code, f.where), []).append(f)
@@ -49,5 +57,10 @@ def _collapse(findings: Iterable[Finding]) -> list[Finding]:
     for group in groups.values():
         first = min(group, key=lambda f: (f.severity.weight, f.rank if f.rank is not None else -1))
         ranks = sorted({f.rank for f in group if f.rank is not None})
-        out.append(msgspec.structs.replace(first, evidence={**first.evidence, "on_ranks": ranks}))
+        if len(ranks) <= 1 and not mark_single:
+            out.append(first)
+            continue
+        others = len(ranks) - 1
+        title = first.title + (f" (and on {counted(others, 'other rank')})" if others > 0 else "")
+        out.append(msgspec.structs.replace(first, title=title, evidence={**first.evidence, "on_ranks": ranks}))
     return out

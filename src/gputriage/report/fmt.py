@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 from datetime import datetime, timezone
@@ -106,10 +107,38 @@ def evidence_value(value: Any) -> str:
     if isinstance(value, (int, float)):
         return _number(value)
     if isinstance(value, list):
-        return ", ".join(evidence_value(v) for v in value)
+        return int_ranges(value) if _runs_of_ints(value) else ", ".join(evidence_value(v) for v in value)
     if isinstance(value, dict):
         return ", ".join(f"{k}={evidence_value(v)}" for k, v in value.items())
     return terminal_text(str(value))
+
+
+def _runs_of_ints(value: list[Any]) -> bool:
+    """A sorted list of distinct ints with a run of 3 or more consecutive ones (the ranks of a collapsed finding)."""
+    if len(value) < 3 or not all(type(v) is int for v in value):
+        return False
+    steps = [b - a for a, b in itertools.pairwise(value)]
+    return all(d > 0 for d in steps) and any(a == b == 1 for a, b in itertools.pairwise(steps))
+
+
+def int_ranges(value: list[int]) -> str:
+    """[0, 1, 2, 3, 7, 9, 10, 11] -> "0-3, 7, 9-11 (8)": the 27,000 ranks of one finding in one line."""
+    parts: list[str] = []
+    start = prev = value[0]
+    for v in [*value[1:], None]:
+        if v is not None and v == prev + 1:
+            prev = v
+            continue
+        parts.append(_number(start) if start == prev else f"{_number(start)}-{_number(prev)}")
+        if v is not None:
+            start = prev = v
+    shown = ", ".join(parts[:MAX_RANGES]) + (
+        f", ... ({len(parts) - MAX_RANGES} more runs)" if len(parts) > MAX_RANGES else ""
+    )
+    return f"{shown} ({_number(len(value))})"
+
+
+MAX_RANGES = 16
 
 
 def _number(value: float) -> str:
