@@ -55,6 +55,8 @@ CASES: dict[str, Job] = {
     "reaps_children": Job(["reaps_children.py"]),
     "closes_fds": Job(["closes_fds.py"]),
     "strict_subclass": Job(["strict_subclass.py"]),
+    "traced_scalars": Job(["traced_scalars.py"]),
+    "forward_kwargs": Job(["forward_kwargs.py"]),
     "inference_only": Job(["inference_only.py"]),
     "parametrize_weight_norm": Job(["parametrize_weight_norm.py"]),
     "hogwild_spawn": Job(["hogwild.py"]),

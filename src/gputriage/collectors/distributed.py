@@ -172,7 +172,7 @@ class DistributedObserver:
         self._patches.wrap(owner, name, make)
 
     def _wrap_after(self, cls: type, name: str, after: Callable[..., None]) -> None:
-        def make(original: Callable[..., Any], obj: Any, *args: Any, **kwargs: Any) -> Any:
+        def make(original: Callable[..., Any], obj: Any, /, *args: Any, **kwargs: Any) -> Any:
             result = original(obj, *args, **kwargs)
             with contextlib.suppress(Exception):
                 after(obj, *args, **kwargs)
@@ -193,7 +193,7 @@ class DistributedObserver:
 
     # --- the wrapped calls -------------------------------------------------------------------------------------------
 
-    def _timed_init_process_group(self, original: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    def _timed_init_process_group(self, original: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
         where = user_where()
         result = original(*args, **kwargs)
         with contextlib.suppress(Exception):
@@ -202,7 +202,7 @@ class DistributedObserver:
             self._backend = (str(dist.get_backend()), where)
         return result
 
-    def _timed_collective(self, name: str, original: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    def _timed_collective(self, name: str, original: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
         start_s = self._now_s()
         result = original(*args, **kwargs)
         self._stats.calls += 1
@@ -217,7 +217,7 @@ class DistributedObserver:
         else:
             self._stats.events_dropped += 1
 
-    def _recording_set_device(self, original: Callable[..., Any], device: Any, *args: Any, **kwargs: Any) -> Any:
+    def _recording_set_device(self, original: Callable[..., Any], device: Any, /, *args: Any, **kwargs: Any) -> Any:
         result = original(device, *args, **kwargs)
         with contextlib.suppress(Exception):
             import torch
@@ -231,7 +231,7 @@ class DistributedObserver:
             self._on_loader_iter(loader)
         return original(loader)
 
-    def _recording_load(self, original: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    def _recording_load(self, original: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
         if len(args) < 2 and kwargs.get("map_location") is None and len(self._load_sites) < MAX_LOAD_SITES:
             where = user_where()
             if where is not None:
@@ -265,7 +265,7 @@ class DistributedObserver:
         if self._environ.get(envnames.DDP_COMM_TIMING, "1") == "0":
             self._stats.ddp_untimed_reason = f"{envnames.DDP_COMM_TIMING}=0"
 
-    def _ddp_forward(self, original: Callable[..., Any], ddp: Any, *args: Any, **kwargs: Any) -> Any:
+    def _ddp_forward(self, original: Callable[..., Any], ddp: Any, /, *args: Any, **kwargs: Any) -> Any:
         if self._ddp_seen.get(ddp) is None:
             self._ddp_seen[ddp] = True
             if self._environ.get(envnames.DDP_COMM_TIMING, "1") != "0":

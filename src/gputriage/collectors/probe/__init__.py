@@ -252,7 +252,7 @@ class RunProbe:
             self._tracker.model_work()
         return timed
 
-    def _backward(self, original: Any, *args: Any, **kwargs: Any) -> Any:
+    def _backward(self, original: Any, /, *args: Any, **kwargs: Any) -> Any:
         state = self.state
         if state.in_child or capturing():
             return original(*args, **kwargs)

@@ -65,7 +65,7 @@ class ModuleCalls:
         self._patches.restore()
         self._outer_running = False
 
-    def _call(self, original: Any, module: nn.Module, *args: Any, **kwargs: Any) -> Any:
+    def _call(self, original: Any, module: nn.Module, /, *args: Any, **kwargs: Any) -> Any:
         state = self._state
         if (
             self._outer_running

@@ -21,7 +21,7 @@ import torch
 
 from gputriage.collectors.identity import IdentityMap
 from gputriage.collectors.patching import hide_own_frames
-from gputriage.collectors.probe.modes import OwnDispatchMode
+from gputriage.collectors.probe.modes import OwnDispatchMode, call_op
 from gputriage.collectors.probe.state import (
     ProbeState,
     capturing,
@@ -69,13 +69,13 @@ class OpCensus(OwnDispatchMode):
         if self._state.in_child or self._state.in_loader or capturing():
             # collation inside DataLoader.__next__ is the input pipeline's time (rung 5), not the step's compute
             try:
-                return func(*args, **kwargs)
+                return call_op(func, args, kwargs)
             except BaseException as exc:
                 hide_own_frames(exc)
                 raise
         start_s = time.perf_counter()
         try:
-            out = func(*args, **kwargs)
+            out = call_op(func, args, kwargs)
         except BaseException as exc:
             out = None
             hide_own_frames(exc)
@@ -228,7 +228,7 @@ class MixedDeviceMode(OwnDispatchMode):
     ) -> Any:
         kwargs = kwargs or {}
         try:
-            out = func(*args, **kwargs)
+            out = call_op(func, args, kwargs)
         except BaseException as exc:
             # the op that fails is the one to see: CUDA's (or the preflight's stand-in's) device check raised there
             self._see(func, args, kwargs, None)

@@ -129,12 +129,12 @@ class LoaderProbe:
             busiest.batch_load_cpu_s = load.cpu_s
         return busiest
 
-    def _loader_init(self, original: Any, loader: DataLoader[Any], *args: Any, **kwargs: Any) -> None:
+    def _loader_init(self, original: Any, loader: DataLoader[Any], /, *args: Any, **kwargs: Any) -> None:
         original(loader, *args, **kwargs)
         if not self._state.in_child:
             self._sites[loader] = where_now() or "?"
 
-    def _iter_init(self, original: Any, it: Any, loader: DataLoader[Any], *args: Any, **kwargs: Any) -> None:
+    def _iter_init(self, original: Any, it: Any, loader: DataLoader[Any], /, *args: Any, **kwargs: Any) -> None:
         original(it, loader, *args, **kwargs)
         if not self._state.in_child:
             self._iterators[it] = self._info_for(loader)

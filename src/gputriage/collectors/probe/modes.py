@@ -87,3 +87,39 @@ def leave_dispatch_mode(mode: TorchDispatchMode) -> None:
     finally:
         for other in reversed(above):
             torch._C._push_on_torch_dispatch_stack(other)
+
+
+# What an op says when a dispatch mode hands it a Python number where its schema has a Tensor
+_NUMBER_FOR_TENSOR = "Expected a value of type 'Tensor'"
+_WRAPPED_DTYPES = {bool: torch.bool, int: torch.int64, float: torch.float64, complex: torch.complex128}
+
+
+def call_op(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """`func(*args, **kwargs)` from inside a dispatch mode. TorchScript's wrapped numbers (the constants of a traced
+    graph: the 2 of `x * 2`) reach a mode as Python numbers, which the op then refuses (`aten::equal() Expected a
+    value of type 'Tensor' ... found type 'int'`): a traced model failed when called during the probe window, where
+    plain Python runs it. They are passed again as the 0-d tensors they were; any other error is the op's own."""
+    try:
+        return func(*args, **kwargs)
+    except RuntimeError as exc:
+        if _NUMBER_FOR_TENSOR not in str(exc):
+            raise
+        fixed = _numbers_as_tensors(func, args)
+        if fixed is None:
+            raise
+    return func(*fixed, **kwargs)
+
+
+def _numbers_as_tensors(func: Any, args: tuple[Any, ...]) -> tuple[Any, ...] | None:
+    """`args` with each Python number that the schema wants as a Tensor made one; None when there is none."""
+    schema = getattr(func, "_schema", None)
+    if schema is None:
+        return None
+    out = list(args)
+    changed = False
+    for index, (value, argument) in enumerate(zip(args, schema.arguments, strict=False)):
+        dtype = _WRAPPED_DTYPES.get(type(value))
+        if dtype is not None and isinstance(argument.type, torch._C.TensorType):
+            out[index] = torch.tensor(value, dtype=dtype)
+            changed = True
+    return tuple(out) if changed else None

@@ -129,7 +129,7 @@ class PlacementProbe:
         ):
             self._hook_handles.append(quiet_hook(register, hook))
 
-    def _init(self, original: Any, module: nn.Module, *args: Any, **kwargs: Any) -> None:
+    def _init(self, original: Any, module: nn.Module, /, *args: Any, **kwargs: Any) -> None:
         original(module, *args, **kwargs)
         if not self._state.in_child:
             self._created[module] = creation_site(module) or "?"
@@ -141,17 +141,17 @@ class PlacementProbe:
         if (plain and name not in module.__dict__.get("_buffers", {})) or _listed_modules(value):
             self._remember_member(module, name)
 
-    def _move(self, original: Any, module: nn.Module, *args: Any, **kwargs: Any) -> Any:
+    def _move(self, original: Any, module: nn.Module, /, *args: Any, **kwargs: Any) -> Any:
         out = original(module, *args, **kwargs)
         self._remember_move(module, _move_target(args, kwargs))
         return out
 
-    def _move_cuda(self, original: Any, module: nn.Module, *args: Any, **kwargs: Any) -> Any:
+    def _move_cuda(self, original: Any, module: nn.Module, /, *args: Any, **kwargs: Any) -> Any:
         out = original(module, *args, **kwargs)
         self._remember_move(module, "cuda")
         return out
 
-    def _move_cpu(self, original: Any, module: nn.Module, *args: Any, **kwargs: Any) -> Any:
+    def _move_cpu(self, original: Any, module: nn.Module, /, *args: Any, **kwargs: Any) -> Any:
         out = original(module, *args, **kwargs)
         self._remember_move(module, "cpu")
         return out
@@ -228,7 +228,7 @@ class PlacementProbe:
         except Exception:
             return
 
-    def _functional_loss(self, name: str, original: Any, *args: Any, **kwargs: Any) -> Any:
+    def _functional_loss(self, name: str, original: Any, /, *args: Any, **kwargs: Any) -> Any:
         state = self._state
         # inside a loss module (seen as such), not the training loop, or a graph being captured: just the loss
         if not (state.in_loss or state.in_child or threading.get_ident() != state.owner_thread or capturing()):

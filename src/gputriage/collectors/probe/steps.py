@@ -57,7 +57,7 @@ class StepTracker:
         self._hooks.clear()
         self._patches.restore()
 
-    def _optimizer_init(self, original: Any, opt: Any, *args: Any, **kwargs: Any) -> None:
+    def _optimizer_init(self, original: Any, opt: Any, /, *args: Any, **kwargs: Any) -> None:
         original(opt, *args, **kwargs)
         self._optimizer_made = True
 

@@ -99,7 +99,7 @@ class TensorTimers:
     def stop(self) -> None:
         self._patches.restore()
 
-    def _to(self, original: Any, t: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+    def _to(self, original: Any, t: torch.Tensor, /, *args: Any, **kwargs: Any) -> Any:
         state = self._state
         if not state.clock.running or capturing():
             return original(t, *args, **kwargs)
@@ -115,7 +115,7 @@ class TensorTimers:
             return _timed_sync(state, self._syncs, lambda: original(t, *args, **kwargs), kind="to-cpu", device=source)
         return original(t, *args, **kwargs)
 
-    def _cuda(self, original: Any, t: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+    def _cuda(self, original: Any, t: torch.Tensor, /, *args: Any, **kwargs: Any) -> Any:
         state = self._state
         if not state.clock.running or capturing() or device_type_of(t) != "cpu":
             return original(t, *args, **kwargs)
@@ -125,7 +125,7 @@ class TensorTimers:
         finally:
             state.clock.pop()
 
-    def _sync_method(self, kind: str, original: Any, t: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+    def _sync_method(self, kind: str, original: Any, t: torch.Tensor, /, *args: Any, **kwargs: Any) -> Any:
         state = self._state
         # a CPU tensor first: the common case (an optimizer's step counters), and no sync whatever the state
         if is_cpu_of(t) or state.in_sync_call or not state.clock.running or state.in_child or capturing():
