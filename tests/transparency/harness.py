@@ -57,6 +57,8 @@ CASES: dict[str, Job] = {
     "strict_subclass": Job(["strict_subclass.py"]),
     "traced_scalars": Job(["traced_scalars.py"]),
     "forward_kwargs": Job(["forward_kwargs.py"]),
+    "uncaught_after_window": Job(["uncaught_torch_frames.py", "resume"]),
+    "uncaught_in_census": Job(["uncaught_torch_frames.py", "census"]),
     "inference_only": Job(["inference_only.py"]),
     "parametrize_weight_norm": Job(["parametrize_weight_norm.py"]),
     "hogwild_spawn": Job(["hogwild.py"]),

@@ -104,12 +104,29 @@ def _forget_compiler_tables() -> None:
             clear()
 
 
-def hide_own_frames(exc: BaseException) -> None:
-    """Drop gputriage's frames from the head of the traceback of `exc`, which is passing through one of them."""
+# torch's frames that a dispatch mode adds between it and the op it passes on (torch/_ops.py's OpOverload.__call__),
+# and around its handler once Dynamo is loaded (torch._disable_dynamo's wrapper: _compile.py, eval_frame.py)
+DISPATCH_FILES = (
+    "torch/_compile.py",
+    "torch/_dynamo/eval_frame.py",
+    "torch/_ops.py",
+    "torch/utils/_python_dispatch.py",
+)
+
+
+def hide_own_frames(exc: BaseException, *, passed_on: bool = False) -> None:
+    """Drop gputriage's frames from the head of the traceback of `exc`, which is passing through one of them; with
+    `passed_on` (a dispatch mode's handler), also torch's frames of the op it passed on, which plain code has not."""
     tb = exc.__traceback__
-    while tb is not None and is_own_file(tb.tb_frame.f_code.co_filename):
+    while tb is not None and (
+        is_own_file(tb.tb_frame.f_code.co_filename) or (passed_on and is_dispatch_file(tb.tb_frame.f_code.co_filename))
+    ):
         tb = tb.tb_next
     exc.__traceback__ = tb
+
+
+def is_dispatch_file(filename: str) -> bool:
+    return filename.replace("\\", "/").endswith(DISPATCH_FILES)
 
 
 def _builtin_table() -> dict[int, str] | None:

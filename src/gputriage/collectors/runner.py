@@ -35,6 +35,7 @@ from typing import Any
 
 import msgspec
 
+from gputriage.collectors.patching import is_dispatch_file
 from gputriage.collectors.usercode import is_own_file
 
 
@@ -279,31 +280,52 @@ def without_ours(exc: BaseException) -> None:
         todo.extend(getattr(current, "exceptions", None) or [])  # an ExceptionGroup's members
 
 
-# torch's Python path into a tensor subclass's __torch_dispatch__ (the preflight's stand-in): a CUDA error raised from
-# C++ has none of these frames below the torch line that called the op.
-_SUBCLASS_DISPATCH_FILES = ("torch/_compile.py", "torch/_dynamo/eval_frame.py", "torch/_ops.py",
-                            "torch/utils/_python_dispatch.py")  # fmt: skip
-
-
 def _filtered(tb: TracebackType | None) -> TracebackType | None:
-    kept: list[TracebackType] = []
-    raised_by_us = False
-    below_ours = False  # past a frame of ours: torch's dispatch frames from here on exist only because of our mode
+    """The traceback without gputriage's frames, and without the runs of torch's dispatch frames right before or
+    after a frame of ours inside the job's stack (torch's wrapper of our mode's handler before it, the op it passes on
+    after it: they exist only because of our mode). Our launcher's frames, before the job's first, make no torch frame
+    ours: optimizer.load_state_dict's torch/_compile.py and eval_frame.py frames were dropped from every uncaught
+    traceback."""
+    frames: list[TracebackType] = []
     while tb is not None:
-        filename = tb.tb_frame.f_code.co_filename
-        raised_by_us = is_own_file(filename)
-        below_ours = below_ours or raised_by_us
-        dispatch = below_ours and filename.replace("\\", "/").endswith(_SUBCLASS_DISPATCH_FILES)
-        if not raised_by_us and not dispatch:
-            kept.append(tb)
+        frames.append(tb)
         tb = tb.tb_next
+    names = [f.tb_frame.f_code.co_filename for f in frames]
+    own = [is_own_file(name) for name in names]
+    dispatch = [is_dispatch_file(name) for name in names]
+    first_job = next((i for i, mine in enumerate(own) if not mine), len(frames))
+    ours_after = [False] * len(frames)  # a run of dispatch frames that touches a frame of ours in the job's stack
+    for i in range(first_job, len(frames)):
+        if not own[i]:
+            continue
+        for step in (-1, 1):
+            j = i + step
+            while first_job <= j < len(frames) and dispatch[j] and not own[j]:
+                ours_after[j] = True
+                j += step
+    kept = [f for i, f in enumerate(frames) if not own[i] and not ours_after[i]]
+    raised_by_us = bool(own) and own[-1]
+    if not raised_by_us and len(kept) > 1 and _wraps_a_hidden_handler(kept):
+        # the traceback ends in torch._disable_dynamo's wrapper of a handler whose frames our mode hid (the op's own
+        # error passed on): the wrapper is ours too
+        while kept and is_dispatch_file(kept[-1].tb_frame.f_code.co_filename):
+            kept.pop()
     if raised_by_us:  # the stand-in raised CUDA's error: the traceback ends where CUDA's would
-        while kept and kept[-1].tb_frame.f_code.co_filename.replace("\\", "/").endswith(_SUBCLASS_DISPATCH_FILES):
+        while kept and is_dispatch_file(kept[-1].tb_frame.f_code.co_filename):
             kept.pop()
     head: TracebackType | None = None
     for entry in reversed(kept):
         head = TracebackType(head, entry.tb_frame, entry.tb_lasti, entry.tb_lineno)
     return head
+
+
+def _wraps_a_hidden_handler(kept: list[TracebackType]) -> bool:
+    """The traceback ends in a run of torch's dispatch frames that begins with torch/_compile.py's wrapper: nothing
+    it wrapped is left below it, so what it wrapped was a handler of ours whose frames were hidden."""
+    tail = len(kept)
+    while tail > 0 and is_dispatch_file(kept[tail - 1].tb_frame.f_code.co_filename):
+        tail -= 1
+    return tail < len(kept) and kept[tail].tb_frame.f_code.co_filename.replace("\\", "/").endswith("torch/_compile.py")
 
 
 # --- signals ----------------------------------------------------------------------------------------------------------

@@ -71,14 +71,14 @@ class OpCensus(OwnDispatchMode):
             try:
                 return call_op(func, args, kwargs)
             except BaseException as exc:
-                hide_own_frames(exc)
+                hide_own_frames(exc, passed_on=True)
                 raise
         start_s = time.perf_counter()
         try:
             out = call_op(func, args, kwargs)
         except BaseException as exc:
             out = None
-            hide_own_frames(exc)
+            hide_own_frames(exc, passed_on=True)
             raise  # a bare raise adds no frame of ours back
         finally:
             elapsed_s = time.perf_counter() - start_s
@@ -232,7 +232,7 @@ class MixedDeviceMode(OwnDispatchMode):
         except BaseException as exc:
             # the op that fails is the one to see: CUDA's (or the preflight's stand-in's) device check raised there
             self._see(func, args, kwargs, None)
-            hide_own_frames(exc)
+            hide_own_frames(exc, passed_on=True)
             raise
         self._see(func, args, kwargs, out)
         return out
