@@ -78,6 +78,7 @@ CASES: dict[str, Job] = {
     "workers_fork": Job(["loader_workers.py", "fork"]),
     "workers_spawn": Job(["loader_workers.py", "spawn"]),
     "meta_stand_in": Job(["meta_job.py", "meta"], device="meta"),
+    "meta_compiled_fullgraph": Job(["meta_compiled.py"], device="meta"),
     "user_profiler": Job(["profiler_user.py"]),
     "atexit_pickle_thread": Job(["atexit_pickle.py"]),
     "module_in_package": Job(["-m", "pkgjob.train", "a", "--b"]),

@@ -57,7 +57,13 @@ def record_read(kind: str) -> None:
 
 
 class MetaHostReads(OwnDispatchMode):
-    """For scripts written for `meta` (`--expect-device meta`): host reads of meta tensors return placeholders."""
+    """For scripts written for `meta` (`--expect-device meta`): host reads of meta tensors return placeholders.
+    Compiled code runs without it (`ignore_compile_internals`), as under the op census: torch.compile refuses to
+    compile with fullgraph=True under a user's dispatch mode, and without it ran the step eagerly."""
+
+    @classmethod
+    def ignore_compile_internals(cls) -> bool:
+        return True
 
     def __torch_dispatch__(
         self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None
