@@ -60,6 +60,8 @@ CASES: dict[str, Job] = {
     "uncaught_after_window": Job(["uncaught_torch_frames.py", "resume"]),
     "uncaught_in_census": Job(["uncaught_torch_frames.py", "census"]),
     "inference_only": Job(["inference_only.py"]),
+    "stepless_inference": Job(["stepless_inference.py"]),
+    "orig_argv": Job(["orig_argv.py", "--lr", "0.1", "-m", "x"]),
     "parametrize_weight_norm": Job(["parametrize_weight_norm.py"]),
     "hogwild_spawn": Job(["hogwild.py"]),
     "user_hooks": Job(["user_hooks.py"]),

@@ -98,6 +98,9 @@ def check_target(target: Target) -> None:
 def run_target(target: Target, signals: JobSignals | None = None) -> Outcome:
     """Execute the target in this process and report how it ended. Never raises for the user's errors."""
     saved_argv, saved_path0 = sys.argv[:], sys.path[0] if sys.path else None
+    saved_orig = getattr(sys, "orig_argv", None)
+    if saved_orig is not None:
+        sys.orig_argv = _orig_argv(saved_orig, target)
     start_s = time.perf_counter()
     cut_short = False
     try:
@@ -122,11 +125,22 @@ def run_target(target: Target, signals: JobSignals | None = None) -> Outcome:
         if signals is not None:
             signals.leave_script()
         sys.argv = saved_argv
+        if saved_orig is not None:
+            sys.orig_argv = saved_orig
         if saved_path0 is not None and sys.path:
             sys.path[0] = saved_path0
     outcome.wall_s = time.perf_counter() - start_s
     flush_std_streams()
     return outcome
+
+
+def _orig_argv(orig: list[str], target: Target) -> list[str]:
+    """sys.orig_argv as `python script.py args` would have it: the interpreter and its own options as given, then
+    the script (or `-m module`) and its arguments, not gputriage's command line."""
+    at = next((i for i in range(len(orig) - 1) if orig[i] == "-m" and orig[i + 1] == "gputriage"), None)
+    interpreter = orig[:at] if at is not None else orig[:1]
+    job = ["-m", target.name] if target.is_module else [target.name]
+    return [*interpreter, *job, *target.args]
 
 
 def join_job_threads() -> None:

@@ -240,6 +240,8 @@ class RunProbe:
     def _on_module_call(self, module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], outer: bool) -> bool:
         """A module call (see calls.py): shown to placement while it watches; an outermost call of a model (a module
         that holds tensors) or of a loss is the step's forward."""
+        if self._mixed_mode is not None and self._mixed_mode.spent:
+            self._stop_mixed()  # out between two ops, never inside one (see MixedDeviceMode.spent)
         if self._calls.watch_inner:
             self._placement.see_call(module, args, kwargs, outer)
         if not outer:

@@ -211,6 +211,12 @@ class MixedDevices:
         return list(self._ops.values())
 
 
+# The ops step 0's mode sees before it is taken out though the step has not ended (see MixedDeviceMode.spent): a
+# GPT-2 small's first training step (forward, backward, optimizer) is a few thousand; the census's steps 1-3 see
+# mixed devices again, whatever step 0 held.
+MAX_WARMUP_OPS = 20_000
+
+
 class MixedDeviceMode(OwnDispatchMode):
     """Only the tensors' look (MixedDevices), for the warm-up step, where the op census is off. Switched off under
     torch.compile and graph capture, and invisible in tracebacks, as the census is."""
@@ -222,11 +228,20 @@ class MixedDeviceMode(OwnDispatchMode):
     def __init__(self, mixed: MixedDevices) -> None:
         super().__init__()  # type: ignore[no-untyped-call]
         self._mixed = mixed
+        self.ops = 0
+
+    @property
+    def spent(self) -> bool:
+        """Seen MAX_WARMUP_OPS ops without the step ending: a job with no step boundaries (an inference or generation
+        loop, an export) would keep a Python dispatch mode on every op of its whole run (3.3x slower in a trial); the
+        probe takes it out at the next module call. A training step's own ops are far fewer."""
+        return self.ops >= MAX_WARMUP_OPS
 
     def __torch_dispatch__(
         self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None
     ) -> Any:
         kwargs = kwargs or {}
+        self.ops += 1
         try:
             out = call_op(func, args, kwargs)
         except BaseException as exc:
