@@ -34,6 +34,8 @@ CASES: dict[str, tuple[Case, str]] = {
     "accumulation": (Case(["--trace-steps", "2", "trace_steps.py", "--accumulate", "3", "--steps", "8"]), "cpu"),
     "own_profiler": (Case(["--trace", "trace_steps.py", "--own-profiler"]), "cpu"),
     "sigterm": (Case(["--trace-steps", "100", "runs_until_killed.py"], terminate_after="ready"), "meta"),
+    "in_backward": (Case(["--trace", "trace_unsafe_steps.py", "backward", "10"]), "cpu"),
+    "in_thread": (Case(["--trace", "trace_unsafe_steps.py", "thread", "6"]), "cpu"),
 }
 
 
@@ -264,3 +266,13 @@ def test_on_a_gpu_the_trace_has_the_device_numbers(tmp_path: Path) -> None:
         assert rank[name] is not None, name
     assert abs(rank["busy_pct"] + rank["idle_pct"] - 100) < 0.01
     assert "profiler_on_at_end=False" in result.stdout
+
+
+@pytest.mark.parametrize(("case", "why"), [("in_backward", "inside autograd's backward"), ("in_thread", "a thread")])
+def test_steps_the_profiler_cannot_be_driven_from_get_a_note_not_a_crash(
+    traced: dict[str, tuple[Result, Path]], case: str, why: str
+) -> None:
+    result, folder = traced[case]
+    assert result.returncode == 0 and "done" in result.stdout
+    assert why in result.report["trace"]["note"] and "never opened" in result.report["trace"]["note"]
+    assert not (folder / TRACE).exists()

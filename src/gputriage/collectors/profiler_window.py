@@ -26,6 +26,7 @@ import re
 import shutil
 import sys
 import tempfile
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from types import FrameType
@@ -61,6 +62,20 @@ def profiler_observers(trace_steps: int | None, out_dir: Path | None, probe: Run
     window = ProfilerWindow(out_dir, trace_steps)
     probe.step_listeners.append(window.on_step)
     return [window]
+
+
+def _unsafe_here() -> str | None:
+    """Why torch's profiler cannot be started, stepped or stopped from here (None: it can). It must be driven from
+    the thread that runs the job's main code, outside autograd's backward: a window opened from an optimizer stepped
+    in a gradient hook, or from a training loop in a worker thread, killed the job with SIGSEGV."""
+    if threading.current_thread() is not threading.main_thread():
+        return "the training steps run in a thread other than the main one, where torch's profiler cannot be driven"
+    if torch._C._current_graph_task_id() != -1:
+        return (
+            "the training steps end inside autograd's backward (an optimizer stepped from a gradient hook), where "
+            "torch's profiler cannot be started or stopped"
+        )
+    return None
 
 
 def _always_record(step: int) -> ProfilerAction:
@@ -139,6 +154,12 @@ class ProfilerWindow:
         self._last_step = step
         if self._exported or self._note is not None:
             return
+        unsafe = _unsafe_here()
+        if unsafe is not None and self._prof is None and step == self.first_step:
+            self._note = f"the profiler window never opened: {unsafe}"
+            return
+        if unsafe is not None:
+            return  # open already: it records on, and closes at a step boundary where it can, or at the job's end
         if self._prof is None and step == self.first_step:
             self._open(step)
         elif self._prof is not None and step < self.end_step:
