@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from gputriage.collectors.probe.clock import PhaseClock
-from gputriage.collectors.probe.window import CENSUS, MIXED, PLACEMENT, TIMING, Switch, WindowDriver, active_probes
+from gputriage.collectors.probe.window import Switch, WindowDriver, active_probes
+from gputriage.collectors.windows import CENSUS, MIXED, PLACEMENT, TIMING
 
 
 class FakeClock:

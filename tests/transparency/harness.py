@@ -43,6 +43,7 @@ class Job:
     torchrun: int = 0  # ranks; 0: one process
     copies: dict[str, str] = field(default_factory=dict)  # extra file name -> the job file it is a copy of
     relative_out: bool = False
+    options: list[str] = field(default_factory=list)  # more `gputriage run` options (`--trace`)
 
 
 CASES: dict[str, Job] = {
@@ -62,6 +63,7 @@ CASES: dict[str, Job] = {
     "inference_only": Job(["inference_only.py"]),
     "stepless_inference": Job(["stepless_inference.py"]),
     "orig_argv": Job(["orig_argv.py", "--lr", "0.1", "-m", "x"]),
+    "trace_threads_before_torch": Job(["threads_before_torch.py"], options=["--trace"]),
     "parametrize_weight_norm": Job(["parametrize_weight_norm.py"]),
     "hogwild_spawn": Job(["hogwild.py"]),
     "user_hooks": Job(["user_hooks.py"]),
@@ -125,7 +127,7 @@ def env() -> dict[str, str]:
 def commands(job: Job, out: Path) -> tuple[list[str], list[str]]:
     """(plain, under gputriage)."""
     out_arg = RELATIVE_OUT if job.relative_out else str(out)
-    ours = ["run", "--expect-device", job.device, "--out", out_arg, *job.argv]
+    ours = ["run", "--expect-device", job.device, "--out", out_arg, *job.options, *job.argv]
     if job.torchrun:
         launch = [str(BIN / "torchrun"), "--standalone", f"--nproc_per_node={job.torchrun}"]
         return [*launch, *job.argv], [*launch, "--no-python", str(BIN / "gputriage"), *ours]

@@ -39,7 +39,7 @@ from torch.profiler import ProfilerAction, ProfilerActivity
 from gputriage import outdir
 from gputriage.collectors.distributed import is_multi_rank, rank_from_env
 from gputriage.collectors.probe import RunProbe
-from gputriage.collectors.probe.window import PROBE_STEPS
+from gputriage.collectors.windows import first_traced_step
 from gputriage.record import Run
 from gputriage.record.trace import TraceSection
 
@@ -48,11 +48,6 @@ GZIP_LEVEL = 6
 # Kineto's log lines at its informational levels: "USDT:2026-11-30 23:07:36 11064:11064 File.cpp:52] profiler_start".
 # Its WARNING and ERROR lines, and anything else, are kept.
 KINETO_CHATTER = re.compile(rb"^(?:USDT|STAGE|INFO|VERBOSE):\d{4}-\d\d-\d\d \d\d:\d\d:\d\d \d+:\d+ [^\]\s]+:\d+\] ")
-
-
-def first_traced_step() -> int:
-    """The first step after every probe window (see the module docstring): step 4 with today's table."""
-    return max(steps.stop for steps in PROBE_STEPS.values())
 
 
 def profiler_observers(trace_steps: int | None, out_dir: Path | None, probe: RunProbe) -> list[ProfilerWindow]:

@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from gputriage.collectors.probe.state import ProbeState
-from gputriage.collectors.probe.window import PROBE_STEPS
 from gputriage.collectors.usercode import is_own_file, is_user_file, short_path
+from gputriage.collectors.windows import PROBE_STEPS
 from gputriage.record import Run
 from gputriage.record.sampler import MAX_LINES, SampledLine, SamplerSection
 
@@ -78,7 +78,7 @@ def stack_sampler_observers(steps: int | None, trace_steps: int | None, probe: R
         return []
     end_step = DEFAULT_END_STEP
     if trace_steps is not None:
-        from gputriage.collectors.profiler_window import first_traced_step
+        from gputriage.collectors.windows import first_traced_step
 
         end_step = min(end_step, first_traced_step())  # the profiler's window must not see the sampler
     if steps is not None:

@@ -169,7 +169,7 @@ def trace_steps_from(args: argparse.Namespace, observed_steps: int | None) -> in
     steps = args.trace_steps
     if steps is None and not args.trace:
         return None
-    from gputriage.collectors.profiler_window import first_traced_step  # imports torch: only with --trace
+    from gputriage.collectors.windows import first_traced_step
 
     steps = DEFAULT_TRACE_STEPS if steps is None else steps
     if steps < 1:

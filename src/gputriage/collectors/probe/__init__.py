@@ -36,9 +36,10 @@ from gputriage.collectors.probe.placement import PlacementProbe, has_tensors
 from gputriage.collectors.probe.state import ProbeState, capturing, host_operand
 from gputriage.collectors.probe.steps import StepTracker
 from gputriage.collectors.probe.syncs import CudaSyncDebug, SyncRecorder, TensorTimers
-from gputriage.collectors.probe.window import CENSUS, MIXED, PLACEMENT, TIMING, Switch, WindowDriver
+from gputriage.collectors.probe.window import Switch, WindowDriver
 from gputriage.collectors.usercode import traceback_user_where
 from gputriage.collectors.warnplace import WarningPlaces
+from gputriage.collectors.windows import CENSUS, MIXED, PLACEMENT, TIMING
 from gputriage.record import Run
 from gputriage.record.compute import ComputeSection
 from gputriage.record.placement import PlacementSection

@@ -11,20 +11,7 @@ from collections.abc import Callable
 
 import msgspec
 
-PLACEMENT = "placement"
-CENSUS = "census"
-TIMING = "timing"
-MIXED = "mixed-devices"
-
-# probe -> the steps (0-based) it is on for. Step 0 pays for lazy initialisation (cuDNN autotuning, allocator
-# warm-up), so the census starts at step 1; three steps are enough to see every op of a static loop. Step 0 still
-# gets a look at the tensors of each op (a CPU tensor meeting the device's, `census.MixedDevices`): a script that dies
-# at step 0 on the meta stand-in (`.item()`) would otherwise hide the forward that CUDA refuses.
-PROBE_STEPS: dict[str, range] = {
-    PLACEMENT: range(0, 2),
-    MIXED: range(0, 1),
-    CENSUS: range(1, 4),
-}
+from gputriage.collectors.windows import PROBE_STEPS, TIMING
 
 
 def active_probes(step: int, steps_limit: int | None) -> frozenset[str]:
