@@ -64,6 +64,7 @@ CASES: dict[str, Job] = {
     "stepless_inference": Job(["stepless_inference.py"]),
     "orig_argv": Job(["orig_argv.py", "--lr", "0.1", "-m", "x"]),
     "trace_threads_before_torch": Job(["threads_before_torch.py"], options=["--trace"]),
+    "trace_own_cprofile": Job(["own_cprofile.py"], options=["--trace"]),
     "parametrize_weight_norm": Job(["parametrize_weight_norm.py"]),
     "hogwild_spawn": Job(["hogwild.py"]),
     "user_hooks": Job(["user_hooks.py"]),

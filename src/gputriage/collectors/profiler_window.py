@@ -166,6 +166,11 @@ class ProfilerWindow:
         if torch.autograd.profiler._is_profiler_enabled:
             self._note = "the job runs its own profiler, so gputriage did not start a second one"
             return
+        if sys.getprofile() is not None:
+            # torch's profiler with stacks takes the Python profile hook, and leaves none: the job's cProfile saw
+            # nothing from the window on
+            self._note = "the job runs its own Python profiler (cProfile, sys.setprofile), which torch's would replace"
+            return
         prof = torch.profiler.profile(
             activities=_activities(),
             schedule=_always_record,
