@@ -33,7 +33,7 @@ from gputriage.collectors.probe.debugenv import CudnnFlags, LaunchBlocking
 from gputriage.collectors.probe.loader import LoaderProbe
 from gputriage.collectors.probe.modes import enter_dispatch_mode, leave_dispatch_mode
 from gputriage.collectors.probe.placement import PlacementProbe, has_tensors
-from gputriage.collectors.probe.state import ProbeState, capturing, host_operand
+from gputriage.collectors.probe.state import ProbeState, capturing, host_operand, own_reads
 from gputriage.collectors.probe.steps import StepTracker
 from gputriage.collectors.probe.syncs import CudaSyncDebug, SyncRecorder, TensorTimers
 from gputriage.collectors.probe.window import Switch, WindowDriver
@@ -240,7 +240,12 @@ class RunProbe:
 
     def _on_module_call(self, module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], outer: bool) -> bool:
         """A module call (see calls.py): shown to placement while it watches; an outermost call of a model (a module
-        that holds tensors) or of a loss is the step's forward."""
+        that holds tensors) or of a loss is the step's forward. Our reads of its tensors are unseen by the user's
+        TorchFunctionMode and Tensor subclasses (`own_reads`)."""
+        with own_reads():
+            return self._see_module_call(module, args, kwargs, outer)
+
+    def _see_module_call(self, module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], outer: bool) -> bool:
         if self._mixed_mode is not None and self._mixed_mode.spent:
             self._stop_mixed()  # out between two ops, never inside one (see MixedDeviceMode.spent)
         if self._calls.watch_inner:

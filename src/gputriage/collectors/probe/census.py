@@ -28,6 +28,7 @@ from gputriage.collectors.probe.state import (
     given_by_caller,
     in_backward,
     note_host_operand,
+    own_reads,
 )
 from gputriage.collectors.probe.syncs import SyncRecorder
 from gputriage.collectors.usercode import frame_where, user_frame
@@ -82,7 +83,7 @@ class OpCensus(OwnDispatchMode):
             raise  # a bare raise adds no frame of ours back
         finally:
             elapsed_s = time.perf_counter() - start_s
-            with contextlib.suppress(Exception):  # the census must never break the user's op
+            with contextlib.suppress(Exception), own_reads():  # never break the user's op, nor show it our reads
                 self._count(func, args, kwargs, elapsed_s, out)
         return out
 
@@ -253,7 +254,7 @@ class MixedDeviceMode(OwnDispatchMode):
         return out
 
     def _see(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> None:
-        with contextlib.suppress(Exception):  # never break the user's op
+        with contextlib.suppress(Exception), own_reads():  # never break the user's op, nor show it our reads
             if not self._mixed.ignored() and not capturing():
                 tensors = [a for a in _flat(args) if isinstance(a, torch.Tensor)]
                 tensors += [v for v in kwargs.values() if isinstance(v, torch.Tensor)]

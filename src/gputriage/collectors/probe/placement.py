@@ -535,7 +535,7 @@ class PlacementProbe:
             on_expected = any(d.split(":", 1)[0] == expected for d in info.devices)
             if model is None or not on_expected or len(info.stray) >= MAX_STRAY_PARTS:
                 continue  # a model wholly off the device is model-on-cpu already
-            with contextlib.suppress(Exception):  # never break the user's job for a second look
+            with contextlib.suppress(Exception), own_reads():  # never break the job for a second look, nor show it
                 self._add_late_strays(model, info, expected)
 
     def _add_late_strays(self, model: nn.Module, info: ModelInfo, expected: str) -> None:
@@ -567,7 +567,10 @@ class PlacementProbe:
     def _was_called(self, module: nn.Module) -> bool:
         """The module ran: the crash was inside it, or a backward reached its parameters. Inner module calls are not
         watched (one wrapper sees only the outermost call), so a module that ran without either is not known."""
-        return self._called.get(module) is not None or any(p.grad is not None for p in module.parameters())
+        if self._called.get(module) is not None:
+            return True
+        with own_reads():
+            return any(p.grad is not None for p in module.parameters())
 
     def describe_module(self, module: nn.Module) -> str | None:
         """'Net.head (Linear)' for a module inside a model seen so far."""

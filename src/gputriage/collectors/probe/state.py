@@ -70,13 +70,18 @@ _PLAIN_TORCH_FUNCTION = torch.Tensor.__torch_function__.__func__  # type: ignore
 def own_reads() -> contextlib.AbstractContextManager[Any]:
     """Around gputriage's own reads of a user's tensor (`.device`, `.shape`, `.is_cpu`): a Tensor subclass's
     `__torch_function__` sees none of them. A subclass that refuses what it does not know (the "Extending torch"
-    pattern) died at its first `.item()` on our `__get__` of `.is_cpu`, and one that counts its calls counted ours."""
-    return torch._C.DisableTorchFunctionSubclass()
+    pattern) died at its first `.item()` on our `__get__` of `.is_cpu`, and one that counts its calls counted ours.
+    A user's TorchFunctionMode sees none of them either (it saw our `numel`, `untyped_storage` and `__get__`)."""
+    return torch._C.DisableTorchFunction()
 
 
 def is_plain(t: torch.Tensor) -> bool:
-    """torch.Tensor's own __torch_function__ (plain tensors, Parameters' disabled one aside): reads go straight."""
-    return getattr(type(t).__torch_function__, "__func__", None) is _PLAIN_TORCH_FUNCTION
+    """torch.Tensor's own __torch_function__ (plain tensors, Parameters' disabled one aside) and no TorchFunctionMode
+    of the user's on: reads go straight."""
+    return (
+        getattr(type(t).__torch_function__, "__func__", None) is _PLAIN_TORCH_FUNCTION
+        and not torch._C._is_torch_function_mode_enabled()
+    )
 
 
 def device_type_of(t: torch.Tensor) -> str:
