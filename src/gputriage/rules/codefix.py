@@ -19,6 +19,7 @@ import io
 import re
 import textwrap
 import tokenize
+from collections.abc import Callable
 
 import msgspec
 
@@ -706,6 +707,44 @@ def sibling_factory_statements(source: SourceSection | None, stmt: Statement) ->
     )
     found_statements = (statement_at(source, f"{stmt.snippet.path}:{line}") for line in lines)
     return [s for s in found_statements if s is not None]
+
+
+def adjacent_factory_statements(source: SourceSection | None, stmt: Statement) -> list[Statement]:
+    """The statements right above and below `stmt` that make a tensor with the same factory, without `device=`:
+    `mean = torch.tensor(cfg["mean"])` and `std = torch.tensor(cfg["std"])` are made alike, and a fix of the one that
+    crashed first left the other for the next run."""
+    call = factory_call(stmt.node)
+    if call is None:
+        return []
+    name = ast.unparse(call.func)
+
+    def alike(other: Statement) -> bool:
+        made = factory_call(other.node) if isinstance(other.node, ast.Assign) else None
+        return made is not None and ast.unparse(made.func) == name
+
+    return adjacent_statements(source, stmt, alike)
+
+
+def adjacent_statements(
+    source: SourceSection | None, stmt: Statement, alike: Callable[[Statement], bool]
+) -> list[Statement]:
+    """The run of statements on the lines right above and below `stmt` (no blank line between) for which `alike`
+    holds, in line order."""
+    found: list[Statement] = []
+    for step in (-1, 1):
+        line = stmt.first_line if step < 0 else (stmt.node.end_lineno or stmt.node.lineno) + stmt.offset
+        while len(found) < MAX_ADJACENT:
+            line += step
+            text = stmt.snippet.line(line)
+            other = statement_at(source, f"{stmt.snippet.path}:{line}") if text and text.strip() else None
+            if other is None or other.first_line == stmt.first_line or not alike(other):
+                break
+            found.append(other)
+            line = other.first_line if step < 0 else (other.node.end_lineno or other.node.lineno) + other.offset
+    return sorted(found, key=lambda s: s.first_line)
+
+
+MAX_ADJACENT = 8
 
 
 def _stored_name(node: ast.stmt) -> str | None:

@@ -65,9 +65,15 @@ def _variable_fix(run: Run, host: CrashOperand, expected: str, evidence: dict[st
     stmt = codefix.statement_at(run.source, host.where)
     made = codefix.with_device(stmt, device) if stmt is not None else None
     if stmt is not None and made is not None:
-        edit = edits.device_in_factory(stmt, device)
-        evidence.update(edits.evidence_of([edit] if edit is not None else []))
+        alike = codefix.adjacent_factory_statements(run.source, stmt)
+        also = [(s, m) for s in alike if (m := codefix.with_device(s, device)) is not None]
+        found = [edits.device_in_factory(s, device) for s in (stmt, *(s for s, _ in also))]
+        evidence.update(edits.evidence_of([e for e in found if e is not None]))
         fix = [f"# {host.name} is made on the CPU at line {stmt.first_line}: make it on the device there", made]
+        if also:
+            lines = ", ".join(str(s.first_line) for s, _ in also)
+            fix[0] += f"; line{'s' if len(also) > 1 else ''} {lines} make{'' if len(also) > 1 else 's'} tensors alike"
+            fix += [m for _, m in also]
     else:
         line = host.where.rpartition(":")[2] if host.where else "?"
         fix = [f"{host.name} = {host.name}.to({device})  # after line {line}, where {host.name} is made"]

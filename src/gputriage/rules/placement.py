@@ -540,6 +540,9 @@ def _worker_fix(run: Run, worker_where: str | None, loop_where: str | None) -> s
     stmt = codefix.statement_at(run.source, worker_where)
     on_cpu = codefix.without_device_moves(stmt) if stmt is not None else None
     lines.append(on_cpu if on_cpu is not None else "# in __getitem__: no .to(device) / .cuda() / device=")
+    if stmt is not None and on_cpu is not None:  # `y = torch.tensor(..., device="cuda")` next to the x that died first
+        alike = codefix.adjacent_statements(run.source, stmt, lambda s: codefix.without_device_moves(s) is not None)
+        lines += [fixed for s in alike if (fixed := codefix.without_device_moves(s)) is not None]
     device = codefix.device_expression(run.source, worker_where) or codefix.device_expression(run.source, loop_where)
     device = device or '"cuda"'
     batch = codefix.loop_targets(run.source, loop_where)
