@@ -161,3 +161,21 @@ def test_no_kernel_image_under_torchs_own_frames_is_not_blamed_on_a_package() ->
         "RuntimeError: CUDA error: no kernel image is available for execution on the device\n"
     )
     assert parse_environment_text(text).errors[0].package is None
+
+
+def test_an_amd_gpu_that_works_for_another_user_is_the_device_files_groups() -> None:
+    """ROCm/legacy-rocm-build#3072: user A gets True, user B False on one machine (was: install the ROCm build)."""
+    text = (
+        '[Issue]: python -c "import torch;print(torch.cuda.is_available())" returns False\n'
+        "  Marketing Name:          Radeon RX 7900 XTX\n"
+        "I have 2 user accounts(A and B) in my system(Ubuntu 22.04.4). A runs this successfully and returns True, "
+        "but B doesn't.\n"
+    )
+    assert parse_environment_text(text).host.other_user_works is True
+    top = diagnose_text(text).findings[0]
+    assert "usermod -a -G render,video" in top.fix and "rocm7.2" not in top.fix
+
+
+def test_two_environments_compared_are_not_two_users() -> None:
+    text = "torch 2.5.1+cu124: torch.cuda.is_available() works in conda env A, but env B doesn't\n"
+    assert parse_environment_text(text).host.other_user_works is None

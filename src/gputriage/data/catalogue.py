@@ -53,6 +53,7 @@ CATALOGUE: tuple[Entry, ...] = (
             "nvml_gpus",
             "os",
             "other_gpus",
+            "other_user_works",
             "rosetta",
             "pci_nvidia_gpus",
             "torch_cuda_devices",

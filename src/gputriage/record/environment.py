@@ -128,6 +128,9 @@ class HostFacts(msgspec.Struct):
     # The reporter says a reboot was already tried and the problem stayed ("Tried rebooting, but still doesn't work"):
     # a module loaded after it is the one installed, and a fix that starts with a reboot is one they have done.
     rebooted: bool | None = None
+    # The reporter says the same machine works for another user, or as root ("user A gets True, user B doesn't",
+    # "works with sudo"): torch and the driver are fine, the failing user cannot open the GPU's device files.
+    other_user_works: bool | None = None
     # A pasted report shows conda on the machine ("[conda]" lines, a conda command or path, a conda prompt).
     conda_seen: bool | None = None
 

@@ -353,6 +353,7 @@ def no_gpu_visible(run: Run) -> Iterator[Finding]:
         "container": env.host.container_kind,
         "os": env.host.os_name if env.source == "text" else None,
         "rosetta": env.host.rosetta,
+        "other_user_works": env.host.other_user_works,
         "error": next((e.text for e in errors_pointing_to(env, NO_DRIVER, NO_DEVICE)), None),
     }
     expected = expected_kind(run)
@@ -486,6 +487,13 @@ def _amd_fix(env: Environment, amd: str) -> str:
             "# on Windows, torch-directml runs torch on any DirectX 12 GPU, AMD's included:\n"
             "python -m pip install torch-directml   # then: import torch_directml; device = torch_directml.device()\n"
             "# (ComfyUI: python main.py --directml); or Linux with ROCm, where ROCm supports this GPU"
+        )
+    if env.host.other_user_works:  # the same machine works for another user: the GPU's device files, not torch
+        return (
+            f"# the GPU is AMD ({amd}) and it works for another user on this machine: this user cannot open its\n"
+            "# device files (/dev/kfd, /dev/dri/renderD*), which ROCm gives to the render and video groups\n"
+            "ls -l /dev/kfd /dev/dri/renderD*; groups   # the failing user must be in their group\n"
+            "sudo usermod -a -G render,video $USER   # then log out and in (or: newgrp render)"
         )
     t = env.torch
     cuda_build = f"torch {t.version} is a CUDA build, for NVIDIA GPUs only"

@@ -50,6 +50,13 @@ _DRIVER_PACKAGE = re.compile(
     r"nvidia-driver(?:-bin)?)"
     r"(?::\w+)?[ \t]+(?:[0-9]{1,2}:)?([0-9]{3}\.[0-9]{1,3}(?:\.[0-9]{1,3})?)"
 )
+# The same machine works for another user or as root, not for the reporter's user
+_OTHER_USER_WORKS = re.compile(
+    r"\b(?:works?|returns? true|successfully)\b[^\n]{0,60}\b(?:but|while|whereas)\b[^\n]{0,40}"
+    r"\b(?:doesn'?t|does not|fails|returns? false)\b|"
+    r"\bworks?\b[^.\n]{0,30}\b(?:as root|with sudo)\b[^.\n]{0,40}\b(?:but|not)\b",
+    re.IGNORECASE,
+)
 # A reboot tried, the problem still there
 _REBOOTED = re.compile(
     r"\btried (?:to )?(?:a )?reboot|\beven after (?:a |the |several )?reboot|"
@@ -194,6 +201,15 @@ def _driver_halves(text: str, low: str, h: HostFacts) -> None:
         first(h, "kernel_module_installed", module.group(1))
 
 
+def _said_in_prose(text: str, low: str, h: HostFacts) -> None:
+    """What the reporter says they tried or saw: a reboot that did not help, another user for whom it works."""
+    if "reboot" in low and _REBOOTED.search(text):
+        h.rebooted = True
+    # the line names users (or root): "works for A, but B doesn't" is then about them, not about two environments
+    if any(w in low for w in ("user", "account", "root", "sudo")) and _OTHER_USER_WORKS.search(text):
+        h.other_user_works = True
+
+
 def extract(paste: Paste, env: Environment) -> None:
     h = env.host
     pci = 0
@@ -214,8 +230,7 @@ def extract(paste: Paste, env: Environment) -> None:
         _driver_halves(line.text, low, h)
         if ("secure" in low or "key" in low) and _SECURE_BOOT.search(line.text):
             h.secure_boot = True
-        if "reboot" in low and _REBOOTED.search(line.text):
-            h.rebooted = True
+        _said_in_prose(line.text, low, h)
     _container_facts(paste, env)
     _api_mismatch(paste, env)
     if pci:
