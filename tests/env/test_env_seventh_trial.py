@@ -179,3 +179,24 @@ def test_an_amd_gpu_that_works_for_another_user_is_the_device_files_groups() -> 
 def test_two_environments_compared_are_not_two_users() -> None:
     text = "torch 2.5.1+cu124: torch.cuda.is_available() works in conda env A, but env B doesn't\n"
     assert parse_environment_text(text).host.other_user_works is None
+
+
+def test_error_804_outside_a_container_is_a_driver_updated_without_a_reboot() -> None:
+    """pytorch#40671: 804 'after a recent ubuntu update', in a conda env on bare Ubuntu (was: the container's
+    compat libraries, with no reboot offered)."""
+    text = (
+        "Trying to run training with pytorch after recent ubuntu update (it used to work before):\n"
+        "RuntimeError: cuda runtime error (804) : forward compatibility was attempted on non supported HW\n"
+    )
+    top = diagnose_text(text).findings[0]
+    assert top.code == "cuda-init-failed" and "without a reboot" in top.title
+    assert "sudo reboot" in top.fix
+
+
+def test_error_804_in_a_container_is_still_the_images_cuda() -> None:
+    text = (
+        "$ ls /.dockerenv\n/.dockerenv\n"
+        "RuntimeError: cuda runtime error (804) : forward compatibility was attempted on non supported HW\n"
+    )
+    top = diagnose_text(text).findings[0]
+    assert "without a reboot" not in top.title

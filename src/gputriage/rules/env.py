@@ -1003,6 +1003,19 @@ def cuda_init_failed(run: Run) -> Iterator[Finding]:
         "torch_cuda": t.cuda_version if code == 804 else None,
         "source": sig.source if sig else None,
     }
+    if code == 804 and env.host.in_container is not True and not env.host.wsl:
+        # outside a container there is no compat package to blame first: the driver's user-space library was
+        # updated (an apt upgrade) while the old kernel module stays loaded until a reboot
+        meaning = (
+            "outside a container this is the NVIDIA driver's user-space library (libcuda) newer than the kernel "
+            "module still loaded: a driver update without a reboot, or a cuda-compat library on LD_LIBRARY_PATH"
+        )
+        fix = (
+            "cat /proc/driver/nvidia/version; nvidia-smi   # the module loaded, and the library's version\n"
+            f"{_REBOOT_OR_RELOAD}\n"
+            "echo $LD_LIBRARY_PATH   # still failing: take out any .../cuda/compat folder (for data-centre GPUs)\n"
+            "# in a container: use an image built for the host driver's CUDA (nvidia-smi on the host)"
+        )
     mig = [d.index for d in nvidia_devices(env) if d.mig_mode]
     if mig and seen is not None and seen.key == "num-gpus-assert":
         evidence["mig_enabled_gpus"] = mig
