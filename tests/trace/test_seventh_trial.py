@@ -138,3 +138,15 @@ def test_a_run_of_ranks_is_shown_as_ranges() -> None:
     assert evidence_value([0, 1, 2, 3, 7, 9, 10, 11]) == "0-3, 7, 9-11 (8)"
     assert evidence_value(list(range(27_000))) == "0-26,999 (27,000)"
     assert evidence_value([1, 5, 9]) == "1, 5, 9"
+
+
+def test_a_kernel_whose_stream_cannot_be_read_is_dropped_with_a_note(tmp_path: Path, trace_json: Any) -> None:
+    """A 5,000-digit `args.stream` made the kernel vanish without a word."""
+    path = training_loop(steps=4).write(tmp_path / "t.json", gz=False)
+    doc = json.loads(path.read_text())
+    kernel = next(e for e in doc["traceEvents"] if e.get("cat") == "kernel")
+    doc["traceEvents"].append({**kernel, "args": {**kernel["args"], "stream": "HUGE"}})
+    path.write_text(json.dumps(doc).replace('"HUGE"', "9" * 5000))
+    code, report = trace_json(path)
+    notes = report["trace"]["ranks"][0]["notes"]
+    assert code == 0 and any("no readable `args.stream`" in n for n in notes)

@@ -303,6 +303,13 @@ class Sweep(msgspec.Struct):
 def _notes(col: Collected, header: TraceHeader, forced_cuts: int, many_streams: bool) -> list[str]:
     notes = list(header.notes)
     notes += [f"{counted(count, 'event')} dropped: {reason}" for reason, count in col.dropped.most_common()]
+    if col.unread_events:
+        # kernels, copies or memsets whose `args.stream` is missing or unreadable (a 5,000-digit number): not on any
+        # stream's timeline, and said, where they left no trace of their absence
+        notes.append(
+            f"{counted(col.unread_events, 'device event')} (kernels, copies or memsets) dropped: no readable "
+            "`args.stream`"
+        )
     if col.names_overflowed:
         notes.append(f"{col.names_overflowed} distinct event names beyond the first {MAX_NAMES:,} were pooled")
     if col.lanes_overflowed:
