@@ -150,3 +150,17 @@ def test_a_kernel_whose_stream_cannot_be_read_is_dropped_with_a_note(tmp_path: P
     code, report = trace_json(path)
     notes = report["trace"]["ranks"][0]["notes"]
     assert code == 0 and any("no readable `args.stream`" in n for n in notes)
+
+
+def test_a_rank_folder_of_two_gpu_models_says_so_and_names_no_straggler(tmp_path: Path, trace_json: Any) -> None:
+    """Rank 0 on an H100, rank 1 on an MI300X, one slower: analysed as one job with a straggler, and no word."""
+    (tmp_path / "job").mkdir()
+    for rank, (gpu, busy) in enumerate((("NVIDIA H100 80GB HBM3", 0.9), ("AMD Instinct MI300X", 0.3))):
+        b = training_loop(steps=5, busy_share=busy, kernel_us=busy * 10_000.0)
+        b.meta["deviceProperties"] = [{"name": gpu}]
+        b.meta["distributedInfo"] = {"rank": rank, "world_size": 2, "backend": "nccl"}
+        b.write(tmp_path / "job" / f"rank{rank}.json", gz=False)
+    code, doc = trace_json(tmp_path / "job")
+    assert code == 0 and doc["trace"]["imbalance"] is None
+    assert any("different GPU models" in n for n in doc["trace"]["ranks"][0]["notes"])
+    assert all(f["code"] != "straggler-rank" for f in doc["findings"])

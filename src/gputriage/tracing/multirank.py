@@ -219,7 +219,15 @@ def analyse_paths(
         results = in_processes(_analyse_one, [(p, r, limits) for p, r in work], workers)
     results.sort(key=lambda rc: rc[0].rank if rc[0].rank is not None else -1)
     section = TraceSection(ranks=[r for r, _ in results], skipped=skipped)
-    if len(results) > 1:
+    models = sorted({r.device for r, _ in results if r.device})
+    if len(models) > 1:
+        # a job's ranks share one GPU model: these are traces of different jobs or machines, and one rank being
+        # slower than another says nothing of the job (no straggler is named)
+        section.ranks[0].notes.append(
+            f"the ranks ran on different GPU models ({', '.join(models)}): the traces of one job share one, so they "
+            "are not compared with each other (no rank is named a straggler)"
+        )
+    elif len(results) > 1:
         section.imbalance = imbalance([r for r, _ in results], [c for _, c in results])
     return section
 
