@@ -98,6 +98,11 @@ def _starts_like_a_trace(path: Path) -> bool:
         return False
     finally:
         os.close(fd)
+    return starts_as_a_trace(head)
+
+
+def starts_as_a_trace(head: bytes) -> bool:
+    """The first bytes of a file are a profiler trace's (its first key: schemaVersion, traceEvents, ...)."""
     return _TRACE_HEAD_RE.match(head) is not None
 
 

@@ -164,3 +164,16 @@ def test_a_rank_folder_of_two_gpu_models_says_so_and_names_no_straggler(tmp_path
     assert code == 0 and doc["trace"]["imbalance"] is None
     assert any("different GPU models" in n for n in doc["trace"]["ranks"][0]["notes"])
     assert all(f["code"] != "straggler-rank" for f in doc["findings"])
+
+
+def test_a_trace_given_to_env_from_points_to_gputriage_trace(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = training_loop(steps=3).write(tmp_path / "t.json", gz=False)
+    assert main(["env", "--from", str(path)]) == 2
+    assert f"is a profiler trace, not a pasted report: run `gputriage trace {path}`" in capsys.readouterr().err
+
+
+def test_trace_of_standard_input_says_why_not(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["trace", "-"]) == 2
+    assert "standard input" in capsys.readouterr().err

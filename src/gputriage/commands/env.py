@@ -5,10 +5,12 @@ from __future__ import annotations
 import argparse
 import codecs
 import os
+import shlex
 import stat
 import sys
 from pathlib import Path
 
+from gputriage import outdir
 from gputriage.collectors.env_probe import probe_environment
 from gputriage.collectors.env_text import parse_environment_text
 from gputriage.commands.common import add_output_options, device_name, exit_code_for, output_options
@@ -66,6 +68,14 @@ def _from_text(source: str) -> Environment:
     if len(raw) > _MAX_TEXT_BYTES:
         raise InputError(
             f"{name} is over {_MAX_TEXT_BYTES} bytes, too large for a pasted report; give the collect_env text"
+        )
+    shown = "-" if source == "-" else shlex.quote(source)
+    if outdir.starts_as_a_trace(raw[:256]):  # `env --from trace.json` read nothing and said "inconclusive"
+        raise InputError(f"{name} is a profiler trace, not a pasted report: run `gputriage trace {shown}`")
+    if raw[:2] == b"\x1f\x8b":
+        raise InputError(
+            f"{name} is gzip-compressed: a saved profiler trace is read by `gputriage trace {shown}`; a compressed "
+            "report, gunzip it first"
         )
     text = decode_report(raw)
     if "\x00" in text:
