@@ -200,3 +200,15 @@ def test_error_804_in_a_container_is_still_the_images_cuda() -> None:
     )
     top = diagnose_text(text).findings[0]
     assert "without a reboot" not in top.title
+
+
+def test_a_driver_version_named_after_a_link_is_read() -> None:
+    """pytorch#90845: "the latest NVIDIA standard driver](https://...), which is version `472.84`": with it, the fix
+    is a build that driver runs (cu118 through CUDA 11.x minor version compatibility), not cu126."""
+    text = (
+        "So I'm stuck with [the latest NVIDIA _**standard**_ driver](https://www.nvidia.com/Download/Find.aspx?lang=en-us),"
+        " which is version `472.84`.\n"
+        "C:\\Users\\me> pip3 install torch torchvision torchaudio --extra-index-url https://download.pytorch.org/whl/cu114\n"
+    )
+    assert parse_environment_text(text).driver.driver_version == "472.84"
+    assert "whl/cu118" in diagnose_text(text).findings[0].fix

@@ -68,7 +68,12 @@ _REBOOTED = re.compile(
 _NVCC = re.compile(r"Cuda compilation tools, release ([0-9]{1,2}\.[0-9])")
 _BANNER = re.compile(r"^Python ([0-9]\.[0-9]{1,2}\.[0-9]{1,2})\b")
 _PLATFORM = re.compile(r"\bon (linux|win32|darwin)\b")
-_PROSE_DRIVER = re.compile(r"driver[^0-9\n]{0,40}?\b([0-9]{3}\.[0-9]{1,3}(?:\.[0-9]{1,3})?)\b", re.IGNORECASE)
+# "driver 531.79", and "the latest NVIDIA standard driver](https://...), which is version `472.84`" (a link between)
+_PROSE_DRIVER = re.compile(
+    r"driver[^0-9\n]{0,40}?\b([0-9]{3}\.[0-9]{1,3}(?:\.[0-9]{1,3})?)\b|"
+    r"driver\b[^\n]{0,160}?\bversion[ \t]*(?:is[ \t]*)?[`'\"]?([0-9]{3}\.[0-9]{1,3}(?:\.[0-9]{1,3})?)\b",
+    re.IGNORECASE,
+)
 _DOCKER_HOST = re.compile(r"^root@[0-9a-f]{12}:", re.IGNORECASE)
 _NO_GPU = re.compile(
     r"\b(?:i (?:do not|don't|dont|do n't) have (?:a |an |any )?(?:nvidia |cuda[- ]capable |dedicated )?gpu|"
@@ -310,7 +315,7 @@ def _hardware(text: str, low: str, env: Environment) -> None:
     if _NO_GPU.search(text):
         h.no_gpu_stated = True
     if env.driver.driver_version is None and "driver" in low and (m := _PROSE_DRIVER.search(text)):
-        env.driver.driver_version = version(m.group(1))
+        env.driver.driver_version = version(m.group(1) or m.group(2))
 
 
 # The Python a traceback or a pip log ran: its site-packages folder ("/lib/python3.8/site-packages/torch/...",
