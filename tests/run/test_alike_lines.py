@@ -6,14 +6,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from run_cases import Case, Result, mark_line, patched_findings, run_many
+from run_cases import Case, Result, mark_line, patched_findings, run_case
 
 SCRIPT = "norm_constants_on_cpu.py"
 
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> Result:
-    return run_many({"norm": Case([SCRIPT])}, tmp_path_factory.mktemp("norm"), preflight=True)["norm"]
+    return run_case(Case([SCRIPT]), tmp_path_factory.mktemp("norm"), preflight=True)
 
 
 def test_the_fix_makes_both_constants_on_the_device(run: Result) -> None:

@@ -7,14 +7,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from run_cases import Case, Result, mark_line, patched_findings, run_many
+from run_cases import Case, Result, mark_line, patched_findings, run_case
 
 SCRIPT = "batch_not_moved.py"
 
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> Result:
-    return run_many({"batch": Case([SCRIPT])}, tmp_path_factory.mktemp("batch"), preflight=True)["batch"]
+    return run_case(Case([SCRIPT]), tmp_path_factory.mktemp("batch"), preflight=True)
 
 
 def test_the_batch_structure_is_recorded(run: Result) -> None:

@@ -8,7 +8,7 @@ import ast
 from pathlib import Path
 
 import pytest
-from run_cases import Case, Result, mark_line, patched_findings, run_many
+from run_cases import Case, Result, mark_line, patched_findings, run_case
 
 from gputriage.collectors.source_capture import is_module_class
 
@@ -17,7 +17,7 @@ SCRIPT = "buffer_sample_on_cpu.py"
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> Result:
-    return run_many({"buffer": Case([SCRIPT])}, tmp_path_factory.mktemp("buffer"), preflight=True)["buffer"]
+    return run_case(Case([SCRIPT]), tmp_path_factory.mktemp("buffer"), preflight=True)
 
 
 def test_the_fix_uses_the_files_device_in_the_plain_class(run: Result) -> None:

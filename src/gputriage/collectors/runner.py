@@ -308,16 +308,16 @@ def _filtered(tb: TracebackType | None) -> TracebackType | None:
     own = [is_own_file(name) for name in names]
     dispatch = [is_dispatch_file(name) for name in names]
     first_job = next((i for i, mine in enumerate(own) if not mine), len(frames))
-    ours_after = [False] * len(frames)  # a run of dispatch frames that touches a frame of ours in the job's stack
+    beside_ours = [False] * len(frames)  # a run of dispatch frames that touches a frame of ours in the job's stack
     for i in range(first_job, len(frames)):
         if not own[i]:
             continue
         for step in (-1, 1):
             j = i + step
             while first_job <= j < len(frames) and dispatch[j] and not own[j]:
-                ours_after[j] = True
+                beside_ours[j] = True
                 j += step
-    kept = [f for i, f in enumerate(frames) if not own[i] and not ours_after[i]]
+    kept = [f for i, f in enumerate(frames) if not own[i] and not beside_ours[i]]
     raised_by_us = bool(own) and own[-1]
     if not raised_by_us and len(kept) > 1 and _wraps_a_hidden_handler(kept):
         # the traceback ends in torch._disable_dynamo's wrapper of a handler whose frames our mode hid (the op's own

@@ -189,9 +189,9 @@ def out_file(text: str) -> Path:
 def existing_path(text: str) -> Path:
     """A file or folder to read."""
     path = _named(text, "a path")
-    if _stat(path, text) is None and text == "-":  # as `env --from -` reads it; these commands read files
-        raise argparse.ArgumentTypeError("- (standard input) is not read here: save it to a file and give its path")
     if _stat(path, text) is None:
+        if text == "-":  # as `env --from -` reads it; these commands read files
+            raise argparse.ArgumentTypeError("- (standard input) is not read here: save it to a file and give its path")
         raise argparse.ArgumentTypeError(f"{text} does not exist")
     return path
 

@@ -16,7 +16,6 @@ from gputriage.collectors.env_text import parse_environment_text
 from gputriage.commands.common import add_output_options, device_name, exit_code_for, output_options
 from gputriage.diagnosis import Diagnosis, diagnose
 from gputriage.errors import InputError
-from gputriage.outdir import note_input
 from gputriage.record import Run
 from gputriage.record.environment import Environment
 from gputriage.report.output import emit
@@ -135,7 +134,7 @@ def _read_bytes(source: str) -> bytes:
             raise InputError(
                 f"{path} is {_kind(info.st_mode)}, not a regular file: give the pasted report as a text file"
             )
-        note_input(path, info)
+        outdir.note_input(path, info)
         if info.st_size > _MAX_TEXT_BYTES:
             raise InputError(
                 f"{path} is {info.st_size} bytes, too large for a pasted report; give the collect_env text"

@@ -562,8 +562,7 @@ def _once_each(found: list[Edit]) -> list[Edit]:
     out: list[Edit] = []
     seen: set[str] = set()
     for edit in found:
-        is_insert = len(edit.old) == 1 and edit.new[-1:] == edit.old
-        if not is_insert:
+        if not _is_insert(edit):
             out.append(edit)
             continue
         added = [line for line in edit.new[:-1] if line.strip() not in seen]
@@ -573,13 +572,17 @@ def _once_each(found: list[Edit]) -> list[Edit]:
     return out
 
 
+def _is_insert(edit: Edit) -> bool:
+    """Lines added above one statement that stays as it was (insert_before's shape)."""
+    return len(edit.old) == 1 and edit.new[-1:] == edit.old
+
+
 def _merged_inserts(found: list[Edit]) -> list[Edit]:
     """Lines inserted above the same statement (the inputs, then the labels) as one edit: edits never overlap."""
     out: list[Edit] = []
     for edit in found:
         twin = next((e for e in out if (e.path, e.line, e.old) == (edit.path, edit.line, edit.old)), None)
-        is_insert = len(edit.old) == 1 and edit.new[-1:] == edit.old
-        if twin is not None and is_insert and twin.new[-1:] == twin.old:
+        if twin is not None and _is_insert(edit) and _is_insert(twin):
             out[out.index(twin)] = Edit(twin.path, twin.line, twin.old, (*twin.new[:-1], *edit.new), twin.kind)
         elif twin is None:
             out.append(edit)

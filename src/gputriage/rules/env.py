@@ -784,11 +784,16 @@ def arch_not_supported(run: Run) -> Iterator[Finding]:
         yield from _too_old_for_any_recent_build(run, env)
 
 
+def _cubins(archs: list[str] | None) -> list[str]:
+    """The compiled kernels of an arch list (sm_XY), without its PTX (compute_XY), which torch does not count."""
+    return [a for a in archs or [] if a.startswith("sm_")]
+
+
 def _too_new_for_the_build(run: Run, env: Environment, archs: list[str] | None) -> Iterator[Finding]:
     """A GPU named in the text ("**GPU**: RTX 5090", a title) whose kernels the torch build lacks: its published arch
     list has no cubin for it, or its release predates every build for the GPU's generation (2.2 and an sm_120)."""
     version = env.torch.version
-    cubins = [a for a in archs or [] if a.startswith("sm_")]
+    cubins = _cubins(archs)
     if not version:
         return
     for named in env.host.gpus_named:
@@ -844,7 +849,7 @@ def _no_kernel_image(
     """ "no kernel image is available" with no GPU listed: the GPU the reporter names ("my RTX 5090") gives its
     compute capability, and the fix its build, unless the build's own arch list has it (a compiled extension then
     lacks it). Several GPUs named and the build's list not known: each is a suspect, and the check tells."""
-    cubins = [a for a in archs or [] if a.startswith("sm_")]
+    cubins = _cubins(archs)
     suspects = _named_without_kernels(env, cubins)
     if len(suspects) > 1:
         return _no_kernel_image_for_one_of(run, env, message, suspects)
@@ -954,7 +959,7 @@ def _unsupported(env: Environment, torch_said: bool | None, cc: str, archs: list
     minimum = env.torch.min_capability
     if minimum and version_tuple(cc) < version_tuple(minimum):
         return True
-    cubins = [a for a in archs or [] if a.startswith("sm_")]
+    cubins = _cubins(archs)
     return bool(cubins) and not arch_supports(cubins, cc)
 
 
