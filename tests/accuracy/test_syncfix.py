@@ -170,6 +170,26 @@ def test_a_loop_without_a_counter_is_given_one_not_a_name_it_lacks() -> None:
     ]
 
 
+def test_a_loop_at_the_scripts_top_level_keeps_its_own_counter() -> None:
+    """A script's top-level `for step in range(60):` has its counter: the fix said `# count the steps: for step, step
+    in enumerate(range(60)):`, a header that shadows the counter it already has."""
+    window = textwrap.dedent(
+        """\
+        for step in range(60):
+            loss = loss_fn(model(x), y)
+            loss.backward()
+            print(f"step {step} loss {loss.item():.3f}")
+        """
+    ).rstrip("\n")
+    source = SourceSection([SourceSnippet("train.py", 8, window, "window", None)])
+
+    assert sync_fix(source, "train.py:11").splitlines() == [
+        "# showing a device value waits for the device: show it every 100 steps",
+        "if step % 100 == 0:",
+        '    print(f"step {step} loss {loss.item():.3f}")',
+    ]
+
+
 def test_a_read_that_decides_the_loops_path_is_said_to_be_one() -> None:
     """The seq2seq tutorial: `if decoder_input.item() == EOS_token: break` stops decoding on a device value. The fix
     was the logging template, with a `running_loss` and a `step` the script does not have."""

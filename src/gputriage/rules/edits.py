@@ -410,7 +410,7 @@ def read_interval(stmt: Statement) -> Interval | None:
     """The script's own `if <counter> % <interval> == 0:` test in the code around the statement (nanoGPT's `iter_num %
     log_interval`, the examples' `batch_idx % args.log_interval`), a logging one first; else `<counter> % 100` with the
     loop's counter; None when the loop has no counter."""
-    counter = loop_counter(stmt) if stmt.function is not None else None
+    counter = loop_counter(stmt)
     # outside a function, the window around the line (read line by line where it is cut inside a block)
     if stmt.function is not None:
         scope: ast.AST = stmt.function
@@ -501,8 +501,7 @@ def enclosing_loop(stmt: Statement) -> ast.For | None:
 
 def loop_counter(stmt: Statement) -> str | None:
     """The step counter of the innermost `for` around the statement: `step` in `for step in range(n)` or
-    `for step, batch in enumerate(loader)`."""
-    assert stmt.function is not None
+    `for step, batch in enumerate(loader)`; a loop at a script's top level as well as one in a function."""
     loop = enclosing_loop(stmt)
     if loop is None:
         return None
