@@ -155,7 +155,16 @@ class _File:
                 last = node.end_lineno or node.lineno
                 out.append(SourceSnippet(path, node.lineno, self.text(node.lineno, last), "device", None))
         out.sort(key=lambda s: s.first_line)
-        return out[:MAX_DEVICE_LINES] + self._device_choices(path)[:MAX_DEVICE_LINES]
+        return out[:MAX_DEVICE_LINES] + self._cuda_switches(path) + self._device_choices(path)[:MAX_DEVICE_LINES]
+
+    def _cuda_switches(self, path: str) -> list[SourceSnippet]:
+        """The first `if <switch>:` whose body moves things with `.cuda()` (`if args.cuda: model.cuda()`, pytorch/
+        examples' older scripts): a script that names no device still says, there, when it uses the GPU."""
+        assert self.tree is not None
+        for node in ast.walk(self.tree):
+            if isinstance(node, ast.If) and is_cuda_switch(node):
+                return [SourceSnippet(path, node.lineno, self.text(node.lineno, node.lineno), "device", None)]
+        return []
 
     def _device_choices(self, path: str) -> list[SourceSnippet]:
         """The statements that call a framework with a device keyword (`trainer = Trainer(accelerator="cpu")`): the
@@ -178,6 +187,23 @@ DEVICE_CHOICE_KEYWORDS = frozenset({"accelerator", "gpus", "cpu", "no_cuda", "us
 def _chooses_device(node: ast.stmt) -> bool:
     return any(
         isinstance(n, ast.Call) and any(k.arg in DEVICE_CHOICE_KEYWORDS for k in n.keywords) for n in ast.walk(node)
+    )
+
+
+_MAX_SWITCH_CHARS = 80  # a switch is a flag or a short test, not a whole expression
+
+
+def is_cuda_switch(node: ast.If) -> bool:
+    """`if args.cuda:` / `if use_cuda:` / `if torch.cuda.is_available():` over statements that each call `.cuda()`
+    with no argument (a device index, `.cuda(args.gpu)`, is another scheme)."""
+    if len(ast.unparse(node.test)) > _MAX_SWITCH_CHARS or not node.body:
+        return False
+    return all(
+        any(
+            isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "cuda" and not n.args
+            for n in ast.walk(stmt)
+        )
+        for stmt in node.body
     )
 
 

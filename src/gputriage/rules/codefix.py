@@ -167,12 +167,18 @@ def device_expression(source: SourceSection | None, where: str | None) -> str | 
     found = _device_in(window_tree(snippet.text))
     if found is not None:
         return found
-    for line in source.device_lines(snippet.path):
-        parsed = parse_code(line.text)
-        if parsed is not None and parsed.body:
-            target = _device_target(parsed.body[0])
-            if target is not None:
-                return target
+    # a switch's snippet is its header alone (`if args.cuda:`), which window_tree parses with an empty body
+    parsed_lines = [window_tree(line.text) for line in source.device_lines(snippet.path)]
+    firsts = [parsed.body[0] for parsed in parsed_lines if parsed.body]
+    for stmt in firsts:
+        target = _device_target(stmt)
+        if target is not None:
+            return target
+    # no device named: the script's own switch of its `.cuda()` moves, as the device (`"cuda" if args.cuda else
+    # "cpu"`), so that the fix keeps the script's CPU runs working
+    for stmt in firsts:
+        if isinstance(stmt, ast.If):
+            return f'"cuda" if {ast.unparse(stmt.test)} else "cpu"'
     return None
 
 
@@ -530,18 +536,49 @@ def batch_siblings(stmt: Statement, expr: ast.expr, batch_tensors: list[bool] | 
     """The other tensors of the batch the loop unpacks with `expr`: `for i, (data, target) in enumerate(loader):` and a
     batch of two tensors give ["target"] for `data`. The script dies at the model's call before the loss shows the
     labels off the device, and a fix that moves only the inputs leaves it to die on the next line."""
-    if not isinstance(expr, ast.Name) or not batch_tensors:
+    if not isinstance(expr, ast.Name):
         return []
     line = stmt.node.lineno
     scope = stmt.function if stmt.function is not None else stmt.tree
     loops = [n for n in ast.walk(scope) if isinstance(n, ast.For) and n.lineno < line <= (n.end_lineno or 0)]
+    here = {n.id for n in ast.walk(stmt.node) if isinstance(n, ast.Name)}
     for loop in sorted(loops, key=lambda n: n.lineno, reverse=True):
         unpacked = _tuple_holding(loop.target, expr.id)
-        if unpacked is None:
-            continue
-        here = {n.id for n in ast.walk(stmt.node) if isinstance(n, ast.Name)}
-        return _tensor_names(unpacked, expr.id, batch_tensors, here)
+        if unpacked is not None:
+            return _tensor_names(unpacked, expr.id, batch_tensors, here) if batch_tensors else []
+        indexed = _indexed_alike(loop, expr.id, line)
+        if indexed:
+            # lengths stay on the host (pack_padded_sequence takes them there)
+            return [n for n in indexed if n not in here and "len" not in n.lower() and _passed_after(loop, n, line)]
     return []
+
+
+def _indexed_alike(loop: ast.For, name: str, line: int) -> list[str]:
+    """The other names of `data, target = data_all[i], target_all[i]` in the loop, before `line`: parallel arrays taken
+    at one index are one batch's parts, made alike (the loop unpacks no loader, so the probes saw no batch)."""
+    for node in ast.walk(loop):
+        if not (isinstance(node, ast.Assign) and node.lineno < line and len(node.targets) == 1):
+            continue
+        target, value = node.targets[0], node.value
+        if not (isinstance(target, ast.Tuple) and isinstance(value, ast.Tuple)) or len(target.elts) != len(value.elts):
+            continue
+        names = [e.id if isinstance(e, ast.Name) else None for e in target.elts]
+        if name not in names or not all(isinstance(v, ast.Subscript) for v in value.elts):
+            continue
+        indices = {ast.unparse(v.slice) for v in value.elts if isinstance(v, ast.Subscript)}
+        if len(indices) == 1:
+            return [n for n in names if n is not None and n not in (name, "_")]
+    return []
+
+
+def _passed_after(loop: ast.For, name: str, line: int) -> bool:
+    """`name` is an argument of a call in the loop after `line` (the loss that takes the labels)."""
+    return any(
+        isinstance(n, ast.Call)
+        and n.lineno > line
+        and any(isinstance(a, ast.Name) and a.id == name for a in [*n.args, *(k.value for k in n.keywords)])
+        for n in ast.walk(loop)
+    )
 
 
 def _tensor_names(unpacked: ast.Tuple | ast.List, name: str, batch_tensors: list[bool], here: set[str]) -> list[str]:
