@@ -141,6 +141,33 @@ def test_every_factory_of_the_line_gets_the_device_the_function_unpacked() -> No
     assert edit.new[0].count("device=device") == 2
 
 
+def test_a_host_constructor_is_moved_after_the_call_not_given_a_device_keyword() -> None:
+    """`torch.LongTensor(np.arange(n))` inside forward: a legacy typed constructor refuses `device="cuda"`, and
+    from_numpy takes no `device=`; the fix was the generic `t = torch.arange(n, device=x.device)` and no patch."""
+    text = textwrap.dedent(
+        """\
+        def forward(self, x):
+            positions = torch.LongTensor(np.arange(x.size(1)))
+            offsets = torch.from_numpy(self.table).float()
+            moved = torch.from_numpy(self.table).to(x.device)
+            nested = torch.FloatTensor(torch.from_numpy(
+                self.table))
+            return self.emb(x + positions + offsets + moved + nested)
+        """
+    ).rstrip("\n")
+    section = SourceSection([SourceSnippet("m.py", 20, text, "function", "M.forward")])
+    fixed = {}
+    for line in (21, 22, 23, 24):
+        stmt = codefix.factory_statement(section, f"m.py:{line}")
+        fixed[line] = codefix.with_device(stmt, "x.device") if stmt is not None else None
+    assert fixed[21] == "positions = torch.LongTensor(np.arange(x.size(1))).to(x.device)"
+    assert fixed[22] == "offsets = torch.from_numpy(self.table).to(x.device).float()"
+    assert fixed[23] is None  # moved already
+    assert fixed[24] == "nested = torch.FloatTensor(torch.from_numpy(self.table)).to(x.device)"
+    [edit] = forward_factory_edits(section, "m.py:21")
+    assert edit.new == ("    positions = torch.LongTensor(np.arange(x.size(1))).to(x.device)",)
+
+
 def test_the_same_factory_on_other_lines_of_forward_is_fixed_with_it() -> None:
     """pytorch/examples time_sequence_prediction moved to a GPU: four torch.zeros lines, one crash at a time."""
     first = codefix.factory_statement(source(), "lstm.py:17")

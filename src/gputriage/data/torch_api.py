@@ -27,3 +27,22 @@ FACTORIES = frozenset(
         "triu_indices",
     }
 )
+
+# Constructors that make a tensor on the CPU and take no `device=` (a legacy typed constructor refuses a CUDA device;
+# from_numpy shares the array's host memory): the tensor goes to the device with `.to(device)` after the call.
+HOST_CONSTRUCTORS = frozenset(
+    {
+        "from_numpy",
+        "Tensor",
+        "FloatTensor",
+        "DoubleTensor",
+        "HalfTensor",
+        "BFloat16Tensor",
+        "LongTensor",
+        "IntTensor",
+        "ShortTensor",
+        "CharTensor",
+        "ByteTensor",
+        "BoolTensor",
+    }
+)

@@ -23,7 +23,7 @@ from collections.abc import Callable
 
 import msgspec
 
-from gputriage.data.torch_api import FACTORIES
+from gputriage.data.torch_api import FACTORIES, HOST_CONSTRUCTORS
 from gputriage.record.placement import TensorSeen
 from gputriage.record.source import SourceSection, SourceSnippet, split_where
 from gputriage.wording import listed
@@ -800,15 +800,40 @@ def _is_register_buffer(call: ast.expr) -> bool:
 
 
 def factory_calls(node: ast.AST) -> list[ast.Call]:
-    """The calls of torch tensor factories without `device=` (torch.ones, torch.arange, ...), in source order."""
+    """The calls of torch tensor factories without `device=` (torch.ones, torch.arange, ...), and of the host
+    constructors not moved on (`torch.LongTensor(...)`, `torch.from_numpy(...)` without `.to(...)`), in source order."""
+    moved = {id(n.value) for n in ast.walk(node) if isinstance(n, ast.Attribute) and n.attr in _MOVES}
     found = []
     for n in ast.walk(node):
-        if not isinstance(n, ast.Call) or ast.unparse(n.func).split(".")[-1] not in FACTORIES:
+        if not isinstance(n, ast.Call):
             continue
-        from_torch = ast.unparse(n.func).startswith(("torch.", "th.")) or isinstance(n.func, ast.Name)
-        if from_torch and not any(kw.arg == "device" for kw in n.keywords):
+        name = ast.unparse(n.func)
+        short = name.split(".")[-1]
+        from_torch = name.startswith(("torch.", "th."))
+        if short in FACTORIES and (from_torch or isinstance(n.func, ast.Name)):
+            if not any(kw.arg == "device" for kw in n.keywords):
+                found.append(n)
+        elif short in HOST_CONSTRUCTORS and from_torch and id(n) not in moved:
             found.append(n)
-    return sorted(found, key=lambda n: (n.lineno, n.col_offset))
+    # a host constructor inside another (`torch.LongTensor(torch.from_numpy(a))`): the outer one is moved
+    inner = {id(c) for outer in found if is_host_constructor(outer) for c in ast.walk(outer) if c is not outer}
+    return sorted((n for n in found if id(n) not in inner), key=lambda n: (n.lineno, n.col_offset))
+
+
+_MOVES = frozenset({"to", "cuda", "type"})
+
+
+def is_host_constructor(call: ast.Call) -> bool:
+    """A call that takes no `device=`: its tensor is moved with `.to(device)` after it."""
+    return ast.unparse(call.func).split(".")[-1] in HOST_CONSTRUCTORS
+
+
+def device_argument(call: ast.Call, device: str) -> str:
+    """What makes the call's tensor on `device`: `, device=...` before its closing parenthesis, or `.to(...)` after a
+    host constructor."""
+    if is_host_constructor(call):
+        return f".to({device})"
+    return f"{', ' if call.args or call.keywords else ''}device={device}"
 
 
 def factory_call(node: ast.AST) -> ast.Call | None:
@@ -826,20 +851,34 @@ def with_device(stmt: Statement, device: str) -> str | None:
     if line is not None and all(c.lineno == c.end_lineno and c.end_col_offset is not None for c in calls):
         fixed = line
         for call in sorted(calls, key=lambda c: c.end_col_offset or 0, reverse=True):
-            col = (call.end_col_offset or 0) - 1 + stmt.indent  # before the closing parenthesis
-            sep = ", " if call.args or call.keywords else ""
+            col = (call.end_col_offset or 0) - 1 + stmt.indent  # the closing parenthesis
             if not 0 < col < len(fixed) or fixed[col] != ")":
                 break
-            fixed = f"{fixed[:col]}{sep}device={device}{fixed[col:]}"
+            at = col + 1 if is_host_constructor(call) else col
+            fixed = f"{fixed[:at]}{device_argument(call, device)}{fixed[at:]}"
         else:
             return without_comments(fixed.strip())
-    for call in calls:
-        call.keywords.append(ast.keyword(arg="device", value=ast.Name(id=device)))
-    try:
-        return ast.unparse(stmt.node)
-    finally:
-        for call in calls:
-            call.keywords.pop()
+    # across lines: the statement rewritten, its formatting lost
+    tree = ast.parse(ast.unparse(stmt.node))
+    wanted = {ast.unparse(c) for c in calls}
+    return ast.unparse(_OnDevice(wanted, device).visit(tree))
+
+
+class _OnDevice(ast.NodeTransformer):
+    """Each call whose source is in `wanted` made on `device`: `device=` added, or `.to(device)` after it."""
+
+    def __init__(self, wanted: set[str], device: str) -> None:
+        self.wanted, self.device = wanted, device
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        if ast.unparse(node) not in self.wanted:
+            self.generic_visit(node)
+            return node
+        target = ast.Name(id=self.device)
+        if is_host_constructor(node):
+            return ast.Call(func=ast.Attribute(value=node, attr="to", ctx=ast.Load()), args=[target], keywords=[])
+        node.keywords.append(ast.keyword(arg="device", value=target))
+        return node
 
 
 def _indent(text: str) -> int:

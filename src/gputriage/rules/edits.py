@@ -258,14 +258,15 @@ def _trailing_comment(line: str) -> str:
 
 
 def device_in_factory(stmt: Statement, device: str) -> Edit | None:
-    """`torch.ones(n, n)` -> `torch.ones(n, n, device=x.device)` on the line that makes the tensor."""
+    """`torch.ones(n, n)` -> `torch.ones(n, n, device=x.device)` on the line that makes the tensor;
+    `torch.LongTensor(a)` -> `torch.LongTensor(a).to(x.device)`."""
     calls = codefix.factory_calls(stmt.node)
     if not calls or any(call.end_col_offset is None for call in calls):
         return None
     changes: list[tuple[ast.AST, str, bool]] = [
         (
-            _closing_parenthesis(call, call.end_col_offset or 0),
-            f"{', ' if call.args or call.keywords else ''}device={device}",
+            _closing_parenthesis(call, (call.end_col_offset or 0) + codefix.is_host_constructor(call)),
+            codefix.device_argument(call, device),
             True,
         )
         for call in calls
@@ -274,7 +275,8 @@ def device_in_factory(stmt: Statement, device: str) -> Edit | None:
 
 
 def _closing_parenthesis(call: ast.Call, end_col: int) -> ast.AST:
-    """A zero-width node just before the call's closing parenthesis: where an added argument goes."""
+    """A zero-width node at `end_col - 1`: just before the call's closing parenthesis (an added argument), or, given
+    the column after it, just after it (a `.to(...)`)."""
     closing = ast.Pass()
     closing.lineno = closing.end_lineno = call.end_lineno or call.lineno
     closing.col_offset = closing.end_col_offset = end_col - 1
