@@ -353,6 +353,17 @@ SIGNATURES: tuple[ErrorSignature, ...] = (
         "https://github.com/phamquiluan/ResidualMaskingNetwork/issues/15",
         2,
     ),
+    ErrorSignature(
+        "cuda-device-assert",
+        ("device-side assert triggered", "cudaerrorassert"),
+        None,
+        "a kernel's own check failed on the GPU (most often an index or a class label out of range): torch reached "
+        "the GPU and ran kernels there, so this is not why a GPU sits idle",
+        "CUDA_LAUNCH_BLOCKING=1 python train.py   # the traceback then names the op; or run once on the CPU, where the "
+        "same check raises with the values (IndexError, 'Target N is out of bounds')",
+        "https://github.com/dingjiansw101/AerialDetection/issues/34",
+        710,
+    ),
 )
 
 

@@ -64,7 +64,7 @@ def default_device_from_facts(env: Environment) -> str:
         or (env.host.pci_nvidia_devices or 0) > 0
         or env.host.proc_driver_version
     )
-    mac_asks_mps = env.host.os_name == "darwin" and "mps" in env.torch.other_accelerators
+    mac_asks_mps = env.host.os_name == "darwin" and ("mps" in env.torch.other_accelerators or bool(env.torch.mps_named))
     if env.source == "text" and mac_asks_mps and not nvidia_seen:
         return "mps"  # a Mac's report that asks about MPS (or shows its error) is about Apple's GPU
     return default_device(env.torch.is_available, env.torch.other_accelerators, nvidia_seen, env.source == "text")

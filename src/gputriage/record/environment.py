@@ -26,6 +26,9 @@ class TorchFacts(msgspec.Struct):
     pip_installed_torch: str | None = None
     other_accelerators: dict[str, bool] = msgspec.field(default_factory=dict)  # mps / xpu -> available
     mps_built: bool | None = None  # torch.backends.mps.is_built(): the build has Apple's GPU backend
+    # A pasted report names MPS (torch.backends.mps, "MPS", device="mps") without an answer from it: on a Mac, the
+    # job is meant for Apple's GPU
+    mps_named: bool | None = None
     # The minimum macOS that MPS's own error names ("The MPS backend is supported on MacOS 12.3+"), as it said it:
     # some releases' error understates what the release needs (pytorch#139425).
     mps_error_min_macos: str | None = None

@@ -68,6 +68,8 @@ def _reason(env: Environment, needed: str | None) -> tuple[str, str] | None:
         return by_macos
     if env.torch.other_accelerators.get("mps") is not False:
         return None  # nothing says MPS fails here
+    if t.version and t.mps_built and needed is not None and macos is not None and not env.host.rosetta:
+        return _blocked_outside_torch(t.version, macos, needed)
     return (
         "MPS is not available, and the report does not say why",
         'python -c "import platform, torch; print(platform.mac_ver()[0], platform.machine(), torch.__version__, '
@@ -75,6 +77,23 @@ def _reason(env: Environment, needed: str | None) -> tuple[str, str] | None:
         "# macOS 12.3+ for torch 1.12-2.4, 13.0+ for 2.5-2.9, 14.0+ for 2.10 and later; arm64 (not x86_64 under "
         "Rosetta); is_built() True",
     )
+
+
+def _blocked_outside_torch(version: str, macos: str, needed: str) -> tuple[str, str]:
+    """Every requirement the report shows is met, and MPS still answers False: what keeps Metal from the process is
+    outside torch and macOS (codex#10199: an agent's sandbox; a VM without GPU passthrough; a headless session)."""
+    title = (
+        f"MPS is unavailable although torch {version} is an MPS build and macOS {macos} meets its {needed}+: "
+        "something outside torch keeps Metal from this process"
+    )
+    fix = (
+        "# run the check from a plain Terminal on the Mac itself, outside the tool that ran the job:\n"
+        f"{_CHECK}\n"
+        "# True there: the job's own launcher blocks the GPU: an agent's or an app's sandbox (grant it GPU / Metal\n"
+        "# access, or run outside it), a virtual machine or CI runner without GPU passthrough, or a remote session\n"
+        "# without a logged-in user. False there too: reinstall torch for the arm64 Python (platform.machine())"
+    )
+    return title, fix
 
 
 def _macos_reason(env: Environment, macos: str, needed: str | None) -> tuple[str, str] | None:

@@ -517,6 +517,21 @@ _WSL_FIX = (
 )
 
 
+def _visible_setting(env: Environment, index: str) -> str:
+    """How to set CUDA_VISIBLE_DEVICES in the user's shell: bash, or on Windows cmd / PowerShell and the user or
+    system variable that a Windows machine may carry for every program."""
+    if env.host.os_name != "windows":
+        return (
+            f"export CUDA_VISIBLE_DEVICES={index}   # or: unset CUDA_VISIBLE_DEVICES (and remove it from the "
+            "script / notebook that sets it)"
+        )
+    return (
+        f'set CUDA_VISIBLE_DEVICES={index}   # cmd; PowerShell: $env:CUDA_VISIBLE_DEVICES="{index}"\n'
+        "# set for every program (System Properties > Environment Variables, user or system): delete it there, then\n"
+        "# open a new terminal; or remove it from the script / notebook that sets it"
+    )
+
+
 @rule
 def visible_devices_hide_gpus(run: Run) -> Iterator[Finding]:
     env = _env(run)
@@ -539,11 +554,7 @@ def visible_devices_hide_gpus(run: Run) -> Iterator[Finding]:
         "torch_version": t.version,
     }
     first_index = "0" if devices or t.init_error_code in NO_DEVICE_ERRORS else "<index from nvidia-smi -L>"
-    fix = (
-        "nvidia-smi -L   # the GPUs that exist, with their indices and UUIDs\n"
-        f"export CUDA_VISIBLE_DEVICES={first_index}   # or: unset CUDA_VISIBLE_DEVICES (and remove it from the "
-        "script / notebook that sets it)"
-    )
+    fix = "nvidia-smi -L   # the GPUs that exist, with their indices and UUIDs\n" + _visible_setting(env, first_index)
     uuid_bug = _uuid_count_bug(env, visible.entries)
     if uuid_bug:
         fix = _uuid_bug_fix(env, visible.entries)

@@ -422,6 +422,8 @@ def rung_one_gap(run: Run) -> RungGap | None:
     it. Without them "healthy" would be a guess; the verdict is "inconclusive" instead.
     """
     env = run.environment
+    if env is not None and expected_kind(run) == "mps" and env.torch.installed is not False:
+        return _mps_gap(env)
     if env is None or expected_kind(run) != "cuda" or env.torch.installed is False:
         return None
     t = env.torch
@@ -439,6 +441,20 @@ def rung_one_gap(run: Run) -> RungGap | None:
     wanted = set(missing)
     ranked = sorted(_NEXT_COMMANDS, key=lambda c: -len(c[1] & wanted))
     return RungGap(missing, [command for command, settles in ranked if settles & wanted], t.cpu_fallback_evidence)
+
+
+_MPS_REACH = "whether torch can use MPS (Apple's GPU)"
+_MPS_CHECK = (
+    'python -c "import platform, torch; print(platform.mac_ver()[0], platform.machine(), torch.__version__, '
+    'torch.backends.mps.is_built(), torch.backends.mps.is_available())"'
+)
+
+
+def _mps_gap(env: Environment) -> RungGap | None:
+    """A Mac's report about MPS that never says what torch answers for it: the one fact rung 1 needs there."""
+    if "mps" in env.torch.other_accelerators:
+        return None
+    return RungGap([_MPS_REACH], [_MPS_CHECK])
 
 
 def not_rung_one_errors(run: Run) -> list[str]:

@@ -67,6 +67,22 @@ def extract(paste: Paste, env: Environment) -> None:
     _containers(paste, env)
 
 
+_MAX_CONTINUED = 40  # lines one shell command may be continued over (`\`, PowerShell's backtick, cmd's `^`)
+_CONTINUES = ("\\", "`", "^")
+
+
+def continued_command(paste: Paste, line: Line) -> str:
+    """The line with the lines that continue it (`docker run --rm \\` then `    --gpus all \\`): a flag on a
+    continuation line is part of the command."""
+    parts = [line.text]
+    following = paste.window(line.index + 1, _MAX_CONTINUED)
+    for more in following:
+        if not parts[-1].rstrip().endswith(_CONTINUES):
+            break
+        parts.append(more.text)
+    return " ".join(part.rstrip().rstrip("\\`^") for part in parts)
+
+
 def _settings_in(line: Line) -> bool:
     return bool(_ASSIGN.search(line.text) or _ENVIRON.search(line.text))
 
@@ -84,8 +100,9 @@ def _settings(line: Line, env: Environment, values: dict[str, set[str]], *, own_
 
 
 def _value(raw: str) -> str:
-    """A setting's value as the text gives it: unquoted, cut to a fact's length."""
-    return cap(raw.strip().strip("\"'`"))
+    """A setting's value as the text gives it: unquoted, its markdown emphasis and the sentence's punctuation off
+    (`**CUDA_VISIBLE_DEVICES=-1**:` is -1), cut to a fact's length."""
+    return cap(raw.strip().strip("\"'`").rstrip("*_:.,!?").strip("\"'`"))
 
 
 def _containers(paste: Paste, env: Environment) -> None:
@@ -95,7 +112,8 @@ def _containers(paste: Paste, env: Environment) -> None:
         if run and h.container_gpu_requested is None:
             h.in_container = True
             h.container_kind = "podman" if run.group(1) == "podman" else "docker"
-            h.container_gpu_requested = bool(run.group(1) == "nvidia-docker" or _GPU_FLAG.search(line.text))
+            command = continued_command(paste, line)
+            h.container_gpu_requested = bool(run.group(1) == "nvidia-docker" or _GPU_FLAG.search(command))
             first(h, "container_evidence", f"`{run.group(1)} run`")
         if "nvidia.com/gpu" in line.low or "runtime: nvidia" in line.low or "capabilities: [gpu" in line.low:
             h.in_container = True

@@ -36,9 +36,11 @@ _MPS_ERROR = re.compile(r"MPS backend is supported on mac ?OS[ \t]+([0-9]{2}\.[0
 _MPS_ANSWER = re.compile(
     r"\b(?:is[ \t]+)?MPS\b[^?:=\n]{0,40}?\b(?P<what>available|built)\b\??[ \t]*[:=]?[ \t]*(?P<value>True|False)\b|"
     r"\bmps\.(?P<call>is_available|is_built)\(\)[)`'\"]{0,3}[ \t]*(?:returns?|returned|gives?|gave|is|prints?|"
-    r"printed|shows?|=+|:|->)?[ \t]*[`'\"]?(?P<said>True|False)\b",
+    r"printed|shows?|=>|=+|:|->)?[ \t]*[`'\"]?(?P<said>True|False)\b",
     re.IGNORECASE,
 )
+# MPS named as the device the job uses or asks about: torch.backends.mps, device("mps"), "MPS" as a word
+_MPS_NAMED = re.compile(r"\bbackends\.mps\b|[\"']mps[\"']|\bMPS\b")
 # The answer on the line after a REPL call: ">>> torch.backends.mps.is_available()" then "False".
 _MPS_CALL = re.compile(r"\bmps\.(is_available|is_built)\(\)[ \t)]*$")
 
@@ -74,6 +76,8 @@ def extract(paste: Paste, env: Environment) -> None:
             t.other_accelerators["mps"] = False
         for answer in _MPS_ANSWER.finditer(text):
             _record(env, answer.group("what") or answer.group("call"), answer.group("value") or answer.group("said"))
+        if _MPS_NAMED.search(text):
+            t.mps_named = True
         if (call := _MPS_CALL.search(text)) and line.index + 1 < len(paste.lines):
             _record(env, call.group(1), paste.lines[line.index + 1].text.strip())
     first(h, "macos_version", prose)

@@ -59,7 +59,8 @@ _LABELLED = re.compile(
 # "PyTorch 2.5.1 cannot find MPS device", "with torch 1.13 I get": the version named in prose, read last (any other
 # source of the version wins).
 _PROSE_VERSION = re.compile(
-    r"\b(?:py)?torch[ \t]+(?:version[ \t]+)?(?:(?:is|=|==|:)[ \t]*)?"  # "torch 1.13", "torch is 1.13.1"
+    # "torch 1.13", "torch is 1.13.1", "- torch: 2.11.0.dev20260129 (also tested 2.10.0)"
+    r"\b(?:py)?torch(?:[ \t]+version)?(?:[ \t]*(?:=|==|:)[ \t]*|[ \t]+(?:is[ \t]+)?)"
     r"v?([0-9]\.[0-9]{1,2}(?:\.[0-9]{1,2})?(?:\+\w{2,12})?)\b",
     re.I,
 )

@@ -27,8 +27,9 @@ _OTHER_GPU_NAME = re.compile(
     r"|AMD[ \t]+(?:gpu|graphics card|graphics|video card)|\bRX[ \t]?[4-9][0-9]{2,3}(?:[ \t]?XT)?"
     r"|\bAMD[ \t]?[4-9][0-9]{3}[ \t]?XTX?"  # "AMD6500XT", "AMD 7900 XTX"
     r"|\bIntel[ \t]+(?:integrated[ \t]+)?(?:gpu|igpu)"  # "working with an Intel GPU"
-    # Intel's discrete Arc cards, with or without "Intel" ("GPU : Intel Arc A750 8GB", "I have an arc770")
-    r"|\b(?:Intel(?:\(R\)|®)?[ \t]*)?Arc(?:\(TM\)|™)?[ \t]?[AB]?[3-7][0-9]0M?"
+    # Intel's discrete Arc cards, with or without "Intel" ("GPU : Intel Arc A750 8GB", "I have an arc770", the
+    # workstation "Arc Pro B70" and "Arc Pro A60")
+    r"|\b(?:Intel(?:\(R\)|®)?[ \t]*)?Arc(?:\(TM\)|™)?[ \t]?(?:Pro[ \t]?)?(?:[AB][3-7][0-9]{1,2}M?|[3-7][0-9]0M?)"
     r"|\bgfx[0-9]{3,4}[a-z]?)\b",  # an AMD GPU's ISA name, as ROCm and its users print it
     re.IGNORECASE,
 )
