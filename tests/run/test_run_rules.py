@@ -172,6 +172,14 @@ def test_cpu_compute_in_step_needs_share_and_absolute_time() -> None:
     assert _codes(_run(compute=_compute({"meta": 90, "cpu": 9}, {"meta": 0.001, "cpu": 0.0009}, 0.002))) == []
 
 
+def test_a_share_of_the_step_is_never_above_all_of_it() -> None:
+    """Trial 8's spatial transformer: "2293.7% of the step's time is spent in ops on the CPU" (the ops' own clocks
+    added up to more than the window's host time)."""
+    finding = diagnose(_run(compute=_compute({"meta": 90, "cpu": 9}, {"meta": 0.001, "cpu": 0.09}, 0.06))).findings[0]
+    assert finding.code == "cpu-compute-in-step"
+    assert finding.evidence["cpu_op_pct_of_step"] == 100.0 and finding.title.startswith("100.0% of the step")
+
+
 def test_cpu_compute_fix_quotes_the_users_line() -> None:
     """A mixup done on the batch before `.to(device)` (facebookresearch/mixup-cifar10 in an MNIST loop)."""
     from gputriage.record.source import SourceSection, SourceSnippet

@@ -127,7 +127,9 @@ def census_cpu_compute(run: Run) -> list[Finding]:
     if compute.ops_per_device.get(expected, 0) == 0 or host_s <= 0:
         return []  # nothing on the device at all is no-gpu-compute's case
     cpu_s = compute.op_time_s_per_device.get("cpu", 0.0)
-    share_pct = round(100.0 * cpu_s / host_s, 1)
+    # the ops' own clocks can add up to more than the window's host time (an op timed with the stand-in's work it
+    # waited on, which the host time leaves out): a share of the step is at most all of it
+    share_pct = round(100.0 * min(cpu_s, host_s) / host_s, 1)
     per_step_s = cpu_s / compute.window_steps
     if share_pct < CPU_SHARE_MIN_PCT or per_step_s < CPU_TIME_MIN_PER_STEP_S:
         return []
