@@ -46,7 +46,13 @@ def preflight_scope(run: Run) -> str:
     if stand_in.compiled_eagerly:
         ran += "; torch.compile ran eagerly"
     if stand_in.stopped_after_steps is not None:
-        ran += f"; the preflight ended the job after {counted(stand_in.stopped_after_steps, 'step')}"
+        # what came after (evaluation, a test loop, generation, saving) never ran on the stand-in, so a mistake there
+        # is not judged: say so, with the option that reaches it
+        ran += (
+            f"; the preflight ended the job after {counted(stand_in.stopped_after_steps, 'step')}, so the code after "
+            "them (the rest of training, evaluation, saving) did not run: `--steps N`, N above the job's own step "
+            "count, runs it to its end"
+        )
     sentences.append(ran + ".")
     return " ".join(s[0].upper() + s[1:] for s in sentences)
 
