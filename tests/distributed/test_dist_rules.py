@@ -213,7 +213,12 @@ def test_dataparallels_fix_drops_the_wrapper_in_the_users_statement_and_names_th
     save_run(run, tmp_path / "run.json")
     dp = finding(report(capsys, tmp_path / "run.json"), "dataparallel-not-ddp")
 
-    assert dp["fix"].splitlines()[:2] == ["# on one GPU, drop the wrapper (line 121):", "model = Net().to(device)"]
+    assert dp["fix"].splitlines()[:3] == [
+        "# on one GPU, drop the wrapper (line 121):",
+        "model = Net().to(device)",
+        # trial 8's VAE died at `model.module.decode(...)` once the wrapper was gone
+        "# and where the script reads model.module (to save or to sample), read model",
+    ]
     assert dp["fix"].endswith("torchrun --nproc_per_node=NUM_GPUS main.py")
 
 
@@ -313,6 +318,7 @@ def test_dataparallel_of_the_scripts_own_name_is_deleted_and_ddp_wraps_that_name
 
     one = fix_over(1)
     assert "# delete this line: net = torch.nn.DataParallel(net)" in one and "net = net" not in one
+    assert "read net.module" not in one and "reads net.module (to save or to sample), read net" in one
     several = fix_over(4)
     assert "net = DDP(net.to(device), device_ids=[local_rank])" in several
     assert "from torch.nn.parallel import DistributedDataParallel as DDP" in several
