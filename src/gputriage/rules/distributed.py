@@ -131,8 +131,9 @@ def _without_wrapper(run: Run, wrap: ModelWrap) -> str:
     target, _, value = kept.partition(" = ")
     # a wrapper's users reach the model through `.module` (to save it, to sample from it): without the wrapper that
     # attribute is gone, and the script died at `model.module.decode(...)` (trial 8's VAE)
-    module_uses = f"\n# and where the script reads {target.strip()}.module (to save or to sample), read {target.strip()}"
-    module_uses = module_uses if value and target.strip().isidentifier() else ""
+    name = target.strip()
+    module_uses = f"\n# and where the script reads {name}.module (to save or to sample), read {name}"
+    module_uses = module_uses if value and name.isidentifier() else ""
     if target.strip() == value.strip():  # `net = nn.DataParallel(net)` without it is `net = net`: the line goes
         return f"# delete this line: {stmt.text}{module_uses}"
     return kept + module_uses
