@@ -9,6 +9,7 @@ from gputriage.record import Run
 from gputriage.record.compute import ComputeSection, HostSync, OpStat
 from gputriage.record.placement import ModelInfo, PlacementSection, StrayPart, TensorSeen
 from gputriage.record.process import ProcessSection
+from gputriage.record.sampler import SampledLine, SamplerSection
 from gputriage.record.steps import LoaderInfo, Step, StepsSection
 from gputriage.rules.placement import is_device_mismatch, mismatch_devices
 
@@ -140,6 +141,20 @@ def test_measured_wait_fires_with_evidence_and_a_fix_for_this_machine() -> None:
     assert finding.evidence["data_wait_pct_of_step"] == 75.0
     assert finding.where == "train.py:40"
     assert "num_workers=8" in finding.fix  # 16 cores: one stays with the loop, capped at 8
+
+
+def test_the_workers_asked_for_agree_with_the_workers_needed_or_say_why() -> None:
+    """Trial 8's spatial transformer: "it takes 12 workers to keep up", then `num_workers=8` with no word of why."""
+    loader = LoaderInfo(
+        dataset_class="ImageFolder", batch_size=64, num_workers=0, where="train.py:40", batch_load_s=0.120
+    )
+    hot = SampledLine("data.py:44", "Pixels.__getitem__", 10, 0.9, 0.9, {"data_wait": 0.9}, 0.0, 0.9, 4)
+    sampler = SamplerSection(steps=9, samples=200, time_s=1.1, phase_s={"data_wait": 1.0, "forward": 0.1}, lines=[hot])
+    fix = diagnose(_run(steps=_steps(0.110, 0.120, loader), sampler=sampler)).findings[0].fix
+    assert "it takes 12 workers to keep up" in fix and "num_workers=8," in fix
+    assert "# num_workers=8 below: more than 8 workers rarely help one GPU" in fix
+    # the line the loading's time goes to, which more workers spread but do not shorten, is in the fix too
+    assert "# the loading's time goes to data.py:44 (Pixels.__getitem__), 90.0% of the wait" in fix
 
 
 def test_short_waits_on_a_device_with_free_compute_do_not_fire() -> None:

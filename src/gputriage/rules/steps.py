@@ -146,7 +146,7 @@ def input_pipeline_bound(run: Run) -> list[Finding]:
             severity=severity,
             title=title,
             evidence=evidence,
-            fix=loader_fix(loader, cores, judged_device(run), sizing, next(iter(loader_edits), None))
+            fix=loader_fix(loader, cores, judged_device(run), sizing, next(iter(loader_edits), None), hot=hot)
             + (_GPU_MACHINE_CORES if preflight else ""),
             where=loader.where,
         )
@@ -256,6 +256,12 @@ def sizing_comments(loader: LoaderInfo, sizing: WorkerSizing, cpu_count: int | N
         lines = [f"# {numbers}: {counted(current, 'worker')} should keep up, yet the step waits for them"]
     if sizing.beyond_cores and cpu_count and sizing.usable is not None:
         lines += cores_comment(sizing, cpu_count)
+    elif (asked := suggested_workers(cpu_count, sizing)) < sizing.needed:
+        # the keyword below asks for fewer than the arithmetic above: say why, or the two numbers disagree
+        lines.append(
+            f"# num_workers={asked} below: more than {MAX_SUGGESTED_WORKERS} workers rarely help one GPU, so the "
+            "rest must come from cheaper loading"
+        )
     return lines
 
 
@@ -295,6 +301,8 @@ def loader_fix(
     expected: str | None,
     sizing: WorkerSizing | None = None,
     own_call: Edit | None = None,
+    *,
+    hot: str | None = None,
 ) -> str:
     """The fix; `own_call`: the edit of the user's own DataLoader(...) statement, shown as the patch writes it (their
     names, their collate_fn and sampler kept), instead of a generic call."""
@@ -304,6 +312,8 @@ def loader_fix(
     args = [f"batch_size={loader.batch_size}" if loader.batch_size else "batch_size=...", "shuffle=..."]
     args += [f"{key}={value}" for key, value in loader_arguments(loader, cpu_count, expected, sizing).items()]
     lines += sizing_comments(loader, sizing, cpu_count) if sizing is not None else []
+    if hot is not None:  # where the loading's time goes: the line that more workers only spread, not shorten
+        lines.append(f"# the loading's time goes to {hot}: make it cheaper (vectorise it, cache its result)")
     if own_call is not None:
         lines.append(textwrap.dedent("\n".join(own_call.new)))
     elif len(args) > 2:
