@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 from harness import CASES, Compared, Job, Observed, _load_noise, differences
 
-pytestmark = pytest.mark.slow
+# the fixture runs every case twice (plain and under gputriage): 45 jobs, minutes on a loaded 2-core machine
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
 
 
 @pytest.mark.parametrize("name", list(CASES))

@@ -13,7 +13,9 @@ wraps them at once, as before.
 
 from __future__ import annotations
 
+import contextlib
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -46,6 +48,62 @@ def _wrap_for_dynamo() -> None:
         cls = _unwrapped.pop()
         raw = cls.__dict__["__torch_dispatch__"]
         cls.__torch_dispatch__ = torch._disable_dynamo(raw, recursive=True)  # type: ignore[attr-defined,method-assign]
+
+
+# torch's own operator namespaces (its C++ and its Python registrations): the job's are the others
+_TORCH_NAMESPACES = frozenset(
+    {
+        "aten", "prims", "rngprims", "_c10d_functional", "_c10d_functional_autograd", "_dtensor", "_native",
+        "_quantized", "c10d", "debug_mode_ops", "inductor", "mkl", "mkldnn", "mkldnn_prepacked", "onednn", "profiler",
+        "quantization", "quantized", "sparse", "symm_mem", "higher_order", "_inductor_test", "streams",
+    }
+)  # fmt: skip
+_KERNEL_KEYS = ("CompositeExplicitAutograd", "CPU", "CUDA")
+_AUTOGRAD_KEYS = ("Autograd", "AutogradCPU", "AutogradCUDA", "CompositeImplicitAutograd")
+
+
+_python_kernel_only: dict[Any, bool] = {}
+
+
+def python_kernel_without_autograd(func: Any) -> bool:
+    """The job's own operator with a Python kernel and no autograd formula (`torch.library.Library("x", "DEF")` with
+    `lib.impl(..., "CompositeExplicitAutograd")`, `torch.library.impl("x::op", "cpu")`). Called plainly, its
+    kernel's own ops record their gradients; called from a dispatch mode, torch runs it below autograd and gives its
+    output the autograd fallback's node, whose backward gives no gradient: the job's optimizer steps did nothing
+    while one of our modes was on. Asked once per operator."""
+    known = _python_kernel_only.get(func)
+    if known is None:
+        known = _python_kernel_only[func] = _without_autograd(func)
+    return known
+
+
+def _without_autograd(func: Any) -> bool:
+    name = getattr(func, "name", lambda: "")()
+    if not name or name.partition("::")[0] in _TORCH_NAMESPACES:
+        return False
+    if any(torch._C._dispatch_has_kernel_for_dispatch_key(name, key) for key in _AUTOGRAD_KEYS):
+        return False
+    kernels = [line for line in torch._C._dispatch_dump(name).splitlines() if _kernel_line(line)]
+    return any(".py:" in line for line in kernels)  # a Python kernel (a C++ one is registered at a .cpp line)
+
+
+def _kernel_line(line: str) -> bool:
+    """`CPU: registered at ...` or `CompositeExplicitAutograd[alias]: registered at ...` of torch's dispatch dump."""
+    key = line.partition(":")[0].removesuffix("[alias]")
+    return key in _KERNEL_KEYS
+
+
+@contextlib.contextmanager
+def autograd_inside() -> Iterator[None]:
+    """Autograd on again for the nested call, as it is when no mode is on: the kernel's ops record their gradients,
+    and the fallback keeps the gradient history its output then has."""
+    key = torch._C.DispatchKey.AutogradFunctionality
+    excluded = torch._C._dispatch_tls_is_dispatch_key_excluded(key)
+    torch._C._dispatch_tls_set_dispatch_key_excluded(key, False)
+    try:
+        yield
+    finally:
+        torch._C._dispatch_tls_set_dispatch_key_excluded(key, excluded)
 
 
 def enter_dispatch_mode(mode: TorchDispatchMode) -> bool:
@@ -99,6 +157,9 @@ def call_op(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     graph: the 2 of `x * 2`) reach a mode as Python numbers, which the op then refuses (`aten::equal() Expected a
     value of type 'Tensor' ... found type 'int'`): a traced model failed when called during the probe window, where
     plain Python runs it. They are passed again as the 0-d tensors they were; any other error is the op's own."""
+    if python_kernel_without_autograd(func):
+        with autograd_inside():
+            return func(*args, **kwargs)
     try:
         return func(*args, **kwargs)
     except RuntimeError as exc:
