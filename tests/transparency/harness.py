@@ -67,6 +67,7 @@ CASES: dict[str, Job] = {
     "trace_own_cprofile": Job(["own_cprofile.py"], options=["--trace"]),
     "user_function_mode": Job(["user_function_mode.py"]),
     "library_op_no_autograd": Job(["library_op_no_autograd.py"]),
+    "loader_len_untouched": Job(["loader_len_untouched.py"]),
     "parametrize_weight_norm": Job(["parametrize_weight_norm.py"]),
     "hogwild_spawn": Job(["hogwild.py"]),
     "user_hooks": Job(["user_hooks.py"]),

@@ -30,6 +30,12 @@ def test_the_report_tells_how_each_job_ended(compared: dict[str, Compared]) -> N
             assert process["exit_code"] == code, name
 
 
+def test_a_job_that_exits_with_a_bool_has_its_report(compared: dict[str, Compared]) -> None:
+    """`sys.exit(not ok)`: the record's exit code was the bool, refused when the report was written."""
+    report = compared["loader_len_untouched"].traced.report
+    assert report is not None and report["process"]["exit_code"] == 1
+
+
 def test_text_that_is_not_utf8_is_escaped_in_the_report_never_dropped(compared: dict[str, Compared]) -> None:
     report = compared["name_and_message_not_utf8"].traced.report
     assert report is not None

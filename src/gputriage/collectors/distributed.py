@@ -411,6 +411,8 @@ def _current_backend() -> str | None:
 def _describe_loader(loader: Any, where: str | None) -> RankLoader:
     from torch.utils.data import BatchSampler, IterableDataset
 
+    from gputriage.collectors.probe.loader import dataset_length, length, own_object
+
     batch_sampler = getattr(loader, "batch_sampler", None)
     custom_batches = batch_sampler is not None and type(batch_sampler) is not BatchSampler
     sampler = batch_sampler if custom_batches else getattr(loader, "sampler", None)
@@ -418,20 +420,14 @@ def _describe_loader(loader: Any, where: str | None) -> RankLoader:
     return RankLoader(
         sampler_class=type(sampler).__name__ if sampler is not None else None,
         dataset_class=type(dataset).__name__ if dataset is not None else None,
-        dataset_len=_len(dataset),
-        samples_per_epoch=None if custom_batches else _len(sampler),
+        dataset_len=dataset_length(dataset, getattr(loader, "sampler", None)),
+        # torch's own samplers only: the job's may count, cost or raise (see dataset_length)
+        samples_per_epoch=None if custom_batches or not own_object(sampler) else length(sampler),
         batch_size=getattr(loader, "batch_size", None),
         is_iterable_dataset=isinstance(dataset, IterableDataset),
         iterations=1,
         where=where,
     )
-
-
-def _len(obj: Any) -> int | None:
-    try:
-        return len(obj)
-    except Exception:  # len() of user datasets and samplers can raise anything
-        return None
 
 
 def read_gpu_processes(lib: Any | None = None) -> tuple[list[NodeGpuProcess] | None, str | None]:

@@ -250,7 +250,7 @@ def _exit_code_of(exc: SystemExit) -> int:
     if exc.code is None:
         return 0
     if isinstance(exc.code, int):
-        return exc.code
+        return int(exc.code)  # `sys.exit(not ok)`: a bool is an int, and the record holds an int (True is 1)
     with contextlib.suppress(Exception):
         print(exc.code, file=sys.stderr)
     return 1

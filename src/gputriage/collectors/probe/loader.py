@@ -188,13 +188,33 @@ class LoaderProbe:
         return info
 
 
+def dataset_length(dataset: Any, sampler: Any) -> int | None:
+    """len(dataset) where the DataLoader asks it anyway: torch's own sampler over a map-style dataset reads it each
+    epoch. Elsewhere (an IterableDataset, the user's own sampler) Python's DataLoader never calls the dataset's
+    `__len__`, which may be costly, count something, or raise (a stream with no length): it is left uncalled."""
+    if isinstance(dataset, IterableDataset) or not own_object(sampler):
+        return None
+    return length(dataset)
+
+
+def own_object(obj: Any) -> bool:
+    """An object of torch's own classes (a SequentialSampler, a DistributedSampler), not the job's."""
+    return type(obj).__module__.startswith("torch.")
+
+
+def length(obj: Any) -> int | None:
+    try:
+        return len(obj)
+    except Exception:  # len() of user datasets and samplers can raise anything
+        return None
+
+
 def describe_loader(loader: DataLoader[Any], where: str | None) -> LoaderInfo:
     dataset = loader.dataset
-    try:
-        dataset_len: int | None = len(dataset)  # type: ignore[arg-type]
-    except TypeError:
-        dataset_len = None
-    sampler = getattr(loader.batch_sampler, "sampler", None) or loader.sampler
+    sampler = getattr(loader.batch_sampler, "sampler", None)
+    if sampler is None:  # not `or`: a truth test calls the job's sampler's __len__
+        sampler = loader.sampler
+    dataset_len = dataset_length(dataset, sampler)
     return LoaderInfo(
         dataset_class=type(dataset).__name__,
         dataset_len=dataset_len,
