@@ -266,3 +266,16 @@ def test_a_value_measured_on_one_side_only_keeps_its_unit_next_to_it() -> None:
     assert times_text(None, 2e-5) == "not measured -> 20 µs"
     assert times_text(0.154, 0.097) == "154 -> 97 ms"
     assert times_text(None, None) == "not measured"
+
+
+def test_the_compare_page_shows_control_characters_from_the_inputs_as_escapes() -> None:
+    """Trial 8: a GPU name in a trace (ESC, an OSC 8 link, RLO, C1) reached `compare --html`'s title, verdict and
+    caveats raw, where the report's page escapes them."""
+    from gputriage.record.process import ProcessSection
+
+    evil = "train\x1b]8;;http://evil.example/\x07\u202e\x9b.py"
+    before, after = _run(0.1), _run(0.1, seed=2)
+    before.process, after.process = ProcessSection(exit_code=0, target=evil), ProcessSection(target="eval.py")
+    page = render_html(compare(_diag(before), _diag(after), "a", "b"), _diag(before), _diag(after))
+    assert "\\x1b]8;;http://evil.example/\\x07\\u202e\\x9b" in page
+    assert not any(ch in page for ch in ("\x1b", "\x07", "\u202e", "\x9b"))

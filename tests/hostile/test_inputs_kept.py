@@ -86,3 +86,15 @@ def test_terminal_controls_are_escaped_in_json() -> None:
     assert b"\xc2\x9b" not in encoded and b"\xe2\x80\xae" not in encoded and b"\xe2\x81\xa6" not in encoded
     assert b"\\u009b" in encoded and b"\\u202e" in encoded
     assert json.loads(encoded)["name"] == "k\u009b31m\u202egnp.exe\u2066é中"
+
+
+@pytest.mark.parametrize("second", ["--html", "--patch"])
+def test_two_views_are_never_written_to_one_file(
+    second: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Trial 8: `report R --md F --html F` wrote both, the Markdown over the HTML, exit 0."""
+    saved(tmp_path / "r")
+    capsys.readouterr()
+    assert main(["report", str(tmp_path / "r"), "--md", str(tmp_path / "v.out"), second, str(tmp_path / "v.out")]) == 2
+    assert "is named for two outputs" in one_line(capsys.readouterr().err)
+    assert not (tmp_path / "v.out").exists()

@@ -39,6 +39,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def main(args: argparse.Namespace) -> int:
+    _distinct_outputs(args.html, args.md, args.patch)
     if len(args.paths) == 1 and args.paths[0].is_dir():
         complete_job_report(args.paths[0])  # a torchrun job whose merge nobody finished (a rank killed mid-merge)
     run = load_job(args.paths)  # per-rank records of a torchrun job (one --out folder, or one per node): merge
@@ -76,3 +77,11 @@ def _say_unreadable(run: Run) -> None:
         print(f"gputriage: and {len(reasons) - _MAX_NAMED_UNREADABLE} more unreadable rank files", file=sys.stderr)
     for other in run.ranks.other_jobs if run.ranks is not None else []:
         print(f"gputriage: {inline_text(other)}", file=sys.stderr)
+
+
+def _distinct_outputs(*paths: Path | None) -> None:
+    """`--md F --html F`: the second file written over the first, silently; refused before anything is read."""
+    given = [Path(os.path.abspath(p)) for p in paths if p is not None]  # noqa: PTH100  (no symlink resolved)
+    for i, path in enumerate(given):
+        if path in given[:i]:
+            raise InputError(f"{inline_text(str(path))} is named for two outputs: name one file each")

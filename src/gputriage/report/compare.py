@@ -16,7 +16,7 @@ from gputriage.compare.stats import UNMEASURED
 from gputriage.diagnosis import Diagnosis
 from gputriage.record.numbers import PARTS, host_parts_s
 from gputriage.report.diagrams import build_sequence
-from gputriage.report.sanitize import inline_text
+from gputriage.report.sanitize import inline_text, report_tree
 from gputriage.report.svg import sequence_svg
 from gputriage.wording import counted
 
@@ -170,6 +170,9 @@ def render_html(c: Comparison, before: Diagnosis, after: Diagnosis) -> str:
 
     from gputriage.report.html import _environment
 
+    # strings from two runs' files (a GPU's name in a trace, a pasted env text): control characters made visible,
+    # as on the report's page, before the template escapes them for HTML
+    c, before, after = report_tree(c), report_tree(before), report_tree(after)
     template = _environment().get_template("compare.html.j2")
     return template.render(
         c=c,
