@@ -10,7 +10,7 @@ from builders import TraceBuilder, training_loop
 
 from gputriage.errors import InputError
 from gputriage.tracing import collect as collect_module
-from gputriage.tracing import split, store, sweep
+from gputriage.tracing import reader, split, store, sweep
 from gputriage.tracing.limits import DEFAULT_LIMITS
 from gputriage.tracing.reader import first_event_at
 from gputriage.tracing.store import SpillDir
@@ -98,7 +98,6 @@ def test_a_large_key_after_the_events_is_read_exactly_and_within_bounds(
 ) -> None:
     """Chrome JSON may carry stackFrames or a blob after traceEvents: a byte range cut inside it held the list's end
     and the file was refused as corrupt. One process then reads it exactly, keeping only a bounded part of the tail."""
-    from gputriage.tracing import reader
 
     b = training_loop(steps=12, loader_us=1500, kernel_us=100)
     clean = b.write(tmp_path / "clean.json")
@@ -140,3 +139,32 @@ def test_a_worker_that_reads_two_ranges_keeps_both_ranges_files(tmp_path: Path) 
     first, second = SpillDir(tmp_path), SpillDir(tmp_path)
     names = {first.new_file("gpu"), second.new_file("gpu"), first.new_file("gpu")}
     assert len(names) == 3
+
+
+def test_stray_timestamps_are_dropped_wherever_the_batches_and_ranges_cut(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Trial 8: kernels at ts 5 µs among events of 2023 were dropped by their batch's own median start only where
+    they were few in their batch: twenty side by side, or one alone in its batch or byte range, were kept, the window
+    became 53 years and the GPU "0.0% busy", and `--jobs 1` and `--jobs 2` differed. The trace's time is sampled
+    across the file before it is read, and every batch is judged against it."""
+    from builders import GPU_PID, STREAM
+
+    b = training_loop(steps=30, loader_us=1500, kernel_us=100)
+    clean = b.write(tmp_path / "clean.json")
+    stray = [
+        {"ph": "X", "cat": "kernel", "name": "stray", "pid": GPU_PID, "tid": STREAM, "ts": 5 + i, "dur": 10,
+         "args": {"stream": STREAM}}
+        for i in range(21)
+    ]  # fmt: skip
+    middle = len(b.events) // 2
+    b.events[:0] = stray[:20]
+    b.events[middle:middle] = stray[20:]
+    path = b.write(tmp_path / "strays.json")
+    monkeypatch.setattr(reader, "CHUNK_BYTES", 4 << 10)  # small batches: the twenty strays are most of the first
+    expected = analyse_trace(clean, jobs=1)
+    for jobs in (1, 3):
+        if jobs > 1:
+            _split_small(monkeypatch, path.stat().st_size, 3)
+        got = analyse_trace(path, jobs=jobs)
+        assert (got.window_us, got.busy_pct, got.events_dropped) == (expected.window_us, expected.busy_pct, 21), jobs

@@ -44,6 +44,9 @@ _D2H_KEEP = 1 << 20  # device-to-host copies whose correlation ids are kept (eac
 _WHERE_CACHE = 65_536
 _CODE_WORDS = {MISSING: "missing", NOT_A_NUMBER: "not a number"}
 _MAX_SPREAD_NS = 86_400 * 10**9  # a day: no profiler window is longer
+_REFERENCE_EVENTS = 3  # a batch's median start is the trace's time from this many events (one stray cannot move it)
+_MAX_WAITING = 4096  # small batches held until the trace's time is known; past this, checked as they come
+_MAX_MEDIANS = 1024  # batch medians kept for the reference of small batches
 OTHER_THREADS = ("<other threads>", "")
 _TS, _DUR, _NAME = operator.attrgetter("ts"), operator.attrgetter("dur"), operator.attrgetter("name")
 _PID, _TID, _ARGS = operator.attrgetter("pid"), operator.attrgetter("tid"), operator.attrgetter("args")
@@ -124,7 +127,9 @@ class _Rows(msgspec.Struct):
 class Collector:
     """Feed decoded batches; `finish()` returns the Collected rows and statistics."""
 
-    def __init__(self, limits: TraceLimits, spill: SpillDir, budget_rows: int | None = None) -> None:
+    def __init__(
+        self, limits: TraceLimits, spill: SpillDir, budget_rows: int | None = None, *, reference_ns: int | None = None
+    ) -> None:
         self.limits = limits
         self.spill = spill
         self.budget_rows = budget_rows if budget_rows is not None else MEMORY_BUDGET_ROWS
@@ -145,6 +150,13 @@ class Collector:
         self.gpu_first: int | None = None
         self.gpu_last: int | None = None
         self.first_op: int | None = None
+        # The batches' median starts and sizes so far (see _far_from_the_rest): the time a batch too small to have
+        # its own is checked against; such batches met before any other wait for one
+        self._medians: list[tuple[int, int]] = []
+        self._waiting: list[_Rows] = []
+        # The trace's time sampled across the whole file by the process that split it into byte ranges: what a
+        # range's small batches are checked against (a range may hold a stray alone)
+        self._reference_ns = reference_ns
 
     # ---- tables
 
@@ -320,6 +332,17 @@ class Collector:
 
     def _add_rows(self, rows: _Rows) -> None:
         """Check one batch's times and store its rows by family (both decode paths end here)."""
+        if self._reference_ns is None and not self._medians and len(self._waiting) < _MAX_WAITING:
+            timed = (rows.ts_code == OK) & (rows.dur_code == OK) & rows.name_ok
+            if int(timed.sum()) < _REFERENCE_EVENTS:
+                self._waiting.append(rows)  # too few to tell the trace's time: checked once a batch tells it
+                return
+        self._check_rows(rows)
+        waiting, self._waiting = self._waiting, []
+        for earlier in waiting:
+            self._check_rows(earlier)
+
+    def _check_rows(self, rows: _Rows) -> None:
         ts, end, ok = self._check_times(rows.ts, rows.ts_code, rows.dur, rows.dur_code)
         ok &= rows.name_ok
         far = self._far_from_the_rest(ts, ok)
@@ -366,11 +389,22 @@ class Collector:
         return ts, end, ok
 
     def _far_from_the_rest(self, ts: I64, ok: npt.NDArray[np.bool_]) -> npt.NDArray[np.bool_]:
-        """Events more than a day from the batch's median start: one kernel at ts 0 among events of 2023 would make
-        the window 53 years long and the GPU "0.0% busy". A profiler window lasts seconds to minutes."""
-        if ok.sum() < 3:
+        """Events more than a day from the rest: one kernel at ts 0 among events of 2023 would make the window 53 years
+        long and the GPU "0.0% busy". A profiler window lasts seconds to minutes. The rest is the trace's time sampled
+        across a plain file before it is read (see split.sampled_time), else the median of the batches so far,
+        weighted by their sizes: a batch's own median kept a kernel alone in its batch (between large events, at
+        the end of a byte range) and fifty strays side by side, and the answer hung on where batches were cut."""
+        count = int(ok.sum())
+        if count >= _REFERENCE_EVENTS:
+            self._medians.append((int(np.median(ts[ok])), count))
+            if len(self._medians) > _MAX_MEDIANS:  # bounded: pairs of neighbours merged into one
+                self._medians = _halved(self._medians)
+        if self._reference_ns is not None:
+            middle = self._reference_ns
+        elif self._medians:
+            middle = _weighted_median(self._medians)
+        else:  # the whole trace came in batches too small to tell its time
             return np.zeros(len(ts), dtype=bool)
-        middle = int(np.median(ts[ok]))
         return ok & (np.abs(ts - middle) > _MAX_SPREAD_NS)
 
     def _count_bad(self, field_name: str, codes: npt.NDArray[np.int8]) -> None:
@@ -442,6 +476,9 @@ class Collector:
         self.first_op = ts if self.first_op is None else min(self.first_op, ts)
 
     def finish(self) -> Collected:
+        waiting, self._waiting = self._waiting, []
+        for rows in waiting:  # no batch had enough events to tell the trace's time: kept as they are
+            self._check_rows(rows)
         wheres = [""] * len(self._wheres)
         for text, ident in self._wheres.items():
             wheres[ident] = text
@@ -505,3 +542,21 @@ def _hashable(value: Any) -> Any:
     if type(value) is int:
         return value if -(2**63) <= value < 2**63 else "<int>"
     return f"<{type(value).__name__}>"
+
+
+def _weighted_median(medians: list[tuple[int, int]]) -> int:
+    """The median of the batches' median starts, each counted as many times as its batch had events."""
+    ordered = sorted(medians)
+    half = sum(count for _, count in ordered) / 2
+    seen = 0
+    for middle, count in ordered:
+        seen += count
+        if seen >= half:
+            return middle
+    return ordered[-1][0]
+
+
+def _halved(medians: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Neighbouring batches merged pairwise (the larger one's median, both sizes): a bounded summary of the file."""
+    pairs = (medians[i : i + 2] for i in range(0, len(medians), 2))
+    return [(max(pair, key=lambda m: m[1])[0], sum(count for _, count in pair)) for pair in pairs]

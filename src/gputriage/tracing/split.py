@@ -12,7 +12,10 @@ the analysis, the rules and the report); `collect(..., begun)` joins in and fini
 
 from __future__ import annotations
 
+import contextlib
 import itertools
+import re
+import statistics
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -91,7 +94,7 @@ def _collect(path: Path, limits: TraceLimits, spill: SpillDir, jobs: int | None)
     planned = _plan(path, workers, limits) if workers > 1 else None
     if planned is None:
         reading = read_trace(path, limits)
-        collector = Collector(limits, spill)
+        collector = Collector(limits, spill, reference_ns=_whole_file_time(path, limits))
         try:
             for batch in reading.batches:
                 collector.feed(batch)
@@ -107,7 +110,45 @@ def _work(
 ) -> tuple[TraceHeader, list[_Range]]:
     header, bare, bounds = planned
     budget = max(MEMORY_BUDGET_ROWS // len(bounds), _MIN_WORKER_BUDGET)
-    return header, [_Range(path, start, stop, bare, limits, spill.path, budget) for start, stop in bounds]
+    reference = sampled_time(path, [at for at, _ in bounds], limits)
+    return header, [_Range(path, start, stop, bare, limits, spill.path, budget, reference) for start, stop in bounds]
+
+
+_SAMPLES = 16  # events whose start time is read across the file, for the trace's reference time
+_SAMPLE_BYTES = 4096  # read at each: Kineto writes "ts" before "args", near an event's start
+_TS = re.compile(rb'"ts"\s*:\s*"?(-?[0-9]{1,20}(?:\.[0-9]{1,9})?)')
+
+
+def _whole_file_time(path: Path, limits: TraceLimits) -> int | None:
+    """sampled_time for a file read by one process: a plain one (a gzip stream cannot be read at an offset)."""
+    try:
+        start = events_start(path, limits)
+    except InputError:
+        return None  # the reader says what is wrong
+    return None if start.gzip else sampled_time(path, [start.offset], limits)
+
+
+def sampled_time(path: Path, starts: list[int], limits: TraceLimits) -> int | None:
+    """The trace's time, in ns: the median start of events read at the ranges' starts and at evenly spaced offsets.
+    Every range checks its batches too small to have their own time against it: a range may hold nothing but a
+    stray (one kernel at ts 5 between large events), which no range alone can tell from the rest."""
+    start, end = starts[0], path.stat().st_size
+    offsets = set(starts)
+    for k in range(1, _SAMPLES):
+        with contextlib.suppress(InputError):
+            found = first_event_at(path, start + k * (end - start) // _SAMPLES, limits)
+            if found is not None:
+                offsets.add(found)
+    samples = []
+    with path.open("rb") as fh:
+        for at in sorted(offsets):
+            fh.seek(at)
+            match = _TS.search(fh.read(_SAMPLE_BYTES))
+            if match is not None:
+                samples.append(float(match.group(1)))
+    if len(samples) < 3:
+        return None
+    return round(statistics.median(samples) * 1000)  # Kineto's µs
 
 
 def _gather(
@@ -171,6 +212,7 @@ class _Range(msgspec.Struct):
     limits: TraceLimits
     spill_path: Path
     budget_rows: int
+    reference_ns: int | None = None
 
 
 def _collect_range(job: _Range) -> tuple[Collected, TraceHeader]:
@@ -180,7 +222,7 @@ def _collect_range(job: _Range) -> tuple[Collected, TraceHeader]:
 
 def _collect_one_range(job: _Range) -> tuple[Collected, TraceHeader]:
     reading = read_range(job.path, job.start, job.stop, job.bare, job.limits)
-    collector = Collector(job.limits, SpillDir(job.spill_path), job.budget_rows)
+    collector = Collector(job.limits, SpillDir(job.spill_path), job.budget_rows, reference_ns=job.reference_ns)
     for batch in reading.batches:
         collector.feed(batch)
     return collector.finish(), reading.header
