@@ -68,10 +68,11 @@ class Patches:
                 hide_own_frames(exc)
                 raise  # a bare raise adds no frame of ours back
 
-        self.set(owner, name, wrapper)
+        installed = _own_code(wrapper)
+        self.set(owner, name, installed)
         if same_builtin:
-            self._builtins.append((original, wrapper))
-            _alias_builtin(original, wrapper)
+            self._builtins.append((original, installed))
+            _alias_builtin(original, installed)
 
     def restore(self) -> None:
         self.active = False
@@ -211,3 +212,17 @@ def quiet_hook(register: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     handle.id = own_id
     RemovableHandle.next_id = before
     return handle
+
+
+def _own_code(wrapper: Any) -> types.FunctionType:
+    """The wrapper with a code object of its own. Every wrapper is the same closure, so all shared one code object,
+    and Dynamo, which tells nn.Module's own methods by their code (`_nn_module_method_ids`), took the wrapper of
+    `nn.Module.__setattr__` for the wrapper of `nn.Module.to`: a forward that sets an attribute (`self.calls = ...`)
+    could not be compiled with `fullgraph=True`, and broke the graph without it."""
+    own = types.FunctionType(
+        wrapper.__code__.replace(), wrapper.__globals__, wrapper.__name__, wrapper.__defaults__, wrapper.__closure__
+    )
+    own.__kwdefaults__ = wrapper.__kwdefaults__
+    functools.update_wrapper(own, wrapper)  # the original's name, doc and __wrapped__, as functools.wraps gave it
+    own.__dict__.update(wrapper.__dict__)
+    return own

@@ -78,8 +78,18 @@ def python_kernel_without_autograd(func: Any) -> bool:
 
 
 def _without_autograd(func: Any) -> bool:
-    name = getattr(func, "name", lambda: "")()
-    if not name or name.partition("::")[0] in _TORCH_NAMESPACES:
+    # an operator's overload only: a mode also sees higher-order operators and others whose `name` is no method, and
+    # an error raised here, inside the dispatcher, ends the process (`terminate called ... python_error`)
+    if not isinstance(func, torch._ops.OpOverload):
+        return False
+    try:
+        return _python_kernel_only_op(str(func._schema.name))
+    except Exception:
+        return False
+
+
+def _python_kernel_only_op(name: str) -> bool:
+    if name.partition("::")[0] in _TORCH_NAMESPACES:
         return False
     if any(torch._C._dispatch_has_kernel_for_dispatch_key(name, key) for key in _AUTOGRAD_KEYS):
         return False

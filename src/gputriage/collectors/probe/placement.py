@@ -24,6 +24,7 @@ from typing import Any
 
 import torch
 from torch import nn
+from torch.compiler import is_dynamo_compiling
 from torch.nn.modules import module as module_mod
 from torch.utils.hooks import RemovableHandle
 
@@ -136,6 +137,8 @@ class PlacementProbe:
 
     def _setattr(self, original: Any, module: nn.Module, name: str, value: Any) -> None:
         original(module, name, value)
+        if is_dynamo_compiling():  # a compiled forward's `self.cache = ...`: nothing of ours goes into its graph
+            return
         # Parameters and buffers have registration hooks; a plain tensor attribute has only this.
         plain = isinstance(value, torch.Tensor) and not isinstance(value, nn.Parameter)
         if (plain and name not in module.__dict__.get("_buffers", {})) or _listed_modules(value):

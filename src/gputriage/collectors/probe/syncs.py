@@ -17,6 +17,7 @@ from types import FrameType
 from typing import Any
 
 import torch
+from torch.compiler import is_dynamo_compiling
 
 from gputriage.collectors.patching import Patches
 from gputriage.collectors.probe.state import ProbeState, capturing, device_type_of, is_cpu_of
@@ -91,10 +92,10 @@ class TensorTimers:
 
     def start(self) -> None:
         tensor = torch.Tensor
-        self._patches.wrap(tensor, "to", self._to)
-        self._patches.wrap(tensor, "cuda", self._cuda)
+        self._patches.wrap(tensor, "to", _by_name("to", self._to))
+        self._patches.wrap(tensor, "cuda", _by_name("cuda", self._cuda))
         for name, kind in SYNC_METHODS.items():
-            self._patches.wrap(tensor, name, functools.partial(self._sync_method, kind))
+            self._patches.wrap(tensor, name, _by_name(name, functools.partial(self._sync_method, kind)))
 
     def stop(self) -> None:
         self._patches.restore()
@@ -132,6 +133,19 @@ class TensorTimers:
             return original(t, *args, **kwargs)
         device = device_type_of(t)
         return _timed_sync(state, self._syncs, lambda: original(t, *args, **kwargs), kind=kind, device=device)
+
+
+def _by_name(name: str, make: Callable[..., Any]) -> Callable[..., Any]:
+    """`make`, but while Dynamo traces: the tensor's method called by name. A job's `torch.Tensor.to(t, ...)`
+    (unbound: a tree_map over a batch) reaches our wrapper, and Dynamo cannot trace the original TensorBase
+    descriptor it would call (`fullgraph=True` died, else a graph break); `t.to(...)` it traces as its own."""
+
+    def call(original: Any, t: Any, /, *args: Any, **kwargs: Any) -> Any:
+        if is_dynamo_compiling():  # only while Dynamo reads bytecode: its fake-tensor runs call the wrapper again
+            return getattr(t, name)(*args, **kwargs)
+        return make(original, t, *args, **kwargs)
+
+    return call
 
 
 def _timed_sync(state: ProbeState, syncs: SyncRecorder, call: Callable[[], Any], *, kind: str, device: str) -> Any:
