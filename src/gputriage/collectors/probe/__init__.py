@@ -33,7 +33,7 @@ from gputriage.collectors.probe.debugenv import CudnnFlags, LaunchBlocking
 from gputriage.collectors.probe.loader import LoaderProbe
 from gputriage.collectors.probe.modes import enter_dispatch_mode, leave_dispatch_mode
 from gputriage.collectors.probe.placement import PlacementProbe, has_tensors
-from gputriage.collectors.probe.state import ProbeState, capturing, host_operand, own_reads
+from gputriage.collectors.probe.state import ProbeState, capturing, device_type_of, host_operand, own_reads
 from gputriage.collectors.probe.steps import StepTracker
 from gputriage.collectors.probe.syncs import CudaSyncDebug, SyncRecorder, TensorTimers
 from gputriage.collectors.probe.window import Switch, WindowDriver
@@ -267,10 +267,18 @@ class RunProbe:
         self._tracker.backward_start()
         self._tracker.model_work()
         state.clock.push("backward")
+        outer, state.backward_on_device = state.backward_on_device, _on_a_device(args[0] if args else None)
         try:
             return original(*args, **kwargs)
         finally:
+            state.backward_on_device = outer
             state.clock.pop()
+
+
+def _on_a_device(roots: Any) -> bool:
+    """The tensors backward starts from (one, or a sequence) are on a device, not the CPU."""
+    tensors = [roots] if isinstance(roots, torch.Tensor) else list(roots) if isinstance(roots, (list, tuple)) else []
+    return any(isinstance(t, torch.Tensor) and device_type_of(t) != "cpu" for t in tensors)
 
 
 def _stand_in_sum(steps: list[Step]) -> float | None:

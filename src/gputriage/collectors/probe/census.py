@@ -91,7 +91,8 @@ class OpCensus(OwnDispatchMode):
         tensors = [a for a in _flat(args) if isinstance(a, torch.Tensor)]
         tensors += [v for v in kwargs.values() if isinstance(v, torch.Tensor)]
         device = _op_device(tensors, kwargs)
-        if device == "cpu" and self._state.stand_in_host_read is not None and in_backward():
+        state = self._state
+        if device == "cpu" and state.backward_on_device and state.stand_in_host_read is not None and in_backward():
             # a derivative formula's helper made from the stand-in gradient's C++ options ("cpu"): affine_grid's
             # backward builds its base grid so. On a GPU it is made on the GPU, and so are the ops on it.
             device = "cuda"

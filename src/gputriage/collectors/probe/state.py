@@ -131,6 +131,9 @@ class ProbeState(msgspec.Struct):
     in_loss: int = 0  # > 0 inside a loss module's call while placement watches (its F.* call is the same loss)
     in_sync_call: int = 0  # > 0 inside a Python-level sync wrapper, so the dispatch census does not count it twice
     step: int = 0  # index of the step that is running now
+    # Inside torch.autograd.backward of a loss on a device (not the CPU): the derivative formulas' helper tensors are
+    # then the device's on a GPU, whatever a stand-in's C++ options say (census.py)
+    backward_on_device: bool = False
     # On a stand-in device: whether an op the census would count as a host sync really reads the device's values on
     # the host (the stand-in's C++ side calls itself "cpu", so torch's own casts look like copies to the host)
     stand_in_host_read: Callable[[Any, list[Any]], bool] | None = None
