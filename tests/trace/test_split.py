@@ -146,8 +146,8 @@ def test_stray_timestamps_are_dropped_wherever_the_batches_and_ranges_cut(
 ) -> None:
     """Trial 8: kernels at ts 5 µs among events of 2023 were dropped by their batch's own median start only where
     they were few in their batch: twenty side by side, or one alone in its batch or byte range, were kept, the window
-    became 53 years and the GPU "0.0% busy", and `--jobs 1` and `--jobs 2` differed. The trace's time is sampled
-    across the file before it is read, and every batch is judged against it."""
+    became 53 years and the GPU "0.0% busy", and `--jobs 1` and `--jobs 2` differed. Each batch is judged against
+    the trace's time: the byte ranges' first events, or the batches read so far, weighted by their sizes."""
     from builders import GPU_PID, STREAM
 
     b = training_loop(steps=30, loader_us=1500, kernel_us=100)
@@ -157,11 +157,11 @@ def test_stray_timestamps_are_dropped_wherever_the_batches_and_ranges_cut(
          "args": {"stream": STREAM}}
         for i in range(21)
     ]  # fmt: skip
-    middle = len(b.events) // 2
-    b.events[:0] = stray[:20]
-    b.events[middle:middle] = stray[20:]
+    middle, late = len(b.events) // 2, 3 * len(b.events) // 4
+    b.events[late:late] = stray[20:]
+    b.events[middle:middle] = stray[:20]
     path = b.write(tmp_path / "strays.json")
-    monkeypatch.setattr(reader, "CHUNK_BYTES", 4 << 10)  # small batches: the twenty strays are most of the first
+    monkeypatch.setattr(reader, "CHUNK_BYTES", 4 << 10)  # small batches: the twenty strays are most of theirs
     expected = analyse_trace(clean, jobs=1)
     for jobs in (1, 3):
         if jobs > 1:

@@ -12,7 +12,6 @@ the analysis, the rules and the report); `collect(..., begun)` joins in and fini
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import re
 import statistics
@@ -94,7 +93,7 @@ def _collect(path: Path, limits: TraceLimits, spill: SpillDir, jobs: int | None)
     planned = _plan(path, workers, limits) if workers > 1 else None
     if planned is None:
         reading = read_trace(path, limits)
-        collector = Collector(limits, spill, reference_ns=_whole_file_time(path, limits))
+        collector = Collector(limits, spill)
         try:
             for batch in reading.batches:
                 collector.feed(batch)
@@ -110,44 +109,28 @@ def _work(
 ) -> tuple[TraceHeader, list[_Range]]:
     header, bare, bounds = planned
     budget = max(MEMORY_BUDGET_ROWS // len(bounds), _MIN_WORKER_BUDGET)
-    reference = sampled_time(path, [at for at, _ in bounds], limits)
+    reference = sampled_time(path, [at for at, _ in bounds])
     return header, [_Range(path, start, stop, bare, limits, spill.path, budget, reference) for start, stop in bounds]
 
 
-_SAMPLES = 16  # events whose start time is read across the file, for the trace's reference time
+_MIN_SAMPLES = 3  # range starts with a readable "ts" for the trace's reference time
 _SAMPLE_BYTES = 4096  # read at each: Kineto writes "ts" before "args", near an event's start
 _TS = re.compile(rb'"ts"\s*:\s*"?(-?[0-9]{1,20}(?:\.[0-9]{1,9})?)')
 
 
-def _whole_file_time(path: Path, limits: TraceLimits) -> int | None:
-    """sampled_time for a file read by one process: a plain one (a gzip stream cannot be read at an offset)."""
-    try:
-        start = events_start(path, limits)
-    except InputError:
-        return None  # the reader says what is wrong
-    return None if start.gzip else sampled_time(path, [start.offset], limits)
-
-
-def sampled_time(path: Path, starts: list[int], limits: TraceLimits) -> int | None:
-    """The trace's time, in ns: the median start of events read at the ranges' starts and at evenly spaced offsets.
-    Every range checks its batches too small to have their own time against it: a range may hold nothing but a
-    stray (one kernel at ts 5 between large events), which no range alone can tell from the rest."""
-    start, end = starts[0], path.stat().st_size
-    offsets = set(starts)
-    for k in range(1, _SAMPLES):
-        with contextlib.suppress(InputError):
-            found = first_event_at(path, start + k * (end - start) // _SAMPLES, limits)
-            if found is not None:
-                offsets.add(found)
+def sampled_time(path: Path, starts: list[int]) -> int | None:
+    """The trace's time, in ns: the median start of the events that begin the byte ranges (proved event starts, found
+    by the plan: a few small reads, no decoding). Every range checks its batches against it: a range alone cannot tell
+    a stray from the rest (one kernel at ts 5 alone in a range, fifty side by side at a range's start)."""
     samples = []
     with path.open("rb") as fh:
-        for at in sorted(offsets):
+        for at in starts:
             fh.seek(at)
             match = _TS.search(fh.read(_SAMPLE_BYTES))
             if match is not None:
                 samples.append(float(match.group(1)))
-    if len(samples) < 3:
-        return None
+    if len(samples) < _MIN_SAMPLES:
+        return None  # each range's batches decide by their own median (Collector._far_from_the_rest)
     return round(statistics.median(samples) * 1000)  # Kineto's µs
 
 
