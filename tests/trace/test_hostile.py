@@ -532,3 +532,15 @@ def test_a_long_tail_after_the_events_is_passed_over_unread(tmp_path: Path, caps
     source.close()
     assert main(["trace", str(path)]) == 0
     assert "MiB after traceEvents were not read" in capsys.readouterr().err
+
+
+def test_device_events_of_no_length_at_one_instant_are_too_little_to_judge(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Trial 8: a hundred kernels, all at ts 1000 with dur 0, no step marks: a window of 0 µs and no busy figure, yet
+    rung 5 passed and the verdict was HEALTHY."""
+    path = _write(tmp_path, json.dumps({"traceEvents": [_kernel(ts=1000, dur=0) for _ in range(100)]}))
+    assert main(["trace", str(path), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["verdict"]["status"] == "inconclusive"
+    assert next(r for r in report["ladder"] if r["rung"] == 5)["status"] != "pass"

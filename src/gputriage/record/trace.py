@@ -213,6 +213,9 @@ class RankTrace(msgspec.Struct):
         if self.steps:
             return None if self.steps >= TRACE_MIN_STEPS else counted_steps(self.steps)
         events = self.gpu_events or 0
+        if events and self.window_us is not None and self.window_us <= 0:
+            # device events of no length at one instant: no window to be busy in (was HEALTHY, rung 5 passed)
+            return f"{events:,} kernels, copies or memsets in a window of no length"
         if events == 0 or events >= TRACE_MIN_DEVICE_EVENTS:
             return None
         return "1 kernel, copy or memset" if events == 1 else f"{events} kernels, copies or memsets"
