@@ -134,7 +134,7 @@ def _without_wrapper(run: Run, wrap: ModelWrap) -> str:
     name = target.strip()
     module_uses = f"\n# and where the script reads {name}.module (to save or to sample), read {name}"
     module_uses = module_uses if value and name.isidentifier() else ""
-    if target.strip() == value.strip():  # `net = nn.DataParallel(net)` without it is `net = net`: the line goes
+    if name == value.strip():  # `net = nn.DataParallel(net)` without it is `net = net`: the line goes
         return f"# delete this line: {stmt.text}{module_uses}"
     return kept + module_uses
 

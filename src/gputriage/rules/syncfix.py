@@ -52,7 +52,7 @@ def sync_fix(
         branch = codefix.branch_at(source, where)
         return _branch_fix(branch) if branch is not None else GENERIC_FIX
     guard = edits.guarding_interval(stmt)
-    return _interval_too_small(stmt, guard) if guard is not None else _fix_of(stmt)
+    return _interval_too_small(stmt.text, guard) if guard is not None else _fix_of(stmt)
 
 
 VALIDATE_ARGS_OFF = "torch.distributions.Distribution.set_default_validate_args(False)"
@@ -199,13 +199,13 @@ def _counter_line(stmt: codefix.Statement) -> str:
     return f"# count the steps: for step, {target} in enumerate({ast.unparse(loop.iter)}):\n"
 
 
-def _interval_too_small(stmt: codefix.Statement, guard: edits.Interval) -> str:
+def _interval_too_small(text: str, guard: edits.Interval) -> str:
     """The read is under the script's own interval test already, and still ran every step: the interval is the fix."""
     every, steps = guard.every, edits.READ_EVERY_STEPS
     owner, _, name = every.partition(".")
     on_command_line = owner in ("args", "opt", "opts") and name.isidentifier()
     flag = f" (--{name.replace('_', '-')} {steps} on the command line)" if on_command_line else ""
-    quoted = "\n".join(f"# {line}" for line in stmt.text.splitlines())
+    quoted = "\n".join(f"# {line}" for line in text.splitlines())
     # measured: the test held at every probed step. Either the interval is 1 in this run, or the counter starts
     # again at 0 each time round an outer loop, which may be in a caller (forward-forward trains layer by layer,
     # each with its own `i`): the value of `every` itself was not read, so neither is said to be the case

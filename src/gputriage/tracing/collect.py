@@ -154,8 +154,8 @@ class Collector:
         # its own is checked against; such batches met before any other wait for one
         self._medians: list[tuple[int, int]] = []
         self._waiting: list[_Rows] = []
-        # The trace's time sampled across the whole file by the process that split it into byte ranges: what a
-        # range's small batches are checked against (a range may hold a stray alone)
+        # The trace's time read by the process that split the file into byte ranges, from the ranges' first events
+        # (split.sampled_time): what every batch of a range is checked against (a range may hold a stray alone)
         self._reference_ns = reference_ns
 
     # ---- tables
@@ -390,10 +390,11 @@ class Collector:
 
     def _far_from_the_rest(self, ts: I64, ok: npt.NDArray[np.bool_]) -> npt.NDArray[np.bool_]:
         """Events more than a day from the rest: one kernel at ts 0 among events of 2023 would make the window 53 years
-        long and the GPU "0.0% busy". A profiler window lasts seconds to minutes. The rest is the trace's time sampled
-        across a plain file before it is read (see split.sampled_time), else the median of the batches so far,
-        weighted by their sizes: a batch's own median kept a kernel alone in its batch (between large events, at
-        the end of a byte range) and fifty strays side by side, and the answer hung on where batches were cut."""
+        long and the GPU "0.0% busy". A profiler window lasts seconds to minutes. The rest is the trace's time read
+        from the byte ranges' first events where the file was split (split.sampled_time), else the median of the
+        batches so far, weighted by their sizes: a batch's own median kept a kernel alone in its batch (between large
+        events, at the end of a byte range) and fifty strays side by side, and the answer hung on where batches were
+        cut."""
         count = int(ok.sum())
         if count >= _REFERENCE_EVENTS:
             self._medians.append((int(np.median(ts[ok])), count))
