@@ -49,7 +49,8 @@ class SourceCapture:
             self._start_dir = Path.cwd()  # the script may chdir; `where` paths are relative to where it started
 
     def finish(self, run: Run) -> None:
-        section = capture(list(record_wheres(run)), [self._start_dir, Path.cwd()])
+        uses = [t.where for t in run.placement.tensors if t.where] if run.placement is not None else []
+        section = capture(list(record_wheres(run)), [self._start_dir, Path.cwd()], uses)
         run.source = section if section.snippets else None
 
 
@@ -78,10 +79,14 @@ def _walk(value: Any) -> Iterator[str]:
             yield from _walk(item)
 
 
-def capture(wheres: list[str], roots: list[Path]) -> SourceSection:
+def capture(wheres: list[str], roots: list[Path], uses: list[str] | None = None) -> SourceSection:
+    """The snippets around `wheres`; then, for each tensor's call in `uses` (`output = model(data)`), the functions
+    elsewhere in its file that make the same call with the same name (`test()`'s loop beside `train()`'s): a fix
+    that moves the batch in one loop and not in the other leaves the script crashing there on a GPU."""
     section = SourceSection()
     files: dict[str, _File | None] = {}
-    for where in wheres:
+    described: set[str] = set()  # files whose device lines are in the section
+    for where in [*wheres, *_same_calls(uses or [], files, roots)]:
         if len(section.snippets) >= MAX_SNIPPETS:
             break
         parsed = split_where(where)
@@ -90,16 +95,32 @@ def capture(wheres: list[str], roots: list[Path]) -> SourceSection:
         path, line = parsed
         if path not in files:
             files[path] = _File.read(path, roots)
-            found = files[path]
-            if found is not None:
-                section.snippets.extend(found.device_snippets(path))
         source = files[path]
+        if source is not None and path not in described:
+            described.add(path)
+            section.snippets.extend(source.device_snippets(path))
         if source is not None:
             snippet = source.snippet(path, line)
             if snippet is not None:
                 section.snippets.append(snippet)
     del section.snippets[MAX_SNIPPETS:]
     return section
+
+
+MAX_SAME_CALLS = 4  # other statements kept per tensor's call: a file's evaluation loops, not every helper
+
+
+def _same_calls(uses: list[str], files: dict[str, _File | None], roots: list[Path]) -> Iterator[str]:
+    for where in dict.fromkeys(uses):
+        parsed = split_where(where)
+        if parsed is None:
+            continue
+        path, line = parsed
+        if path not in files:
+            files[path] = _File.read(path, roots)
+        source = files[path]
+        if source is not None:
+            yield from (f"{path}:{other}" for other in source.same_calls(line)[:MAX_SAME_CALLS])
 
 
 # Python's own line ends (universal newlines): a CRLF file's lines carry no '\r', as its line numbers count them.
@@ -145,6 +166,28 @@ class _File:
         last = min(len(self.lines), line + WINDOW_LINES)
         return SourceSnippet(path, first, self.text(first, last), "window", found[1] if found else None, module)
 
+    def same_calls(self, line: int) -> list[int]:
+        """The first lines of the statements in other functions of the file that call what the statement at `line`
+        calls with the same name in the same place (`model(data)`, `criterion(output, target)`)."""
+        if self.tree is None:
+            return []
+        simple = [n for n in ast.walk(self.tree) if isinstance(n, ast.stmt) and not hasattr(n, "body")]
+        here = max(
+            (n for n in simple if n.lineno <= line <= (n.end_lineno or n.lineno)), key=lambda n: n.lineno, default=None
+        )
+        keys = _call_keys(here) if here is not None else set()
+        if here is None or not keys:
+            return []
+        home = _enclosing(self.tree, here.lineno)
+        out = []
+        for node in sorted(simple, key=lambda n: n.lineno):
+            if node is here or not _call_keys(node) & keys:
+                continue
+            there = _enclosing(self.tree, node.lineno)
+            if (there and there[0]) is not (home and home[0]):
+                out.append(node.lineno)
+        return out
+
     def device_snippets(self, path: str) -> list[SourceSnippet]:
         """The statements that assign a device: `device = ...`, `self.device = ...`, `args.device` is left out."""
         if self.tree is None:
@@ -182,6 +225,16 @@ class _File:
 # Keywords by which Lightning's Trainer/Fabric, accelerate's Accelerator and transformers' TrainingArguments or
 # from_pretrained choose where the whole job runs.
 DEVICE_CHOICE_KEYWORDS = frozenset({"accelerator", "gpus", "cpu", "no_cuda", "use_cpu", "device_map"})
+
+
+def _call_keys(node: ast.AST) -> set[tuple[str, str, str]]:
+    """(callee, position or keyword, name) for each plain name passed to a call in the statement."""
+    keys: set[tuple[str, str, str]] = set()
+    for call in (n for n in ast.walk(node) if isinstance(n, ast.Call)):
+        callee = ast.unparse(call.func)
+        keys.update((callee, str(i), a.id) for i, a in enumerate(call.args) if isinstance(a, ast.Name))
+        keys.update((callee, k.arg, k.value.id) for k in call.keywords if k.arg and isinstance(k.value, ast.Name))
+    return keys
 
 
 def _chooses_device(node: ast.stmt) -> bool:

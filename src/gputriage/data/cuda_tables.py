@@ -285,6 +285,10 @@ ARCH_LISTS: dict[tuple[str, str], tuple[str, ...]] = {
     ("2.7", "11.8"): ("sm_37", *_SM_MAXWELL_TO_HOPPER),
     ("2.7", "12.6"): _SM_MAXWELL_TO_HOPPER,
     ("2.7", "12.8"): _SM_TURING_TO_BLACKWELL,
+    # 2.8's build script: Maxwell and Pascal only in the 12.6 builds, Volta back in 12.8 and 12.9
+    ("2.8", "12.6"): ("sm_50", "sm_60", "sm_70", "sm_75", "sm_80", "sm_86", "sm_90"),
+    ("2.8", "12.8"): ("sm_70", "sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120"),
+    ("2.8", "12.9"): ("sm_70", "sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120"),
     ("2.9", "12.6"): ("sm_50", "sm_60", "sm_70", "sm_75", "sm_80", "sm_86", "sm_90"),
     ("2.9", "12.8"): ("sm_70", "sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120"),
     ("2.9", "13.0"): ("sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120"),

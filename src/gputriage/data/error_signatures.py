@@ -298,7 +298,12 @@ SIGNATURES: tuple[ErrorSignature, ...] = (
     ),
     ErrorSignature(
         "hip-no-binary",
-        ("hiperrornobinaryforgpu", "unable to find code object for all current devices"),
+        # "HIP error: invalid device function": a kernel launched with no code object for the gfx target
+        (
+            "hiperrornobinaryforgpu",
+            "unable to find code object for all current devices",
+            "hip error: invalid device function",
+        ),
         "arch-not-supported",
         "the ROCm build of torch has no code objects (kernels) for this AMD GPU's gfx target",
         "rocminfo | grep -i gfx   # the GPU's target: gfx1031, gfx1100, ...\n"
@@ -319,7 +324,7 @@ SIGNATURES: tuple[ErrorSignature, ...] = (
     # --- Intel GPUs (PyTorch's XPU device): the rule builds the fix from the GPU the text names ---------------------
     ErrorSignature(
         "xpu-not-compiled",
-        ("torch not compiled with xpu enabled",),
+        ("torch not compiled with xpu enabled", "pytorch is not linked with support for xpu devices"),
         INTEL_XPU,
         "this torch has no XPU (Intel GPU) support: a CPU or CUDA build",
         "python -m pip install torch --index-url https://download.pytorch.org/whl/xpu",

@@ -94,6 +94,7 @@ class HostFacts(msgspec.Struct):
     container_kind: str | None = None  # docker | podman | kubernetes | ...
     wsl: bool | None = None
     wsl_version: int | None = None  # 1: a 4.4.0-NNNNN-Microsoft kernel (no GPU access); 2: microsoft-standard
+    wsl_kernel: str | None = None  # WSL 2's kernel release ("5.10.16.3"): GPU access needs 5.10.43.3 or later
     # A virtual machine shown by its display adapter (Hyper-V, VMware, VirtualBox, QEMU): no GPU without passthrough.
     virtual_machine: str | None = None
     dev_nodes: list[str] | None = None  # /dev/nvidia*

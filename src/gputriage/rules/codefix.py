@@ -487,14 +487,14 @@ def moved_tensor_lines(
             continue
         # The call is not in the record's source: say which tensor, and to where, without inventing its name.
         shown = f"{t.dtype}{t.shape}" if t.dtype else "the tensor"
-        generic = (f"{t.where}", f"# move {t.target}'s {t.argument} ({shown}) to {device} before this call")
+        generic = (f"before {t.where}", f"# move {t.target}'s {t.argument} ({shown}) to {device} before this call")
         before, line, note = own or (*generic, None)
         moves = [m for m in line.split("\n") if m not in done]
         if not moves:
             continue
         done.update(moves)
         if before not in done:
-            lines.append(f"# before {before}")
+            lines.append(f"# {before}")
             done.add(before)
         lines.extend([note, *moves] if note else moves)
     return lines
@@ -633,7 +633,10 @@ def _moved_line(
     expr = call_argument(stmt, t.argument, t.target)
     if expr is None:
         return None
-    before = f"line {stmt.first_line}: {stmt.text}"
+    at_origin = _moved_at_origin(stmt, expr, t, device)
+    if at_origin is not None:
+        return at_origin
+    before = f"before line {stmt.first_line}: {stmt.text}"
     note = _producer_note(stmt, expr)
     if isinstance(expr, ast.Starred) and isinstance(expr.value, ast.Name):
         return before, moved_starred(expr.value.id, device), note
@@ -642,6 +645,173 @@ def _moved_line(
         return before, moved_spread(expr.id, device), note
     siblings = sibling_moves(stmt, expr, batch_tensors, device)
     return before, "\n".join([moved_argument(stmt, expr, device, t.argument), *siblings]), note
+
+
+def moved_everywhere(
+    source: SourceSection | None, tensors: list[TensorSeen], device: str, batch_tensors: list[bool] | None = None
+) -> list[str]:
+    """moved_tensor_lines for the tensors' own calls, then for the same calls in the file's other functions."""
+    lines: list[str] = []
+    for group in [tensors, *other_uses(source, tensors, device)]:
+        lines.extend(moved_tensor_lines(source, group, device, batch_tensors))
+    return lines
+
+
+def other_uses(source: SourceSection | None, tensors: list[TensorSeen], device: str) -> list[list[TensorSeen]]:
+    """The same tensors at the same call in the file's other functions (`output = model(data)` in `test()` as well as
+    in `train()`), where that function does not move them already and can name `device`: grouped per function, so
+    that a fix moves the batch in every loop that feeds the model, and the patched script does not crash in its
+    evaluation. The source capture keeps those functions (`collectors/source_capture.py`, same_calls)."""
+    if source is None:
+        return []
+    groups: dict[tuple[str, int], list[TensorSeen]] = {}
+    seen = {t.where for t in tensors}
+    for t in tensors:
+        stmt = statement_at(source, t.where)
+        expr = call_argument(stmt, t.argument, t.target) if stmt is not None else None
+        key = _call_key(stmt, expr) if stmt is not None and isinstance(expr, ast.Name) else None
+        if stmt is None or key is None or not isinstance(expr, ast.Name):
+            continue
+        for snippet, line in _same_calls(source, stmt, key, expr.id, device):
+            where = f"{snippet.path}:{line}"
+            if where not in seen:
+                seen.add(where)
+                groups.setdefault((snippet.path, snippet.first_line), []).append(
+                    msgspec.structs.replace(t, where=where)
+                )
+    return list(groups.values())
+
+
+def _call_key(stmt: Statement, expr: ast.Name) -> tuple[str, str] | None:
+    """(callee, position or keyword) of the call that takes `expr`."""
+    for call in (n for n in ast.walk(stmt.node) if isinstance(n, ast.Call)):
+        for index, arg in enumerate(call.args):
+            if arg is expr:
+                return ast.unparse(call.func), str(index)
+        for kw in call.keywords:
+            if kw.value is expr and kw.arg:
+                return ast.unparse(call.func), kw.arg
+    return None
+
+
+def _same_calls(
+    source: SourceSection, stmt: Statement, key: tuple[str, str], name: str, device: str
+) -> list[tuple[SourceSnippet, int]]:
+    found = []
+    for snippet in source.snippets:
+        if snippet.kind != "function" or snippet.path != stmt.snippet.path or snippet == stmt.snippet:
+            continue
+        tree = parse_code(snippet.text)
+        if tree is None or not _can_name(tree, device, global_device(source, snippet.path)):
+            continue
+        for node in (n for n in ast.walk(tree) if isinstance(n, ast.stmt) and not isinstance(n, _COMPOUND)):
+            if _passes(node, key, name) and not _moved_before(tree, name, node.lineno):
+                found.append((snippet, node.lineno + snippet.first_line - 1))
+    return found
+
+
+def _passes(node: ast.stmt, key: tuple[str, str], name: str) -> bool:
+    callee, place = key
+    for call in (n for n in ast.walk(node) if isinstance(n, ast.Call) and ast.unparse(n.func) == callee):
+        given = call.args[int(place)] if place.isdigit() and int(place) < len(call.args) else None
+        given = given or next((kw.value for kw in call.keywords if kw.arg == place), None)
+        if isinstance(given, ast.Name) and given.id == name:
+            return True
+    return False
+
+
+def _moved_before(tree: ast.AST, name: str, line: int) -> bool:
+    """`name = name.to(...)` / `data, target = data.to(device), ...` / `.cuda()` above the line."""
+    return any(
+        isinstance(n, ast.Assign)
+        and n.lineno < line
+        and _assigns(n, name)
+        and any(
+            isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute) and c.func.attr in ("to", "cuda")
+            for c in ast.walk(n.value)
+        )
+        for n in ast.walk(tree)
+    )
+
+
+def _can_name(tree: ast.AST, device: str, file_device: str | None) -> bool:
+    """Every name of the device expression is one the function uses (a parameter, a local, `args`), or the file's
+    own global device variable: a move there must not raise NameError."""
+    parsed = parse_code(device)
+    wanted = {n.id for n in ast.walk(parsed) if isinstance(n, ast.Name)} if parsed is not None else {device}
+    known = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+    known |= {a.arg for a in ast.walk(tree) if isinstance(a, ast.arg)}
+    return all(w in known or w == file_device for w in wanted)
+
+
+def loop_invariant_origin(stmt: Statement, expr: ast.expr) -> Statement | None:
+    """The statement before the loop that made `expr`, a name the innermost loop around the call never rebinds
+    (`features, adj = load_cora()` above `for epoch in ...: model(features, adj)`): the same tensor at every step,
+    moved once there, not copied to the device at every step (trial 8: the whole graph moved per epoch)."""
+    if not isinstance(expr, ast.Name):
+        return None
+    loops = [
+        n
+        for n in ast.walk(stmt.tree)
+        if isinstance(n, (ast.For, ast.AsyncFor, ast.While)) and _holds(n, stmt.node) and n is not stmt.node
+    ]
+    loop = max(loops, key=lambda n: n.lineno, default=None)
+    if loop is None or expr.id in _bound_in(loop):
+        return None
+    # made in a block that also holds the loop (not in an `if` branch beside it, whose move would not always run)
+    blocks = [b for b in ast.walk(stmt.tree) if isinstance(b, _COMPOUND)]
+    made = [
+        n
+        for n in ast.walk(stmt.function or stmt.tree)
+        if isinstance(n, ast.Assign)
+        and _assigns(n, expr.id)
+        and (n.end_lineno or n.lineno) < loop.lineno
+        and all(_holds(b, loop) for b in blocks if _holds(b, n))
+    ]
+    origin = max(made, key=lambda n: n.lineno, default=None)
+    if origin is None or _moved_before(origin, expr.id, origin.lineno + 1):
+        return None  # made by a move already (`x = x.to("cpu")`): the device it names is what is wrong
+    return statement_at(SourceSection([stmt.snippet]), f"{stmt.snippet.path}:{origin.lineno + stmt.offset}")
+
+
+def _holds(outer: ast.AST, inner: ast.AST) -> bool:
+    """`inner` lies in `outer`'s lines (a node of the same tree)."""
+    first, last = getattr(outer, "lineno", 0), getattr(outer, "end_lineno", None)
+    if isinstance(outer, ast.Module):
+        return True
+    return last is not None and first <= getattr(inner, "lineno", -1) <= last
+
+
+def _bound_in(loop: ast.For | ast.AsyncFor | ast.While) -> set[str]:
+    """Every name the loop binds: its targets, and what its body assigns (`hidden = rnn(x, hidden)` carries the
+    name from one step to the next)."""
+    bound: set[str] = set()
+    for node in ast.walk(loop):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            bound.add(node.id)
+    return bound
+
+
+def made_before_loop(source: SourceSection | None, t: TensorSeen) -> str | None:
+    """'path:line' of the statement before the loop that made the tensor the call received, when the fix moves it
+    there (see loop_invariant_origin); None when it is moved at the call."""
+    stmt = statement_at(source, t.where)
+    expr = call_argument(stmt, t.argument, t.target) if stmt is not None else None
+    origin = loop_invariant_origin(stmt, expr) if stmt is not None and expr is not None else None
+    return f"{origin.snippet.path}:{origin.first_line}" if origin is not None else None
+
+
+def _moved_at_origin(stmt: Statement, expr: ast.expr, t: TensorSeen, device: str) -> tuple[str, str, str] | None:
+    """A tensor made once before the loop: made on the device there (a factory), or moved once just after."""
+    origin = loop_invariant_origin(stmt, expr)
+    if origin is None:
+        return None
+    on_device = with_device(origin, device)
+    if on_device is not None:
+        note = "# the same tensor at every step: made on the device once, not copied in the loop"
+        return f"instead of line {origin.first_line}: {origin.text}", on_device, note
+    note = "# the same tensor at every step: moved once, where it is made, not in the loop"
+    return f"after line {origin.first_line}: {origin.text}", moved_argument(stmt, expr, device, t.argument), note
 
 
 def is_spread(stmt: Statement, expr: ast.expr) -> bool:

@@ -107,7 +107,8 @@ def _no_compute_fix(run: Run, expected: str, where: str | None) -> str:
         for t in (placement.tensors if placement is not None else [])
         if t.role in ("input", "label") and t.shape and t.device.split(":")[0] != expected
     ]
-    moved = codefix.moved_tensor_lines(run.source, off, device) if off else []
+    batch = placement.batch_tensors if placement is not None else None
+    moved = codefix.moved_everywhere(run.source, off, device, batch) if off else []
     if not moved_models and not moved:
         return "\n".join([*lines, f"model = model.to({device})", f"x, y = x.to({device}), y.to({device})"])
     return "\n".join([*lines, *moved_models, *moved])

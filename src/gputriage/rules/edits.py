@@ -145,6 +145,12 @@ def move_argument(
     expr = codefix.call_argument(stmt, argument, callee)
     if expr is None or codefix.moved_already(expr) is not None:
         return None  # moved already: the device it names is what is wrong, no edit of this line fixes that
+    origin = codefix.loop_invariant_origin(stmt, expr)
+    if origin is not None:  # the same tensor at every step: on the device where it is made, once
+        made_on = device_in_factory(origin, device) if codefix.factory_calls(origin.node) else None
+        return made_on or checked(
+            insert_after(origin, [codefix.moved_argument(stmt, expr, device, argument)], "move-data")
+        )
     line = _line_that_moves(stmt, expr, argument, device)
     if line is not None:
         moves = [line, *codefix.sibling_moves(stmt, expr, batch_tensors, device)]
@@ -553,8 +559,15 @@ def data_edits(
     device = codefix.device_expression(source, tensors[0].where)
     if device is None:
         return []
-    moves = [move_argument(source, t.where, t.argument, t.target, device, batch_tensors=batch_tensors) for t in tensors]
-    return _merged_inserts(_once_each(_unique(moves)))
+    out: list[Edit] = []
+    # the call's own loop first, then the same call in each other function of the file (an evaluation loop), each
+    # on its own: a line inserted in `train()` does not make the same line in `test()` a repeat
+    for group in [tensors, *codefix.other_uses(source, tensors, device)]:
+        moves = [
+            move_argument(source, t.where, t.argument, t.target, device, batch_tensors=batch_tensors) for t in group
+        ]
+        out.extend(_merged_inserts(_once_each(_unique(moves))))
+    return out
 
 
 def _once_each(found: list[Edit]) -> list[Edit]:

@@ -46,7 +46,16 @@ from gputriage.rules.env_facts import (
     pip_install,
     sm_name,
 )
-from gputriage.rules.env_fixes import absence, arch_fix, cpu_build_fix, driver_fix, for_the_jobs_python, mps_fix
+from gputriage.rules.env_fixes import (
+    WSL_GPU_KERNEL,
+    absence,
+    arch_fix,
+    cpu_build_fix,
+    driver_fix,
+    for_the_jobs_python,
+    mps_fix,
+    old_wsl_kernel,
+)
 from gputriage.rules.registry import rule
 
 RUNG = 1
@@ -417,7 +426,7 @@ def _no_gpu_fix(env: Environment) -> str:
             "nvidia-smi -L   # inside the guest: must list the GPU"
         )
     if env.host.wsl:
-        return _WSL_FIX
+        return _wsl_fix(env)
     fix = "# run on a machine (or cloud instance type) that has an NVIDIA GPU, then check with:\nnvidia-smi -L"
     if env.host.in_container:
         runtime = _RUNTIME_FIXES.get(env.host.container_kind or "", "docker run --gpus all IMAGE ...")
@@ -508,6 +517,19 @@ def _amd_fix(env: Environment, amd: str) -> str:
 
 
 ROCM_INDEX = "https://download.pytorch.org/whl/rocm7.2"
+
+
+def _wsl_fix(env: Environment) -> str:
+    if old_wsl_kernel(env) is None:
+        return _WSL_FIX
+    return (
+        f"# in Windows (PowerShell): update WSL's kernel ({env.host.wsl_kernel} here; GPU access needs "
+        f"{WSL_GPU_KERNEL} or later)\n"
+        "wsl --update\nwsl --shutdown\nwsl cat /proc/version   # the new kernel\n"
+        "nvidia-smi   # inside WSL 2: must list the GPU"
+    )
+
+
 _WSL_FIX = (
     "# in Windows (PowerShell): the distro must run under WSL 2 (VERSION 2); WSL 1 has no GPU access\n"
     "wsl -l -v\n"
@@ -757,7 +779,8 @@ def arch_not_supported(run: Run) -> Iterator[Finding]:
     if hip is not None:  # ROCm's own "no kernels for this GPU": AMD's gfx targets, not NVIDIA's sm_XY
         sig = signature(hip.key)
         said: Evidence = {"message": hip.text, "torch_version": env.torch.version}
-        title = "The ROCm build of torch has no code objects for this AMD GPU (hipErrorNoBinaryForGpu)"
+        named = " (hipErrorNoBinaryForGpu)" if "nobinaryforgpu" in hip.text.lower() else ""
+        title = f"The ROCm build of torch has no code objects for this AMD GPU{named}"
         yield _finding(run, "arch-not-supported", title, said, sig.fix if sig else "", nvidia=False)
         return
     if is_rocm(env) or env.torch.is_cpu_build:
@@ -1003,6 +1026,8 @@ def cuda_init_failed(run: Run) -> Iterator[Finding]:
     fix = sig.fix if sig else (known.fix if known else "sudo dmesg | grep -i xid   # then reboot")
     name = f"error {code} ({known.name})" if known else (f"error {code}" if code is not None else None)
     name = name or ("a hang" if hung else "an internal assertion")
+    if code == 46 and "Exclusive_Process" not in (_compute_modes(env) or ""):
+        meaning, fix = _busy_meaning(env)
     if code in NO_DEVICE_ERRORS and t.is_available is True:
         # the same machine's torch reached the GPU (a bare `python`, another repo): the job's own process hides it
         fix = (
@@ -1077,6 +1102,28 @@ def _wsl_gpu_fix(code: int | None, env: Environment) -> str:
         "ls /usr/lib/wsl/lib/libcuda.so* && nvidia-smi   # inside WSL 2: the Windows driver's library, and the GPU",
     ]
     return "\n".join(lines)
+
+
+def _busy_meaning(env: Environment) -> tuple[str, str]:
+    """Error 46 without an exclusive compute mode shown: Exclusive-Process is one cause among several (a broken or
+    half-finished driver install, a GPU held by a VM or stuck after suspend), and on Windows not a mode a GeForce or
+    WDDM card has; the check tells them apart."""
+    told = _compute_modes(env)
+    mode = f"nvidia-smi shows compute mode {told}, so it is not an exclusive mode: " if told else ""
+    meaning = (
+        f"{mode}another process holds GPUs in Exclusive-Process compute mode, or the NVIDIA driver is broken or "
+        "half-installed (an update without a reboot, a failed install), or the GPU is held by a virtual machine or "
+        "stuck after a suspend"
+    )
+    if env.host.os_name == "windows":
+        return meaning, (
+            "nvidia-smi   # lists the GPU? then reinstall the NVIDIA driver (its installer's clean installation) "
+            "and restart Windows"
+        )
+    return meaning, (
+        "nvidia-smi -q -d COMPUTE   # Exclusive_Process: stop the other process, or sudo nvidia-smi -c DEFAULT\n"
+        "# Default: the driver: sudo dmesg | grep -i nvrm, then reinstall the driver and reboot"
+    )
 
 
 def _compute_modes(env: Environment) -> str | None:

@@ -338,6 +338,15 @@ def _too_old_or_source_build(capability: str, sm: str) -> str:
     )
 
 
+WSL_GPU_KERNEL = "5.10.43.3"  # Microsoft's and NVIDIA's minimum WSL 2 kernel for CUDA
+
+
+def old_wsl_kernel(env: Environment) -> str | None:
+    """WSL 2's kernel release when it predates GPU access (an old install that `wsl --update` never reached)."""
+    kernel = env.host.wsl_kernel
+    return kernel if kernel and version_tuple(kernel) < version_tuple(WSL_GPU_KERNEL) else None
+
+
 def absence(env: Environment) -> str:
     """What was looked at and found empty, in plain words."""
     h, d = env.host, env.driver
@@ -351,6 +360,10 @@ def absence(env: Environment) -> str:
         (bool(h.other_gpus), f"its only graphics are {h.other_gpus[0] if h.other_gpus else ''}"),
         (text and h.os_name == "darwin", "it is a Mac, and macOS 10.14 and later have no NVIDIA driver, so no CUDA"),
         (text and h.wsl_version == 1, "this is WSL 1 (its kernel, 4.4.0-...-Microsoft), which has no GPU access"),
+        (
+            text and old_wsl_kernel(env) is not None,
+            f"this WSL 2 kernel ({h.wsl_kernel}) is older than {WSL_GPU_KERNEL}, the first that gives WSL the GPU",
+        ),
         (text and bool(h.wsl), "WSL does not expose the GPU here (WSL 1, or a Windows driver without WSL support)"),
         (h.runtime == "colab", "the Colab runtime has no GPU attached (Runtime > Change runtime type > GPU)"),
         (

@@ -461,7 +461,10 @@ def _data_on_cpu(run: Run, inputs: list[TensorSeen], labels: list[TensorSeen], e
     elif chosen is not None:
         fix, where = chosen.fix(expected), chosen.where or first.where
     else:
-        fix, where = _data_fix(run, inputs, labels, expected), first.where
+        made = codefix.made_before_loop(run.source, first)
+        if made is not None:  # the fix is where it was made, before the loop: the finding points there
+            evidence["host_tensor_made_where"] = made
+        fix, where = _data_fix(run, inputs, labels, expected), made or first.where
     if inputs and labels:
         what = "The inputs and the labels reach the model and the loss"
     elif inputs:
@@ -492,8 +495,7 @@ def _made_by_a_helper(run: Run, off: list[TensorSeen]) -> OperandFix | None:
 def _data_fix(run: Run, inputs: list[TensorSeen], labels: list[TensorSeen], expected: str) -> str:
     """`images = images.to(device, non_blocking=True)` before `output = model(images)`, in the script's names."""
     device, lines = codefix.device_for(run.source, (inputs or labels)[0].where, expected)
-    moves = codefix.moved_tensor_lines(run.source, [*inputs, *labels], device, _batch_tensors(run))
-    return "\n".join([*lines, *moves])
+    return "\n".join([*lines, *codefix.moved_everywhere(run.source, [*inputs, *labels], device, _batch_tensors(run))])
 
 
 def _batch_tensors(run: Run) -> list[bool] | None:

@@ -29,6 +29,7 @@ _POINTS_AT_OWN = re.compile(
     r"had|has|sets|set to|from the)\b",
     re.IGNORECASE,
 )
+_ADVICE = re.compile(r"\b(?:consider|try)[ \t]+(?:passing|setting|using)[ \t]*$", re.IGNORECASE)
 _POINT_WORDS = ("remov", "delet", "comment", "chang", "replac", "drop", "unless", "had", "has", "set", "from the")
 # A command that runs a Python by its path (ComfyUI portable's `.\python_embeded\python.exe -s main.py`, a venv's
 # `./venv/bin/python train.py`): the interpreter the job uses, which a fix's `python -m pip` must be.
@@ -57,7 +58,8 @@ def extract(paste: Paste, env: Environment) -> None:
             _settings(line, env, values, own_only=not line.fact or points)
         else:  # prose: not a setting of the job's, but a value the report also tried
             for m in _ASSIGN.finditer(line.text):
-                values.setdefault(m.group(1), set()).add(_value(m.group(2)))
+                if not _ADVICE.search(line.text[: m.start()]):
+                    values.setdefault(m.group(1), set()).add(_value(m.group(2)))
         previous_points = (points and line.text.rstrip().endswith(":")) or (points and not _settings_in(line))
     for name, seen in values.items():
         # "with CUDA_VISIBLE_DEVICES=0 it works; with 0,1,2,3 it fails": the report does not say which value the
@@ -92,6 +94,8 @@ def _settings(line: Line, env: Environment, values: dict[str, set[str]], *, own_
     `values`: every value each variable was given in the report."""
     found = [(m.start(), m.group(1), m.group(2)) for m in _ENVIRON.finditer(line.text)]
     found += [(m.start(), m.group(1), m.group(2)) for m in _ASSIGN.finditer(line.text)]
+    # torch's own hint in every CUDA error ("For debugging consider passing CUDA_LAUNCH_BLOCKING=1") sets nothing
+    found = [f for f in found if not _ADVICE.search(line.text[: f[0]])]
     for _, name, raw in sorted(found)[:1] if own_only else sorted(found):
         value = _value(raw)
         env.env_vars.setdefault(name, value)

@@ -20,7 +20,7 @@ from gputriage.record.environment import Environment
 COMPANION_NAMES = ("torchvision", "torchaudio", "xformers")
 _TORCH_NAMES = ("torch", "pytorch", "pytorch-cpu", "pytorch-gpu")
 _LIST_LINE = re.compile(
-    r"^[ \t]*(torch|pytorch(?:-cpu|-gpu)?|torchvision|torchaudio|xformers|cpuonly|pytorch-mutex|"
+    r"^[ \t]*(torch|pytorch(?:-cpu|-gpu)?|torchvision|torchaudio|xformers|cpuonly|pytorch-mutex|_pytorch_select|"
     r"pytorch-cuda|cudatoolkit)(?:[ \t]*==[ \t]*|[ \t]+)([0-9][\w.+-]{0,40})(?:[ \t]+(\S{1,80}))?"
 )
 # conda's solver names a package as channel/subdir::name-version-build ("pytorch/win-64::pytorch-1.10.0-py3.8_cpu_0"):
@@ -146,6 +146,9 @@ def record_package(
     elif name == "cpuonly" or (name == "pytorch-mutex" and "cpu" in build):
         t.cpuonly_package, t.install_method = True, "conda"
         first(t, "cpu_build_evidence", text)
+    elif name == "_pytorch_select" and "cpu" in build:  # the defaults channel's selector of the CPU variant
+        first(t, "install_method", "conda")
+        first(t, "cpu_build_evidence", " ".join(text.split()))
 
 
 def _list_line(line: Line, env: Environment) -> None:

@@ -29,6 +29,7 @@ _PROSE = re.compile(
     r"(?:(?:torch\.)?cuda\.(?P<what>is_available|device_count)\b(?:\(\))?|"
     r"\b(?P<bare>is_available|device_count)\(\))"  # bare `is_available()`: the call's parentheses say it is torch's
     r"[)`]{0,3}[ \t]*"  # print(torch.cuda.is_available()) gives ...
+    r"(?:,[ \t]*(?:it|this|that)[ \t]+)?"  # "if I run `torch.cuda.is_available()`, it shows True"
     r"(?:returns?|returned|returning|is returning|is still|is|shows?|showing|gives?|giving|gave|prints?|printed|"
     r"outputs?|output|says?|said|yields?|evaluates to|=+|-+>|→|:|"
     # 也返回True, 就是False, 发现是False: a few CJK words before the verb
@@ -61,18 +62,24 @@ _LABELLED = re.compile(
 _PROSE_VERSION = re.compile(
     # "torch 1.13", "torch is 1.13.1", "- torch: 2.11.0.dev20260129 (also tested 2.10.0)"
     r"\b(?:py)?torch(?:[ \t]+version)?(?:[ \t]*(?:=|==|:)[ \t]*|[ \t]+(?:is[ \t]+)?)"
-    r"v?([0-9]\.[0-9]{1,2}(?:\.[0-9]{1,2})?(?:\+\w{2,12})?)\b",
+    # the build tag spaced out ("PyTorch 2.8.0 + cu129") is the same tag
+    r"v?([0-9]\.[0-9]{1,2}(?:\.[0-9]{1,2})?(?:[ \t]?\+[ \t]?(?:cu|rocm|cpu|xpu)\w{0,10}|\+\w{2,12})?)\b",
     re.I,
 )
 _SKIP = ("warn", "return torch._c", "(triggered internally", "traceback", "  file ", "userwarning")
 # The banner Ultralytics (YOLOv5/v8/11) prints at start: the torch build, and the device select_device chose, named
 # with its memory only when torch.cuda.is_available() was True ("torch-2.6.0+cu126 CUDA:0 (NVIDIA GeForce RTX 4080
-# SUPER, 16376MiB)"), else "CPU". One banner is one session: its own torch and answer.
+# SUPER, 16376MiB)"), else "CPU", or nothing when the device asked for was refused. One banner is one session: its
+# own torch and answer.
 _BANNER = re.compile(
     r"(?:\bPython-(?P<python>[0-9]\.[0-9]{1,2}(?:\.[0-9]{1,2})?)\s+)?"
     r"\btorch[- ](?P<torch>[0-9]+\.[0-9]+\.[0-9]+[\w.+]*)"
-    r"\s+(?:CUDA:[0-9]+(?:,[0-9]+)*\s*\((?P<gpu>[^,()]{3,80}),\s*[0-9]+\s*MiB\)|(?P<cpu>CPU)\b)"
+    # no device after it: the banner of a run whose select_device raised ("Invalid CUDA 'device=0' requested")
+    r"(?:\s+(?:CUDA:[0-9]+(?:,[0-9]+)*\s*\((?P<gpu>[^,()]{3,80}),\s*[0-9]+\s*MiB\)|(?P<cpu>CPU)\b)|[ \t]*$)"
 )
+# An app's log naming the device torch gave it (ComfyUI's "Device: xpu:0 Intel(R) Arc(TM) A770 Graphics", a
+# `torch.xpu.get_device_name` print): torch reached the Intel GPU, the job runs there.
+_XPU_DEVICE = re.compile(r"\bxpu:[0-9]{1,2}[ \t]+(Intel\S*[ \t].{2,80}?)[ \t]*$", re.IGNORECASE)
 _OTHER_GPU_LIBS = ("cupy", "tensorflow", "tf", "jax", "numba")
 
 
@@ -87,11 +94,14 @@ def extract(paste: Paste, env: Environment) -> None:
         [(env.torch.version, collect_env_said)] if collect_env_said is not None else []
     )
     grouped: set[int] = set()  # code lines already asked with the one before them
+    cuda_of: dict[str, str] = {}  # torch.version.cuda as each session's torch printed it
     for line in paste.facts():
         if line.prompt and line.low.strip() in ("import torch", "python", "python3"):
             session[0] = None  # a new interpreter (or a fresh import): a new session
         if "torch" in line.low and (banner := _BANNER.search(line.text)):
             _banner_session(banner, env, answers_by_version)
+        if "xpu:" in line.low and (xpu := _XPU_DEVICE.search(line.text)):
+            _xpu_in_use(xpu, env)
         if not any(word in line.low for word in _QUERY_WORDS):
             continue
         queries = list(_QUERY.finditer(line.text)) if asked < _MAX_QUERIES and line.index not in grouped else []
@@ -103,14 +113,22 @@ def extract(paste: Paste, env: Environment) -> None:
             answers = _answers_after(lines, group[-1].index + 1, len(asked_here))
             for (query, asking), answer in zip(asked_here, answers, strict=False):
                 _record(env, query, answer, asking)
-                _follow_session(query, answer, session, answers_by_version)
+                _follow_session(query, answer, session, answers_by_version, cuda_of)
         _prose_answer(line, env)
         _printed_label(lines, line, env)
         _answer_in_next_line(lines, line, env)
         _labelled_print(line, env)
     if collect_env_said is True and env.torch.is_available is False:
         answers_by_version.append((None, False))  # said in prose or a print: the version it ran is not known
-    _sessions_disagree(answers_by_version, env)
+    _sessions_disagree(answers_by_version, env, cuda_of)
+
+
+def _xpu_in_use(xpu: re.Match[str], env: Environment) -> None:
+    if env.torch.other_accelerators.get("xpu") is not False:  # a failure seen anywhere wins
+        env.torch.other_accelerators["xpu"] = True
+    name = re.sub(r"\((?:R|TM)\)", "", xpu.group(1)).strip()
+    if name not in env.host.other_gpus and len(env.host.other_gpus) < MAX_ITEMS:
+        env.host.other_gpus.append(name)
 
 
 def _banner_session(banner: re.Match[str], env: Environment, answers: list[tuple[str | None, bool]]) -> None:
@@ -130,19 +148,27 @@ def _banner_session(banner: re.Match[str], env: Environment, answers: list[tuple
 
 
 def _follow_session(
-    query: re.Match[str], answer: str, session: list[str | None], answers: list[tuple[str | None, bool]]
+    query: re.Match[str],
+    answer: str,
+    session: list[str | None],
+    answers: list[tuple[str | None, bool]],
+    cuda_of: dict[str, str],
 ) -> None:
     what = query.group(2) or query.group(4)
+    if (query.group(1) or query.group(3)) not in ("torch", "cuda"):
+        return  # `torchvision.__version__`: another package's answer, not the session's torch
     if what == "__version__" and (v := version(answer)):
         session[0] = v
     elif what == "is_available" and (flag := _bool(answer)) is not None:
         answers.append((session[0], flag))
+    elif what == "version.cuda" and session[0] is not None and (cuda := version(answer)):
+        cuda_of[session[0]] = cuda  # judged with its own session's torch, not the first one printed
 
 
 _CUDA_BUILD_TAG = re.compile(r"\+cu[0-9]{2,3}\b|\.nv[0-9]{2}\.[0-9]{1,2}\b")
 
 
-def _sessions_disagree(answers: list[tuple[str | None, bool]], env: Environment) -> None:
+def _sessions_disagree(answers: list[tuple[str | None, bool]], env: Environment, cuda_of: dict[str, str]) -> None:
     """Two sessions in one report (two containers, before and after): one torch answers is_available() True, another
     build answers False. The build is the difference: the failing one is judged, and when only the working one
     carries a CUDA build tag (`+cu121`, NVIDIA's `nv23.05`), the failing one is a build without CUDA."""
@@ -161,6 +187,8 @@ def _sessions_disagree(answers: list[tuple[str | None, bool]], env: Environment)
                 t.other_versions.append(working)
         return
     t.version = failing
+    if failing in cuda_of:
+        t.cuda_version = cuda_of[failing]
     if working not in t.other_versions and len(t.other_versions) < MAX_ITEMS:
         t.other_versions.append(working)
     if _CUDA_BUILD_TAG.search(working) and not _CUDA_BUILD_TAG.search(failing) and "+" not in failing:
@@ -315,9 +343,19 @@ def prose_version(paste: Paste, env: Environment) -> None:
     if env.torch.version is not None:
         return
     for line in paste.containing("torch"):
-        if match := _PROSE_VERSION.search(line.text):
-            env.torch.version = version(match.group(1))
+        match = _PROSE_VERSION.search(line.text)
+        said = version(re.sub(r"[ \t]", "", match.group(1))) if match else None
+        if said and _released(said):
+            env.torch.version = said
             return
+
+
+def _released(said: str) -> bool:
+    """A torch version that exists (or may soon): 0.1 to 0.4, 1.x to 3.x. "pytorch 0.13" in prose is torchaudio's, or
+    a typo."""
+    parts = re.findall(r"[0-9]+", said)[:2]
+    major, minor = (int(p) for p in [*parts, "0"][:2])
+    return (major == 0 and 1 <= minor <= 4) or 1 <= major <= 3
 
 
 def _bool(text: str) -> bool | None:

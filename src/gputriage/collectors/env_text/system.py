@@ -87,6 +87,7 @@ _NO_GPU = re.compile(
     re.IGNORECASE,
 )
 _WSL = re.compile(r"\bwsl ?2?\b|microsoft-standard|/usr/lib/wsl/|windows subsystem for linux", re.IGNORECASE)
+_WSL2_KERNEL = re.compile(r"\b([0-9]{1,2}\.[0-9]{1,3}\.[0-9]{1,3}(?:\.[0-9]{1,3})?)-microsoft-standard", re.IGNORECASE)
 _WSL1_KERNEL = re.compile(r"\b4\.4\.0-[0-9]{4,5}-microsoft\b", re.IGNORECASE)
 # A virtual machine's own display adapter (lspci, lshw, dmesg): its guest has no GPU unless one is passed through.
 _VM_DISPLAY = (
@@ -350,6 +351,8 @@ def _software(text: str, low: str, env: Environment) -> None:
     elif ("wsl" in low or "microsoft" in low or "subsystem" in low) and _WSL.search(text):
         if "microsoft-standard" in low:
             h.wsl, h.wsl_version = True, h.wsl_version or 2
+            if kernel := _WSL2_KERNEL.search(text):
+                first(h, "wsl_kernel", kernel.group(1))
         elif not text.rstrip().endswith("?"):  # "Is it possible to run in WSL?" asks; it does not say where it runs
             h.wsl = True
     if h.virtual_machine is None and (vm := next((name for key, name in _VM_DISPLAY if key in low), None)):
