@@ -544,3 +544,16 @@ def test_device_events_of_no_length_at_one_instant_are_too_little_to_judge(
     report = json.loads(capsys.readouterr().out)
     assert report["verdict"]["status"] == "inconclusive"
     assert next(r for r in report["ladder"] if r["rung"] == 5)["status"] != "pass"
+
+
+def test_kernels_all_unreadable_are_not_told_to_record_cuda(tmp_path: Path) -> None:
+    """Trial 9: every kernel with a negative `dur` was dropped, and the answer was "the profiler recorded the CPU
+    only: record with activities=[CPU, CUDA]", which the trace's own launches and drop note contradict."""
+    b = training_loop(steps=6)
+    for event in b.events:
+        if event.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset"):
+            event["dur"] = -abs(event["dur"]) - 1
+    result = analyse_trace(b.write(tmp_path / "negative.json"), jobs=1)
+    why = result.device_not_read()
+    assert why is not None and "dur negative" in why and "likely among them" in why
+    assert "ProfilerActivity.CUDA" not in why

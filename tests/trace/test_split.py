@@ -141,6 +141,38 @@ def test_a_worker_that_reads_two_ranges_keeps_both_ranges_files(tmp_path: Path) 
     assert len(names) == 3
 
 
+def test_strays_between_large_events_at_the_files_start_are_dropped(tmp_path: Path) -> None:
+    """Trial 9: three kernels at ts 5-7 µs between events with a large `args` string, at the very start of the file,
+    were most of its first batch, whose median was taken for the trace's time: the third was kept (a 51-year window,
+    the GPU "0.0% busy"). The trace's time is read from its first 256 timed events."""
+    from builders import GPU_PID, STREAM
+
+    b = training_loop(steps=30, loader_us=1500, kernel_us=100)
+    clean = b.write(tmp_path / "clean.json")
+    t0 = b.events[0]["ts"]
+    blob = {
+        "ph": "X",
+        "cat": "cpu_op",
+        "name": "blob",
+        "pid": 1,
+        "tid": 1,
+        "ts": t0,
+        "dur": 1,
+        "args": {"x": "y" * 2_000_000},
+    }
+    stray = [
+        {"ph": "X", "cat": "kernel", "name": "stray", "pid": GPU_PID, "tid": STREAM, "ts": 5 + i, "dur": 1,
+         "args": {"stream": STREAM}}
+        for i in range(3)
+    ]  # fmt: skip
+    b.events[0:0] = [blob, blob, *stray, blob]
+    path = b.write(tmp_path / "sandwich.json")
+    expected = analyse_trace(clean, jobs=1)
+    for jobs in (1, 2):
+        got = analyse_trace(path, jobs=jobs)
+        assert (got.window_us, got.busy_pct, got.events_dropped) == (expected.window_us, expected.busy_pct, 3), jobs
+
+
 def test_stray_timestamps_are_dropped_wherever_the_batches_and_ranges_cut(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -492,5 +492,5 @@ def _findings_note(delta: FindingsDelta) -> str:
     if delta.new:
         parts.append(f"new: {', '.join(r.code for r in delta.new)}")
     if not parts:
-        parts.append("same findings" if delta.still else "no finding in either run")
+        parts.append("same findings" if delta.still else "no warning or critical finding in either run")
     return "; " + "; ".join(parts)

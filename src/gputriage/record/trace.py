@@ -227,13 +227,9 @@ class RankTrace(msgspec.Struct):
         trace, or one with device events)."""
         if self.gpu_events != 0:  # None: a record that did not count them
             return None
-        unread = self.unread_events or 0
-        if self.launch_calls and unread:
-            return (
-                f"the trace holds {self.launch_calls:,} kernel launches and {unread:,} device events (kernels, copies "
-                "or memsets) whose `args` hold no readable `stream`, so none of them could be placed on the GPU's "
-                "timeline: the file was altered or written by another tool; record it again with torch.profiler"
-            )
+        unread = self._kernels_unreadable()
+        if unread is not None:
+            return unread
         if self.launch_calls:
             return (
                 f"the trace holds {self.launch_calls:,} kernel launches but no kernel, copy or memset that gputriage "
@@ -247,11 +243,31 @@ class RankTrace(msgspec.Struct):
                 "CUDA tensors only: the profiler recorded the CPU only; record with "
                 "torch.profiler.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])"
             )
-        if unread >= UNREAD_MIN_EVENTS and unread >= UNREAD_MIN_SHARE * (self.cpu_ops or 0):
+        unread_events = self.unread_events or 0
+        if unread_events >= UNREAD_MIN_EVENTS and unread_events >= UNREAD_MIN_SHARE * (self.cpu_ops or 0):
             return (
-                f"the trace holds {unread:,} timed events with no category gputriage knows and no `stream` arg, and no "
+                f"the trace holds {unread_events:,} timed events with no category gputriage knows and no `stream` arg, "
+                "and no "
                 "device event it can read (Kineto writes CUDA, ROCm and MTIA work with a `stream` arg): another "
                 "device's trace, as torch_npu writes them; read it with that device's profiler tools"
+            )
+        return None
+
+    def _kernels_unreadable(self) -> str | None:
+        """Kernel launches, and device events that were there but could not be read (no stream, or dropped)."""
+        unread = self.unread_events or 0
+        if self.launch_calls and unread:
+            return (
+                f"the trace holds {self.launch_calls:,} kernel launches and {unread:,} device events (kernels, copies "
+                "or memsets) whose `args` hold no readable `stream`, so none of them could be placed on the GPU's "
+                "timeline: the file was altered or written by another tool; record it again with torch.profiler"
+            )
+        if self.launch_calls and self.events_dropped:
+            dropped = "; ".join(n for n in self.notes if " dropped: " in n) or f"{self.events_dropped:,} events dropped"
+            return (
+                f"the trace holds {self.launch_calls:,} kernel launches but no kernel, copy or memset that gputriage "
+                f"can read, and {dropped}: the kernels are likely among them (the file was altered or written by "
+                "another tool); record it again with torch.profiler"
             )
         return None
 

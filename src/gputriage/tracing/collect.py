@@ -44,8 +44,8 @@ _D2H_KEEP = 1 << 20  # device-to-host copies whose correlation ids are kept (eac
 _WHERE_CACHE = 65_536
 _CODE_WORDS = {MISSING: "missing", NOT_A_NUMBER: "not a number"}
 _MAX_SPREAD_NS = 86_400 * 10**9  # a day: no profiler window is longer
-_REFERENCE_EVENTS = 3  # a batch's median start is the trace's time from this many events (one stray cannot move it)
-_MAX_WAITING = 4096  # small batches held until the trace's time is known; past this, checked as they come
+_REFERENCE_TOTAL = 256  # timed events the trace's time is first read from (strays among them are a minority)
+_MAX_WAITING = 4096  # batches held until the trace's time is known; past this, checked as they come
 _MAX_MEDIANS = 1024  # batch medians kept for the reference of small batches
 OTHER_THREADS = ("<other threads>", "")
 _TS, _DUR, _NAME = operator.attrgetter("ts"), operator.attrgetter("dur"), operator.attrgetter("name")
@@ -153,6 +153,7 @@ class Collector:
         # The batches' median starts and sizes so far (see _far_from_the_rest): the time a batch too small to have
         # its own is checked against; such batches met before any other wait for one
         self._medians: list[tuple[int, int]] = []
+        self._timed = 0  # timed events read so far
         self._waiting: list[_Rows] = []
         # The trace's time read by the process that split the file into byte ranges, from the ranges' first events
         # (split.sampled_time): what every batch of a range is checked against (a range may hold a stray alone)
@@ -331,16 +332,23 @@ class Collector:
         return library if library.any() else None
 
     def _add_rows(self, rows: _Rows) -> None:
-        """Check one batch's times and store its rows by family (both decode paths end here)."""
-        if self._reference_ns is None and not self._medians and len(self._waiting) < _MAX_WAITING:
-            timed = (rows.ts_code == OK) & (rows.dur_code == OK) & rows.name_ok
-            if int(timed.sum()) < _REFERENCE_EVENTS:
-                self._waiting.append(rows)  # too few to tell the trace's time: checked once a batch tells it
-                return
-        self._check_rows(rows)
+        """Check one batch's times and store its rows by family (both decode paths end here). The first batches wait
+        until _REFERENCE_TOTAL timed events tell the trace's time: a few kernels with a stray timestamp between large
+        events at the file's start made most of its first batch, and that batch's median was taken for the trace's."""
+        timed = (rows.ts_code == OK) & (rows.dur_code == OK) & rows.name_ok
+        count = int(timed.sum())
+        if count:
+            self._medians.append((int(np.median(rows.ts[timed])), count))
+            self._timed += count
+            if len(self._medians) > _MAX_MEDIANS:  # bounded: pairs of neighbours merged into one
+                self._medians = _halved(self._medians)
+        if self._reference_ns is None and self._timed < _REFERENCE_TOTAL and len(self._waiting) < _MAX_WAITING:
+            self._waiting.append(rows)
+            return
         waiting, self._waiting = self._waiting, []
         for earlier in waiting:
             self._check_rows(earlier)
+        self._check_rows(rows)
 
     def _check_rows(self, rows: _Rows) -> None:
         ts, end, ok = self._check_times(rows.ts, rows.ts_code, rows.dur, rows.dur_code)
@@ -395,11 +403,6 @@ class Collector:
         batches so far, weighted by their sizes: a batch's own median kept a kernel alone in its batch (between large
         events, at the end of a byte range) and fifty strays side by side, and the answer hung on where batches were
         cut."""
-        count = int(ok.sum())
-        if count >= _REFERENCE_EVENTS:
-            self._medians.append((int(np.median(ts[ok])), count))
-            if len(self._medians) > _MAX_MEDIANS:  # bounded: pairs of neighbours merged into one
-                self._medians = _halved(self._medians)
         if self._reference_ns is not None:
             middle = self._reference_ns
         elif self._medians:
@@ -478,7 +481,7 @@ class Collector:
 
     def finish(self) -> Collected:
         waiting, self._waiting = self._waiting, []
-        for rows in waiting:  # no batch had enough events to tell the trace's time: kept as they are
+        for rows in waiting:  # a trace of fewer than _REFERENCE_TOTAL timed events: judged against all of them
             self._check_rows(rows)
         wheres = [""] * len(self._wheres)
         for text, ident in self._wheres.items():
