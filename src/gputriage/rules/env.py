@@ -779,8 +779,8 @@ def arch_not_supported(run: Run) -> Iterator[Finding]:
     if hip is not None:  # ROCm's own "no kernels for this GPU": AMD's gfx targets, not NVIDIA's sm_XY
         sig = signature(hip.key)
         said: Evidence = {"message": hip.text, "torch_version": env.torch.version}
-        named = " (hipErrorNoBinaryForGpu)" if "nobinaryforgpu" in hip.text.lower() else ""
-        title = f"The ROCm build of torch has no code objects for this AMD GPU{named}"
+        error_name = " (hipErrorNoBinaryForGpu)" if "nobinaryforgpu" in hip.text.lower() else ""
+        title = f"The ROCm build of torch has no code objects for this AMD GPU{error_name}"
         yield _finding(run, "arch-not-supported", title, said, sig.fix if sig else "", nvidia=False)
         return
     if is_rocm(env) or env.torch.is_cpu_build:
