@@ -195,6 +195,20 @@ def test_a_share_of_the_step_is_never_above_all_of_it() -> None:
     assert finding.evidence["cpu_op_pct_of_step"] == 100.0 and finding.title.startswith("100.0% of the step")
 
 
+def test_one_preempted_call_does_not_make_cpu_work_of_the_step() -> None:
+    """Trial 9's WGAN-GP: `torch.rand(...).repeat(...)` took 0.37 ms in one run and 22.8 ms in another (one call
+    preempted on a loaded host): 21.6% of the step, a warning on a healthy upstream script. Each op counts at its
+    steady rate, its longest call as one of its typical ones."""
+    op = OpStat("aten.repeat", "cpu", 3, 0.0228, "utils.py:9", max_s=0.022)
+    assert op.steady_s() == pytest.approx(0.0012)
+    compute = _compute({"meta": 90, "cpu": 3}, {"meta": 0.001, "cpu": 0.0228}, 0.06)
+    compute.top_cpu_ops, compute.cpu_op_steady_s = [op], op.steady_s()
+    assert _codes(_run(compute=compute)) == []
+    steady = OpStat("aten.repeat", "cpu", 3, 0.0228, "utils.py:9", max_s=0.0077)  # every call slow: real CPU work
+    compute.top_cpu_ops, compute.cpu_op_steady_s = [steady], steady.steady_s()
+    assert _codes(_run(compute=compute)) == ["cpu-compute-in-step"]
+
+
 def test_cpu_compute_fix_quotes_the_users_line() -> None:
     """A mixup done on the batch before `.to(device)` (facebookresearch/mixup-cifar10 in an MNIST loop)."""
     from gputriage.record.source import SourceSection, SourceSnippet

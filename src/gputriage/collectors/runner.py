@@ -178,6 +178,10 @@ def _job_threads() -> list[threading.Thread]:
 
 
 def _execute(target: Target) -> None:
+    # the script's <module> runs this many frames deeper than under `python`: the recursion limit is raised by them,
+    # or a recursion that fits under python ends in RecursionError (15 frames fewer at the script's top level). The
+    # limit also counts calls through C (our exec, the console script's entry): two more, at most one too many.
+    sys.setrecursionlimit(sys.getrecursionlimit() + _frames_below() + _C_CALLS_BELOW)
     if target.is_module:
         sys.argv = [target.name, *target.args]  # runpy replaces argv[0] with the module's file
         _fresh_main()
@@ -204,7 +208,22 @@ def _script_path(name: str) -> str:
     return str(Path.cwd() / name)
 
 
+_C_CALLS_BELOW = 2
+
+
+def _frames_below() -> int:
+    """gputriage's frames under _execute, _execute's own included (those of `python -m`'s runpy come after it)."""
+    frame: types.FrameType | None = sys._getframe(1)
+    count = 0
+    while frame is not None:
+        count += 1
+        frame = frame.f_back
+    return count
+
+
 def _set_path0(entry: str) -> None:
+    if getattr(sys.flags, "safe_path", False):  # `python -P` / PYTHONSAFEPATH: no folder of the script's on sys.path
+        return
     if sys.path:
         sys.path[0] = entry
     else:
@@ -258,9 +277,9 @@ def _exit_code_of(exc: SystemExit) -> int:
 
 def flush_std_streams() -> None:
     """Flush the script's stdout and stderr; a stream the script closed or replaced by something odd is left alone."""
-    for stream in (sys.stdout, sys.stderr):
+    for stream in (getattr(sys, "stdout", None), getattr(sys, "stderr", None)):  # `del sys.stdout` in the job
         with contextlib.suppress(Exception):
-            stream.flush()
+            stream.flush()  # type: ignore[union-attr]  # None: suppressed, as a closed stream
 
 
 def _print_traceback(exc: BaseException) -> None:

@@ -15,6 +15,14 @@ class OpStat(msgspec.Struct):
     count: int = 0
     time_s: float = 0.0  # host wall time inside the op (for cuda: launch time, the kernel runs asynchronously)
     where: str | None = None
+    max_s: float = 0.0  # the longest single call
+
+    def steady_s(self) -> float:
+        """The op's time with its longest call counted as one of its typical ones: a call the OS preempted on a loaded
+        host (one repeat of 1 MB took 22 ms once, 0.1 ms the other times) is not what the op costs the step."""
+        if self.count < 2 or self.max_s <= 0:
+            return self.time_s
+        return (self.time_s - self.max_s) * self.count / (self.count - 1)
 
 
 class HostSync(msgspec.Struct):
@@ -63,6 +71,9 @@ class ComputeSection(msgspec.Struct):
     # On a stand-in device: the part of window_wall_s spent computing its ops (see Step.stand_in_s); None otherwise
     window_stand_in_s: float | None = None
     top_cpu_ops: list[OpStat] = msgspec.field(default_factory=list)
+    # The CPU ops' time in the window, each op's at its steady rate (OpStat.steady_s): what the CPU share of the step
+    # is judged on. None: a record that did not measure it (op_time_s_per_device["cpu"] is then the time).
+    cpu_op_steady_s: float | None = None
     syncs: list[HostSync] = msgspec.field(default_factory=list)
     mixed_device_ops: list[MixedDeviceOp] = msgspec.field(default_factory=list)
     sync_debug_mode: bool = False  # torch.cuda.set_sync_debug_mode("warn") was on during the window

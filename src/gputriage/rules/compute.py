@@ -127,7 +127,8 @@ def census_cpu_compute(run: Run) -> list[Finding]:
     host_s = compute.window_host_s()
     if compute.ops_per_device.get(expected, 0) == 0 or host_s <= 0:
         return []  # nothing on the device at all is no-gpu-compute's case
-    cpu_s = compute.op_time_s_per_device.get("cpu", 0.0)
+    raw_s = compute.op_time_s_per_device.get("cpu", 0.0)
+    cpu_s = compute.cpu_op_steady_s if compute.cpu_op_steady_s is not None else raw_s
     # the ops' own clocks can add up to more than the window's host time (an op timed with the stand-in's work it
     # waited on, which the host time leaves out): a share of the step is at most all of it
     share_pct = round(100.0 * min(cpu_s, host_s) / host_s, 1)
@@ -144,7 +145,7 @@ def census_cpu_compute(run: Run) -> list[Finding]:
             evidence={
                 "cpu_op_pct_of_step": round(share_pct, 1),
                 "cpu_op_time_per_step_s": round(per_step_s, 6),
-                "cpu_ops": [f"{s.name} ×{s.count} {s.time_s * 1e3:.2f} ms at {s.where}" for s in top],
+                "cpu_ops": [f"{s.name} ×{s.count} {s.steady_s() * 1e3:.2f} ms at {s.where}" for s in top],
                 "window_steps": compute.window_steps,
             },
             fix=_census_cpu_fix(run, top[0].where if top else None, expected),

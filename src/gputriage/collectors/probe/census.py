@@ -113,6 +113,7 @@ class OpCensus(OwnDispatchMode):
             stat = self.ops[key] = OpStat(name=name, device=device, where=where)
         stat.count += 1
         stat.time_s += elapsed_s
+        stat.max_s = max(stat.max_s, elapsed_s)
         if name in _CONVOLUTIONS and device != "cpu" and tensors:
             self.conv_calls += 1
             if len(self.conv_shapes) < MAX_CONV_SHAPES:
@@ -123,8 +124,9 @@ class OpCensus(OwnDispatchMode):
             section.ops_per_device[stat.device] = section.ops_per_device.get(stat.device, 0) + stat.count
             section.op_time_s_per_device[stat.device] = section.op_time_s_per_device.get(stat.device, 0.0) + stat.time_s
         section.scalar_cpu_ops = self.scalar_cpu_ops
-        cpu = sorted((s for s in self.ops.values() if s.device == "cpu"), key=lambda s: -s.time_s)
+        cpu = sorted((s for s in self.ops.values() if s.device == "cpu"), key=lambda s: -s.steady_s())
         section.top_cpu_ops = cpu[:TOP_CPU_OPS]
+        section.cpu_op_steady_s = sum(s.steady_s() for s in cpu)
         section.mixed_device_ops = self.mixed.found()
         section.conv_calls, section.conv_input_shapes = self.conv_calls, len(self.conv_shapes)
 

@@ -214,7 +214,9 @@ def describe_loader(loader: DataLoader[Any], where: str | None) -> LoaderInfo:
     sampler = getattr(loader.batch_sampler, "sampler", None)
     if sampler is None:  # not `or`: a truth test calls the job's sampler's __len__
         sampler = loader.sampler
-    dataset_len = dataset_length(dataset, sampler)
+    # a dataset of the job's: its __len__ (a folder scan, a database count, a counter) runs once per epoch under
+    # python, and would run once more for us; torch's own (TensorDataset, Subset) only
+    dataset_len = dataset_length(dataset, sampler) if own_object(dataset) else None
     return LoaderInfo(
         dataset_class=type(dataset).__name__,
         dataset_len=dataset_len,

@@ -65,17 +65,24 @@ def device_name(t: torch.Tensor) -> str:
 
 
 def iter_tensors(value: Any, depth: int = 0) -> Iterator[tuple[str, torch.Tensor]]:
-    """Tensors in a call's arguments: directly, or one or two levels inside tuples, lists and dicts."""
+    """Tensors in a call's arguments: directly, or one or two levels inside tuples, lists and dicts. A container is
+    read through its base type's own methods: a batch class's `items()` or `__iter__` (one that loads lazily, or
+    counts) runs only when the job calls it."""
     if isinstance(value, torch.Tensor):
         yield "", value
     elif depth < 2 and isinstance(value, (tuple, list)):
-        for i, item in enumerate(value):
+        for i, item in enumerate(_own_items(value)):
             for path, t in iter_tensors(item, depth + 1):
                 yield f"[{i}]{path}", t
     elif depth < 2 and isinstance(value, dict):
-        for key, item in value.items():
+        for key, item in dict.items(value):
             for path, t in iter_tensors(item, depth + 1):
                 yield f"[{key!r}]{path}", t
+
+
+def _own_items(value: tuple[Any, ...] | list[Any]) -> Iterator[Any]:
+    """The elements by the base type's own iterator: a subclass's `__iter__` is the job's code."""
+    return tuple.__iter__(value) if isinstance(value, tuple) else list.__iter__(value)
 
 
 MAX_HOST_SEEN = 256  # host tensors remembered for same_as (a few per call, a few calls per target)
@@ -624,9 +631,9 @@ def _listed_numel(members: list[tuple[str, str, torch.Tensor]], path: str) -> in
 def _listed_modules(value: Any) -> list[nn.Module]:
     """The nn.Modules inside a plain list, tuple or dict attribute (not an nn.ModuleList / ModuleDict)."""
     if isinstance(value, dict):
-        items = list(value.values())[:_MAX_LISTED]
+        items = list(dict.values(value))[:_MAX_LISTED]
     elif isinstance(value, (list, tuple)):
-        items = list(value[:_MAX_LISTED])
+        items = list(_own_items(value))[:_MAX_LISTED]
     else:
         return []
     return [item for item in items if isinstance(item, nn.Module)]

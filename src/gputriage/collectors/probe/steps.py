@@ -44,6 +44,7 @@ class StepTracker:
         self._optimizer_made = False  # the job made an optimizer while it was watched (not one left from before)
         self._patches = Patches()
         self._wait_stand_in_s = 0.0  # the stand-in's compute inside the open step's data wait
+        self._in_post_hook = False  # inside our global optimizer post-hook (see stop)
 
     def start(self) -> None:
         self._hooks.append(quiet_hook(optimizer_mod.register_optimizer_step_pre_hook, self._opt_pre))
@@ -51,10 +52,22 @@ class StepTracker:
         self._patches.wrap(optimizer_mod.Optimizer, "__init__", self._optimizer_init)
 
     def stop(self) -> None:
-        """The end of the window (or of the job): the hooks come off, nothing of the tracker stays on the steps."""
+        """The end of the window (or of the job): the hooks come off, nothing of the tracker stays on the steps.
+
+        The window ends inside the optimizer's post-hook, while torch iterates the dict of global post-hooks: taking
+        an entry out of it there ends the job's own `opt.step()` with "OrderedDict mutated during iteration" once the
+        job registered a global post-hook of its own (after ours). That entry is made a no-op in place (a value
+        replaced is no mutation of the dict's order) and taken out at the next stop outside the hook: the job's end.
+        """
+        kept = []
         for handle in self._hooks:
-            handle.remove()
-        self._hooks.clear()
+            hooks = handle.hooks_dict_ref()
+            if self._in_post_hook and hooks is optimizer_mod._global_optimizer_post_hooks and handle.id in hooks:
+                hooks[handle.id] = _no_op
+                kept.append(handle)
+            else:
+                handle.remove()
+        self._hooks = kept
         self._patches.restore()
 
     def _optimizer_init(self, original: Any, opt: Any, /, *args: Any, **kwargs: Any) -> None:
@@ -133,7 +146,11 @@ class StepTracker:
         self._state.clock.pop()
         if self.section.step_source != OPTIMIZER:
             self._merge_loader_steps()
-        self._close_step(keep_running=True, source=OPTIMIZER)
+        self._in_post_hook = True
+        try:
+            self._close_step(keep_running=True, source=OPTIMIZER)
+        finally:
+            self._in_post_hook = False
 
     def _is_driver(self, opt: Any) -> bool:
         """The first optimizer that steps drives the count, until it is gone: a script that trains again with a new
@@ -207,6 +224,10 @@ class StepTracker:
             return None
         spent_s, self._wait_stand_in_s = self._wait_stand_in_s, 0.0
         return spent_s
+
+
+def _no_op(*_args: Any) -> None:
+    """What our global optimizer post-hook becomes when the window ends inside it (see StepTracker.stop)."""
 
 
 def _rounded(phases_s: dict[str, float] | None) -> dict[str, float] | None:

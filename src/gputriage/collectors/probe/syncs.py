@@ -143,6 +143,10 @@ def _by_name(name: str, make: Callable[..., Any]) -> Callable[..., Any]:
     def call(original: Any, t: Any, /, *args: Any, **kwargs: Any) -> Any:
         if is_dynamo_compiling():  # only while Dynamo reads bytecode: its fake-tensor runs call the wrapper again
             return getattr(t, name)(*args, **kwargs)
+        if not issubclass(type(t), torch._C.TensorBase):
+            # `torch.Tensor.tolist((4, 5))`: torch's own TypeError, which a job may catch to fall back (by type, not
+            # isinstance, which would ask the object's own __class__)
+            return original(t, *args, **kwargs)
         return make(original, t, *args, **kwargs)
 
     return call
