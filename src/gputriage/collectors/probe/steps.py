@@ -44,7 +44,7 @@ class StepTracker:
         self._optimizer_made = False  # the job made an optimizer while it was watched (not one left from before)
         self._patches = Patches()
         self._wait_stand_in_s = 0.0  # the stand-in's compute inside the open step's data wait
-        self._in_post_hook = False  # inside our global optimizer post-hook (see stop)
+        self._stepping: Any = None  # the optimizer whose step our global post-hook is inside (see stop)
 
     def start(self) -> None:
         self._hooks.append(quiet_hook(optimizer_mod.register_optimizer_step_pre_hook, self._opt_pre))
@@ -57,17 +57,21 @@ class StepTracker:
         The window ends inside the optimizer's post-hook, while torch iterates the dict of global post-hooks: taking
         an entry out of it there ends the job's own `opt.step()` with "OrderedDict mutated during iteration" once the
         job registered a global post-hook of its own (after ours). That entry is made a no-op in place (a value
-        replaced is no mutation of the dict's order) and taken out at the next stop outside the hook: the job's end.
+        replaced is no mutation of the dict's order), and taken out by a one-shot hook on the optimizer itself, which
+        torch calls after the global ones in the same step; being the last of that dict, it takes itself out too.
         """
-        kept = []
         for handle in self._hooks:
             hooks = handle.hooks_dict_ref()
-            if self._in_post_hook and hooks is optimizer_mod._global_optimizer_post_hooks and handle.id in hooks:
+            if (
+                self._stepping is not None
+                and hooks is optimizer_mod._global_optimizer_post_hooks
+                and handle.id in hooks
+            ):
                 hooks[handle.id] = _no_op
-                kept.append(handle)
+                _remove_after_the_global_hooks(self._stepping, handle)
             else:
                 handle.remove()
-        self._hooks = kept
+        self._hooks.clear()
         self._patches.restore()
 
     def _optimizer_init(self, original: Any, opt: Any, /, *args: Any, **kwargs: Any) -> None:
@@ -146,11 +150,11 @@ class StepTracker:
         self._state.clock.pop()
         if self.section.step_source != OPTIMIZER:
             self._merge_loader_steps()
-        self._in_post_hook = True
+        self._stepping = opt
         try:
             self._close_step(keep_running=True, source=OPTIMIZER)
         finally:
-            self._in_post_hook = False
+            self._stepping = None
 
     def _is_driver(self, opt: Any) -> bool:
         """The first optimizer that steps drives the count, until it is gone: a script that trains again with a new
@@ -228,6 +232,17 @@ class StepTracker:
 
 def _no_op(*_args: Any) -> None:
     """What our global optimizer post-hook becomes when the window ends inside it (see StepTracker.stop)."""
+
+
+def _remove_after_the_global_hooks(opt: Any, global_handle: RemovableHandle) -> None:
+    own: list[RemovableHandle] = []
+
+    def remove(*_args: Any) -> None:
+        global_handle.remove()
+        for handle in own:
+            handle.remove()
+
+    own.append(quiet_hook(opt.register_step_post_hook, remove))
 
 
 def _rounded(phases_s: dict[str, float] | None) -> dict[str, float] | None:
