@@ -309,3 +309,48 @@ def test_ranks_from_file_names_need_one_naming_pattern(tmp_path: Path) -> None:
     training_loop(steps=3).write(tmp_path / "trace_rank2_old.json")
     with pytest.raises(InputError, match="2 different runs"):
         analyse_paths([tmp_path])
+
+
+def test_a_distributed_info_after_the_events_names_the_rank(tmp_path: Path) -> None:
+    """Trial 9: `json.dump` of a loaded trace writes distributedInfo after traceEvents; a folder of such files named
+    `worker0.<ts>.pt.trace.json` was refused ("no distributedInfo, no rank in the file name")."""
+    from builders import training_loop
+
+    from gputriage.tracing.multirank import analyse_paths
+
+    for rank in (0, 1):
+        doc = json.loads(training_loop(steps=3).write(tmp_path / f"w{rank}.tmp").read_text())
+        doc.pop("distributedInfo", None)
+        doc["distributedInfo"] = {"rank": rank, "world_size": 2}  # last: after traceEvents
+        (tmp_path / f"worker{rank}.1700000000000.pt.trace.json").write_text(json.dumps(doc))
+        (tmp_path / f"w{rank}.tmp").unlink()
+    assert [(r.rank, r.world_size) for r in analyse_paths([tmp_path], jobs=1).ranks] == [(0, 2), (1, 2)]
+
+
+def test_a_compressed_rank_beside_a_plain_one_is_the_same_run(tmp_path: Path) -> None:
+    from builders import training_loop
+
+    from gputriage.tracing.multirank import analyse_paths, name_pattern
+
+    training_loop(steps=3).write(tmp_path / "rank-0.json")
+    plain = training_loop(steps=3).write(tmp_path / "rank-1.tmp").read_bytes()
+    (tmp_path / "rank-1.json.gz").write_bytes(gzip.compress(plain))
+    (tmp_path / "rank-1.tmp").unlink()
+    assert name_pattern("rank-1.json.gz") == name_pattern("rank-0.json")
+    assert [r.rank for r in analyse_paths([tmp_path], jobs=1).ranks] == [0, 1]
+
+
+def test_too_thin_names_the_rank_whose_numbers_it_quotes(tmp_path: Path) -> None:
+    """Trial 9's DLRM folder: "the trace marks only 1 step (the GPU runs kernels 55.4% of it)" was rank 3's number,
+    with rank 0's below it."""
+    from builders import training_loop
+
+    from gputriage.tracing.multirank import analyse_paths
+
+    for rank, steps in ((0, 1), (1, 2)):
+        b = training_loop(steps=steps)
+        b.meta["distributedInfo"] = {"backend": "nccl", "rank": rank, "world_size": 2}
+        b.write(tmp_path / f"rank-{rank}.json")
+    section = analyse_paths([tmp_path], jobs=1)
+    said = section.unmeasured_rungs()[5]
+    assert "the trace of rank 1 marks only 2 steps" in said

@@ -342,7 +342,8 @@ class TraceSection(msgspec.Struct):
         if self.ranks:
             if self._device_work():
                 thin = self.too_thin()
-                return {} if thin is None else {5: _too_thin_reason(thin)}
+                several = len(self.ranks) > 1 and thin is not None and thin.rank is not None
+                return {} if thin is None else {5: _too_thin_reason(thin, thin.rank if several else None)}
             why = self._device_not_read()
             return {4: why, 5: why} if why else {5: "the trace holds no kernel on any accelerator (a CPU-only trace)"}
         reason = f"the profiler trace gave nothing ({self.note})" if self.note else "the profiler trace gave nothing"
@@ -398,16 +399,18 @@ def counted_steps(steps: int) -> str:
     return "1 step" if steps == 1 else f"{steps} steps"
 
 
-def _too_thin_reason(r: RankTrace) -> Inconclusive:
+def _too_thin_reason(r: RankTrace, rank: int | None = None) -> Inconclusive:
+    """Why rung 5 is not judged, from the rank with the most evidence (named where several ranks were read: its
+    numbers are its own, not the job's)."""
     what = r.thin_evidence()
     assert what is not None
     if r.steps:
-        shown = f"the trace marks only {what}"
+        shown = f"the trace{'' if rank is None else f' of rank {rank}'} marks only {what}"
         if r.busy_pct_of_steps is not None:
             shown += f" (the GPU runs kernels {r.busy_pct_of_steps:.1f}% of {'it' if r.steps == 1 else 'them'})"
         why = "too few steps to judge" if (r.step_time_us or 0) > 0 else "steps of zero length hold no time to judge"
     else:
-        shown = f"the trace marks no step and holds only {what}"
+        shown = f"the trace{'' if rank is None else f' of rank {rank}'} marks no step and holds only {what}"
         if r.busy_pct is not None and r.window_us is not None:
             shown += f" (busy {r.busy_pct:.1f}% of a {r.window_us / 1000:.1f} ms window)"
         why = "too little to judge"

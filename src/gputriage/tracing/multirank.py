@@ -17,7 +17,7 @@ from gputriage.record.trace import RankImbalance, RankTrace, TraceSection
 from gputriage.tracing.activity import Collectives
 from gputriage.tracing.limits import DEFAULT_LIMITS, TraceLimits
 from gputriage.tracing.pool import in_processes
-from gputriage.tracing.reader import events_start
+from gputriage.tracing.reader import TraceHeader, events_start, parse_header_object
 from gputriage.tracing.split import Begun
 from gputriage.tracing.summary import analyse_trace_with_collectives, rank_from_filename
 
@@ -94,7 +94,9 @@ def _only_own_files(path: Path, own: list[str]) -> str:
 
 
 def name_pattern(name: str) -> str:
-    """A file name with its numbers (and a tensorboard worker name) blanked: the same for every rank of one run."""
+    """A file name with its numbers (and a tensorboard worker name) blanked: the same for every rank of one run,
+    whether or not it was compressed (`rank-0.json` beside `rank-1.json.gz`)."""
+    name = name[:-3] if name.lower().endswith(".gz") else name
     handler = _HANDLER_NAME.match(name)
     return re.sub(r"\d+", "#", "*" + handler.group(1) if handler else name)
 
@@ -176,9 +178,30 @@ def _identify(
         if skipped is not None:
             skipped.append(f"skipped {path.name}: {str(exc).removeprefix(str(path)).strip()}")
         return None
+    if header.rank is None and not path.name.lower().endswith(".gz"):
+        header.fill_from(_tail_header(path))  # `json.dump` of a loaded trace puts distributedInfo after the events
     if header.rank is not None:
         return _Member(path, header.rank, header.world_size, from_header=True)
     return _Member(path, rank_from_filename(path), header.world_size, from_header=False)
+
+
+_TAIL_BYTES = 64 << 10  # the end of a plain trace read for a distributedInfo written after the events
+_TRAILING_INFO = re.compile(rb'"distributedInfo"\s*:\s*(\{[^{}]{0,4096}\})')
+
+
+def _tail_header(path: Path) -> TraceHeader:
+    """The distributedInfo among the keys after the events, from the file's last 64 KiB; empty when there is none
+    (a compressed file's end is not read: the analysis reads its tail, and the rank comes from its name)."""
+    try:
+        with path.open("rb") as f:
+            f.seek(max(0, path.stat().st_size - _TAIL_BYTES))
+            end = f.read(_TAIL_BYTES)
+    except OSError:
+        return TraceHeader()
+    found = list(_TRAILING_INFO.finditer(end))
+    if not found:
+        return TraceHeader()
+    return parse_header_object(b'{"distributedInfo":' + found[-1].group(1) + b"}", "distributedInfo unreadable")
 
 
 def _names(paths: Iterable[Path]) -> str:
