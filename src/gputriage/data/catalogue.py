@@ -564,6 +564,15 @@ CATALOGUE: tuple[Entry, ...] = (
         ),
     ),
     Entry(
+        "gpus-idle-in-process",
+        5,
+        ("warning", "info"),
+        'one process\' trace holds device events of several GPUs (device_map="auto", a model split by hand): warning '
+        "when some GPU ran under 10% of the busiest one's device time (they wait while it works), info otherwise (the "
+        "busy share pools the GPUs)",
+        ("busy_pct", "device_time_ms", "devices", "idle_devices"),
+    ),
+    Entry(
         "gpu-memory-nearly-full",
         5,
         ("warning", "info"),

@@ -155,6 +155,15 @@ class GapSummary(msgspec.Struct):
     top: list[IdleGap] = msgspec.field(default_factory=list)
 
 
+class DeviceTime(msgspec.Struct):
+    """One device's share of a trace whose process drove several (`device_map="auto"`, a model split by hand): the
+    busy share is the union over all of them, which says nothing of each one."""
+
+    device: str  # the device events' pid: the device index Kineto writes
+    events: int  # kernels, copies and memsets
+    time_us: float  # their durations summed (concurrent streams each count)
+
+
 class RankTrace(msgspec.Struct):
     """One rank's trace summary. A field the trace cannot give is None, never a guess."""
 
@@ -198,6 +207,8 @@ class RankTrace(msgspec.Struct):
     comm: CommSummary | None = None
     cpu_compute: CpuComputeSummary | None = None
     gaps: GapSummary | None = None
+    # One process, several devices: each one's device time, busiest first (empty for one device)
+    devices: list[DeviceTime] = msgspec.field(default_factory=list)
     # Multi-rank: when this rank starts its collectives, relative to the earliest rank (median over collectives).
     collective_lag_us: float | None = None
     # What the reader skipped or capped, one sentence each ("312 events dropped: ts out of range").

@@ -475,6 +475,63 @@ def low_gpu_utilization(section: TraceSection, r: RankTrace) -> Finding | None:
 
 _SHOWN_GAPS = 3
 
+# One process driving several devices: a device with under this share of the busiest one's device time sits idle
+# while the others work (a model split across GPUs runs its parts one after another).
+IDLE_DEVICE_SHARE_PCT = 10.0
+_SHOWN_DEVICES = 8
+
+
+def gpus_idle_in_process(section: TraceSection, r: RankTrace) -> Finding | None:
+    """Several GPUs in one process' trace: the busy share is their union, so 7 idle GPUs beside a busy one read
+    "busy 60%"; each one's device time says which wait."""
+    if len(r.devices) < 2:
+        return None
+    busiest = r.devices[0]
+    if busiest.time_us <= 0:
+        return None
+    shares = {d.device: round(100.0 * d.time_us / busiest.time_us, 1) for d in r.devices}
+    idle = [d for d in r.devices if shares[d.device] < IDLE_DEVICE_SHARE_PCT]
+    listed = ", ".join(f"{d.device}: {d.time_us / 1000:.2f} ms" for d in r.devices[:_SHOWN_DEVICES])
+    evidence: dict[str, object] = {
+        "devices": len(r.devices),
+        "device_time_ms": listed + (f" and {len(r.devices) - _SHOWN_DEVICES} more" if len(r.devices) > 8 else ""),
+        "busy_pct": r.busy_pct,
+        "idle_devices": [d.device for d in idle],
+    }
+    pooled = (
+        f"the busy share, {pct_text(r.busy_pct)}, pools them" if r.busy_pct is not None else "the busy share pools them"
+    )
+    if not idle:
+        return Finding(
+            code="gpus-idle-in-process",
+            rung=5,
+            severity=Severity.INFO,
+            title=f"This process drove {len(r.devices)} devices; {pooled}, so each one's own busy share is lower",
+            evidence=evidence,
+            fix="# each device's own time is in device_time_ms; profile with one process per GPU to judge each",
+            rank=_rank_of(section, r),
+        )
+    least = max(shares[d.device] for d in idle)
+    title = (
+        f"{len(idle)} of the {len(r.devices)} devices this process drove ran at most {pct_text(least)} of device "
+        f"{busiest.device}'s device time: they wait while it works; {pooled}"
+    )
+    return Finding(
+        code="gpus-idle-in-process",
+        rung=5,
+        # not softened on a high busy share: that share is the pooled one this finding says misleads
+        severity=Severity.INFO if r.thin_evidence() else Severity.WARNING,
+        title=_led_by(_thin_lead(r), title),
+        evidence=evidence,
+        fix=(
+            '# one process runs the model\'s parts on several GPUs (device_map="auto", layers placed by hand): they\n'
+            "# run one after another, so each GPU waits for the others. When the model fits one GPU, run one\n"
+            "# process per GPU with DDP (torchrun --nproc_per_node=N train.py); when it does not, shard it with\n"
+            "# FSDP, or pipeline micro-batches across the GPUs (torch.distributed.pipelining)"
+        ),
+        rank=_rank_of(section, r),
+    )
+
 
 def _gap_fix(r: RankTrace, activity: str | None) -> str:
     """The fix for what the main thread did in the long gaps; the sync's own copy and line where it is one."""
@@ -572,6 +629,7 @@ for _check in (
     pageable_memcpy,
     input_pipeline_bound,
     low_gpu_utilization,
+    gpus_idle_in_process,
 ):
     rule(_per_rank(_check))
 

@@ -100,6 +100,22 @@ class Collected(msgspec.Struct):
     # for CUDA, ROCm and MTIA. A few are Kineto's own bookkeeping ("overhead"); thousands, in a trace with no kernel,
     # are a device's work in a form gputriage does not read (torch_npu's Ascend tasks carry no category, no stream).
     unread_events: int = 0
+    # Per device (the device events' pid, as text): [events, summed duration in ns], at most MAX_DEVICES of them. One
+    # process may drive several GPUs (device_map="auto"); the busy share pools them (see DeviceTime).
+    device_time: dict[str, list[int]] = msgspec.field(default_factory=dict)
+
+
+MAX_DEVICES = 64  # devices told apart in one trace; more are counted together under OTHER_DEVICES
+OTHER_DEVICES = "other"
+
+
+def add_device_time(table: dict[str, list[int]], key: str, events: int, dur_ns: int) -> None:
+    """Count `events` of `dur_ns` on device `key`, the table bounded (see Collected.device_time)."""
+    if key not in table and len(table) >= MAX_DEVICES:
+        key = OTHER_DEVICES
+    counts = table.setdefault(key, [0, 0])
+    counts[0] += events
+    counts[1] += dur_ns
 
 
 class _Rows(msgspec.Struct):
@@ -119,6 +135,7 @@ class _Rows(msgspec.Struct):
     stream: I64 = msgspec.field(default_factory=lambda: np.zeros(0, np.int64))
     device_corr: I64 = msgspec.field(default_factory=lambda: np.zeros(0, np.int64))
     nbytes: I64 = msgspec.field(default_factory=lambda: np.zeros(0, np.int64))
+    device_pid: Any = None  # the device rows' pids: an int64 column, or a list of what the file holds
     lane: npt.NDArray[np.int32] = msgspec.field(default_factory=lambda: np.zeros(0, np.int32))
     runtime_corr: I64 = msgspec.field(default_factory=lambda: np.zeros(0, np.int64))
     where: npt.NDArray[np.int32] | None = None
@@ -150,6 +167,7 @@ class Collector:
         self.gpu_first: int | None = None
         self.gpu_last: int | None = None
         self.first_op: int | None = None
+        self.device_time: dict[str, list[int]] = {}
         # The batches' median starts and sizes so far (see _far_from_the_rest): the time a batch too small to have
         # its own is checked against; such batches met before any other wait for one
         self._medians: list[tuple[int, int]] = []
@@ -248,12 +266,14 @@ class Collector:
             groups += [(kind, events) for kind, events in batch.cpu.items()]
             groups = [(kind, events) for kind, events in groups if events]
             if groups:
-                self._feed_groups(groups, device_args, batch.stacks)
+                self._feed_groups(groups, device_args, batch.stacks, [_PID(e) for e in device])
         if sum(s.in_memory for s in self.stores.values()) > self.budget_rows:
             for label, store in self.stores.items():
                 store.spill(self.spill, label)
 
-    def _feed_groups(self, groups: list[tuple[int, list[Any]]], device_args: list[Any], stacks: bool) -> None:
+    def _feed_groups(
+        self, groups: list[tuple[int, list[Any]]], device_args: list[Any], stacks: bool, device_pids: list[Any]
+    ) -> None:
         """All families of one decoded batch at once: one call per column kind, so numpy's per-call cost is paid
         once. Builds the columns that _add_rows checks and stores."""
         events = list(itertools.chain.from_iterable(e for _, e in groups))
@@ -273,6 +293,7 @@ class Collector:
             rows.stream = int_column([a.stream for a in device_args])
             rows.device_corr = int_column([a.correlation for a in device_args])
             rows.nbytes = int_column([a.nbytes for a in device_args])
+            rows.device_pid = device_pids
         threaded = np.flatnonzero(kinds != DEVICE)
         if len(threaded):
             subset = events if len(threaded) == len(events) else [events[i] for i in threaded.tolist()]
@@ -306,6 +327,9 @@ class Collector:
             on_device = keep[device]
             rows.stream, rows.device_corr = batch.stream[on_device], batch.corr[on_device]
             rows.nbytes = batch.nbytes[on_device]
+            rows.device_pid = (
+                batch.pid[on_device] if isinstance(batch.pid, np.ndarray) else _values_at(batch.pid, on_device)
+            )
         threaded = keep[~device]
         if len(threaded):
             pid, tid = batch.pid, batch.tid
@@ -364,6 +388,7 @@ class Collector:
             cols: Columns = {"ts": ts[on_device], "end": end[on_device], "name": name[on_device]}
             cols |= {"stream": rows.stream, "corr": rows.device_corr, "nbytes": rows.nbytes}
             self._add_device(_valid(cols, ok[on_device]))
+            self._count_devices(rows.device_pid, ok[on_device], cols["end"] - cols["ts"])
         threaded = np.flatnonzero(~device)
         if not len(threaded):
             return
@@ -410,6 +435,22 @@ class Collector:
         else:  # the whole trace came in batches too small to tell its time
             return np.zeros(len(ts), dtype=bool)
         return ok & (np.abs(ts - middle) > _MAX_SPREAD_NS)
+
+    def _count_devices(self, pids: Any, ok: npt.NDArray[np.bool_], dur: I64) -> None:
+        """Each valid device event's device and duration (Collected.device_time)."""
+        if pids is None or not ok.any():
+            return
+        ids = pids if isinstance(pids, np.ndarray) else _int_ids(pids)
+        if ids is None:  # a string, float or missing pid somewhere: each one by its text, as the scanner's path keys it
+            for pid, good, ns in zip(pids, ok.tolist(), dur.tolist(), strict=False):
+                if good:
+                    add_device_time(self.device_time, _device_key(pid), 1, ns)
+            return
+        keys, inverse = np.unique(ids[ok], return_inverse=True)
+        counts = np.bincount(inverse)
+        total = np.bincount(inverse, weights=dur[ok].astype(np.float64))
+        for key, n, ns in zip(keys.tolist(), counts.tolist(), total.tolist(), strict=True):
+            add_device_time(self.device_time, str(key), n, int(ns))
 
     def _count_bad(self, field_name: str, codes: npt.NDArray[np.int8]) -> None:
         for code, count in zip(*np.unique(codes[codes != OK], return_counts=True), strict=True):
@@ -504,6 +545,7 @@ class Collector:
             names_overflowed=self.names.overflowed,
             lanes_overflowed=self.lanes_overflowed,
             unread_events=self.unread_events,
+            device_time=self.device_time,
         )
 
 
@@ -546,6 +588,26 @@ def _hashable(value: Any) -> Any:
     if type(value) is int:
         return value if -(2**63) <= value < 2**63 else "<int>"
     return f"<{type(value).__name__}>"
+
+
+_I64_RANGE = range(-(2**63), 2**63)
+
+
+def _device_key(pid: Any) -> str:
+    """A pid as the scanner's path keys it: an int in int64's range or a string as written, anything else unknown."""
+    if (type(pid) is int and pid in _I64_RANGE) or type(pid) is str:
+        return str(pid)[:40]
+    return "None"
+
+
+def _int_ids(values: list[Any]) -> I64 | None:
+    """The values as an int64 column when every one is a plain int in range (never a float or a bool cast)."""
+    if not all(type(v) is int for v in values):
+        return None
+    try:
+        return np.array(values, dtype=np.int64)
+    except OverflowError:
+        return None
 
 
 def _weighted_median(medians: list[tuple[int, int]]) -> int:

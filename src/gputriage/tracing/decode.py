@@ -126,8 +126,8 @@ def _tagged_struct(index: int, tag: str, family: int, *, with_stack: bool) -> ty
     fields: list[tuple[str, Any, Any]] = []
     if family != SKIP:
         fields = [("ph", Any, None), ("name", Any, None)]
-    if family == DEVICE:
-        fields += [*_TIMED, ("args", DeviceArgs | None, None)]
+    if family == DEVICE:  # pid: the device the event ran on (Kineto writes the device index there)
+        fields += [("pid", Any, None), *_TIMED, ("args", DeviceArgs | None, None)]
     elif family == RUNTIME:
         fields += [*_THREAD, *_TIMED, ("args", RuntimeArgs | None, None)]
     elif family in CPU_FAMILIES:

@@ -26,7 +26,7 @@ import numpy.typing as npt
 
 from gputriage import cyclegc
 from gputriage.errors import InputError
-from gputriage.tracing.collect import Collected, Collector, LaneStats, TooManyEvents
+from gputriage.tracing.collect import Collected, Collector, LaneStats, TooManyEvents, add_device_time
 from gputriage.tracing.distinct import distinct
 from gputriage.tracing.limits import TraceLimits
 from gputriage.tracing.pool import Started, can_fork, in_processes, start, workers_for
@@ -260,4 +260,13 @@ def merge(parts: list[Collected]) -> Collected:
         names_overflowed=sum(p.names_overflowed for p in parts),
         lanes_overflowed=sum(p.lanes_overflowed for p in parts),
         unread_events=sum(p.unread_events for p in parts),
+        device_time=_device_time(parts),
     )
+
+
+def _device_time(parts: list[Collected]) -> dict[str, list[int]]:
+    table: dict[str, list[int]] = {}
+    for part in parts:
+        for key, (events, dur_ns) in part.device_time.items():
+            add_device_time(table, key, events, dur_ns)
+    return table

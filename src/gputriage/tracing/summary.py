@@ -18,7 +18,7 @@ import numpy.typing as npt
 
 from gputriage import outdir
 from gputriage.errors import InputError
-from gputriage.record.trace import RankTrace
+from gputriage.record.trace import DeviceTime, RankTrace
 from gputriage.tracing import activity, analysis, segments
 from gputriage.tracing.activity import Collectives
 from gputriage.tracing.collect import Collected
@@ -264,6 +264,7 @@ class Sweep(msgspec.Struct):
             cuda_implied_by=_cuda_implied_by(ctx.names, header.backend),
         )
         self._fill_temporal(out)
+        out.devices = devices_of(col)
         if step is not None:
             out.steps = step.count
             out.step_time_us = round(step.step_time_us, 3)
@@ -322,6 +323,16 @@ def _notes(col: Collected, header: TraceHeader, forced_cuts: int, many_streams: 
             "a gap across a cut come from its last part"
         )
     return notes
+
+
+def devices_of(col: Collected) -> list[DeviceTime]:
+    """Each device's events and time, busiest first, when the trace's process drove more than one."""
+    # a device event whose pid is no int or string names no device: not a second GPU
+    known = {key: counts for key, counts in col.device_time.items() if key != "None"}
+    if len(known) < 2:
+        return []
+    rows = [DeviceTime(key, events, round(dur_ns / 1000, 3)) for key, (events, dur_ns) in known.items()]
+    return sorted(rows, key=lambda d: -d.time_us)
 
 
 def rank_from_filename(path: Path) -> int | None:
