@@ -120,7 +120,7 @@ def _same_calls(uses: list[str], files: dict[str, _File | None], roots: list[Pat
             files[path] = _File.read(path, roots)
         source = files[path]
         if source is not None:
-            yield from (f"{path}:{other}" for other in source.same_calls(line)[:MAX_SAME_CALLS])
+            yield from (f"{path}:{other}" for other in source.same_calls(line, MAX_SAME_CALLS))
 
 
 # Python's own line ends (universal newlines): a CRLF file's lines carry no '\r', as its line numbers count them.
@@ -166,7 +166,7 @@ class _File:
         last = min(len(self.lines), line + WINDOW_LINES)
         return SourceSnippet(path, first, self.text(first, last), "window", found[1] if found else None, module)
 
-    def same_calls(self, line: int) -> list[int]:
+    def same_calls(self, line: int, limit: int) -> list[int]:
         """The first lines of the statements in other functions of the file that call what the statement at `line`
         calls with the same name in the same place (`model(data)`, `criterion(output, target)`)."""
         if self.tree is None:
@@ -186,6 +186,8 @@ class _File:
             there = _enclosing(self.tree, node.lineno)
             if (there and there[0]) is not (home and home[0]):
                 out.append(node.lineno)
+                if len(out) >= limit:  # each match walks the file for its function: stop at what is kept
+                    break
         return out
 
     def device_snippets(self, path: str) -> list[SourceSnippet]:
