@@ -446,7 +446,11 @@ class Collector:
                 if good:
                     add_device_time(self.device_time, _device_key(pid), 1, ns)
             return
-        keys, inverse = np.unique(ids[ok], return_inverse=True)
+        ids = ids[ok]
+        if ids[0] == ids.min() == ids.max():  # one device, nearly always: no sort of the batch's ids
+            add_device_time(self.device_time, str(int(ids[0])), len(ids), int(dur[ok].sum()))
+            return
+        keys, inverse = np.unique(ids, return_inverse=True)
         counts = np.bincount(inverse)
         total = np.bincount(inverse, weights=dur[ok].astype(np.float64))
         for key, n, ns in zip(keys.tolist(), counts.tolist(), total.tolist(), strict=True):
