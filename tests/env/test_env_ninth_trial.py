@@ -128,3 +128,22 @@ def test_a_torch_version_that_never_existed_is_not_read_from_prose() -> None:
     text = "torch.cuda.is_available() is False\nsomething required pytorch 0.13 and something required pytorch 2.0\n"
     assert parse_environment_text(text).torch.version != "0.13"
     assert parse_environment_text("with pytorch 1.13 it fails\n").torch.version == "1.13"
+
+
+def test_an_older_cuda_build_that_works_beside_a_newer_one_that_does_not_is_the_driver() -> None:
+    """pytorch#28195: torch 1.0 with CUDA 9.0 answers True, torch 1.2 with CUDA 10.0 False, on one machine ("my Nvidia
+    version is too old"): the driver is older than CUDA 10.0 needs. Within one major version from CUDA 11 on, minor
+    version compatibility runs the newer build, so that pair says nothing of the driver."""
+    text = (
+        ">>> import torch\n>>> print(torch.__version__)\n{old_torch}\n>>> torch.cuda.is_available()\nTrue\n"
+        ">>> print(torch.version.cuda)\n{old}\n>>> exit()\nafter the update:\n>>> import torch\n"
+        ">>> print(torch.__version__)\n{new_torch}\n>>> torch.cuda.is_available()\nFalse\n"
+        ">>> print(torch.version.cuda)\n{new}\n"
+    )
+    finding = diagnose_text(text.format(old_torch="1.0.0", old="9.0.176", new_torch="1.2.0", new="10.0.130")).findings[
+        0
+    ]
+    assert finding.code == "driver-too-old" and "CUDA 10.0 (it needs >= 410.48)" in finding.title
+    assert "torch 1.0.0 (CUDA 9.0)" in finding.fix
+    same_major = diagnose_text(text.format(old_torch="2.1.0", old="12.1", new_torch="2.4.0", new="12.4"))
+    assert all(f.code != "driver-too-old" for f in same_major.findings)

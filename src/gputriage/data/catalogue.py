@@ -134,7 +134,8 @@ CATALOGUE: tuple[Entry, ...] = (
         "driver-too-old",
         1,
         ("critical", "warning", "info"),
-        "the driver is older than the minimum that torch's CUDA runtime needs",
+        "the driver is older than the minimum that torch's CUDA runtime needs (or, in a pasted report, a torch built "
+        "with an older CUDA major version reaches the GPU where one built with a newer does not: `working_torch`)",
         (
             "cuda_error",
             "driver_cuda",
@@ -143,6 +144,8 @@ CATALOGUE: tuple[Entry, ...] = (
             "min_driver_for_torch_cuda",
             "torch_cuda",
             "torch_cuda_from",
+            "working_torch",
+            "working_torch_cuda",
         ),
     ),
     Entry(

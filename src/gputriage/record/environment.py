@@ -53,6 +53,8 @@ class TorchFacts(msgspec.Struct):
     # A pasted report where another session answers is_available() True (another container, before / after a
     # change): which torch answered it, "unknown" when that session did not print its version.
     available_elsewhere: str | None = None
+    # The CUDA that working session's torch was built with, when it printed it ("9.0.176" beside a failing "10.0.130")
+    cuda_elsewhere: str | None = None
 
 
 class GpuDevice(msgspec.Struct):

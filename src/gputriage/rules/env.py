@@ -729,6 +729,10 @@ def driver_too_old(run: Run) -> Iterator[Finding]:
     cuda, have, limit = env.torch.cuda_version, driver_version(env), driver_cuda(env)
     said = errors_pointing_to(env, "driver-too-old")
     insufficient = env.torch.init_error_code == 35 or bool(said)
+    older_works = _older_cuda_works(run, env)
+    if older_works is not None and not insufficient and have is None:
+        yield older_works
+        return
     if not insufficient and (cuda is None or have is None or limit is None or cuda_at_most(cuda, limit)):
         return
     need = min_driver_for(cuda, env.host.os_name) if cuda else None
@@ -751,6 +755,49 @@ def driver_too_old(run: Run) -> Iterator[Finding]:
         finding.severity = Severity.WARNING
         finding.title += "; it runs through CUDA minor version compatibility, but PTX JIT kernels will fail"
     yield finding
+
+
+def _older_cuda_works(run: Run, env: Environment) -> Finding | None:
+    """Two sessions on one machine: a torch built with an older CUDA reaches the GPU, one built with a newer CUDA
+    answers is_available() False. The driver is there and works; it is older than the newer CUDA needs (pytorch#28195:
+    1.0 with CUDA 9.0 True, 1.2 with CUDA 10.0 False)."""
+    t = env.torch
+    old, new = t.cuda_elsewhere, t.cuda_version
+    if t.is_available is not False or t.is_cpu_build or not old or not new:
+        return None
+    if version_tuple(old)[:2] >= version_tuple(new)[:2]:
+        return None
+    if version_tuple(old)[0] == version_tuple(new)[0] >= _MINOR_COMPAT_MAJOR:
+        return None  # CUDA 11 and later run on any driver of their major version: not the driver, then
+    need = min_driver_for(new, env.host.os_name)
+    needs = f" (it needs >= {need})" if need else ""
+    newer, older = _major_minor(new), _major_minor(old)
+    title = (
+        f"The NVIDIA driver is too old for CUDA {newer}{needs}: torch {t.available_elsewhere} built with CUDA {older} "
+        f"reaches the GPU in this report, torch {t.version} built with CUDA {newer} does not"
+    )
+    evidence: Evidence = {
+        "torch_cuda": new,
+        "working_torch": t.available_elsewhere,
+        "working_torch_cuda": old,
+        "min_driver_for_torch_cuda": need,
+    }
+    # the driver's own CUDA is not known (between the two), so no build is named for it but the one that works
+    target = f">= {need}" if need else f"one for CUDA {newer}"
+    fix = (
+        f"# upgrade the NVIDIA driver to {target} (https://www.nvidia.com/Download/index.aspx): then torch "
+        f"{t.version} reaches the GPU\n"
+        "nvidia-smi   # 'Driver Version' before and after\n"
+        f"# or keep this driver, and the build that works on it: torch {t.available_elsewhere} (CUDA {older})"
+    )
+    return _finding(run, "driver-too-old", title, evidence, fix)
+
+
+_MINOR_COMPAT_MAJOR = 11  # CUDA's minor version compatibility, from 11.0 on
+
+
+def _major_minor(version: str) -> str:
+    return ".".join(version.split(".")[:2])
 
 
 def _driver_title(env: Environment, cuda: str | None, have: str | None, limit: str | None, need: str | None) -> str:

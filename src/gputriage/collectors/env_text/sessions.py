@@ -189,6 +189,7 @@ def _sessions_disagree(answers: list[tuple[str | None, bool]], env: Environment,
     t.version = failing
     if failing in cuda_of:
         t.cuda_version = cuda_of[failing]
+    t.cuda_elsewhere = cuda_of.get(working)
     if working not in t.other_versions and len(t.other_versions) < MAX_ITEMS:
         t.other_versions.append(working)
     if _CUDA_BUILD_TAG.search(working) and not _CUDA_BUILD_TAG.search(failing) and "+" not in failing:
