@@ -17,6 +17,7 @@ from gputriage.data.cuda_tables import (
     arch_supports,
     compat_min_driver_for,
     min_driver_for,
+    release_of,
     release_predates,
     version_tuple,
 )
@@ -44,6 +45,7 @@ from gputriage.rules.env_facts import (
     nvidia_nodes,
     parse_visible_devices,
     pip_install,
+    runs_on_driver,
     sm_name,
 )
 from gputriage.rules.env_fixes import (
@@ -765,13 +767,11 @@ def _older_cuda_works(run: Run, env: Environment) -> Finding | None:
     old, new = t.cuda_elsewhere, t.cuda_version
     if t.is_available is not False or t.is_cpu_build or not old or not new:
         return None
-    if version_tuple(old)[:2] >= version_tuple(new)[:2]:
-        return None
-    if version_tuple(old)[0] == version_tuple(new)[0] >= _MINOR_COMPAT_MAJOR:
-        return None  # CUDA 11 and later run on any driver of their major version: not the driver, then
+    if runs_on_driver(new, old) is not None:
+        return None  # a driver that runs the older CUDA runs the newer too (minor version compatibility): not it
     need = min_driver_for(new, env.host.os_name)
     needs = f" (it needs >= {need})" if need else ""
-    newer, older = _major_minor(new), _major_minor(old)
+    newer, older = release_of(new), release_of(old)
     title = (
         f"The NVIDIA driver is too old for CUDA {newer}{needs}: torch {t.available_elsewhere} built with CUDA {older} "
         f"reaches the GPU in this report, torch {t.version} built with CUDA {newer} does not"
@@ -791,13 +791,6 @@ def _older_cuda_works(run: Run, env: Environment) -> Finding | None:
         f"# or keep this driver, and the build that works on it: torch {t.available_elsewhere} (CUDA {older})"
     )
     return _finding(run, "driver-too-old", title, evidence, fix)
-
-
-_MINOR_COMPAT_MAJOR = 11  # CUDA's minor version compatibility, from 11.0 on
-
-
-def _major_minor(version: str) -> str:
-    return ".".join(version.split(".")[:2])
 
 
 def _driver_title(env: Environment, cuda: str | None, have: str | None, limit: str | None, need: str | None) -> str:
