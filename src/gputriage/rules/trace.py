@@ -492,45 +492,47 @@ def gpus_idle_in_process(section: TraceSection, r: RankTrace) -> Finding | None:
     shares = {d.device: round(100.0 * d.time_us / busiest.time_us, 1) for d in r.devices}
     idle = [d for d in r.devices if shares[d.device] < IDLE_DEVICE_SHARE_PCT]
     listed = ", ".join(f"{d.device}: {d.time_us / 1000:.2f} ms" for d in r.devices[:_SHOWN_DEVICES])
+    more = len(r.devices) - _SHOWN_DEVICES
     evidence: dict[str, object] = {
         "devices": len(r.devices),
-        "device_time_ms": listed + (f" and {len(r.devices) - _SHOWN_DEVICES} more" if len(r.devices) > 8 else ""),
+        "device_time_ms": listed + (f" and {more} more" if more > 0 else ""),
         "busy_pct": r.busy_pct,
         "idle_devices": [d.device for d in idle],
     }
     pooled = (
         f"the busy share, {pct_text(r.busy_pct)}, pools them" if r.busy_pct is not None else "the busy share pools them"
     )
-    if not idle:
-        return Finding(
-            code="gpus-idle-in-process",
-            rung=5,
-            severity=Severity.INFO,
-            title=f"This process drove {len(r.devices)} devices; {pooled}, so each one's own busy share is lower",
-            evidence=evidence,
-            fix="# each device's own time is in device_time_ms; profile with one process per GPU to judge each",
-            rank=_rank_of(section, r),
+    if idle:
+        title = _led_by(
+            _thin_lead(r),
+            f"{len(idle)} of the {len(r.devices)} devices this process drove ran at most "
+            f"{pct_text(max(shares[d.device] for d in idle))} of device {busiest.device}'s device time: they wait "
+            f"while it works; {pooled}",
         )
-    least = max(shares[d.device] for d in idle)
-    title = (
-        f"{len(idle)} of the {len(r.devices)} devices this process drove ran at most {pct_text(least)} of device "
-        f"{busiest.device}'s device time: they wait while it works; {pooled}"
-    )
+        # not softened on a high busy share: that share is the pooled one this finding says misleads
+        severity = Severity.INFO if r.thin_evidence() else Severity.WARNING
+        fix = _SPLIT_MODEL_FIX
+    else:
+        title = f"This process drove {len(r.devices)} devices; {pooled}, so each one's own busy share is lower"
+        severity = Severity.INFO
+        fix = "# each device's own time is in device_time_ms; profile with one process per GPU to judge each"
     return Finding(
         code="gpus-idle-in-process",
         rung=5,
-        # not softened on a high busy share: that share is the pooled one this finding says misleads
-        severity=Severity.INFO if r.thin_evidence() else Severity.WARNING,
-        title=_led_by(_thin_lead(r), title),
+        severity=severity,
+        title=title,
         evidence=evidence,
-        fix=(
-            '# one process runs the model\'s parts on several GPUs (device_map="auto", layers placed by hand): they\n'
-            "# run one after another, so each GPU waits for the others. When the model fits one GPU, run one\n"
-            "# process per GPU with DDP (torchrun --nproc_per_node=N train.py); when it does not, shard it with\n"
-            "# FSDP, or pipeline micro-batches across the GPUs (torch.distributed.pipelining)"
-        ),
+        fix=fix,
         rank=_rank_of(section, r),
     )
+
+
+_SPLIT_MODEL_FIX = (
+    '# one process runs the model\'s parts on several GPUs (device_map="auto", layers placed by hand): they\n'
+    "# run one after another, so each GPU waits for the others. When the model fits one GPU, run one\n"
+    "# process per GPU with DDP (torchrun --nproc_per_node=N train.py); when it does not, shard it with\n"
+    "# FSDP, or pipeline micro-batches across the GPUs (torch.distributed.pipelining)"
+)
 
 
 def _gap_fix(r: RankTrace, activity: str | None) -> str:
