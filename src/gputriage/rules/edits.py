@@ -147,8 +147,7 @@ def move_argument(
         return None  # moved already: the device it names is what is wrong, no edit of this line fixes that
     origin = codefix.loop_invariant_origin(stmt, expr)
     if origin is not None:  # the same tensor at every step: on the device where it is made, once
-        made_on = device_in_factory(origin, device) if codefix.factory_calls(origin.node) else None
-        return made_on or checked(
+        return device_in_factory(origin, device) or checked(
             insert_after(origin, [codefix.moved_argument(stmt, expr, device, argument)], "move-data")
         )
     line = _line_that_moves(stmt, expr, argument, device)
