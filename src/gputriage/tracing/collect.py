@@ -46,7 +46,7 @@ _CODE_WORDS = {MISSING: "missing", NOT_A_NUMBER: "not a number"}
 _MAX_SPREAD_NS = 86_400 * 10**9  # a day: no profiler window is longer
 _REFERENCE_TOTAL = 256  # timed events the trace's time is first read from (strays among them are a minority)
 _MAX_WAITING = 4096  # batches held until the trace's time is known; past this, checked as they come
-_MAX_MEDIANS = 1024  # batch medians kept for the reference of small batches
+_MAX_MEDIANS = 1024  # batch medians kept for the trace's time (see _far_from_the_rest)
 OTHER_THREADS = ("<other threads>", "")
 _TS, _DUR, _NAME = operator.attrgetter("ts"), operator.attrgetter("dur"), operator.attrgetter("name")
 _PID, _TID, _ARGS = operator.attrgetter("pid"), operator.attrgetter("tid"), operator.attrgetter("args")
@@ -168,8 +168,8 @@ class Collector:
         self.gpu_last: int | None = None
         self.first_op: int | None = None
         self.device_time: dict[str, list[int]] = {}
-        # The batches' median starts and sizes so far (see _far_from_the_rest): the time a batch too small to have
-        # its own is checked against; such batches met before any other wait for one
+        # The batches' median starts and sizes so far (see _far_from_the_rest): the trace's time every batch is
+        # checked against, where no byte-range reference is given; the first batches wait for _REFERENCE_TOTAL events
         self._medians: list[tuple[int, int]] = []
         self._timed = 0  # timed events read so far
         self._waiting: list[_Rows] = []
@@ -359,6 +359,18 @@ class Collector:
         """Check one batch's times and store its rows by family (both decode paths end here). The first batches wait
         until _REFERENCE_TOTAL timed events tell the trace's time: a few kernels with a stray timestamp between large
         events at the file's start made most of its first batch, and that batch's median was taken for the trace's."""
+        if self._reference_ns is None:  # a byte range is checked against the split's reference: no median needed
+            self._note_median(rows)
+            if self._timed < _REFERENCE_TOTAL and len(self._waiting) < _MAX_WAITING:
+                self._waiting.append(rows)
+                return
+        waiting, self._waiting = self._waiting, []
+        for earlier in waiting:
+            self._check_rows(earlier)
+        self._check_rows(rows)
+
+    def _note_median(self, rows: _Rows) -> None:
+        """The batch's median start and its count of timed events, for the trace's time."""
         timed = (rows.ts_code == OK) & (rows.dur_code == OK) & rows.name_ok
         count = int(timed.sum())
         if count:
@@ -366,13 +378,6 @@ class Collector:
             self._timed += count
             if len(self._medians) > _MAX_MEDIANS:  # bounded: pairs of neighbours merged into one
                 self._medians = _halved(self._medians)
-        if self._reference_ns is None and self._timed < _REFERENCE_TOTAL and len(self._waiting) < _MAX_WAITING:
-            self._waiting.append(rows)
-            return
-        waiting, self._waiting = self._waiting, []
-        for earlier in waiting:
-            self._check_rows(earlier)
-        self._check_rows(rows)
 
     def _check_rows(self, rows: _Rows) -> None:
         ts, end, ok = self._check_times(rows.ts, rows.ts_code, rows.dur, rows.dur_code)
@@ -432,7 +437,7 @@ class Collector:
             middle = self._reference_ns
         elif self._medians:
             middle = _weighted_median(self._medians)
-        else:  # the whole trace came in batches too small to tell its time
+        else:  # no timed event read yet: nothing to tell a stray from
             return np.zeros(len(ts), dtype=bool)
         return ok & (np.abs(ts - middle) > _MAX_SPREAD_NS)
 
@@ -595,13 +600,14 @@ def _hashable(value: Any) -> Any:
 
 
 _I64_RANGE = range(-(2**63), 2**63)
+UNKNOWN_DEVICE = "None"  # the key of device events whose pid names no device (a float, a list, out of range)
 
 
 def _device_key(pid: Any) -> str:
     """A pid as the scanner's path keys it: an int in int64's range or a string as written, anything else unknown."""
     if (type(pid) is int and pid in _I64_RANGE) or type(pid) is str:
         return str(pid)[:40]
-    return "None"
+    return UNKNOWN_DEVICE
 
 
 def _int_ids(values: list[Any]) -> I64 | None:

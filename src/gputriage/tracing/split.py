@@ -130,7 +130,7 @@ def sampled_time(path: Path, starts: list[int]) -> int | None:
             if match is not None:
                 samples.append(float(match.group(1)))
     if len(samples) < _MIN_SAMPLES:
-        return None  # each range's batches decide by their own median (Collector._far_from_the_rest)
+        return None  # each range judges its batches by the batches it has read (Collector._far_from_the_rest)
     return round(statistics.median(samples) * 1000)  # Kineto's µs
 
 

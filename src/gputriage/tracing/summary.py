@@ -21,7 +21,7 @@ from gputriage.errors import InputError
 from gputriage.record.trace import DeviceTime, RankTrace
 from gputriage.tracing import activity, analysis, segments
 from gputriage.tracing.activity import Collectives
-from gputriage.tracing.collect import Collected
+from gputriage.tracing.collect import UNKNOWN_DEVICE, Collected
 from gputriage.tracing.gaps import ACTIVITIES, LONG_GAP_NS, GapTracker, claim_activities
 from gputriage.tracing.intervals import Spans
 from gputriage.tracing.limits import DEFAULT_LIMITS, MAX_NAMES, TraceLimits
@@ -328,7 +328,7 @@ def _notes(col: Collected, header: TraceHeader, forced_cuts: int, many_streams: 
 def devices_of(col: Collected) -> list[DeviceTime]:
     """Each device's events and time, busiest first, when the trace's process drove more than one."""
     # a device event whose pid is no int or string names no device: not a second GPU
-    known = {key: counts for key, counts in col.device_time.items() if key != "None"}
+    known = {key: counts for key, counts in col.device_time.items() if key != UNKNOWN_DEVICE}
     if len(known) < 2:
         return []
     rows = [DeviceTime(key, events, round(dur_ns / 1000, 3)) for key, (events, dur_ns) in known.items()]
