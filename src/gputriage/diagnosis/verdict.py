@@ -48,8 +48,11 @@ def preflight_scope(run: Run) -> str:
     if stand_in.stopped_after_steps is not None:
         # what came after (evaluation, a test loop, generation, saving) never ran on the stand-in, so a mistake there
         # is not judged: say so, with the option that reaches it
+        unit = run.steps.unit_note() if run.steps is not None else None
         ran += (
-            f"; the preflight ended the job after {counted(stand_in.stopped_after_steps, 'step')}, so the code after "
+            f"; the preflight ended the job after {counted(stand_in.stopped_after_steps, 'step')}"
+            + (f" ({unit})" if unit is not None else "")
+            + ", so the code after "
             "them (the rest of training, evaluation, saving) did not run: `--steps N`, N above the job's own step "
             "count, runs it to its end"
         )

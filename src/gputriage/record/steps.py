@@ -107,7 +107,17 @@ class StepsSection(msgspec.Struct):
     steps_observed: int = 0  # how many steps the probes watched (--steps)
     steps_total: int | None = None  # how many steps the job ran in all, when counted
     step_source: str | None = None  # optimizer | dataloader | backward: how steps were detected
+    # When each DataLoader batch held several steps of the first optimizer (a GAN's critic loop, several updates per
+    # rollout), steps follow the batches: how many optimizer steps the first batch held. None: one or fewer.
+    optimizer_steps_per_batch: int | None = None
     cpu_count: int | None = None  # CPU cores this process may use (sched_getaffinity), for the num_workers fix
+
+    def unit_note(self) -> str | None:
+        """What one step is, where it is not one optimizer step as a reader would assume (None there)."""
+        per_batch = self.optimizer_steps_per_batch
+        if per_batch is None:
+            return None
+        return f"a step is one DataLoader batch, which held {per_batch} steps of the first optimizer"
 
     def measured_rungs(self) -> set[int]:
         """Rung 5 rests on the steps after warm-up (step 0 pays for start-up and is never judged)."""

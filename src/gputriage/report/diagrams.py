@@ -200,7 +200,8 @@ def build_sequence(run: Run) -> SequenceDiagram:
     rank, steps = primary_steps(run)
     numbers = step_numbers(steps)
     if numbers is not None:
-        return _sequence_from_numbers(rank, numbers)
+        unit = run.steps.unit_note() if run.steps is not None else None
+        return _sequence_from_numbers(rank, numbers, unit)
     if run.trace is not None and run.trace.ranks:
         return _sequence_from_trace(run)
     if steps:
@@ -208,7 +209,7 @@ def build_sequence(run: Run) -> SequenceDiagram:
     return _unmeasured("no step timing was measured")
 
 
-def _sequence_from_numbers(rank: int | None, numbers: StepNumbers) -> SequenceDiagram:
+def _sequence_from_numbers(rank: int | None, numbers: StepNumbers, unit: str | None = None) -> SequenceDiagram:
     messages = [
         Message(n, part.label, part.detail, *_ENDS[part.key], part.time_s, part.share_pct)
         for n, part in enumerate((numbers.part(spec.key) for spec in _ARROWS), start=1)
@@ -222,6 +223,8 @@ def _sequence_from_numbers(rank: int | None, numbers: StepNumbers) -> SequenceDi
     if numbers.outlier():
         slowest, median = fmt.duration(numbers.slowest_s), fmt.duration(numbers.median_s)
         basis += f"; the slowest step took {slowest}, against a median of {median}"
+    if unit is not None:
+        basis += f"; {unit}"
     return SequenceDiagram(
         PARTICIPANTS,
         messages,

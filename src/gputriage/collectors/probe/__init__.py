@@ -66,7 +66,7 @@ class RunProbe:
         self._loader = LoaderProbe(self.state)
         self._placement = PlacementProbe(self.state, self.placement_section)
         self._timers = TensorTimers(self.state, self._syncs)
-        self._tracker = StepTracker(self.state, self.steps_section, self._on_step)
+        self._tracker = StepTracker(self.state, self.steps_section, self._on_step, self._on_rebase)
         self._calls = ModuleCalls(self.state, self._on_module_call)
         self._autograd = Patches()
         self._warnings = WarningPlaces()
@@ -159,6 +159,15 @@ class RunProbe:
             listener(step)
         if not self._driver.on and not self.window_ended:
             self._end_window()
+
+    def _on_rebase(self) -> None:
+        """The step count went back (micro-batches folded into one optimizer step, optimizer steps into one batch): what
+        the census saw was counted on the old count's steps, so it is dropped, and the census starts again at the new
+        count's step 1. (The placement and mixed-device looks keep what they saw: any step shows where things are.)"""
+        self._driver.turn_off(CENSUS)
+        self._census_steps.clear()
+        self._census = None
+        self._syncs.forget()
 
     def _end_window(self) -> None:
         self.window_ended = True

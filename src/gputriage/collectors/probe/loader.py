@@ -100,7 +100,7 @@ class LoaderProbe:
         self._iterators: IdentityMap[Any, LoaderInfo] = IdentityMap()
         self._loaders: dict[int, tuple[weakref.ref[DataLoader[Any]], LoaderInfo]] = {}
         self._times: dict[int, BatchTimes] = {}  # by id() of the LoaderInfo
-        self.on_batch_start: Callable[[], None] = lambda: None
+        self.on_batch_start: Callable[[int], None] = lambda iterator: None  # the id() of the batch's iterator
         self.on_batch_end: Callable[[], None] = lambda: None
         self.on_exhausted: Callable[[], None] = lambda: None
         self.on_wait_stand_in: Callable[[float], None] = lambda seconds: None
@@ -145,7 +145,7 @@ class LoaderProbe:
         if info is None or threading.get_ident() != state.owner_thread:
             return original(it)  # a worker process, or a prefetch thread: not the loop's wait
         clock = state.clock
-        self.on_batch_start()
+        self.on_batch_start(id(it))
         state.in_loader += 1
         start_s = clock.now()
         cpu_start_s = time.thread_time()

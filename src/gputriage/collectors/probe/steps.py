@@ -1,9 +1,11 @@
 """Step detection and step-phase timing.
 
 A step ends at the optimizer's step post-hook (the first optimizer that steps drives the count, so a GAN's two
-optimizers do not double it). A loop with no optimizer (inference) cuts a step at each DataLoader batch instead; a
-loop with neither (a hand-written update, `p.data.add_(p.grad, alpha=-lr)`, over tensors it slices itself), and no
-optimizer at all, cuts one at each backward after the first.
+optimizers do not double it), unless each DataLoader batch holds several of its steps (a WGAN's five critic steps
+per batch): then a step is one batch, the whole iteration of the loop, so that what the loop does once per batch (a
+loss read on the host, the generator's update) falls inside every step. A loop with no optimizer (inference) cuts a
+step at each DataLoader batch too; a loop with neither (a hand-written update, `p.data.add_(p.grad, alpha=-lr)`, over
+tensors it slices itself), and no optimizer at all, cuts one at each backward after the first.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
+import msgspec
 import torch
 from torch.optim import optimizer as optimizer_mod
 from torch.utils.hooks import RemovableHandle
@@ -30,10 +33,17 @@ BACKWARD = "backward"
 class StepTracker:
     """Turns phase-clock cuts into Step records and tells the window driver when a new step begins."""
 
-    def __init__(self, state: ProbeState, section: StepsSection, on_step: Callable[[int], None]) -> None:
+    def __init__(
+        self,
+        state: ProbeState,
+        section: StepsSection,
+        on_step: Callable[[int], None],
+        on_rebase: Callable[[], None] = lambda: None,
+    ) -> None:
         self._state = state
         self.section = section
         self._on_step = on_step
+        self._on_rebase = on_rebase  # the count went back: what was measured on the old count's steps is void
         self._t0_s = state.clock.now()
         self._driver: weakref.ref[Any] | None = None
         self._hooks: list[RemovableHandle] = []
@@ -45,6 +55,10 @@ class StepTracker:
         self._patches = Patches()
         self._wait_stand_in_s = 0.0  # the stand-in's compute inside the open step's data wait
         self._stepping: Any = None  # the optimizer whose step our global post-hook is inside (see stop)
+        # The training batch now open (see _decide_unit): its iterator's id, the index its first step will get, and how
+        # many steps the driver made since it began. None until a batch begins, and after the unit is decided.
+        self._batch: _OpenBatch | None = None
+        self._unit_decided = False
 
     def start(self) -> None:
         self._hooks.append(quiet_hook(optimizer_mod.register_optimizer_step_pre_hook, self._opt_pre))
@@ -96,16 +110,36 @@ class StepTracker:
         self._model_work = True
         self.activity()
 
-    def batch_start(self) -> None:
+    def batch_start(self, iterator: int) -> None:
         """A DataLoader batch cuts a step (before an optimizer drives the count) only after the model worked on the
         last one: a batch taken to look at (`sample = next(iter(loader))`) is not a step. Nor is a batch of an
         evaluation that a training job runs under no_grad before its first optimizer step (llama2.c's estimate_loss
         at iteration 0): counted as steps, it ended the preflight inside the evaluation and put its reads in the
-        census."""
+        census. `iterator`: the id() of the DataLoader iterator the batch comes from."""
+        evaluating = self._evaluating()
+        if not evaluating and not self._unit_decided:
+            self._decide_unit(iterator)
         cuts = self.section.step_source != OPTIMIZER and self._state.clock.running and self._model_work
-        if cuts and not self._evaluating():
+        if cuts and not evaluating:
             self._close_step(keep_running=True, source=DATALOADER)
         self.activity()
+        if not evaluating and not self._unit_decided:
+            self._batch = _OpenBatch(iterator, len(self.section.steps))  # the open step is the batch's first
+
+    def _decide_unit(self, iterator: int) -> None:
+        """At the first training batch that follows one where the driver stepped: is a step an optimizer step or a
+        batch? Several optimizer steps between two batches of one iterator (not an evaluation loop's batches before
+        the training resumes: their iterator is another) make the batch the unit. The steps counted so far in that
+        batch fold into the open one, which this batch then cuts, and the count is re-based on batches."""
+        batch, self._batch = self._batch, None
+        if batch is None or batch.iterator != iterator or batch.driver_steps < 1:
+            return
+        self._unit_decided = True
+        if batch.driver_steps >= 2 and self.section.step_source == OPTIMIZER:
+            self._fold_steps_since(batch.first_step)
+            self.section.optimizer_steps_per_batch = batch.driver_steps
+            self.section.step_source = DATALOADER
+            self._on_rebase()
 
     def _evaluating(self) -> bool:
         """Under no_grad in a job that made an optimizer: an evaluation, not an inference job (an optimizer left from
@@ -136,6 +170,7 @@ class StepTracker:
 
     def loader_exhausted(self) -> None:
         """The loop ran out of batches: the step opened by this last `__next__` holds no work, so it is dropped."""
+        self._batch = None  # what the loop does next is not within a batch of this iterator
         if self.section.step_source != OPTIMIZER and self._state.clock.running:
             self._state.clock.cut(keep_running=False)
 
@@ -148,6 +183,10 @@ class StepTracker:
         if capturing() or not self._is_driver(opt) or self._state.in_child:
             return
         self._state.clock.pop()
+        if self._batch is not None:
+            self._batch.driver_steps += 1
+        if self.section.optimizer_steps_per_batch is not None:
+            return  # the batch is the step: its next batch cuts it
         if self.section.step_source != OPTIMIZER:
             self._merge_loader_steps()
         self._stepping = opt
@@ -179,24 +218,27 @@ class StepTracker:
         self._on_step(self._state.step)
 
     def _merge_loader_steps(self) -> None:
-        """Gradient accumulation: batches cut before the first optimizer step belong to that one step.
+        """Gradient accumulation: batches cut before the first optimizer step belong to that one step."""
+        if self.section.steps:
+            self._fold_steps_since(0)
+            self._on_rebase()
 
-        The open step is extended back to the start of the first batch-cut step; their phases are folded into it.
-        """
-        earlier = self.section.steps
+    def _fold_steps_since(self, first_index: int) -> None:
+        """The steps cut from `first_index` on belong to the open step: it is extended back to the start of the first
+        of them, and their phases are folded into it; the count goes back to `first_index`."""
+        earlier = self.section.steps[first_index:]
         if not earlier:
             return
-        first = earlier[0]
         self._state.clock.absorb(
-            first.start_s + self._t0_s,
+            earlier[0].start_s + self._t0_s,
             [_phases_of(s) for s in earlier],
             [s.stand_in_phases_s or {} for s in earlier],
         )
         self._stand_in_at_cut_s -= sum(s.stand_in_s or 0.0 for s in earlier)
         self._wait_stand_in_s += sum(s.wait_stand_in_s or 0.0 for s in earlier)
-        self.section.steps = []
-        self.section.steps_total = 0
-        self._state.step = 0
+        del self.section.steps[first_index:]
+        self.section.steps_total = (self.section.steps_total or 0) - len(earlier)
+        self._state.step -= len(earlier)
 
     def _stand_in_since_cut(self) -> float | None:
         if self._state.stand_in_clock is None:
@@ -228,6 +270,12 @@ class StepTracker:
             return None
         spent_s, self._wait_stand_in_s = self._wait_stand_in_s, 0.0
         return spent_s
+
+
+class _OpenBatch(msgspec.Struct):
+    iterator: int  # id() of the DataLoader iterator it came from
+    first_step: int  # the index its first step gets
+    driver_steps: int = 0  # the driver optimizer's steps since it began
 
 
 def _no_op(*_args: Any) -> None:

@@ -38,6 +38,11 @@ class SyncRecorder:
         self.by_site: dict[tuple[str, str | None], HostSync] = {}
         self._last_step: dict[tuple[str, str | None], int] = {}
 
+    def forget(self) -> None:
+        """Drop every count (they were made on a step count that was re-based)."""
+        self.by_site.clear()
+        self._last_step.clear()
+
     def record(self, kind: str, device: str, time_s: float, skip_frames: int = 0) -> None:
         start = sys._getframe(skip_frames + 1)
         frame = user_frame(start)

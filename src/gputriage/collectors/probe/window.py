@@ -43,6 +43,11 @@ class WindowDriver:
     def enter_step(self, step: int) -> None:
         self._apply(active_probes(step, self._steps_limit))
 
+    def turn_off(self, name: str) -> None:
+        """Stop one probe now; the next step that wants it starts it again."""
+        if name in self._on:
+            self._apply(self._on - {name})
+
     def stop_all(self) -> None:
         self._apply(frozenset())
 
