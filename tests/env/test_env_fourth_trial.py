@@ -58,8 +58,15 @@ def test_a_fix_to_a_release_without_wheels_for_the_tracebacks_python_says_to_mak
     top = diagnose_text(text).findings[0]
     assert parse_environment_text(text).host.python_version == "3.8"
     assert top.code == "arch-not-supported"
-    assert "has wheels for Python 3.10 to 3.15, and this environment runs Python 3.8" in top.fix
-    assert "conda create -n torch python=3.12" in top.fix
+    # the newest release with sm_90 kernels and a Python 3.8 wheel (2.4's build script put sm_90 in its CUDA 11.8
+    # builds): a command that runs where the user is
+    assert "torch==2.4.0 --index-url https://download.pytorch.org/whl/cu118" in top.fix
+    # an RTX 5090 (sm_120) has kernels only from 2.7 on, with no wheel for Python 3.8: make one first
+    blackwell = text.replace(
+        "NVIDIA H100 80GB HBM3 with CUDA capability sm_90", "NVIDIA GeForce RTX 5090 with CUDA capability sm_120"
+    )
+    fix = diagnose_text(blackwell).findings[0].fix
+    assert "and this environment runs Python 3.8" in fix and "conda create -n torch python=3.12" in fix
 
 
 def test_a_cpu_build_fix_for_python_3_8_takes_the_newest_release_with_its_wheels() -> None:

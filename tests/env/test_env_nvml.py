@@ -39,15 +39,33 @@ def test_a_cuda_12_wheel_on_driver_410_cannot_run_at_all(tmp_path: Path) -> None
     assert top.evidence["min_driver_for_torch_cuda"] == "550.54.14"
 
 
-def test_minor_version_compatibility_is_a_warning_not_a_stop(tmp_path: Path) -> None:
-    # not_supported: driver 535.104.05 (CUDA 12.2) with a CUDA 12.4 build runs via minor version compatibility.
+def test_minor_version_compatibility_is_a_note_where_the_build_has_the_gpus_kernels(tmp_path: Path) -> None:
+    # not_supported: driver 535.104.05 (CUDA 12.2) with a CUDA 12.4 build runs via minor version compatibility; torch
+    # reaches the GPU and 2.6's cu124 build has its kernels, so only PTX JIT, which nothing here needs, wants more.
     env = probe_fake(tmp_path, scenario_library("not_supported"), cuda_torch("2.6.0+cu124", "12.4"), gpus=1)
 
     diag = diagnose_env(env)
 
     assert codes(diag) == ["driver-too-old"]
-    assert diag.findings[0].severity is Severity.WARNING
+    assert diag.findings[0].severity is Severity.INFO
+    assert diag.verdict.status == "healthy"
     assert "minor version compatibility" in diag.findings[0].title
+    assert "nothing to change" in diag.findings[0].fix
+
+
+def test_minor_version_compatibility_is_a_warning_where_the_kernels_need_ptx_jit(tmp_path: Path) -> None:
+    # the same driver gap with a build whose arch list lacks the GPU's cubin: its kernels come from PTX, JIT-compiled
+    # by a driver older than the PTX's CUDA, which fails
+    torch_facts = cuda_torch("2.6.0+cu124", "12.4")
+    torch_facts.arch_list = ["sm_50", "sm_60", "compute_60"]
+    env = probe_fake(tmp_path, scenario_library("not_supported"), torch_facts, gpus=1)
+
+    diag = diagnose_env(env)
+
+    assert "driver-too-old" in codes(diag)
+    finding = next(f for f in diag.findings if f.code == "driver-too-old")
+    assert finding.severity is Severity.WARNING
+    assert "PTX JIT kernels will fail" in finding.title
 
 
 def test_driver_library_mismatch_says_reboot(tmp_path: Path) -> None:

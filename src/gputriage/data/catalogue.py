@@ -146,6 +146,7 @@ CATALOGUE: tuple[Entry, ...] = (
             "torch_cuda_from",
             "working_torch",
             "working_torch_cuda",
+            "wsl_kernel",
         ),
     ),
     Entry(

@@ -276,6 +276,19 @@ ARCH_LISTS: dict[tuple[str, str], tuple[str, ...]] = {
     ("1.12", "10.2"): ("sm_35", *_SM_KEPLER_TO_TURING),
     ("1.12", "11.6"): _SM_TO_AMPERE,
     ("1.13", "11.7"): _SM_TO_AMPERE,
+    # 2.0 and 2.1's build script: Kepler's sm_37 with every CUDA 11 build, Hopper from 11.8 on; 2.2 to 2.4's: Maxwell
+    # to Ampere, sm_37 still in the CUDA 11 builds, sm_90 from 11.8 on (pytorch/builder's manywheel/build_cuda.sh)
+    ("2.0", "11.7"): ("sm_37", "sm_50", "sm_60", "sm_70", "sm_75", "sm_80", "sm_86"),
+    ("2.0", "11.8"): ("sm_37", "sm_50", "sm_60", "sm_70", "sm_75", "sm_80", "sm_86", "sm_90"),
+    ("2.1", "11.8"): ("sm_37", "sm_50", "sm_60", "sm_70", "sm_75", "sm_80", "sm_86", "sm_90"),
+    ("2.1", "12.1"): ("sm_50", "sm_60", "sm_70", "sm_75", "sm_80", "sm_86", "sm_90"),
+    ("2.2", "11.8"): ("sm_37", "sm_50", "sm_60", "sm_70", "sm_75", "sm_80", "sm_86", "sm_90"),
+    ("2.2", "12.1"): ("sm_50", "sm_60", "sm_70", "sm_75", "sm_80", "sm_86", "sm_90"),
+    ("2.3", "11.8"): ("sm_37", "sm_50", "sm_60", "sm_70", "sm_75", "sm_80", "sm_86", "sm_90"),
+    ("2.3", "12.1"): ("sm_50", "sm_60", "sm_70", "sm_75", "sm_80", "sm_86", "sm_90"),
+    ("2.4", "11.8"): ("sm_37", "sm_50", "sm_60", "sm_70", "sm_75", "sm_80", "sm_86", "sm_90"),
+    ("2.4", "12.1"): ("sm_50", "sm_60", "sm_70", "sm_75", "sm_80", "sm_86", "sm_90"),
+    ("2.4", "12.4"): ("sm_50", "sm_60", "sm_70", "sm_75", "sm_80", "sm_86", "sm_90"),
     ("2.5", "11.8"): ("sm_37", *_SM_MAXWELL_TO_HOPPER),
     ("2.5", "12.1"): (*_SM_MAXWELL_TO_HOPPER, "sm_90a"),
     ("2.5", "12.4"): (*_SM_MAXWELL_TO_HOPPER, "sm_90a"),
@@ -408,6 +421,16 @@ CUDA_ERRORS: dict[int, CudaError] = {
         "no kernel image is available for execution on the device",
         "the build has no kernels for this GPU's architecture",
         "install a torch build whose get_arch_list() includes the GPU's sm_XY",
+    ),
+    304: CudaError(
+        "cudaErrorOperatingSystem",
+        "OS call failed or operation not supported on this OS",
+        "an operating-system call of the driver failed or is not allowed where this process runs: a sandbox that "
+        "blocks it (an SGX enclave under Gramine, gVisor, a seccomp profile), a container given the device files but "
+        "not the driver's libraries, or a VM without the GPU passed through",
+        "ls -l /dev/nvidia*   # the device files, as this process sees them\n"
+        "python -c 'import torch; print(torch.cuda.is_available())'   # outside the sandbox or container: True\n"
+        "# means it blocks CUDA (no GPU exists in an SGX enclave; gVisor needs --nvproxy; docker needs --gpus all)",
     ),
     802: CudaError(
         "cudaErrorSystemNotReady",

@@ -369,6 +369,29 @@ SIGNATURES: tuple[ErrorSignature, ...] = (
         "https://github.com/dingjiansw101/AerialDetection/issues/34",
         710,
     ),
+    # torch.compile's Triton backend builds a small C launcher against the driver library and CUDA's headers when it
+    # first compiles for a CUDA device: the eager code ran there, so the toolchain around torch fails, not its reach
+    ErrorSignature(
+        "compile-no-libcuda",
+        ("cannot find -lcuda", "cannot find -lcuda:", "libcuda.so cannot found"),
+        None,
+        "torch.compile's Triton backend cannot link against libcuda.so (no unversioned libcuda.so where the linker "
+        "looks): torch reached the GPU, so this is not why a GPU sits idle; the compile toolchain fails",
+        "ldconfig -p | grep libcuda   # where the driver library is (WSL: /usr/lib/wsl/lib)\n"
+        "export TRITON_LIBCUDA_PATH=/usr/lib/x86_64-linux-gnu   # the folder of libcuda.so.1 (WSL: /usr/lib/wsl/lib)\n"
+        "# or, with root: sudo ln -s libcuda.so.1 /usr/lib/x86_64-linux-gnu/libcuda.so && sudo ldconfig",
+        "https://github.com/pytorch/pytorch/issues/94585",
+    ),
+    ErrorSignature(
+        "compile-no-cuda-header",
+        ("cuda.h: no such file or directory",),
+        None,
+        "torch.compile (or a CUDA extension) cannot find CUDA's cuda.h header to build its launcher: torch reached the "
+        "GPU, so this is not why a GPU sits idle; the compile toolchain lacks CUDA's development headers",
+        "# conda: conda install -c conda-forge cuda-cudart-dev cuda-nvcc   (the CUDA of torch.version.cuda)\n"
+        "# pip / system: the CUDA toolkit's headers, then: export CPATH=/usr/local/cuda/include:$CPATH",
+        "https://github.com/conda-forge/pytorch-cpu-feedstock/issues/317",
+    ),
 )
 
 

@@ -120,6 +120,9 @@ class HostFacts(msgspec.Struct):
     no_gpu_stated: bool | None = None  # the reporter says the machine has no (NVIDIA) GPU
     runtime: str | None = None  # a hosted runtime named in the text: colab | kaggle
     nvidia_smi_missing: bool | None = None  # "nvidia-smi: command not found" where it was run
+    # The reporter says nvidia-smi works ("I have good nvidia-smi in the docker container"): the GPU and NVML reach
+    # that place, whatever torch says there.
+    nvidia_smi_works_stated: bool | None = None
     # An NVIDIA Jetson (Tegra SoC: integrated GPU, no nvidia-smi, CUDA from JetPack): the mark that showed it
     # ("Jetson Nano", "L4T 32.4.3", "tegra"), and the JetPack version when the text gives it.
     jetson: str | None = None

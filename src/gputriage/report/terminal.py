@@ -22,6 +22,7 @@ from rich.syntax import Syntax
 from rich.text import Text
 
 from gputriage import outdir
+from gputriage.data.error_signatures import signature
 from gputriage.diagnosis import Diagnosis, RungView
 from gputriage.findings import Finding, Severity
 from gputriage.record.environment import Environment, TorchFacts
@@ -239,7 +240,15 @@ def _environment_rows(env: Environment) -> list[tuple[str, str]]:
         rows.append(("container", h.container_kind or "yes"))
     for name, value in env.env_vars.items():
         rows.append((name, repr(value)))
+    for error in env.errors:
+        sig = signature(error.key) if error.finding is None else None
+        if sig is not None and len(rows) < _MAX_ENV_ROWS:  # not a rung-1 cause, but the job still fails on it
+            rows.append(("error", error.text[:120]))
+            rows.append(("its fix", sig.fix))
     return rows
+
+
+_MAX_ENV_ROWS = 40
 
 
 def _build_text(t: TorchFacts) -> str:

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from gputriage.data.cuda_tables import (
     CUDA_ERRORS,
     NO_DEVICE_ERRORS,
+    TORCH_RELEASES,
     arch_supports,
     compat_min_driver_for,
     min_driver_for,
@@ -29,6 +30,7 @@ from gputriage.record.device import device_type
 from gputriage.record.environment import Environment
 from gputriage.rules.env_facts import (
     arch_builds,
+    base_version,
     build_arch_list,
     cuda_at_most,
     cuda_variant_for,
@@ -207,6 +209,11 @@ def container_without_gpu(run: Run) -> Iterator[Finding]:
         if runtime_missing
         else _container_gpu_fix(env.host.container_kind)
     )
+    if lacks == NO_COMPUTE_LIBRARY:
+        title = (
+            f"This runs inside {_container_words(env.host.container_kind)} that has the GPU but not its CUDA library"
+        )
+        fix = _NO_COMPUTE_FIX
     yield _finding(run, "container-without-gpu", title, evidence, fix)
 
 
@@ -233,8 +240,25 @@ def _container_lacks_gpu(env: Environment) -> str | None:
     # the runtime passes the GPU, and the build is the difference.
     shown = env.torch.available_elsewhere is None
     if env.torch.is_available is False and shown and not other_causes and not env.torch.is_cpu_build:
-        return "torch sees no CUDA device inside the container"
+        return NO_COMPUTE_LIBRARY if h.nvidia_smi_works_stated else "torch sees no CUDA device inside the container"
     return None
+
+
+# nvidia-smi works in the container (the device and NVML, the "utility" capability, are in) while torch finds no GPU:
+# the runtime left out the CUDA driver library, libcuda, which only the "compute" capability mounts (trial 10: a compose
+# file's NVIDIA_DRIVER_CAPABILITIES without compute was told to start the container with --gpus, which it had).
+NO_COMPUTE_LIBRARY = (
+    "nvidia-smi works inside the container, so the GPU is passed in, but torch finds no CUDA device there: the CUDA "
+    "driver library (libcuda) is not mounted"
+)
+_NO_COMPUTE_FIX = (
+    "ls -l /usr/lib/x86_64-linux-gnu/libcuda.so* /usr/lib64/libcuda.so* 2>/dev/null   # in the container: none here\n"
+    "# the NVIDIA runtime mounts libcuda only with the 'compute' capability: start the container with\n"
+    "docker run --gpus all -e NVIDIA_DRIVER_CAPABILITIES=compute,utility IMAGE ...\n"
+    "# compose: environment: [NVIDIA_DRIVER_CAPABILITIES=compute,utility], and in\n"
+    "#   deploy.resources.reservations.devices: [{driver: nvidia, count: all, capabilities: [gpu]}]\n"
+    "python -c 'import torch; print(torch.version.cuda)'   # None instead: a CPU build of torch, the other cause"
+)
 
 
 _RUNTIME_FIXES = {
@@ -509,16 +533,58 @@ def _amd_fix(env: Environment, amd: str) -> str:
     t = env.torch
     cuda_build = f"torch {t.version} is a CUDA build, for NVIDIA GPUs only"
     build = cuda_build if t.cuda_version else "CUDA builds cannot use it"
+    rocm = ROCM_OF_RELEASE.get(release_of(t.version)) if t.version else None
+    pinned = base_version(t.version) if t.version and rocm is not None else _rocm_release_for_python(env)
+    rocm = ROCM_OF_RELEASE.get(release_of(pinned)) if pinned else None
+    if pinned and rocm is not None:
+        # the same torch from its own ROCm index: an app that pins its torch keeps it, and that release's Pythons are
+        # the ones the user's environment already runs (the newest index has no wheel for an old Python or pin)
+        install = f"python -m pip install torch=={pinned} torchvision torchaudio --index-url {ROCM_WHEELS}{rocm}"
+        index_note = f"# ROCm {rocm} is the newest ROCm that torch {pinned} was built for; a newer torch has newer ones"
+    else:
+        install = f"python -m pip install torch torchvision torchaudio --index-url {ROCM_WHEELS}{ROCM_LATEST}"
+        index_note = "# pick the rocmX.Y index matching the installed ROCm (https://pytorch.org/get-started/locally/)"
     return (
         f"# the GPU is AMD ({amd}): {build}; install PyTorch's ROCm build (Linux)\n"
         "python -m pip uninstall -y torch torchvision torchaudio\n"
-        f"python -m pip install torch torchvision torchaudio --index-url {ROCM_INDEX}\n"
-        "# pick the rocmX.Y index matching the installed ROCm (https://pytorch.org/get-started/locally/); "
-        "torch.cuda.is_available() is True on ROCm builds"
+        f"{install}\n"
+        f"{index_note}; torch.cuda.is_available() is True on ROCm builds"
     )
 
 
-ROCM_INDEX = "https://download.pytorch.org/whl/rocm7.2"
+def _rocm_release_for_python(env: Environment) -> str | None:
+    """ "2.4.*" for a Python the newest ROCm wheels lack (3.8 there): the newest release with ROCm wheels for it."""
+    python = env.host.python_version
+    if not python:
+        return None
+    for release in reversed(ROCM_OF_RELEASE):
+        pythons = TORCH_RELEASES[release].python if release in TORCH_RELEASES else None
+        if pythons is None:
+            continue
+        fits = version_tuple(pythons[0]) <= version_tuple(python)[:2] <= version_tuple(pythons[1])
+        if release == next(reversed(ROCM_OF_RELEASE)) and fits:
+            return None  # the newest: the newest index serves it
+        if fits:
+            return f"{release}.*"
+    return None
+
+
+ROCM_WHEELS = "https://download.pytorch.org/whl/rocm"
+ROCM_LATEST = "7.2"
+# release -> the newest ROCm its wheels were published for (pytorch.org's previous-versions page: 2.4.1 on rocm6.1;
+# the rocm5.6 index holds only 2.2.x, the failure of trial 10's installer)
+ROCM_OF_RELEASE = {
+    "1.13": "5.2",
+    "2.0": "5.4.2",
+    "2.1": "5.6",
+    "2.2": "5.7",
+    "2.3": "6.0",
+    "2.4": "6.1",
+    "2.5": "6.2",
+    "2.6": "6.2.4",
+    "2.7": "6.3",
+    "2.8": "6.4",
+}
 
 
 def _wsl_fix(env: Environment) -> str:
@@ -752,11 +818,47 @@ def driver_too_old(run: Run) -> Iterator[Finding]:
     finding = _finding(
         run, "driver-too-old", _driver_title(env, cuda, have, limit, need), evidence, driver_fix(env, need)
     )
+    kernel = old_wsl_kernel(env) if env.host.wsl else None
+    if kernel is not None:
+        # under WSL 2 the driver is the Windows one, reached through WSL's kernel: one older than GPU access
+        # answers CUDA's device query with errors of its own (35 in trial 10's deviceQuery), and a pip
+        # reinstall inside WSL changes nothing
+        finding.title += f"; and WSL 2's kernel {kernel} predates GPU access ({WSL_GPU_KERNEL}), the first to update"
+        finding.evidence["wsl_kernel"] = kernel
+        finding.fix = _wsl_fix(env) + f"\n# still failing: upgrade the Windows NVIDIA driver to {need or 'a newer one'}"
     if works_by_minor_compat and finding.severity is Severity.CRITICAL:
         # CUDA >= 11 runs on an older driver of the same major version, except PTX JIT: a real risk, not a stop.
         finding.severity = Severity.WARNING
         finding.title += "; it runs through CUDA minor version compatibility, but PTX JIT kernels will fail"
+        if env.torch.is_available is True:
+            _works_by_minor_compat(env, finding, have, need)
     yield finding
+
+
+def _works_by_minor_compat(env: Environment, finding: Finding, have: str | None, need: str | None) -> None:
+    """The report shows torch reaching the GPU on a driver below its CUDA's own minimum, within the same major version
+    (a T4 on 510 with a cu118 build): minor version compatibility at work, the set-up the datacenter drivers of each
+    branch are meant for. Only PTX JIT needs the newer driver, and only where the build has no compiled kernels for
+    the GPU: with them, nothing is wrong (trial 10: two working environments were UNDERUSED, and told to reinstall
+    the build they had)."""
+    archs = _cubins(build_arch_list(env))
+    capabilities = [d.compute_capability for d in nvidia_devices(env)]
+    if not archs or not capabilities or None in capabilities:
+        return  # whether this GPU needs PTX JIT is not known: the warning stands
+    if not all(arch_supports(archs, cc) for cc in capabilities if cc is not None):
+        return
+    finding.severity = Severity.INFO
+    gpus = ", ".join(sorted({f"{d.name} ({sm_name(d.compute_capability or '')})" for d in nvidia_devices(env)}))
+    finding.title = (
+        f"The NVIDIA driver {have} is older than CUDA {env.torch.cuda_version} asks for (>= {need}), and torch reaches "
+        f"the GPU through CUDA minor version compatibility: the build has compiled kernels for the {gpus}, so "
+        "nothing needs PTX JIT"
+    )
+    finding.fix = (
+        "# nothing to change for this build\n"
+        f"# upgrade the driver to >= {need} only for code that JIT-compiles PTX on this GPU (a CUDA extension built\n"
+        "# for another arch, a kernel that fails with 'the provided PTX was compiled with an unsupported toolchain')"
+    )
 
 
 def _older_cuda_works(run: Run, env: Environment) -> Finding | None:

@@ -92,6 +92,8 @@ def gpu_presence(env: Environment) -> str:
         return "present"
     if env.driver.no_devices_reported or h.no_gpu_stated or (h.other_gpus and not env.driver.driver_version):
         return "none"
+    if h.wsl_version == 1:
+        return "none"  # WSL 1's kernel (4.4.0-NNNNN-Microsoft) has no path to any GPU
     if env.source == "probe" and "/dev/dxg" not in (h.dev_nodes or []):
         # The probe looked everywhere: NVML, /dev, /proc/driver/nvidia, the PCI bus and torch found nothing.
         return "none"

@@ -141,6 +141,7 @@ def has_any_fact(env: Environment) -> bool:
         d.driver_version, d.cuda_driver_version, d.nvml_error, d.no_devices_reported,
         h.in_container, h.pci_nvidia_devices, h.proc_driver_version, h.no_gpu_stated, h.nvidia_smi_missing,
         h.cuda_toolkit_version, h.jetson, h.gpu_named, h.container_evidence, h.macos_version, t.mps_built,
+        h.wsl_version, h.wsl_kernel,
     )  # fmt: skip
     return any(v is not None for v in values) or bool(
         d.devices or env.env_vars or env.errors or h.other_gpus or t.other_accelerators

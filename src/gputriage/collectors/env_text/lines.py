@@ -196,12 +196,37 @@ def _paragraphs(lines: list[Line]) -> list[list[Line]]:
     return out
 
 
+# A bug template's section of what should happen ("## Expected behavior", "**Expected result**"): its output is what
+# the reporter wants, not what the machine printed (trial 10: "> False / > 0" under it made a working machine's
+# CUDA_VISIBLE_DEVICES the cause). It runs to the next heading.
+_HEADING = re.compile(r"^[ \t]*(?:#{1,6}[ \t]|\*\*[^*]{2,60}\*\*[ \t:]*$)")
+_EXPECTED_HEADING = re.compile(
+    r"^[ \t]*(?:#{1,6}[ \t]+|\*\*)[ \t]*expected[ \t]+(?:behaviou?r|results?|output|outcome)", re.IGNORECASE
+)
+# A sentence that introduces expected output ("gives the expected output:", "The expected output should be:"): the
+# output paragraph after it is not the machine's state either.
+_EXPECTED_INTRO = re.compile(r"\bexpected (?:out(?:put)?|results?|behaviou?r)\b[^.]{0,40}:[ \t]*$", re.IGNORECASE)
+
+
+def _mark_expected(lines: list[Line]) -> None:
+    inside = False
+    for line in lines:
+        if _HEADING.match(line.text):
+            inside = bool(_EXPECTED_HEADING.match(line.text))
+        if inside:
+            line.suggested = True
+
+
 def _mark_suggestions(lines: list[Line]) -> None:
+    _mark_expected(lines)
     carry = False  # the previous paragraph suggested something: its code block follows
     for paragraph in _paragraphs(lines):
         if _REPLY_MARK.match(paragraph[0].text):
             carry = False  # "--- reporter ---": another speaker begins; what follows is not the last one's code
         prose = [line for line in paragraph if _is_prose(line)]
+        if prose and _EXPECTED_INTRO.search(prose[-1].text):
+            carry = True
+            continue
         if prose:
             suggests = any(_cues(line) for line in prose) and not any(_OWN.search(line.text) for line in prose)
             if suggests:

@@ -70,6 +70,20 @@ _CPU_VERSION_SAID = re.compile(
     r"\[?cpu\]?(?:[ \t-]?only)?[ \t]+(?:version|build|wheel)\b",
     re.IGNORECASE,
 )
+# The reporter's own reading of the GPU's load while the job runs ("GPU is working only %8-9", "GPU usage is 30%",
+# "gpu utilization around 15 %"): above zero, something runs on it, so torch reached it; a low one is rung 5's.
+_GPU_LOAD_SAID = re.compile(
+    r"\bgpu(?:[ \t]+(?:usage|utili[sz]ation|util|load))?[ \t]+(?:is[ \t]+)?(?:working|running|used|at|only|just|around|"
+    r"about|stays?|sits?|shows?|reaches|between|[ \t])*(?:%[ \t]?([0-9]{1,2})\b|\b([0-9]{1,2})[ \t]?%)",
+    re.IGNORECASE,
+)
+
+
+def _gpu_load_said(text: str, env: Environment) -> None:
+    if (load := _GPU_LOAD_SAID.search(text)) and int(load[1] or load[2]) > 0:
+        first(env.torch, "gpu_use_evidence", f"the report says the GPU is in use while the job runs: {load[0]}")
+
+
 _NO_TORCH = re.compile(r"No module named '?torch'?(?:$|[^._\w])")
 _OLD_UNKNOWN = re.compile(r"cuda runtime error \(30\)|error=30 : unknown error", re.IGNORECASE)
 
@@ -114,6 +128,8 @@ def extract(paste: Paste, env: Environment) -> None:
             first(env.torch, "cpu_fallback_evidence", fallback.group(0))
         if "nvidia-smi" in low and (busy := _SMI_BUSY.search(line.text)) and _DURING_THE_JOB.search(line.text):
             first(env.torch, "gpu_use_evidence", f"nvidia-smi showed the GPU busy during the job: {busy.group(0)}")
+        if "gpu" in low and "%" in low and _DURING_THE_JOB.search(line.text):
+            _gpu_load_said(line.text, env)
     for line in paste.lines:  # said anywhere, in a sentence that also tries something ("when trying uvx, it ...")
         if "cpu" in line.low and (said := _CPU_VERSION_SAID.search(line.text)):
             first(env.torch, "cpu_version_said", said.group(0))

@@ -227,8 +227,8 @@ def _asks(line: Line) -> bool:
 def _answers_after(lines: list[Line], start: int, count: int) -> list[str]:
     answers: list[str] = []
     for line in lines[start : start + 14]:
-        if len(answers) == count:
-            break
+        if len(answers) == count or not line.fact:
+            break  # a line that is no fact (output the reporter expects, a suggestion) answers nothing
         text = line.text.strip()
         if line.prompt and not _bool(text):  # the next command: no more answers to this one
             if _QUERY.search(text):

@@ -217,11 +217,32 @@ def _said_in_prose(text: str, low: str, h: HostFacts) -> None:
         h.other_user_works = True
 
 
+# A statement that nvidia-smi works where the reporter ran it, not a negation of it ("nvidia-smi works in the
+# container", "I have good nvidia-smi in the docker container", "nvidia-smi shows the GPU").
+_SMI_WORKS = re.compile(
+    r"\b(?:good|working|fine|ok|okay) nvidia-smi\b|"
+    r"\bnvidia-smi (?:works|is working|runs|is fine|is ok|shows (?:the|my|all|both|\d)|lists (?:the|my|all|\d)|"
+    r"(?:output )?looks (?:fine|good|ok))",
+    re.IGNORECASE,
+)
+_NEGATION = re.compile(r"\b(?:not|no|never|n't|nothing|fails?|failed|error)\b|n't\b", re.IGNORECASE)
+
+
+def _smi_works(text: str) -> bool:
+    """The statement, in a sentence that negates nothing ("...in the docker container. But get this error." is two)."""
+    for sentence in re.split(r"[.;!?]\s|\bbut\b", text, flags=re.IGNORECASE):
+        if _SMI_WORKS.search(sentence) and not _NEGATION.search(sentence):
+            return True
+    return False
+
+
 def extract(paste: Paste, env: Environment) -> None:
     h = env.host
     pci = 0
     for line in paste.facts():
         low = line.low
+        if "nvidia-smi" in low and _smi_works(line.text):
+            h.nvidia_smi_works_stated = True
         if low.startswith("ii ") or any(
             w in low for w in ("controller", "graphic", "nvrm", "driver", "gpu", "radeon", "rx", "gfx", "amd", "arc")
         ):
@@ -249,6 +270,7 @@ def extract(paste: Paste, env: Environment) -> None:
             h.in_container = True
             first(h, "container_kind", "kubernetes" if "kube" in line.low or "pod" in line.low else "docker")
     first(h, "os_name", "windows" if paste.windows_prompt else None)
+    first(h, "os_name", _os_field(paste))
     first(h, "os_name", os_from(" ".join(line.text for line in paste.lines[:400])))
     if h.wsl:
         h.os_name = "linux"
@@ -359,6 +381,28 @@ def _software(text: str, low: str, env: Environment) -> None:
         h.virtual_machine = vm
     if ("colab" in low or "/content/" in low) and _COLAB.search(text):
         first(h, "runtime", "colab")
+
+
+# An issue form's or template's field for the OS: "### Operating system" with the answer on the next line, or
+# "**OS**: Linux", "- OS: Windows 11". Read before the whole text's words, where a joke ("I am not using Windows 7")
+# or a link named the other system (trial 10).
+_OS_HEADING = re.compile(r"^[ \t]*#{1,6}[ \t]*(?:operating system|os|platform)(?: version)?[ \t]*$", re.IGNORECASE)
+_OS_FIELD = re.compile(
+    r"^[ \t]*[-*]?[ \t]*\**[ \t]*(?:operating system|os)(?: version)?[ \t]*\**[ \t]*[:：][ \t]*\**[ \t]*(\S.{0,80})",
+    re.IGNORECASE,
+)
+
+
+def _os_field(paste: Paste) -> str | None:
+    for line in paste.facts():
+        if "os" not in line.low and "operating" not in line.low:
+            continue
+        if m := _OS_FIELD.match(line.text):
+            return os_from(m.group(1))
+        if _OS_HEADING.match(line.text):
+            answer = next((n.text for n in paste.window(line.index + 1, 3) if n.text.strip()), "")
+            return os_from(answer)
+    return None
 
 
 def os_from(text: str) -> str | None:
