@@ -152,3 +152,14 @@ def test_wsl_kernels_old_and_first() -> None:
     first = "Linux version 4.4.0-20236-Microsoft (Microsoft@Microsoft.com) (gcc version 5.4.0 (GCC) ) #1000\n"
     _, code, fix = _top(first)
     assert code == "no-gpu-visible" and "wsl --set-version" in fix
+
+
+def test_a_fix_to_a_release_before_local_version_tags_uses_its_cuda_page() -> None:
+    """lhotse#793: a CUDA 9.1 driver was told `torch==1.1.0+cu90 -f torch_stable.html`, which matches nothing: 1.1.0's
+    wheels carry no +cu90 (cu90/torch-1.1.0-...), and live on the cu90 page."""
+    from gputriage.rules.env_facts import pip_install
+
+    assert pip_install("1.1.0", "9.0", ["torchvision"]) == (
+        "python -m pip install torch==1.1.0 torchvision==0.3.0 -f https://download.pytorch.org/whl/cu90/torch_stable.html"
+    )
+    assert "torch==1.4.0+cu92" in pip_install("1.4.0", "9.2")

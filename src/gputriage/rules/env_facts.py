@@ -31,6 +31,7 @@ from gputriage.record.environment import Environment, ErrorSeen, GpuDevice
 WHEEL_INDEX = "https://download.pytorch.org/whl"
 _NVIDIA_NODE_RE = re.compile(r"^/dev/nvidia\d+$")
 MINOR_COMPAT_SINCE = 11  # CUDA minor version compatibility exists from CUDA 11 on
+_LOCAL_TAGS_SINCE = (1, 2)  # the first release whose CUDA wheels carry +cuXYZ (1.1.0's were cu90/torch-1.1.0-...)
 _PIP_INDEX_SINCE = (2, 0)  # from 2.0 the pages show `--index-url .../cuXYZ`; before, `+cuXYZ -f torch_stable.html`
 _NON_NVIDIA_NAME = re.compile(r"^(AMD|Radeon|Intel)\b|\bgfx\d", re.IGNORECASE)
 
@@ -216,6 +217,9 @@ def pip_install(
     if release is not None and release.pypi_cuda == cuda and os_name != "windows":
         # The default CUDA of a 1.x release came from PyPI itself, without +cuXYZ (the previous-versions page).
         return f"python -m pip install {' '.join(specs)}"
+    if version_tuple(base) < _LOCAL_TAGS_SINCE:
+        # 1.1 and older: no +cuXYZ in the wheels' names, one page per CUDA (`torch==1.1.0+cu90` matched nothing)
+        return f"python -m pip install {' '.join(specs)} -f {WHEEL_INDEX}/{tag}/torch_stable.html"
     # Before 2.0 the CUDA wheels carried +cuXYZ (torchvision too, torchaudio not) and lived in torch_stable.html.
     local = [s + f"+{tag}" if s.startswith(("torch==", "torchvision==")) else s for s in specs]
     return f"python -m pip install {' '.join(local)} -f {WHEEL_INDEX}/torch_stable.html"
