@@ -44,3 +44,17 @@ def test_both_decoders_and_every_split_count_the_same_devices(tmp_path: Path, mo
     assert analyse_trace(path, jobs=2).devices == fast
     monkeypatch.setattr(scan, "NATIVE", None)  # the typed msgspec decode, as without the compiled scanner
     assert analyse_trace(path, jobs=1).devices == fast
+
+
+def test_gpus_taking_turns_are_judged_each_on_its_own_share(tmp_path: Path, trace_json) -> None:  # type: ignore[no-untyped-def]
+    """Trial 10's P1: two GPUs each busy 35% of the time, one after the other, pooled to "busy 70%, HEALTHY"."""
+    b = training_loop(steps=8, step_us=10_000.0, kernel_us=500.0, busy_share=0.36)
+    for i in range(8):
+        for k in range(7):  # device 1 works while device 0 waits: 3.5 ms from 40% of each step
+            b._x("kernel", "stage2", 10_000.0 * i + 4000 + 500 * k, 500, GPU_PID + 1, STREAM, stream=STREAM, device=1)
+    _, doc = trace_json(b.write(tmp_path / "turns.json"))
+    finding = {f["code"]: f for f in doc["findings"]}["gpus-idle-in-process"]
+    assert finding["severity"] == "warning" and doc["verdict"]["status"] == "underused"
+    own = finding["evidence"]["device_pct_of_window"]
+    assert len(own) == 2 and max(own.values()) < 50.0 and finding["evidence"]["busy_pct"] > 50.0
+    assert "each one's own kernels cover at most" in finding["title"]

@@ -572,9 +572,10 @@ CATALOGUE: tuple[Entry, ...] = (
         5,
         ("warning", "info"),
         'one process\' trace holds device events of several GPUs (device_map="auto", a model split by hand): warning '
-        "when some GPU ran under 10% of the busiest one's device time (they wait while it works), info otherwise (the "
-        "busy share pools the GPUs)",
-        ("busy_pct", "device_time_ms", "devices", "idle_devices"),
+        "when some GPU ran under 10% of the busiest one's device time (they wait while it works), or when the pooled "
+        "busy share passes 50% while every GPU's own time covers under 50% of the window (they take turns); info "
+        "otherwise (the busy share pools the GPUs)",
+        ("busy_pct", "device_pct_of_window", "device_time_ms", "devices", "idle_devices"),
     ),
     Entry(
         "gpu-memory-nearly-full",

@@ -238,7 +238,7 @@ class RankTrace(msgspec.Struct):
         trace, or one with device events)."""
         if self.gpu_events != 0:  # None: a record that did not count them
             return None
-        unread = self._kernels_unreadable()
+        unread = self._nothing_ran() or self._kernels_unreadable()
         if unread is not None:
             return unread
         if self.launch_calls:
@@ -263,6 +263,17 @@ class RankTrace(msgspec.Struct):
                 "device's trace, as torch_npu writes them; read it with that device's profiler tools"
             )
         return None
+
+    def _nothing_ran(self) -> str | None:
+        """No op, no launch, no device event: nothing in the window says where work would run (trial 10: a trace
+        of a few runtime calls was HEALTHY, "no problem in where the ops run")."""
+        if self.cpu_ops != 0 or self.launch_calls or self.unread_events:
+            return None
+        return (
+            "the trace holds no operator, no kernel launch and no device event: the profiled window ran no PyTorch "
+            "work (it was stopped before the first step, or only its set-up was recorded); profile steps of the "
+            "loop (torch.profiler.schedule(wait=1, warmup=1, active=3), prof.step() each iteration)"
+        )
 
     def _kernels_unreadable(self) -> str | None:
         """Kernel launches, and device events that were there but could not be read (no stream, or dropped)."""

@@ -493,11 +493,15 @@ def gpus_idle_in_process(section: TraceSection, r: RankTrace) -> Finding | None:
     idle = [d for d in r.devices if shares[d.device] < IDLE_DEVICE_SHARE_PCT]
     listed = ", ".join(f"{d.device}: {d.time_us / 1000:.2f} ms" for d in r.devices[:_SHOWN_DEVICES])
     more = len(r.devices) - _SHOWN_DEVICES
+    # each device's own time over the window: an upper bound of its busy share (concurrent streams count twice), so
+    # a low one is low for sure
+    own = {d.device: min(100.0, round(100.0 * d.time_us / r.window_us, 1)) for d in r.devices} if r.window_us else {}
     evidence: dict[str, object] = {
         "devices": len(r.devices),
         "device_time_ms": listed + (f" and {more} more" if more > 0 else ""),
         "busy_pct": r.busy_pct,
         "idle_devices": [d.device for d in idle],
+        "device_pct_of_window": dict(list(own.items())[:_SHOWN_DEVICES]) or None,
     }
     pooled = (
         f"the busy share, {pct_text(r.busy_pct)}, pools them" if r.busy_pct is not None else "the busy share pools them"
@@ -510,6 +514,17 @@ def gpus_idle_in_process(section: TraceSection, r: RankTrace) -> Finding | None:
             f"while it works; {pooled}",
         )
         # not softened on a high busy share: that share is the pooled one this finding says misleads
+        severity = Severity.INFO if r.thin_evidence() else Severity.WARNING
+        fix = _SPLIT_MODEL_FIX
+    elif own and max(own.values()) < LOW_UTIL_PCT <= (r.busy_pct or 0.0):
+        # the pooled share passes where every device's own share fails (two GPUs taking turns at 35% each read
+        # "busy 70%", HEALTHY: trial 10)
+        shown = ", ".join(f"{device}: {pct_text(v)}" for device, v in list(own.items())[:_SHOWN_DEVICES])
+        title = _led_by(
+            _thin_lead(r),
+            f"This process drove {len(r.devices)} devices, and each one's own kernels cover at most "
+            f"{pct_text(max(own.values()))} of the window ({shown}); {pooled}",
+        )
         severity = Severity.INFO if r.thin_evidence() else Severity.WARNING
         fix = _SPLIT_MODEL_FIX
     else:
@@ -587,6 +602,11 @@ _GAP_FIXES = {
         f"# step), or the job was still warming up (its first steps allocate): {_STEADY_WINDOW}; if it stays,\n"
         "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True python train.py"
     ),
+    "runtime": (
+        "# The host sits inside a kernel launch while the GPU waits: the first use of a kernel or library (lazy\n"
+        "# module loading, cuDNN/cuBLAS set-up) pays it once. At start-up, it is no step's cost:\n"
+        f"# {_STEADY_WINDOW}; or pay it before the loop: CUDA_MODULE_LOADING=EAGER python train.py"
+    ),
     "cpu-op": (
         "# CPU ops run in the step while the GPU waits: create those tensors on the device, or move the work into\n"
         "# the DataLoader's workers"
@@ -622,12 +642,29 @@ def _per_rank(check: Callable[[TraceSection, RankTrace], Finding | None]) -> Cal
     return run_rule
 
 
+def host_side_causes(section: TraceSection, r: RankTrace) -> list[Finding]:
+    """The host-side causes of GPU idle time (a sync, launch overhead, CPU ops in the step), the one that explains
+    most of it first: a sync after which the GPU idles 5% does not lead a CPU op that leaves it idle 18% of the step
+    (trial 10). Their causal order breaks ties."""
+    found = [f for check in _HOST_SIDE if (f := check(section, r)) is not None]
+    return sorted(found, key=lambda f: -_explained_pct(f))
+
+
+_HOST_SIDE = (host_sync_in_loop, launch_bound, cpu_compute_in_step)
+
+
+def _host_side_rule(run: Run) -> Iterable[Finding]:
+    section = _section(run)
+    if section is None or judged_device(run) in NOT_ACCELERATORS:
+        return []
+    return [f for r in section.ranks for f in host_side_causes(section, r)]
+
+
 # Registration order is the causal tie-break within one severity and rung.
+rule(_per_rank(no_gpu_compute))
+_host_side_rule.__name__ = "trace_host_side_causes"
+rule(_host_side_rule)
 for _check in (
-    no_gpu_compute,
-    host_sync_in_loop,
-    launch_bound,
-    cpu_compute_in_step,
     pageable_memcpy,
     input_pipeline_bound,
     low_gpu_utilization,

@@ -97,8 +97,8 @@ class Collected(msgspec.Struct):
     names_overflowed: int = 0
     lanes_overflowed: int = 0
     # Timed events of a category no family reads (or of none), without a stream: not device work as Kineto writes it
-    # for CUDA, ROCm and MTIA. A few are Kineto's own bookkeeping ("overhead"); thousands, in a trace with no kernel,
-    # are a device's work in a form gputriage does not read (torch_npu's Ascend tasks carry no category, no stream).
+    # for CUDA, ROCm and MTIA (its own "overhead" bookkeeping is skipped by category); thousands, in a trace with no
+    # kernel, are a device's work in a form gputriage does not read (torch_npu's Ascend tasks: no category, no stream).
     unread_events: int = 0
     # Per device (the device events' pid, as text): [events, summed duration in ns], at most MAX_DEVICES of them. One
     # process may drive several GPUs (device_map="auto"); the busy share pools them (see DeviceTime).

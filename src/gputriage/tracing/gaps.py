@@ -23,8 +23,11 @@ F64 = npt.NDArray[np.float64]
 
 SHORT_GAP_NS = 100_000  # idle gaps under 100 µs between kernels are launch latency, not a stall
 LONG_GAP_NS = 1_000_000  # a GPU idle gap of 1 ms or more is worth explaining
-# The order decides who gets an instant that two activities share: the more specific explanation first.
-ACTIVITIES = ("dataloader", "sync", "optimizer", "allocator", "cpu-op")
+# The order decides who gets an instant that two activities share: the more specific explanation first. "runtime" is
+# a kernel launch the host sits in while the GPU idles: one that loads its module or sets cuDNN/cuBLAS up at first
+# use (626 ms inside one cudaLaunchKernel of a first convolution, in trial 10), before the op around it, which only
+# waits for it. (A copy call stays the op's: a pageable copy is the host's own work.)
+ACTIVITIES = ("dataloader", "sync", "optimizer", "allocator", "runtime", "cpu-op")
 
 
 class Gaps(msgspec.Struct):
@@ -129,6 +132,7 @@ def activity_layers(w: Window) -> list[Spans]:
         sync,
         w.spans(w.cpu, w.cpu_has(N.OPTIMIZER) & cpu_main),
         w.spans(w.runtime, w.runtime_has(N.ALLOC) & main_rt),
+        w.spans(w.runtime, main_rt & w.runtime_has(N.LAUNCH) & ~w.runtime_sync),
         busy_cpu,
     ]
 

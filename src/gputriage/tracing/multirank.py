@@ -148,8 +148,8 @@ def _check_ranks(members: list[_Member], world: int | None) -> None:
     unknown = [m.path for m in members if m.rank is None]
     if unknown:
         raise InputError(
-            f"cannot tell which rank {_names(unknown)} is (no distributedInfo, no rank in the file name): pass one "
-            "trace, or the traces of one job"
+            f"cannot tell which rank {_names(unknown)} is (no distributedInfo with a valid rank, no rank in the file "
+            "name): pass one trace, or the traces of one job"
         )
     by_rank: dict[int, list[Path]] = {}
     for m in members:

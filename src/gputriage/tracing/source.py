@@ -195,6 +195,19 @@ _WIDE_BOMS = (
 )
 
 
+def _wide_without_bom(head: bytes) -> str | None:
+    """UTF-16 or UTF-32 JSON without a byte-order mark: its first characters (ASCII, a brace or a bracket, white
+    space) come with NUL bytes between them, which UTF-8 JSON never holds."""
+    start = head[:8]
+    if len(start) < 4 or b"\x00" not in start:
+        return None
+    if start[1:4] == b"\x00\x00\x00" or start[:3] == b"\x00\x00\x00":
+        return "UTF-32"
+    if start[1::2] == b"\x00" * len(start[1::2]) or start[0::2] == b"\x00" * len(start[0::2]):
+        return "UTF-16"
+    return None
+
+
 def _refuse_other_formats(path: Path, head: bytes) -> None:
     name = path.name.lower()
     if head.startswith(b"SQLite format 3") or name.endswith((".nsys-rep", ".qdrep", ".sqlite")):
@@ -203,8 +216,10 @@ def _refuse_other_formats(path: Path, head: bytes) -> None:
             "torch.profiler.profile(on_trace_ready=torch.profiler.tensorboard_trace_handler('./traces'))"
         )
     if not head:
-        raise InputError(f"{path} is empty, not a PyTorch profiler trace")
-    encoding = next((name for bom, name in _WIDE_BOMS if head.startswith(bom)), None)
+        # nothing at all, like a FIFO's or a dangling link's: in a folder of rank traces it is skipped with a note,
+        # where it stopped the command (trial 10)
+        raise NotATrace(f"{path} is empty, not a PyTorch profiler trace")
+    encoding = next((name for bom, name in _WIDE_BOMS if head.startswith(bom)), None) or _wide_without_bom(head)
     if encoding is not None:  # checked longest first: UTF-32's little-endian mark starts with UTF-16's
         raise InputError(f"{path} is {encoding} text: a trace is UTF-8 JSON; save it again as UTF-8")
     packed = next((what for magic, what in _ARCHIVES if head.startswith(magic)), None)
