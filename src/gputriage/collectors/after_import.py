@@ -36,23 +36,26 @@ class AfterImport(importlib.abc.MetaPathFinder):
             spec = importlib.util.find_spec(fullname)  # the finders after this one (this one declines meanwhile)
         finally:
             self._finding = False
-        with contextlib.suppress(ValueError):
-            sys.meta_path.remove(self)
         if spec is None or spec.loader is None:
             return spec
-        spec.loader = ThenLoader(spec.loader, self.then)
+        # The finder stays until the module is executed: a library that asks whether torch is installed
+        # (`importlib.util.find_spec("torch")`, as transformers does on import) gets a spec it never loads, and the
+        # job's own `import torch` must still find this finder (trial 10: the preflight never started)
+        spec.loader = ThenLoader(spec.loader, self.then, self)
         return spec
 
 
 class ThenLoader(importlib.abc.Loader):
-    def __init__(self, loader: importlib.abc.Loader, then: Callable[[], None]) -> None:
+    def __init__(self, loader: importlib.abc.Loader, then: Callable[[], None], finder: AfterImport) -> None:
         self.loader = loader
         self.then = then
+        self.finder = finder
 
     def create_module(self, spec: ModuleSpec) -> ModuleType | None:
         return self.loader.create_module(spec)
 
     def exec_module(self, module: ModuleType) -> None:
+        forget(self.finder)
         module.__loader__ = self.loader  # the module is left as its own loader made it
         if module.__spec__ is not None:
             module.__spec__.loader = self.loader
