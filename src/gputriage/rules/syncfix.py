@@ -80,6 +80,12 @@ def _fix_of(stmt: codefix.Statement) -> str:
     interval = interval or edits.Interval(f"step % {edits.READ_EVERY_STEPS} == 0", "100")
     every = interval.every
     node = stmt.node
+    if _calls(node, "empty_cache"):
+        return (
+            f"# {stmt.text} returns the cached blocks to the driver, every step: it waits for the device (cudaFree),\n"
+            "# and the next step allocates them again (cudaMalloc). Delete it from the loop; if memory runs short,\n"
+            "# call it once between phases (after training, before evaluation), or lower the batch size"
+        )
     if _calls(node, "synchronize"):
         return (
             f"# {stmt.text} waits until the device has finished all its work, every step:\n"

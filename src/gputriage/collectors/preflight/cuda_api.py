@@ -152,6 +152,12 @@ def synchronize(device: Any = None) -> None:
     _host_sync("cuda-sync")
 
 
+def empty_cache() -> None:
+    """Nothing is cached on the stand-in, but on CUDA this frees the cached blocks (cudaFree waits for the device),
+    and the next step allocates them again: a host sync at the caller's line, as `synchronize()` is."""
+    _host_sync("empty-cache")
+
+
 class Event:
     """A CUDA event on a device whose work is done when launched: it records host time."""
 
@@ -375,7 +381,7 @@ CUDA_FUNCTIONS: dict[str, Callable[..., Any] | type] = {
     "init": _nothing,
     "_lazy_init": _nothing,
     "synchronize": synchronize,
-    "empty_cache": _nothing,
+    "empty_cache": empty_cache,
     "ipc_collect": _nothing,
     "Event": Event,
     "Stream": Stream,

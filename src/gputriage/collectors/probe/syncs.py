@@ -101,6 +101,9 @@ class TensorTimers:
         self._patches.wrap(tensor, "cuda", _by_name("cuda", self._cuda))
         for name, kind in SYNC_METHODS.items():
             self._patches.wrap(tensor, name, _by_name(name, functools.partial(self._sync_method, kind)))
+        if self._state.expected_device == "cuda" and self._state.stand_in_clock is None:
+            # on a real GPU (a preflight's stand-in says it itself): the cached blocks freed wait for the device
+            self._patches.wrap(torch.cuda, "empty_cache", self._empty_cache)
 
     def stop(self) -> None:
         self._patches.restore()
@@ -130,6 +133,13 @@ class TensorTimers:
             return original(t, *args, **kwargs)
         finally:
             state.clock.pop()
+
+    def _empty_cache(self, original: Any, /, *args: Any, **kwargs: Any) -> Any:
+        state = self._state
+        outside = not state.clock.running or state.in_child or state.in_sync_call
+        if outside or not torch.cuda.is_initialized():  # type: ignore[no-untyped-call]
+            return original(*args, **kwargs)
+        return _timed_sync(state, self._syncs, lambda: original(*args, **kwargs), kind="empty-cache", device="cuda")
 
     def _sync_method(self, kind: str, original: Any, t: torch.Tensor, /, *args: Any, **kwargs: Any) -> Any:
         state = self._state
