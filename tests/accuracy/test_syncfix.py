@@ -237,3 +237,21 @@ def test_an_interval_first_assigned_below_the_read_is_not_used_for_it() -> None:
     fix = sync_fix(source, "train.py:16")
     assert "division_step" not in fix
     assert "global_step % 100 == 0" in fix
+
+
+def test_the_gradient_accumulation_cadence_is_no_reading_interval() -> None:
+    """accelerate's nlp_example: `if step % gradient_accumulation_steps == 0: optimizer.step()` (1 in that run) was
+    taken as when to log, and the patched print still read the loss at every step (trial 10)."""
+    loop = textwrap.dedent(
+        """\
+        def train(model, loader, optimizer, accelerator, gradient_accumulation_steps):
+            for step, batch in enumerate(loader):
+                loss = model(**batch).loss / gradient_accumulation_steps
+                accelerator.backward(loss)
+                accelerator.print(f"step {step}: loss {loss.item():.4f}")
+                if step % gradient_accumulation_steps == 0:
+                    optimizer.step()
+        """
+    )
+    fix = sync_fix(SourceSection([SourceSnippet("nlp.py", 10, loop, "function", "train")]), "nlp.py:14")
+    assert "if step % 100 == 0:" in fix and "gradient_accumulation_steps == 0" not in fix

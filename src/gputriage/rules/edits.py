@@ -409,8 +409,10 @@ class Interval(msgspec.Struct, frozen=True):
 
 # A modulo test whose divisor names one of these is the script's logging interval, preferred over an eval interval.
 _LOG_WORDS = ("log", "print", "display", "report", "verbose")
-# ... and one that names these is when a checkpoint is written, not a time to read a value.
-_SAVE_WORDS = ("save", "ckpt", "checkpoint")
+# ... and one that names these is when a checkpoint is written, or when the optimizer steps after accumulating
+# gradients (`step % gradient_accumulation_steps`, often 1: the patched read still ran every step, trial 10), not a
+# time to read a value.
+_SAVE_WORDS = ("save", "ckpt", "checkpoint", "accum")
 
 
 def read_interval(stmt: Statement) -> Interval | None:
