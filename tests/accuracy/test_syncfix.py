@@ -255,3 +255,25 @@ def test_the_gradient_accumulation_cadence_is_no_reading_interval() -> None:
     )
     fix = sync_fix(SourceSection([SourceSnippet("nlp.py", 10, loop, "function", "train")]), "nlp.py:14")
     assert "if step % 100 == 0:" in fix and "gradient_accumulation_steps == 0" not in fix
+
+
+def test_an_assert_and_a_host_side_update_are_not_logged_values() -> None:
+    """seq2seq's `assert (output == hidden).all()` and an EMA kept on the host (`ema_p.mul_(d).add_(p.cpu(), ...)`)
+    were told to read the value every 100 steps, the fix for a printed loss (trial 10)."""
+    loop = textwrap.dedent(
+        """\
+        def train(model, ema, loader):
+            for step, batch in enumerate(loader):
+                output, hidden = model(batch)
+                assert (output == hidden).all()
+                for ema_p, p in zip(ema.parameters(), model.parameters()):
+                    ema_p.mul_(0.999).add_(p.detach().cpu(), alpha=0.001)
+                history.append(output.mean().cpu())
+        """
+    )
+    source = SourceSection([SourceSnippet("m.py", 10, loop, "function", "train")])
+    check = sync_fix(source, "m.py:13")
+    assert "delete it once it has served" in check and ".item() once where it is shown" not in check
+    ema = sync_fix(source, "m.py:15")
+    assert "p.detach().cpu() copies a device tensor to the host at every step" in ema
+    assert "copies a device tensor" not in sync_fix(source, "m.py:16")  # a list of results is kept on the host

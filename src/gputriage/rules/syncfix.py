@@ -80,12 +80,9 @@ def _fix_of(stmt: codefix.Statement) -> str:
     interval = interval or edits.Interval(f"step % {edits.READ_EVERY_STEPS} == 0", "100")
     every = interval.every
     node = stmt.node
-    if _calls(node, "empty_cache"):
-        return (
-            f"# {stmt.text} returns the cached blocks to the driver, every step: it waits for the device (cudaFree),\n"
-            "# and the next step allocates them again (cudaMalloc). Delete it from the loop; if memory runs short,\n"
-            "# call it once between phases (after training, before evaluation), or lower the batch size"
-        )
+    plain = _no_reading_fix(stmt)
+    if plain is not None:
+        return plain
     if _calls(node, "synchronize"):
         return (
             f"# {stmt.text} waits until the device has finished all its work, every step:\n"
@@ -112,6 +109,33 @@ def _fix_of(stmt: codefix.Statement) -> str:
         "# compute it with torch ops on the device and keep the result a tensor (.detach()),\n"
         f"# then read it with .item() once where it is shown (every {every} steps, or once per epoch)"
     )
+
+
+def _no_reading_fix(stmt: codefix.Statement) -> str | None:
+    """A line whose wait no reading interval removes: a check, a host-side update, a freed cache."""
+    node = stmt.node
+    if isinstance(node, ast.Assert):
+        # a check, not a shown value: reading it less often is no fix for a check that should not run in training
+        return (
+            f"# {stmt.text}\n"
+            "# the assert checks a device value on the host at every step, so the host waits for the device each\n"
+            "# time: delete it once it has served, or keep it for debugging only (`python -O` skips asserts)"
+        )
+    host_update = _host_copy_fed_to_an_op(node)
+    if host_update is not None:
+        return (
+            f"# {stmt.text}\n"
+            f"# {host_update} copies a device tensor to the host at every step, to update a tensor kept there\n"
+            "# (an EMA, a running copy): keep that tensor on the device too (move it once, before the loop) and drop\n"
+            "# the copy"
+        )
+    if _calls(node, "empty_cache"):
+        return (
+            f"# {stmt.text} returns the cached blocks to the driver, every step: it waits for the device (cudaFree),\n"
+            "# and the next step allocates them again (cudaMalloc). Delete it from the loop; if memory runs short,\n"
+            "# call it once between phases (after training, before evaluation), or lower the batch size"
+        )
+    return None
 
 
 def feeds_environment(source: SourceSection | None, where: str | None, caller_where: str | None = None) -> bool:
@@ -152,6 +176,23 @@ def _environment_step(stmt: codefix.Statement) -> str | None:
         if read_here or passed:
             return ast.unparse(call)
     return None
+
+
+def _host_copy_fed_to_an_op(node: ast.AST) -> str | None:
+    """`ema_p.mul_(d).add_(p.detach().cpu(), alpha=1 - d)`: a `.cpu()` whose result goes straight into a tensor
+    method or a torch function, so the value is no shown one; the copy's text, else None."""
+    for call in (n for n in ast.walk(node) if isinstance(n, ast.Call)):
+        func = call.func
+        if not isinstance(func, ast.Attribute) or func.attr in _KEEPS_ON_THE_HOST:
+            continue
+        for arg in (*call.args, *(k.value for k in call.keywords)):
+            if isinstance(arg, ast.Call) and isinstance(arg.func, ast.Attribute) and arg.func.attr == "cpu":
+                return ast.unparse(arg)
+    return None
+
+
+# methods that take a host value by design: a log, a list of results, a file
+_KEEPS_ON_THE_HOST = frozenset({"print", "append", "extend", "format", "write", "info", "log", "add_scalar"})
 
 
 def _identifiers(node: ast.expr) -> list[str]:
