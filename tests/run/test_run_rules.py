@@ -311,3 +311,27 @@ def test_launch_blocking_outranks_a_read_once_per_step() -> None:
     diag = diagnose(_run(compute=compute))
     assert diag.verdict.root_cause == "launch-blocking"
     assert [f.code for f in diag.findings][:2] == ["launch-blocking", "host-sync-in-loop"]
+
+
+def test_one_multi_line_print_gets_one_fix_on_the_functions_own_counter() -> None:
+    """pygcn's `def train(epoch):` prints four `.item()`s in one call over six lines: the same fix came three times,
+    each with a `step` counter to add, where the function takes `epoch` from its caller's loop (trial 10)."""
+    from gputriage.record.source import SourceSection, SourceSnippet
+
+    text = (
+        "def train(epoch):\n"
+        "    loss_train = model(x).sum()\n"
+        "    print('Epoch: {:04d}'.format(epoch+1),\n"
+        "          'loss_train: {:.4f}'.format(loss_train.item()),\n"
+        "          'acc_train: {:.4f}'.format(acc_train.item()),\n"
+        "          'loss_val: {:.4f}'.format(loss_val.item()))\n"
+    )
+    compute = _compute({"meta": 90}, {"meta": 0.001}, 0.03)
+    compute.syncs = [
+        HostSync(kind="item", where=f"train.py:{line}", code="...", count=3, steps=3) for line in (64, 65, 66)
+    ]
+    snippet = SourceSnippet("train.py", 61, text, "function", "train")
+    finding = diagnose(_run(compute=compute, source=SourceSection([snippet]))).findings[0]
+    assert finding.code == "host-sync-in-loop"
+    assert finding.fix.count("print(") == 1
+    assert "if epoch % 100 == 0:" in finding.fix and "step = 0" not in finding.fix

@@ -516,7 +516,8 @@ def host_sync_in_loop(run: Run) -> list[Finding]:
         evidence.update({"sync_time_per_step_s": round(sync_s / steps, 6), "sync_pct_of_step": round(share_pct, 1)})
     evidence["sites"] = [_site_text(s, steps) for s in sites[:6]]
     # every line of the user's that reads each step gets its fix (super_resolution: the accumulator and the print)
-    own = [s for s in recurring if not _not_the_users(s) and s.where][:MAX_FIXED_SITES] or [first]
+    own = _one_per_statement(run, [s for s in recurring if not _not_the_users(s) and s.where])[:MAX_FIXED_SITES]
+    own = own or [first]
     if not in_library:
         found = [e for s in own for e in _site_edits(run, s)]
         evidence.update(edits.evidence_of(found))
@@ -535,6 +536,20 @@ def host_sync_in_loop(run: Run) -> list[Finding]:
 
 
 MAX_FIXED_SITES = 3
+
+
+def _one_per_statement(run: Run, sites: list[HostSync]) -> list[HostSync]:
+    """The first site of each statement: the reads on the lines of one multi-line `print(...)` get one fix (trial 10:
+    the same block three times, one per line of one call)."""
+    seen: set[tuple[str, int]] = set()
+    kept = []
+    for site in sites:
+        stmt = codefix.statement_at(run.source, site.where)
+        key = (stmt.snippet.path, stmt.first_line) if stmt is not None else (site.where or "", 0)
+        if key not in seen:
+            seen.add(key)
+            kept.append(site)
+    return kept
 
 
 def _sync_fixes(run: Run, sites: list[HostSync]) -> str:

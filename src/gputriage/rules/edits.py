@@ -513,13 +513,26 @@ def loop_counter(stmt: Statement) -> str | None:
     `for step, batch in enumerate(loader)`; a loop at a script's top level as well as one in a function."""
     loop = enclosing_loop(stmt)
     if loop is None:
-        return None
+        return _counter_parameter(stmt)
     call = ast.unparse(loop.iter.func) if isinstance(loop.iter, ast.Call) else ""
     if call == "range" and isinstance(loop.target, ast.Name):
         return loop.target.id
     if call == "enumerate" and isinstance(loop.target, ast.Tuple) and isinstance(loop.target.elts[0], ast.Name):
         return loop.target.elts[0].id
     return _counted_in_body(loop)
+
+
+# The names a function called once per step (`def train(epoch):`, the loop in its caller) takes its count by.
+_COUNTER_PARAMETERS = ("epoch", "step", "global_step", "iteration", "iter_num", "it", "batch_idx", "i")
+
+
+def _counter_parameter(stmt: Statement) -> str | None:
+    """`epoch` in `def train(epoch):` whose body has no loop around the statement: the caller's loop counts the
+    steps and passes the count (pygcn's train(epoch); trial 10 was told to add a `step` counter)."""
+    if stmt.function is None:
+        return None
+    names = [a.arg for a in (*stmt.function.args.posonlyargs, *stmt.function.args.args, *stmt.function.args.kwonlyargs)]
+    return next((n for n in _COUNTER_PARAMETERS if n in names), None)
 
 
 def _counted_in_body(loop: ast.For | ast.AsyncFor) -> str | None:

@@ -25,6 +25,7 @@ from collections.abc import Callable
 from typing import Any
 
 import msgspec
+import torch
 from torch import Tensor
 from torch.utils.data import DataLoader, IterableDataset
 from torch.utils.data import dataloader as dataloader_mod
@@ -100,6 +101,9 @@ class LoaderProbe:
         self._iterators: IdentityMap[Any, LoaderInfo] = IdentityMap()
         self._loaders: dict[int, tuple[weakref.ref[DataLoader[Any]], LoaderInfo]] = {}
         self._times: dict[int, BatchTimes] = {}  # by id() of the LoaderInfo
+        # id() of the LoaderInfos that handed a batch with autograd on: the training loaders. Once one exists, a batch
+        # fetched under no_grad is an evaluation's (a callback's run over a test set), not what the step waits for.
+        self._training: set[int] = set()
         self.on_batch_start: Callable[[int], None] = lambda iterator: None  # the id() of the batch's iterator
         self.on_batch_end: Callable[[], None] = lambda: None
         self.on_exhausted: Callable[[], None] = lambda: None
@@ -119,6 +123,7 @@ class LoaderProbe:
     def busiest(self) -> LoaderInfo | None:
         """The loader the observed steps waited on longest (the training loader, usually)."""
         infos = [info for _, info in self._loaders.values() if info.batches > 0]
+        infos = [info for info in infos if id(info) in self._training] or infos  # a training loader, where one is
         busiest = max(infos, key=lambda i: (i.wait_s, i.batches), default=None)
         if busiest is None:
             return None
@@ -146,6 +151,12 @@ class LoaderProbe:
             return original(it)  # a worker process, or a prefetch thread: not the loop's wait
         clock = state.clock
         self.on_batch_start(id(it))
+        if torch.is_grad_enabled():
+            self._training.add(id(info))
+        elif self._training:
+            # an evaluation inside the training loop: its wait is no data wait of the step, nor this loader the one
+            # the step is fed by (minGPT's eval from its iteration callback: "36% data wait", the eval loader shown)
+            return original(it)
         state.in_loader += 1
         start_s = clock.now()
         cpu_start_s = time.thread_time()
