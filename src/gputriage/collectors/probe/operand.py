@@ -15,7 +15,7 @@ import functools
 import inspect
 import itertools
 import linecache
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from types import FrameType, TracebackType
 from typing import Any
 
@@ -23,6 +23,7 @@ import msgspec
 import torch
 from torch import nn
 
+from gputriage.collectors.probe.state import storage_address
 from gputriage.collectors.usercode import is_user_file, short_path
 from gputriage.data.torch_api import FACTORIES
 
@@ -100,11 +101,21 @@ def _attributes(obj: Any) -> list[tuple[str, Any]]:
 def outermost_variable(values: list[Any], frames: list[tuple[FrameType, int]]) -> Holder | None:
     """The outermost user frame where one of `values` is bound to a name the frame made (not a parameter, which its
     caller passed in): where the tensor (or the object) came from."""
+    return _outermost(frames, lambda value: _is_one_of(value, values))
+
+
+def variable_sharing_storage(address: int, frames: list[tuple[FrameType, int]]) -> Holder | None:
+    """The outermost variable a frame made whose tensor lies in the storage at `address`: the operand was a temporary
+    of it (`rewards.detach() - values`), which no name holds."""
+    return _outermost(frames, lambda value: isinstance(value, torch.Tensor) and storage_address(value) == address)
+
+
+def _outermost(frames: list[tuple[FrameType, int]], matches: Callable[[Any], bool]) -> Holder | None:
     for frame, line in frames:  # outermost first: the first frame that made it is where it came from
         code = frame.f_code
         parameters = set(code.co_varnames[: code.co_argcount + code.co_kwonlyargcount])
         for name, value in _frame_names(frame):
-            if name not in parameters and name != "self" and _is_one_of(value, values):
+            if name not in parameters and name != "self" and matches(value):
                 return Holder("variable", name, frame=frame, line=line)
     return None
 

@@ -476,13 +476,17 @@ class PlacementProbe:
                 if len(self.section.unmoved_at_crash) >= _MAX_UNMOVED:
                     return
 
-    def explain_operand(self, tensors: list[torch.Tensor], shape: list[int], tb: TracebackType | None) -> None:
+    def explain_operand(
+        self, tensors: list[torch.Tensor], shape: list[int], storage: int | None, tb: TracebackType | None
+    ) -> None:
         """At a device-mismatch crash: whose tensor the host operand is (`tensors`: it, and the one it is a view of;
         PlacementSection.crash_operand). A module of the script's that holds it, wholly on the CPU and never moved,
         is the one module left behind (unmoved_at_crash), even when nothing else was moved with .to(): the crash
         shows the other operand was."""
         frames = operand.user_frames(tb)
-        holder = operand.find_holder(tensors, frames, (m for m, _ in self._created.items()))
+        holder = operand.find_holder(tensors, frames, (m for m, _ in self._created.items())) if tensors else None
+        if holder is None and storage is not None:
+            holder = operand.variable_sharing_storage(storage, frames)  # `rewards.detach()`: the temporary is gone
         if holder is None:
             return
         found = CrashOperand(kind=holder.kind, name=holder.name, shape=shape)

@@ -99,7 +99,7 @@ def is_cpu_of(t: torch.Tensor) -> bool:
         return t.is_cpu
 
 
-_HOST_OPERAND: list[tuple[list[weakref.ref[torch.Tensor]], list[int]]] = []
+_HOST_OPERAND: list[tuple[list[weakref.ref[torch.Tensor]], list[int], int | None]] = []
 
 
 def note_host_operand(t: torch.Tensor) -> None:
@@ -109,17 +109,29 @@ def note_host_operand(t: torch.Tensor) -> None:
     with contextlib.suppress(TypeError):
         base = t._base
         tensors = [t, base] if isinstance(base, torch.Tensor) else [t]
-        _HOST_OPERAND[:] = [([weakref.ref(x) for x in tensors], list(t.shape))]
+        _HOST_OPERAND[:] = [([weakref.ref(x) for x in tensors], list(t.shape), storage_address(t))]
 
 
-def host_operand() -> tuple[list[torch.Tensor], list[int]] | None:
-    """The tensors note_host_operand saw last that are still alive (the operand, the tensor it is a view of), and
-    the operand's shape."""
+def storage_address(t: torch.Tensor) -> int | None:
+    """Where a CPU tensor's storage lies (an int: nothing of the tensor is kept): `rewards.detach()`, a temporary gone
+    once the op has raised, shares it with `rewards`, the variable the script made. None off the CPU, or empty."""
+    try:
+        if t.device.type != "cpu":
+            return None
+        address = int(t.untyped_storage().data_ptr())
+    except Exception:
+        return None
+    return address or None
+
+
+def host_operand() -> tuple[list[torch.Tensor], list[int], int | None] | None:
+    """The tensors note_host_operand saw last that are still alive (the operand, the tensor it is a view of), the
+    operand's shape, and its storage's address (for a temporary no longer alive)."""
     if not _HOST_OPERAND:
         return None
-    refs, shape = _HOST_OPERAND[0]
+    refs, shape, address = _HOST_OPERAND[0]
     alive = [x for x in (ref() for ref in refs) if x is not None]
-    return (alive, shape) if alive else None
+    return (alive, shape, address) if alive or address is not None else None
 
 
 class ProbeState(msgspec.Struct):
