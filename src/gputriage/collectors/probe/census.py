@@ -193,6 +193,10 @@ class MixedDevices:
         """The line that made one of these CPU operands inside a forward, or this line (a factory's first result)."""
         for t in cpu:
             site = self._made.get(t)
+            if site is None and isinstance(t._base, torch.Tensor):
+                # a view taken after the forward (`output[1:].view(-1, dim)` of a forward's CPU result): its base
+                # was made there (trial 10's seq2seq: `outputs = torch.zeros(...)` in forward, a crash in the loss)
+                site = self._made.get(t._base)
             if site is not None:
                 return site
         return None
