@@ -31,7 +31,7 @@ from gputriage.collectors.probe.census import MixedDeviceMode, MixedDevices, OpC
 from gputriage.collectors.probe.clock import PhaseClock
 from gputriage.collectors.probe.debugenv import CudnnFlags, LaunchBlocking
 from gputriage.collectors.probe.loader import LoaderProbe
-from gputriage.collectors.probe.modes import enter_dispatch_mode, leave_dispatch_mode
+from gputriage.collectors.probe.modes import enter_dispatch_mode, leave_dispatch_mode, release_deferred
 from gputriage.collectors.probe.placement import PlacementProbe, has_tensors
 from gputriage.collectors.probe.state import ProbeState, capturing, device_type_of, host_operand, own_reads
 from gputriage.collectors.probe.steps import StepTracker
@@ -147,6 +147,7 @@ class RunProbe:
     def _remove_everything(self) -> None:
         """Every wrapper, hook and mode out, whatever the window's state (idempotent)."""
         self._driver.stop_all()
+        release_deferred()
         self._placement.stop()
         self._tracker.stop()
         self._warnings.stop()
@@ -257,6 +258,7 @@ class RunProbe:
     def _see_module_call(self, module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], outer: bool) -> bool:
         if self._mixed_mode is not None and self._mixed_mode.spent:
             self._stop_mixed()  # out between two ops, never inside one (see MixedDeviceMode.spent)
+        release_deferred()  # a mode left inside an inference_mode block the job has left since (modes.py)
         if self._calls.watch_inner:
             self._placement.see_call(module, args, kwargs, outer)
         if not outer:
@@ -273,6 +275,7 @@ class RunProbe:
         state = self.state
         if state.in_child or capturing():
             return original(*args, **kwargs)
+        release_deferred()
         self._tracker.backward_start()
         self._tracker.model_work()
         state.clock.push("backward")

@@ -67,6 +67,8 @@ class OpCensus(OwnDispatchMode):
         self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None
     ) -> Any:
         kwargs = kwargs or {}
+        if self.dormant:
+            return call_op(func, args, kwargs)
         if self._state.in_child or self._state.in_loader or capturing():
             # collation inside DataLoader.__next__ is the input pipeline's time (rung 5), not the step's compute
             try:
@@ -253,6 +255,8 @@ class MixedDeviceMode(OwnDispatchMode):
         self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None
     ) -> Any:
         kwargs = kwargs or {}
+        if self.dormant:
+            return call_op(func, args, kwargs)
         self.ops += 1
         try:
             out = call_op(func, args, kwargs)

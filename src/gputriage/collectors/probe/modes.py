@@ -28,7 +28,13 @@ _unwrapped: list[type[TorchDispatchMode]] = []
 
 
 class OwnDispatchMode(TorchDispatchMode):  # type: ignore[no-untyped-call]
-    """The base of gputriage's dispatch modes: wrapped for Dynamo when the job loads Dynamo, not before."""
+    """The base of gputriage's dispatch modes: wrapped for Dynamo when the job loads Dynamo, not before.
+
+    `dormant`: taken out in name only (see leave_dispatch_mode); its `__torch_dispatch__` then only calls the op.
+    """
+
+    dormant = False
+    entered_in_inference = False
 
     @classmethod
     def _should_skip_dynamo(cls) -> bool:
@@ -130,6 +136,8 @@ def enter_dispatch_mode(mode: TorchDispatchMode) -> bool:
                 break
             above.append(top)
         mode.__enter__()  # type: ignore[no-untyped-call]  # torch leaves the modes untyped
+        if isinstance(mode, OwnDispatchMode):
+            mode.entered_in_inference = torch.is_inference_mode_enabled()
     except Exception:
         return False
     finally:
@@ -138,9 +146,36 @@ def enter_dispatch_mode(mode: TorchDispatchMode) -> bool:
     return True
 
 
+# Modes taken out in name only, until they can be taken off the stack for real (release_deferred)
+_deferred: list[OwnDispatchMode] = []
+
+
 def leave_dispatch_mode(mode: TorchDispatchMode) -> None:
     """Take `mode` off the dispatch mode stack; the modes above it stay, in their order. Its own `__exit__` does the
-    popping, so torch's module-level "a mode is on" flags are restored as usual."""
+    popping, so torch's module-level "a mode is on" flags are restored as usual.
+
+    Not inside an `inference_mode` block the mode was entered outside of: the block's exit restores the dispatch keys
+    it found, the Python key among them, onto an empty mode stack, and the job's next factory call (`torch.randn`)
+    died of torch's INTERNAL ASSERT "Hit Python dispatch key but no arguments had PyInterpreter" (trial 10: an
+    inference loop's steps ended the census inside its `with torch.inference_mode():`). There the mode only goes
+    dormant, and comes off at the next call of release_deferred outside the block."""
+    if isinstance(mode, OwnDispatchMode) and torch.is_inference_mode_enabled() and not mode.entered_in_inference:
+        mode.dormant = True
+        if mode not in _deferred:
+            _deferred.append(mode)
+        return
+    _pop(mode)
+
+
+def release_deferred() -> None:
+    """Take off the stack the dormant modes that can come off now (outside any inference_mode block)."""
+    if not _deferred or torch.is_inference_mode_enabled():
+        return
+    while _deferred:
+        _pop(_deferred.pop())
+
+
+def _pop(mode: TorchDispatchMode) -> None:
     above: list[Any] = []
     try:
         for _ in range(torch._C._len_torch_dispatch_stack()):
