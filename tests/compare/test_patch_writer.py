@@ -254,3 +254,11 @@ def test_a_module_level_loader_over_many_lines_with_a_trailing_comma_gets_its_ke
     assert edit.line == 99 and edit.new[0] == "dataloader = torch.utils.data.DataLoader("
     assert "    shuffle=True, num_workers=3, pin_memory=True," in edit.new
     ast.parse("\n".join(edit.new))
+
+
+def test_the_scripts_own_workers_option_is_kept_with_a_floor() -> None:
+    """SimCLR's `num_workers=args.workers` (0 by default) was replaced by a literal 3: `-j 8` no longer mattered."""
+    text = TRAIN.replace("num_workers=0)", "num_workers=args.workers)")
+    source = _source(text=text)
+    [edit] = edits.loader_edits(source, f"train.py:{_line(text, 'DataLoader(')}", {"num_workers": "3"})
+    assert any("num_workers=max(args.workers, 3)" in line for line in edit.new)

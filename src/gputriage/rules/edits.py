@@ -313,7 +313,11 @@ def _keyword_changes(call: ast.Call, wanted: dict[str, str]) -> list[tuple[ast.A
     missing = []
     for key, value in wanted.items():
         given = next((kw for kw in call.keywords if kw.arg == key), None)
-        if given is not None:
+        if given is not None and key == "num_workers" and not isinstance(given.value, ast.Constant):
+            # the script's own option (`num_workers=args.workers`, 0 by default): kept, with a floor, so that a
+            # larger value given on the command line still wins (trial 10: replaced by a literal 3)
+            changes.append((given.value, f"max({ast.unparse(given.value)}, {value})", False))
+        elif given is not None:
             changes.append((given.value, value, False))
         else:
             missing.append(f"{key}={value}")
