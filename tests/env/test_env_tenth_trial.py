@@ -163,3 +163,19 @@ def test_a_fix_to_a_release_before_local_version_tags_uses_its_cuda_page() -> No
         "python -m pip install torch==1.1.0 torchvision==0.3.0 -f https://download.pytorch.org/whl/cu90/torch_stable.html"
     )
     assert "torch==1.4.0+cu92" in pip_install("1.4.0", "9.2")
+
+
+def test_a_suggested_command_fenced_on_one_line_is_no_fact() -> None:
+    """Direct3D-S2#32: "The fix is to install ... through the following command:" then "```pip3 install ...
+    /whl/nightly/cu128```" on one line: its cu128 was read as the installed build's CUDA (and a one-line fence flipped
+    the fence state for the rest of the text)."""
+    text = (
+        "```NVIDIA GeForce RTX 5090 with CUDA capability sm_120 is not compatible with the current PyTorch "
+        "installation.\nThe current PyTorch install supports CUDA capabilities sm_50 sm_60 sm_70 sm_75 sm_80 sm_86 "
+        "sm_90.\n```\n\nThe fix is to install a compatible CUDA version for the 5090 through the following command:\n\n"
+        "```pip3 install --pre torch torchvision torchaudio --index-url https://download.pytorch.org/whl/nightly/cu128```"
+        "\n"
+    )
+    env = parse_environment_text(text)
+    assert env.torch.cuda_version is None and env.torch.install_command is None
+    assert _top(text)[1] == "arch-not-supported"

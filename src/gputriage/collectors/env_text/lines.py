@@ -32,6 +32,14 @@ _WINDOWS_PROMPT = re.compile(r"^(?:\([\w.-]{1,40}\)[ \t]*)?(?:PS )?[A-Za-z]:\\[^
 _REPL = re.compile(r"^[A-Za-z]?(?:>>>|\.\.\.)[ \t]?|^In \[[0-9]{1,5}\]:[ \t]?")
 _WORD = re.compile(r"[A-Za-z']{2,}")
 _FENCE = re.compile(r"^[ \t]*(?:```|~~~)")
+# A fenced block on one line ("```pip3 install ... cu128```"): its own code paragraph, no toggle of the fence
+_ONE_LINE_FENCE = re.compile(r"^[ \t]*(```|~~~)(?!\s*$).*\1[ \t]*$")
+
+
+def _toggles_fence(text: str) -> bool:
+    return bool(_FENCE.match(text)) and not _ONE_LINE_FENCE.match(text)
+
+
 _SUGGEST = re.compile(
     r"\b(?:try(?:ing)?|you (?:should|need|can|could|may|might|must|have to|'d)|please (?:run|try|use|install|set|"
     r"check|update|upgrade|reinstall|remove)|instead|workaround|solution|"
@@ -158,7 +166,7 @@ def split_paste(text: str) -> Paste:
         if line[: len(_COLLECTED)].lower() == _COLLECTED:
             line = _collected(line)
         line = line[: MATCH_CHARS * 2]
-        if _FENCE.match(line):
+        if _toggles_fence(line):
             in_fence = not in_fence
         elif not in_fence and "\\" in line:
             line = _MARKDOWN_ESCAPE.sub(r"\1", line)
@@ -180,6 +188,12 @@ def _paragraphs(lines: list[Line]) -> list[list[Line]]:
     current: list[Line] = []
     in_fence = False
     for line in lines:
+        if _ONE_LINE_FENCE.match(line.text) and not in_fence:
+            if current:
+                out.append(current)
+            out.append([line])
+            current = []
+            continue
         if _FENCE.match(line.text):
             if current:
                 out.append(current)
@@ -262,6 +276,8 @@ def _is_prose(line: Line) -> bool:
     text = line.text.strip()
     if line.prompt or not text or text.startswith(("|", "+", "[", "File ", "Traceback")) or _COMMAND.match(text):
         return False
+    if _ONE_LINE_FENCE.match(text):
+        return False  # a code block on one line: code, whatever its words
     if len(_WORD.findall(text[:200])) < 3:
         return False
     return not (any(w in line.low for w in _MACHINE_WORDS) and _MACHINE.search(text))
