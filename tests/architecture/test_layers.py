@@ -31,6 +31,7 @@ LAYER_OF = {
     "gputriage.cyclegc": "base",
     "gputriage.heap": "base",
     "gputriage.blas": "base",
+    "gputriage.stdlib": "base",
     "gputriage.data": "base",
     "gputriage.record": "record",
     "gputriage.hardware": "hardware",

@@ -10,9 +10,10 @@ import importlib.util
 import os
 import re
 import sys
-import sysconfig
 from pathlib import Path
 from types import FrameType, TracebackType
+
+from gputriage.stdlib import sysconfig
 
 
 def _torch_dir() -> str | None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import codecs
 import os
-import shlex
 import stat
 import sys
 from pathlib import Path
@@ -19,6 +18,7 @@ from gputriage.errors import InputError
 from gputriage.record import Run
 from gputriage.record.environment import Environment
 from gputriage.report.output import emit
+from gputriage.stdlib import shlex
 
 _MAX_TEXT_BYTES = 16 * 1024 * 1024  # a pasted report is kilobytes; anything this large is the wrong file
 

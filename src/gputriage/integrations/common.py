@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import statistics
 import sys
 from pathlib import Path
 from typing import TextIO
@@ -15,6 +14,7 @@ from gputriage.findings import Finding, Severity
 from gputriage.record.numbers import step_numbers
 from gputriage.record.steps import steady_steps
 from gputriage.report.output import OutputOptions, emit, write_files
+from gputriage.stdlib import statistics
 
 METRIC_PREFIX = "gputriage/"
 

@@ -12,7 +12,6 @@ HTML report, a terminal IPython as the text report. A `gputriage.session()` show
 from __future__ import annotations
 
 import argparse
-import shlex
 import sys
 from pathlib import Path
 from typing import Any, NoReturn
@@ -24,6 +23,7 @@ from gputriage.api import Session
 from gputriage.collectors.session import DEFAULT_STEPS
 from gputriage.errors import InputError
 from gputriage.report.output import write_files
+from gputriage.stdlib import shlex
 
 
 class _MagicParser(argparse.ArgumentParser):

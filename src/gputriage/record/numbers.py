@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import math
 import random
-import statistics
 from collections.abc import Callable, Sequence
 
 import msgspec
 
 from gputriage.record.gpu import GpuTrack
 from gputriage.record.steps import WARMUP_STEPS, Step, steady_steps
+from gputriage.stdlib import statistics
 
 
 class PartSpec(msgspec.Struct, frozen=True):

@@ -13,12 +13,12 @@ busy time in the "other" part over all the time sampled inside steps.
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Sequence
 
 import msgspec
 
 from gputriage.record.steps import Step
+from gputriage.stdlib import statistics
 
 MAX_LINES = 40
 # A step's stand-in compute counts at most this many times the window's median toward a GPU step (gpu_step_scale): on

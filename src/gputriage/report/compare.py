@@ -8,7 +8,6 @@ place.
 
 from __future__ import annotations
 
-from html import escape
 from typing import Any, TextIO
 
 from gputriage.compare.model import COMPARE_SCHEMA, Change, Comparison, FindingRef, Side, steps_of, times_text
@@ -18,6 +17,7 @@ from gputriage.record.numbers import PARTS, host_parts_s
 from gputriage.report.diagrams import build_sequence
 from gputriage.report.sanitize import inline_text, report_tree
 from gputriage.report.svg import sequence_svg
+from gputriage.stdlib import html
 from gputriage.wording import counted
 
 # -- JSON --------------------------------------------------------------------------------------------------------------
@@ -147,13 +147,13 @@ def timeline_svg(before: Diagnosis, after: Diagnosis) -> str:
     scale = _TIMELINE_W / end_s
     for row, (name, steps) in enumerate(rows):
         y = 10 + row * _ROW_H
-        out.append(f'<text x="4" y="{y + 16:.0f}" font-size="12">{escape(name)}</text>')
+        out.append(f'<text x="4" y="{y + 16:.0f}" font-size="12">{html.escape(name)}</text>')
         for step in steps:
             x = _PAD_L + (step.start_s - steps[0].start_s) * scale
             for i, part_s in enumerate(host_parts_s(step)):
                 w = part_s * scale
                 if w > 0.05:
-                    title = escape(f"step {step.index}: {PARTS[i].label} {part_s * 1e3:.2f} ms")
+                    title = html.escape(f"step {step.index}: {PARTS[i].label} {part_s * 1e3:.2f} ms")
                     out.append(
                         f'<rect x="{x:.2f}" y="{y:.0f}" width="{w:.2f}" height="{_ROW_H - 6:.0f}" '
                         f'fill="{_PART_COLOURS[i]}"><title>{title}</title></rect>'

@@ -6,13 +6,13 @@
 
 from __future__ import annotations
 
-import html
 import io
 
 from gputriage.diagnosis import Diagnosis
 from gputriage.report import terminal
 from gputriage.report.html import render_html
 from gputriage.report.output import make_console
+from gputriage.stdlib import html
 
 # The report page is a whole HTML document with its own CSS and scripts. Inside an iframe it neither restyles the
 # notebook nor depends on the notebook trusting inline scripts in cell output.

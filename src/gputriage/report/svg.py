@@ -6,8 +6,6 @@ ellipsis, the full text kept in a <title> tooltip.
 
 from __future__ import annotations
 
-from html import escape
-
 from gputriage.report.diagrams import (
     Entity,
     Message,
@@ -16,6 +14,7 @@ from gputriage.report.diagrams import (
     footer_text,
     message_label,
 )
+from gputriage.stdlib import html
 
 _FONT = "font-family='system-ui, -apple-system, Segoe UI, sans-serif'"
 _CHAR_PX = 6.6  # average glyph width at 12px, to size boxes without a text-measuring engine
@@ -31,7 +30,7 @@ _HEAD_H = 28
 
 
 def _esc(value: str) -> str:
-    return escape(value, quote=True)
+    return html.escape(value, quote=True)
 
 
 def _fit(value: str, width_px: float) -> str:

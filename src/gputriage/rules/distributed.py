@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import ast
 import math
-import statistics
 from collections import defaultdict
 from collections.abc import Iterator
 
@@ -20,6 +19,7 @@ from gputriage.record.ranks import ModelWrap, RankInfo, RankLoader
 from gputriage.record.steps import Step
 from gputriage.rules import codefix, edits
 from gputriage.rules.registry import job_rule, rule
+from gputriage.stdlib import statistics
 
 # A rank holding less than this on another rank's GPU is noise (the allocator's first block is 2 MiB).
 STRAY_MIN_BYTES = 8 * 1024**2

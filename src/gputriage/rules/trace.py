@@ -7,7 +7,6 @@ one's reason sits next to it. A rule flags a cause only when the trace shows it 
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Callable, Iterable
 
 from gputriage.findings import Finding, Severity
@@ -16,6 +15,7 @@ from gputriage.record.device import NOT_ACCELERATORS, judged_device
 from gputriage.record.numbers import pct_text
 from gputriage.record.trace import STEADY_SCHEDULE, IdleGap, RanksOfWorld, RankTrace, SyncSummary, TraceSection
 from gputriage.rules.registry import rule
+from gputriage.stdlib import shlex
 
 # input-pipeline-bound. The TensorBoard plugin advised on DataLoader time above 5% of the step; its share only
 # counts loader time that no kernel, copy or runtime call hides, so 5% of the step is 5% of GPU time lost. In the

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import re
-import shlex
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -14,6 +13,7 @@ import numpy as np
 from gputriage import outdir
 from gputriage.errors import InputError, NotATrace
 from gputriage.record.trace import RankImbalance, RankTrace, TraceSection
+from gputriage.stdlib import shlex
 from gputriage.tracing.activity import Collectives
 from gputriage.tracing.limits import DEFAULT_LIMITS, TraceLimits
 from gputriage.tracing.pool import in_processes

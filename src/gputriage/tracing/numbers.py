@@ -11,11 +11,12 @@ the magnitude before building any big number, and reports it as not a number or 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from decimal import Decimal, InvalidOperation
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+
+from gputriage.stdlib import decimal
 
 I64 = npt.NDArray[np.int64]
 Codes = npt.NDArray[np.int8]
@@ -138,10 +139,10 @@ def text_to_ns(raw: bytes) -> tuple[int, int]:
     return (ns, OK) if -I64_MAX <= ns <= I64_MAX else (0, OUT_OF_RANGE)
 
 
-def _decimal(text: bytes) -> Decimal | None:
+def _decimal(text: bytes) -> decimal.Decimal | None:
     try:
-        number = Decimal(text.decode("ascii"))
-    except (InvalidOperation, UnicodeDecodeError, ValueError):
+        number = decimal.Decimal(text.decode("ascii"))
+    except (decimal.InvalidOperation, UnicodeDecodeError, ValueError):
         return None
     return number if number.is_finite() else None
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import itertools
 import re
-import statistics
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -26,6 +25,7 @@ import numpy.typing as npt
 
 from gputriage import cyclegc
 from gputriage.errors import InputError
+from gputriage.stdlib import statistics
 from gputriage.tracing.collect import Collected, Collector, LaneStats, TooManyEvents, add_device_time
 from gputriage.tracing.distinct import distinct
 from gputriage.tracing.limits import TraceLimits

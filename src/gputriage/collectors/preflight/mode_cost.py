@@ -13,12 +13,13 @@ medians, so a burst of another process in one round does not set it.
 
 from __future__ import annotations
 
-import statistics
 import time
 from collections.abc import Callable
 from typing import Any
 
 import torch
+
+from gputriage.stdlib import statistics
 
 ROUNDS = 9
 CALLS_PER_ROUND = 128  # 2 x 9 x 128 calls: about 10 ms on a slow 2-core runner

@@ -17,7 +17,6 @@ computes (CPU-bound: no more workers than cores help) from loading that waits fo
 from __future__ import annotations
 
 import contextlib
-import statistics
 import threading
 import time
 import weakref
@@ -36,6 +35,7 @@ from gputriage.collectors.probe.placement import device_name, iter_tensors
 from gputriage.collectors.probe.state import ProbeState
 from gputriage.collectors.usercode import where_now
 from gputriage.record.steps import LoaderInfo
+from gputriage.stdlib import statistics
 
 WAITED_SHARE = 0.25  # a batch waited for this share of its interval or more was not ready: every worker was busy
 MIN_WAITED_BATCHES = 3

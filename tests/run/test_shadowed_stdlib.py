@@ -1,0 +1,45 @@
+"""A project with its own `statistics.py` next to the script: the probes imported it for the standard library's (trial
+10: "an observer failed (AttributeError: module 'statistics' has no attribute 'median')"), and the script must still
+get its own."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+JOB = """
+import statistics
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+print(statistics.mean([1, 2]))
+model = torch.nn.Linear(2, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for (x,) in DataLoader(TensorDataset(torch.randn(40, 2)), batch_size=4):
+    model(x).sum().backward()
+    opt.step()
+    opt.zero_grad()
+print("done")
+"""
+
+
+def test_the_probes_use_the_standard_library_and_the_script_its_own_module(tmp_path: Path) -> None:
+    (tmp_path / "statistics.py").write_text("def mean(xs):\n    return 'the project s own mean'\n")
+    (tmp_path / "job.py").write_text(JOB)
+    cmd = [sys.executable, "-m", "gputriage", "run", "--preflight", "--out", str(tmp_path / "out"), "job.py"]
+    result = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stderr[-1500:]
+    assert result.stdout == "the project s own mean\ndone\n"
+    assert "observer failed" not in result.stderr
+    report = (tmp_path / "out" / "report.json").read_text()
+    assert '"batch_load_s"' in report
+
+
+def test_taking_them_leaves_sys_modules_as_python_has_it() -> None:
+    code = (
+        "import sys; import gputriage.stdlib as s; "
+        "print([n for n in ('statistics', 'decimal', 'html', 'shlex', 'fractions') if n in sys.modules], "
+        "s.statistics.median([1, 5]))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out == "[] 3.0\n"
