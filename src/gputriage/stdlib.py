@@ -3,8 +3,8 @@
 `gputriage run` imports most of its code while the user's script runs, with the script's folder first on `sys.path`:
 a project's own `statistics.py` was what the probes got for `import statistics` (trial 10: "an observer failed
 (AttributeError: module 'statistics' has no attribute 'median')"). These modules are loaded here with only the
-interpreter's own folders on the path, and taken out of `sys.modules` again where they were not there before, so the
-script's own `import statistics` finds its file as under plain python.
+interpreter's own folders on the path, and taken out of `sys.modules` again where they were not there before (they
+alone: what they imported stays), so the script's own `import statistics` finds its file as under plain python.
 """
 
 from __future__ import annotations
@@ -27,7 +27,6 @@ def _interpreter_path() -> list[str]:
 
 
 def _load() -> dict[str, ModuleType]:
-    before = dict(sys.modules)
     taken = {name: sys.modules.pop(name) for name in _NAMES if name in sys.modules}
     saved = sys.path[:]
     sys.path[:] = _interpreter_path()
@@ -35,8 +34,11 @@ def _load() -> dict[str, ModuleType]:
         return {name: importlib.import_module(name) for name in _NAMES}
     finally:
         sys.path[:] = saved
-        for name in set(sys.modules) - set(before):
-            del sys.modules[name]  # as python left it: the script imports what it imports
+        # these names as python left them, so that the script's own import finds its file; only these: another of
+        # gputriage's threads may be importing a module meanwhile (the machine probe), and a module taken out of
+        # sys.modules before its import has finished fails it with KeyError
+        for name in _NAMES:
+            del sys.modules[name]
         sys.modules.update(taken)
 
 

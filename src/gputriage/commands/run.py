@@ -13,6 +13,9 @@ from typing import TextIO
 
 import msgspec
 
+# the standard library modules gputriage takes for itself, taken now, on this thread, before the job and the machine
+# probe's thread run (stdlib.py)
+from gputriage import stdlib  # noqa: F401
 from gputriage.collectors.after_import import after_import, forget
 from gputriage.collectors.distributed import is_multi_rank
 from gputriage.collectors.observer import Observer
