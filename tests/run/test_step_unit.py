@@ -124,7 +124,7 @@ def test_gradient_accumulation_counts_syncs_on_optimizer_steps_only() -> None:
 def test_a_preflight_finds_the_read_once_per_batch_of_a_critic_loop(tmp_path: Any) -> None:
     from run_cases import Case, mark_line, run_case
 
-    result = run_case(Case(["critic_loop.py"]), tmp_path, preflight=True)
+    result = run_case(Case(["critic_loop.py"]), tmp_path, preflight=True, steps=6)
     finding = result.finding("host-sync-in-loop")
     assert finding["where"] == mark_line("critic_loop.py", "sync")
     assert finding["evidence"]["syncs_per_step"] == 2
