@@ -155,8 +155,13 @@ class LoaderProbe:
             self._training.add(id(info))
         elif self._training:
             # an evaluation inside the training loop: its wait is no data wait of the step, nor this loader the one
-            # the step is fed by (minGPT's eval from its iteration callback: "36% data wait", the eval loader shown)
-            return original(it)
+            # the step is fed by (minGPT's eval from its iteration callback: "36% data wait", the eval loader shown);
+            # its collation is still no op of the model's
+            state.in_loader += 1
+            try:
+                return original(it)
+            finally:
+                state.in_loader -= 1
         state.in_loader += 1
         start_s = clock.now()
         cpu_start_s = time.thread_time()
