@@ -53,12 +53,15 @@ def test_the_dormant_mode_comes_off_the_stack_once_the_block_is_left() -> None:
     probe.start(run)
     try:
         model = nn.Linear(4, 4).eval()
+        model(torch.randn(2, 4))  # step 0 begins here, outside the block: its mode is entered outside
         with torch.inference_mode():
             for (x,) in DataLoader(TensorDataset(torch.randn(30, 4)), batch_size=3):
                 model(x)
+            dormant = torch._C._len_torch_dispatch_stack()
+        assert dormant == depth + 1  # taken out inside the block in name only
         torch.randn(3)  # the factory call that died
         model(torch.randn(2, 4))  # a probe call outside the block takes the dormant mode off
-        assert torch._C._len_torch_dispatch_stack() <= depth + 1
+        assert torch._C._len_torch_dispatch_stack() == depth
     finally:
         probe.finish(run)
     assert torch._C._len_torch_dispatch_stack() == depth

@@ -59,6 +59,7 @@ class RunProbe:
         self._census: OpCensus | None = None
         self._mixed = MixedDevices(self.state)
         self._mixed_mode: MixedDeviceMode | None = None
+        self._mixed_pending = False  # step 0's mixed-device look is due, and waits for the first module call
         self._census_steps: list[int] = []
         self._cuda_debug = CudaSyncDebug(self._syncs)
         self._cuda_debug_used = False
@@ -87,7 +88,7 @@ class RunProbe:
             },
             steps_limit,
         )
-        self._loader.on_batch_start = self._tracker.batch_start
+        self._loader.on_batch_start = self._batch_start
         self._loader.on_exhausted = self._tracker.loader_exhausted
         self._loader.on_wait_stand_in = self._tracker.stand_in_in_wait
 
@@ -216,11 +217,25 @@ class RunProbe:
                 leave_dispatch_mode(self._census)
 
     def _start_mixed(self) -> None:
+        """Due now, entered at the loop's first batch, module call or backward: in the loop's context. Entered at the
+        probe's start (right after `import torch`), outside the `with torch.inference_mode():` an evaluation loop runs
+        in, it was taken out inside the block, which cannot be done safely (modes.py: it then stays on, dormant, until
+        the block ends, a Python call on every op of the loop)."""
+        self._mixed_pending = True
+
+    def _batch_start(self, iterator: int) -> None:
+        if self._mixed_pending:
+            self._enter_mixed()
+        self._tracker.batch_start(iterator)
+
+    def _enter_mixed(self) -> None:
+        self._mixed_pending = False
         mode = MixedDeviceMode(self._mixed)
         if enter_dispatch_mode(mode):
             self._mixed_mode = mode
 
     def _stop_mixed(self) -> None:
+        self._mixed_pending = False
         if self._mixed_mode is not None:
             with contextlib.suppress(Exception):
                 leave_dispatch_mode(self._mixed_mode)
@@ -256,6 +271,8 @@ class RunProbe:
             return self._see_module_call(module, args, kwargs, outer)
 
     def _see_module_call(self, module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], outer: bool) -> bool:
+        if self._mixed_pending:
+            self._enter_mixed()
         if self._mixed_mode is not None and self._mixed_mode.spent:
             self._stop_mixed()  # out between two ops, never inside one (see MixedDeviceMode.spent)
         release_deferred()  # a mode left inside an inference_mode block the job has left since (modes.py)
@@ -276,6 +293,8 @@ class RunProbe:
         if state.in_child or capturing():
             return original(*args, **kwargs)
         release_deferred()
+        if self._mixed_pending:
+            self._enter_mixed()
         self._tracker.backward_start()
         self._tracker.model_work()
         state.clock.push("backward")
