@@ -120,3 +120,17 @@ def test_a_rank_outside_its_range_is_said_so(tmp_path: Path, capsys) -> None:  #
         b.write(tmp_path / name)
     assert main(["trace", str(tmp_path)]) == 2
     assert "no distributedInfo with a valid rank" in capsys.readouterr().err
+
+
+def test_a_lone_surrogate_in_the_header_keeps_the_header(tmp_path: Path, trace_json) -> None:  # type: ignore[no-untyped-def]
+    """A `\\ud800` escape in deviceProperties' name dropped the whole header (device name, distributedInfo): msgspec
+    refuses what Python's json reads; a valid pair stays a character."""
+    from builders import training_loop
+
+    b = training_loop(steps=6)
+    b.meta["deviceProperties"] = [{"name": "NVIDIA A100 \ud800 \ud83d\ude00"}]
+    b.meta["distributedInfo"] = {"rank": 0, "world_size": 1, "backend": "nccl"}
+    _, doc = trace_json(b.write(tmp_path / "surrogate.json"))
+    rank = doc["trace"]["ranks"][0]
+    assert rank["device"] == "NVIDIA A100 \ufffd \U0001f600"
+    assert not any("header" in n for n in rank["notes"])
