@@ -533,8 +533,8 @@ def _amd_fix(env: Environment, amd: str) -> str:
     t = env.torch
     cuda_build = f"torch {t.version} is a CUDA build, for NVIDIA GPUs only"
     build = cuda_build if t.cuda_version else "CUDA builds cannot use it"
-    rocm = ROCM_OF_RELEASE.get(release_of(t.version)) if t.version else None
-    pinned = base_version(t.version) if t.version and rocm is not None else _rocm_release_for_python(env)
+    own_release = bool(t.version) and release_of(t.version or "") in ROCM_OF_RELEASE
+    pinned = base_version(t.version or "") if own_release else _rocm_release_for_python(env)
     rocm = ROCM_OF_RELEASE.get(release_of(pinned)) if pinned else None
     if pinned and rocm is not None:
         # the same torch from its own ROCm index: an app that pins its torch keeps it, and that release's Pythons are
@@ -557,15 +557,11 @@ def _rocm_release_for_python(env: Environment) -> str | None:
     python = env.host.python_version
     if not python:
         return None
+    newest = next(reversed(ROCM_OF_RELEASE))
     for release in reversed(ROCM_OF_RELEASE):
         pythons = TORCH_RELEASES[release].python if release in TORCH_RELEASES else None
-        if pythons is None:
-            continue
-        fits = version_tuple(pythons[0]) <= version_tuple(python)[:2] <= version_tuple(pythons[1])
-        if release == next(reversed(ROCM_OF_RELEASE)) and fits:
-            return None  # the newest: the newest index serves it
-        if fits:
-            return f"{release}.*"
+        if pythons is not None and version_tuple(pythons[0]) <= version_tuple(python)[:2] <= version_tuple(pythons[1]):
+            return None if release == newest else f"{release}.*"  # the newest: the newest index serves it
     return None
 
 

@@ -506,25 +506,24 @@ def gpus_idle_in_process(section: TraceSection, r: RankTrace) -> Finding | None:
     pooled = (
         f"the busy share, {pct_text(r.busy_pct)}, pools them" if r.busy_pct is not None else "the busy share pools them"
     )
+    waiting: str | None = None  # why the devices wait, when they do
     if idle:
-        title = _led_by(
-            _thin_lead(r),
+        waiting = (
             f"{len(idle)} of the {len(r.devices)} devices this process drove ran at most "
             f"{pct_text(max(shares[d.device] for d in idle))} of device {busiest.device}'s device time: they wait "
-            f"while it works; {pooled}",
+            f"while it works; {pooled}"
         )
-        # not softened on a high busy share: that share is the pooled one this finding says misleads
-        severity = Severity.INFO if r.thin_evidence() else Severity.WARNING
-        fix = _SPLIT_MODEL_FIX
     elif own and max(own.values()) < LOW_UTIL_PCT <= (r.busy_pct or 0.0):
         # the pooled share passes where every device's own share fails (two GPUs taking turns at 35% each read
         # "busy 70%", HEALTHY: trial 10)
         shown = ", ".join(f"{device}: {pct_text(v)}" for device, v in list(own.items())[:_SHOWN_DEVICES])
-        title = _led_by(
-            _thin_lead(r),
+        waiting = (
             f"This process drove {len(r.devices)} devices, and each one's own kernels cover at most "
-            f"{pct_text(max(own.values()))} of the window ({shown}); {pooled}",
+            f"{pct_text(max(own.values()))} of the window ({shown}); {pooled}"
         )
+    if waiting is not None:
+        title = _led_by(_thin_lead(r), waiting)
+        # not softened on a high busy share: that share is the pooled one this finding says misleads
         severity = Severity.INFO if r.thin_evidence() else Severity.WARNING
         fix = _SPLIT_MODEL_FIX
     else:
@@ -631,11 +630,22 @@ def findings_for_rank(section: TraceSection, r: RankTrace) -> list[Finding]:
 
 
 def _per_rank(check: Callable[[TraceSection, RankTrace], Finding | None]) -> Callable[[Run], Iterable[Finding]]:
+    def found(section: TraceSection, r: RankTrace) -> list[Finding]:
+        finding = check(section, r)
+        return [finding] if finding is not None else []
+
+    found.__name__, found.__doc__ = check.__name__, check.__doc__
+    return _per_rank_all(found)
+
+
+def _per_rank_all(check: Callable[[TraceSection, RankTrace], list[Finding]]) -> Callable[[Run], Iterable[Finding]]:
+    """The rule that runs `check` on each rank of a trace judged for an accelerator."""
+
     def run_rule(run: Run) -> Iterable[Finding]:
         section = _section(run)
         if section is None or judged_device(run) in NOT_ACCELERATORS:
             return []
-        return [f for r in section.ranks if (f := check(section, r)) is not None]
+        return [f for r in section.ranks for f in check(section, r)]
 
     run_rule.__name__ = f"trace_{check.__name__}"
     run_rule.__doc__ = check.__doc__
@@ -653,17 +663,9 @@ def host_side_causes(section: TraceSection, r: RankTrace) -> list[Finding]:
 _HOST_SIDE = (host_sync_in_loop, launch_bound, cpu_compute_in_step)
 
 
-def _host_side_rule(run: Run) -> Iterable[Finding]:
-    section = _section(run)
-    if section is None or judged_device(run) in NOT_ACCELERATORS:
-        return []
-    return [f for r in section.ranks for f in host_side_causes(section, r)]
-
-
 # Registration order is the causal tie-break within one severity and rung.
 rule(_per_rank(no_gpu_compute))
-_host_side_rule.__name__ = "trace_host_side_causes"
-rule(_host_side_rule)
+rule(_per_rank_all(host_side_causes))
 for _check in (
     pageable_memcpy,
     input_pipeline_bound,

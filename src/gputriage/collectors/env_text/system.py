@@ -225,7 +225,7 @@ _SMI_WORKS = re.compile(
     r"(?:output )?looks (?:fine|good|ok))",
     re.IGNORECASE,
 )
-_NEGATION = re.compile(r"\b(?:not|no|never|n't|nothing|fails?|failed|error)\b|n't\b", re.IGNORECASE)
+_NEGATION = re.compile(r"\b(?:not|no|never|nothing|fails?|failed|error)\b|n't\b", re.IGNORECASE)
 
 
 def _smi_works(text: str) -> bool:

@@ -59,7 +59,7 @@ class RunProbe:
         self._census: OpCensus | None = None
         self._mixed = MixedDevices(self.state)
         self._mixed_mode: MixedDeviceMode | None = None
-        self._mixed_pending = False  # step 0's mixed-device look is due, and waits for the first module call
+        self._mixed_pending = False  # step 0's mixed-device look is due, and waits for the loop (_in_the_loop)
         self._census_steps: list[int] = []
         self._cuda_debug = CudaSyncDebug(self._syncs)
         self._cuda_debug_used = False
@@ -224,9 +224,15 @@ class RunProbe:
         self._mixed_pending = True
 
     def _batch_start(self, iterator: int) -> None:
+        self._in_the_loop()
+        self._tracker.batch_start(iterator)
+
+    def _in_the_loop(self) -> None:
+        """The loop's own context (a batch, a module call, a backward): a mode left dormant inside an inference_mode
+        block the job has left since comes off (modes.py), and step 0's mixed-device mode, when due, goes on."""
+        release_deferred()
         if self._mixed_pending:
             self._enter_mixed()
-        self._tracker.batch_start(iterator)
 
     def _enter_mixed(self) -> None:
         self._mixed_pending = False
@@ -271,11 +277,9 @@ class RunProbe:
             return self._see_module_call(module, args, kwargs, outer)
 
     def _see_module_call(self, module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], outer: bool) -> bool:
-        if self._mixed_pending:
-            self._enter_mixed()
+        self._in_the_loop()
         if self._mixed_mode is not None and self._mixed_mode.spent:
             self._stop_mixed()  # out between two ops, never inside one (see MixedDeviceMode.spent)
-        release_deferred()  # a mode left inside an inference_mode block the job has left since (modes.py)
         if self._calls.watch_inner:
             self._placement.see_call(module, args, kwargs, outer)
         if not outer:
@@ -292,9 +296,7 @@ class RunProbe:
         state = self.state
         if state.in_child or capturing():
             return original(*args, **kwargs)
-        release_deferred()
-        if self._mixed_pending:
-            self._enter_mixed()
+        self._in_the_loop()
         self._tracker.backward_start()
         self._tracker.model_work()
         state.clock.push("backward")

@@ -156,9 +156,9 @@ def leave_dispatch_mode(mode: TorchDispatchMode) -> None:
 
     Not inside an `inference_mode` block the mode was entered outside of: the block's exit restores the dispatch keys
     it found, the Python key among them, onto an empty mode stack, and the job's next factory call (`torch.randn`)
-    died of torch's INTERNAL ASSERT "Hit Python dispatch key but no arguments had PyInterpreter" (trial 10: an
-    inference loop's steps ended the census inside its `with torch.inference_mode():`). There the mode only goes
-    dormant, and comes off at the next call of release_deferred outside the block."""
+    died of torch's INTERNAL ASSERT "Hit Python dispatch key but no arguments had PyInterpreter" (trial 10: a step
+    boundary inside an evaluation loop's `with torch.inference_mode():` took out a mode entered before the block).
+    There the mode only goes dormant, and comes off at the next call of release_deferred outside the block."""
     if isinstance(mode, OwnDispatchMode) and torch.is_inference_mode_enabled() and not mode.entered_in_inference:
         mode.dormant = True
         if mode not in _deferred:
