@@ -11,13 +11,15 @@ import sys
 from pathlib import Path
 
 import pytest
-from run_cases import SCRIPTS, Case, Result, mark_line, run_many
+from run_cases import SCRIPTS, Case, Result, mark_line, patched_findings, run_many
 
 CASES = {
     "listed": Case(["listed_layers_not_moved.py"]),
     "prompt": Case(["prompt_on_cpu.py"]),
     "scheduler": Case(["scheduler_on_cpu.py"]),
     "helper": Case(["hidden_from_helper.py"]),
+    "loss": Case(["loss_weight_on_cpu.py"]),
+    "setattr": Case(["schedule_setattr.py"]),
 }
 
 
@@ -79,6 +81,39 @@ def test_a_plain_objects_tensors_are_moved_once_after_it_is_built_and_the_patch_
     after = subprocess.run(run, cwd=tmp_path, capture_output=True, text=True, check=False)
     assert after.returncode == 0, after.stderr[-2000:]
     assert "gputriage verdict: HEALTHY" in after.stdout + after.stderr
+
+
+def test_a_loss_modules_cpu_buffer_is_moved_where_the_loss_is_built_and_the_patch_works(
+    runs: dict[str, Result], tmp_path: Path
+) -> None:
+    """A trial: the fix named the exact line, `criterion = nn.CrossEntropyLoss(...).to(device)`, said "move the model",
+    and the patch had no edit."""
+    r = runs["loss"]
+    script = "loss_weight_on_cpu.py"
+    finding = r.finding("device-mismatch-error")
+    where = mark_line(script, "device-mismatch-error")
+    assert finding["where"] == where and finding["evidence"]["host_tensor"] == "CrossEntropyLoss.weight"
+    fix = finding["fix"]
+    assert fix.startswith("criterion = nn.CrossEntropyLoss(weight=torch.ones(5), ignore_index=0).to(device)")
+    assert "move the CrossEntropyLoss once" in fix and "model" not in fix
+    (edit,) = finding["evidence"]["edits"]
+    assert edit["line"] == int(where.rsplit(":", 1)[1])
+    assert patched_findings(r.report, script, tmp_path) == []
+
+
+def test_tensors_set_with_setattr_in_init_are_registered_as_buffers_by_the_patch(
+    runs: dict[str, Result], tmp_path: Path
+) -> None:
+    """A trial: `setattr(self, k, v)` over a schedule's dict got the generic `self.register_buffer("sqrtab", ...)`
+    and no edit; the loop's own names are the fix."""
+    r = runs["setattr"]
+    script = "schedule_setattr.py"
+    finding = r.finding("model-partly-on-cpu")
+    assert finding["where"] == mark_line(script, "model-partly-on-cpu")
+    assert "self.register_buffer(k, v)  # instead of: setattr(self, k, v)" in finding["fix"]
+    (edit,) = finding["evidence"]["edits"]
+    assert [line.strip() for line in edit["new"]] == ["self.register_buffer(k, v)  # MARK model-partly-on-cpu"]
+    assert patched_findings(r.report, script, tmp_path) == []
 
 
 def test_a_state_made_by_a_method_of_the_model_is_fixed_in_that_method(runs: dict[str, Result]) -> None:

@@ -107,6 +107,7 @@ def capture(wheres: list[str], roots: list[Path], uses: list[str] | None = None)
     return section
 
 
+MAX_MOVE_LINES = 8  # module-level in-place moves kept per file
 MAX_SAME_CALLS = 4  # other statements kept per tensor's call: a file's evaluation loops, not every helper
 
 
@@ -200,7 +201,23 @@ class _File:
                 last = node.end_lineno or node.lineno
                 out.append(SourceSnippet(path, node.lineno, self.text(node.lineno, last), "device", None))
         out.sort(key=lambda s: s.first_line)
-        return out[:MAX_DEVICE_LINES] + self._cuda_switches(path) + self._device_choices(path)[:MAX_DEVICE_LINES]
+        devices = out[:MAX_DEVICE_LINES] + self._cuda_switches(path) + self._device_choices(path)[:MAX_DEVICE_LINES]
+        return devices + self._moves(path)
+
+    def _moves(self, path: str) -> list[SourceSnippet]:
+        """The module-level statements that move a name to the device in place (`labels = labels.cuda()`, `x =
+        x.to(device)`): where a tensor the loop uses was left behind, its move goes beside its siblings'."""
+        assert self.tree is not None
+        out: list[SourceSnippet] = []
+        pending: list[ast.stmt] = list(self.tree.body)
+        while pending and len(out) < MAX_MOVE_LINES:
+            node = pending.pop(0)
+            if isinstance(node, (ast.If, ast.With, ast.Try)):
+                pending[:0] = [*node.body, *getattr(node, "orelse", [])]
+            elif moved_name(node) is not None:
+                last = node.end_lineno or node.lineno
+                out.append(SourceSnippet(path, node.lineno, self.text(node.lineno, last), "move", None))
+        return out
 
     def _cuda_switches(self, path: str) -> list[SourceSnippet]:
         """The first `if <switch>:` whose body moves things with `.cuda()` (`if args.cuda: model.cuda()`, pytorch/
@@ -246,6 +263,16 @@ def _chooses_device(node: ast.stmt) -> bool:
 
 
 _MAX_SWITCH_CHARS = 80  # a switch is a flag or a short test, not a whole expression
+
+
+def moved_name(node: ast.AST) -> str | None:
+    """`x` for `x = x.cuda()` or `x = x.to(...)`: a name moved to the device in place."""
+    if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)):
+        return None
+    call, name = node.value, node.targets[0].id
+    if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr in ("cuda", "to")):
+        return None
+    return name if isinstance(call.func.value, ast.Name) and call.func.value.id == name else None
 
 
 def is_cuda_switch(node: ast.If) -> bool:

@@ -13,7 +13,9 @@ class OpStat(msgspec.Struct):
     name: str  # aten op, e.g. "aten.addmm"
     device: str  # device type
     count: int = 0
-    time_s: float = 0.0  # host wall time inside the op (for cuda: launch time, the kernel runs asynchronously)
+    # host wall time inside the op (for cuda: launch time, the kernel runs asynchronously); for cpu, the calling
+    # thread's CPU time where that is less (the OS took the core away mid-op on a loaded machine)
+    time_s: float = 0.0
     where: str | None = None
     max_s: float = 0.0  # the longest single call
 

@@ -127,6 +127,10 @@ class HostFacts(msgspec.Struct):
     # ("Jetson Nano", "L4T 32.4.3", "tegra"), and the JetPack version when the text gives it.
     jetson: str | None = None
     jetpack_version: str | None = None
+    # The JetPack generation (4, 5, 6) when the exact version is not given: it fixes the Python that NVIDIA's wheels
+    # are built for (3.6, 3.8, 3.10). Read from the L4T major (R32, R35, R36), the Tegra kernel (4.9, 5.10, 5.15), or
+    # the CUDA that JetPack ships (10.x, 11.4, 12.x).
+    jetpack_major: int | None = None
     # What showed a container as a fact (/.dockerenv, a `docker run` line, a container prompt, the NVIDIA container
     # banner), as opposed to prose that only mentions one; the runtime when it is not docker (enroot, singularity, ...).
     container_evidence: str | None = None

@@ -26,7 +26,8 @@ class SourceSnippet(msgspec.Struct):
     first_line: int  # 1-based number of the first line of `text`
     text: str
     # function (a whole def) | window (lines around a where) | device (one device assignment) | device-choice (a
-    # framework call with a device keyword: `Trainer(accelerator="cpu")`, `Accelerator(cpu=True)`)
+    # framework call with a device keyword: `Trainer(accelerator="cpu")`, `Accelerator(cpu=True)`) | move (a
+    # module-level statement that moves a name in place: `labels = labels.cuda()`)
     kind: str = "function"
     function: str | None = None  # qualified name of the enclosing function, e.g. "GPT.forward"
     # For a method: whether its class is an nn.Module by its bases in this file (`nn.Module`, `LightningModule`, a
@@ -69,10 +70,15 @@ class SourceSection(msgspec.Struct):
         if parsed is None:
             return None
         path, line = parsed
-        for s in self.snippets:
-            if s.kind in ("function", "window") and s.path == path and s.first_line <= line <= s.last_line:
-                return s
+        holding = [s for s in self.snippets if s.path == path and s.first_line <= line <= s.last_line]
+        for kinds in (("function", "window"), ("move",)):  # a move's own snippet only where nothing wider holds it
+            for s in holding:
+                if s.kind in kinds:
+                    return s
         return None
+
+    def moves(self, path: str) -> list[SourceSnippet]:
+        return [s for s in self.snippets if s.kind == "move" and s.path == path]
 
     def device_lines(self, path: str) -> list[SourceSnippet]:
         return [s for s in self.snippets if s.kind == "device" and s.path == path]

@@ -86,12 +86,17 @@ def build_patch(diag: Diagnosis, root: Path) -> Patch:
     return patch
 
 
+_AT_THE_ORIGIN = frozenset({"move-index"})
+
+
 def _covers_where(edits: list[Edit], where: str | None) -> bool:
     """Whether an edit touches the finding's own line (True where the finding names no line)."""
     path, _, line = (where or "").rpartition(":")
     if not path or not line.isdigit():
         return True
     number = int(line)
+    if any(e.kind in _AT_THE_ORIGIN for e in edits):
+        return True  # the edit is where the tensor is made or moved: the line that uses it needs no change
     return any(
         (e.path == path or e.path.endswith("/" + path)) and e.line <= number < e.line + max(len(e.old), 1)
         for e in edits

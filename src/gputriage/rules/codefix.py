@@ -460,15 +460,19 @@ def device_for(source: SourceSection | None, where: str | None, expected: str) -
 
 
 def moved_model_line(
-    source: SourceSection | None, model_where: str | None, device: str, class_name: str | None = None
+    source: SourceSection | None,
+    model_where: str | None,
+    device: str,
+    class_name: str | None = None,
+    what: str = "model",
 ) -> str | None:
-    """`net = Net().to(device)` on the line that builds the model."""
+    """`net = Net().to(device)` on the line that builds the model (or the module `what` names: a loss)."""
     stmt = statement_at(source, model_where)
     call = built_call(stmt, class_name) if stmt is not None else None
     if stmt is None or call is None:
         return None
     fixed = with_suffix(stmt, call, f".to({device})")
-    return f"{fixed}  # line {stmt.first_line}: move the model once, before the loop" if fixed is not None else None
+    return f"{fixed}  # line {stmt.first_line}: move the {what} once, before the loop" if fixed is not None else None
 
 
 def moved_tensor_lines(
@@ -839,6 +843,69 @@ def assigned_attribute(stmt: Statement) -> tuple[str, str, str] | None:
     return ast.unparse(target.value), target.attr, ast.unparse(value)
 
 
+class IndexMove(msgspec.Struct, frozen=True):
+    """An index tensor the loop uses that the script never moves, beside the names it does move in place."""
+
+    name: str  # idx_train
+    line: str  # idx_train = idx_train.cuda(): the siblings' own move
+    after: Statement  # the last sibling move, where the line goes
+    siblings: list[str]  # the names the script moves there
+
+
+def unmoved_index(source: SourceSection | None, stmt: Statement) -> IndexMove | None:
+    """`output[idx_train]` where `idx_train` is bound outside the function (a module global) and the file's module
+    level moves other names in place (`labels = labels.cuda()`) but not this one (pygcn's `if args.cuda:` block)."""
+    if source is None:
+        return None
+    moves = source.moves(stmt.snippet.path)
+    if not moves:
+        return None
+    local = _function_locals(stmt.function) if stmt.function is not None else set()
+    names = [
+        n.slice.id
+        for n in ast.walk(stmt.node)
+        if isinstance(n, ast.Subscript) and isinstance(n.slice, ast.Name) and n.slice.id not in local
+    ]
+    moved = {_moved(m) for m in moves}
+    name = next((n for n in dict.fromkeys(names) if n not in moved), None)
+    last = statement_at(source, f"{moves[-1].path}:{moves[-1].first_line}")
+    if name is None or last is None or not isinstance(last.node, ast.Assign):
+        return None
+    call = last.node.value
+    assert isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)  # a move, by source capture
+    arguments = ", ".join([*map(ast.unparse, call.args), *map(ast.unparse, call.keywords)])
+    siblings = list(dict.fromkeys(_moved(m) for m in moves))
+    return IndexMove(name, f"{name} = {name}.{call.func.attr}({arguments})", last, siblings)
+
+
+def _moved(snippet: SourceSnippet) -> str:
+    return snippet.text.split("=", 1)[0].strip()
+
+
+def _function_locals(function: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
+    """The names a function binds itself: its parameters and its assignment targets (not its `global`s)."""
+    args = function.args
+    bound = {a.arg for a in [*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg] if a}
+    declared = {n for g in ast.walk(function) if isinstance(g, ast.Global) for n in g.names}
+    for node in ast.walk(function):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            bound.add(node.id)
+    return bound - declared
+
+
+def setattr_call(stmt: Statement) -> tuple[str, str, str] | None:
+    """(owner, name, value) as code for `setattr(owner, name, value)` alone on the line (a schedule's tensors set in a
+    loop: `for k, v in schedules.items(): setattr(self, k, v)`); the name stays an expression (`k`, `"pe"`)."""
+    node = stmt.node
+    call = node.value if isinstance(node, ast.Expr) else None
+    if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == "setattr"):
+        return None
+    if len(call.args) != 3 or call.keywords or any(isinstance(a, ast.Starred) for a in call.args):
+        return None
+    owner, name, value = (ast.unparse(a) for a in call.args)
+    return owner, name, value
+
+
 def module_container_fix(stmt: Statement) -> str | None:
     """`self.blocks = [nn.Linear(...) for _ in range(3)]` -> `self.blocks = nn.ModuleList([...])` (a dict:
     nn.ModuleDict); None when the line is not such an assignment."""
@@ -859,7 +926,11 @@ def register_buffer_fix(stmt: Statement) -> str | None:
     """`self.register_buffer("pe", pe)` for `self.pe = pe`."""
     found = assigned_attribute(stmt)
     if found is None:
-        return None
+        called = setattr_call(stmt)
+        if called is None:
+            return None
+        owner, name, value = called
+        return f"{owner}.register_buffer({name}, {value})  # instead of: {ast.unparse(stmt.node)}"
     owner, name, value = found
     # The statement as one line: a comment cannot hold a line break, and a backslash continuation would end it.
     was = ast.unparse(stmt.node) if "\n" in stmt.text else stmt.text

@@ -555,7 +555,15 @@ def _one_per_statement(run: Run, sites: list[HostSync]) -> list[HostSync]:
 def _sync_fixes(run: Run, sites: list[HostSync]) -> str:
     if len(sites) == 1:
         return _site_fix(run, sites[0])
-    return "\n".join(f"# {s.where}:\n{_site_fix(run, s)}" for s in sites)
+    parts, moved = [], set()
+    for site in sites:
+        text = _site_fix(run, site)
+        head, _, last = text.rpartition("\n")
+        if site.kind == "cpu-index" and last in moved:  # one index used on two lines: its one move, shown once
+            text = head.rpartition("\n")[0] + f"\n# the move above fixes this line too: {last}"
+        moved.add(last)
+        parts.append(f"# {site.where}:\n{text}")
+    return "\n".join(parts)
 
 
 def _site_fix(run: Run, site: HostSync) -> str:
@@ -568,4 +576,6 @@ def _site_edits(run: Run, site: HostSync) -> list[Edit]:
     if _distribution_check(site):
         edit = edits.validation_off(run.source, site.where)
         return [edit] if edit is not None else []
+    if site.kind == "cpu-index":
+        return edits.index_move_edits(run.source, site.where)
     return edits.read_rarely_edits(run.source, site.where)

@@ -212,6 +212,8 @@ def register_buffer(stmt: Statement) -> Edit | None:
     attribute earlier in it (register_buffer refuses a name that already exists)."""
     found = codefix.assigned_attribute(stmt)
     func = stmt.function
+    if found is None and func is not None and func.name == "__init__":
+        return _setattr_as_buffer(stmt)
     if found is None or func is None or func.name != "__init__" or found[0] != "self":
         return None
     name = found[1]
@@ -240,6 +242,17 @@ def register_buffer(stmt: Statement) -> Edit | None:
     new = [pad + body[0], *body[1:]]
     new[-1] += f"  {comment}" if comment else tail
     return checked(Edit(stmt.snippet.path, stmt.first_line, tuple(lines), tuple(new), "register-buffer"))
+
+
+def _setattr_as_buffer(stmt: Statement) -> Edit | None:
+    """`setattr(self, k, v)` -> `self.register_buffer(k, v)`, on its own single line in `__init__`."""
+    called = codefix.setattr_call(stmt)
+    lines = _lines(stmt)
+    if called is None or called[0] != "self" or not lines or len(lines) != 1 or not _alone(stmt, lines):
+        return None
+    comment = _trailing_comment(lines[0])
+    new = f"{_indent_of(lines[0])}self.register_buffer({called[1]}, {called[2]})" + (f"  {comment}" if comment else "")
+    return checked(Edit(stmt.snippet.path, stmt.first_line, tuple(lines), (new,), "register-buffer"))
 
 
 def _segment(stmt: Statement, node: ast.AST, lines: list[str]) -> str | None:
@@ -658,3 +671,10 @@ def loader_edits(source: SourceSection | None, where: str | None, wanted: dict[s
 
 def read_rarely_edits(source: SourceSection | None, where: str | None) -> list[Edit]:
     return _unique([read_rarely(source, where)])
+
+
+def index_move_edits(source: SourceSection | None, where: str | None) -> list[Edit]:
+    """The index tensor's move, below its siblings' (codefix.unmoved_index)."""
+    stmt = codefix.statement_at(source, where)
+    found = codefix.unmoved_index(source, stmt) if stmt is not None else None
+    return _unique([insert_after(found.after, [found.line], "move-index")]) if found is not None else []

@@ -47,6 +47,11 @@ EXTRA_INDEX_NOTE = (
 
 
 JETSON_WHEELS = "https://developer.download.nvidia.com/compute/redist/jp/"
+# The one Python that NVIDIA's torch wheels of each JetPack generation are built for ("PyTorch for Jetson": cp36 on
+# JetPack 4, cp38 on 5, cp310 on 6); a wheel for another Python does not install.
+JETPACK_PYTHON = {4: "3.6", 5: "3.8", 6: "3.10"}
+# The CUDA each generation ships (JetPack 4: 10.0-10.2, 5: 11.4, 6: 12.2-12.6), when the text gives no other mark.
+_JETPACK_OF_CUDA = {"10": 4, "11": 5, "12": 6}
 _MPS_CHECK = 'python -c "import torch; print(torch.backends.mps.is_available())"   # must print True\n'
 
 
@@ -125,6 +130,32 @@ def jetson_wheels(env: Environment) -> str:
         f"# pick the torch-*.whl for your Python from {JETSON_WHEELS}{folder}\n"
         f"python -m pip install --no-cache {JETSON_WHEELS}{folder}<torch-...-linux_aarch64.whl>\n"
         "# or use NVIDIA's l4t-pytorch container for this L4T release (torchvision is built from source to match)"
+    ) + _jetson_python_note(env)
+
+
+def jetpack_generation(env: Environment) -> int | None:
+    """4, 5 or 6: from the JetPack version, the L4T or kernel release, else the CUDA the machine shows."""
+    h = env.host
+    if h.jetpack_version:
+        return int(h.jetpack_version.split(".")[0])
+    if h.jetpack_major:
+        return h.jetpack_major
+    cuda = env.driver.cuda_driver_version or h.cuda_toolkit_version
+    return _JETPACK_OF_CUDA.get(cuda.split(".")[0]) if cuda else None
+
+
+def _jetson_python_note(env: Environment) -> str:
+    generation = jetpack_generation(env)
+    wheel_python = JETPACK_PYTHON.get(generation) if generation else None
+    have = env.host.python_version
+    if not (wheel_python and have) or version_tuple(have)[:2] == version_tuple(wheel_python)[:2]:
+        return ""
+    short = ".".join(have.split(".")[:2])
+    return (
+        f"\n# NVIDIA's wheels for JetPack {generation} are built for Python {wheel_python} only, and this environment"
+        f" has Python {short}:\n"
+        f"# install them into a Python {wheel_python} environment (conda create -n jetson python={wheel_python}),"
+        " or use the container"
     )
 
 

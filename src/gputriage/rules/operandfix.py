@@ -32,7 +32,9 @@ def operand_fix(run: Run, host: CrashOperand) -> OperandFix:
     if not host.owner_is_module:
         return _object_fix(run, host, expected, evidence)
     device, define = codefix.device_for(run.source, host.owner_where or host.where, expected)
-    moved = codefix.moved_model_line(run.source, host.owner_where, device, host.owner)
+    moved = codefix.moved_model_line(run.source, host.owner_where, device, host.owner, what=host.owner or "module")
+    if moved and not define:  # the script's own device expression: the same line as an edit for --patch
+        evidence.update(edits.evidence_of(edits.model_edits(run.source, host.owner_where, None, host.owner)))
     fix = moved or f"# move the {host.owner} once, where it is built ({host.owner_where or host.where}): .to({device})"
     return OperandFix(
         title=f"the CPU tensor is {_described(host)}, a {host.kind} of the {host.owner} built at {host.owner_where}",

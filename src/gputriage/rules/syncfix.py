@@ -34,10 +34,20 @@ def sync_fix(
         return _environment_fix(stmt.text, stepped)
     if kind == "cpu-index":
         line = f"{stmt.text}\n" if stmt is not None else ""
-        return (
+        head = (
             "# a device tensor indexed by an index tensor on the CPU: CUDA copies the index over from pageable\n"
             f"# memory, and that copy first waits for the device, every step:\n{line}"
-            "# make the index on the device: torch.randperm(n, device=x.device), torch.arange(n, device=x.device), or\n"
+        )
+        moved = codefix.unmoved_index(source, stmt) if stmt is not None else None
+        if moved is not None:
+            others = ", ".join(moved.siblings[:4]) + (", ..." if len(moved.siblings) > 4 else "")
+            return (
+                f"{head}# {moved.name} is never moved: the script moves {others} but not it; move it with them, once "
+                f"(after line {moved.after.first_line}):\n{moved.line}"
+            )
+        return (
+            f"{head}# make the index on the device: torch.randperm(n, device=x.device),"
+            " torch.arange(n, device=x.device), or\n"
             "# a torch.randn(..., device=x.device).argsort(...) where a random order is made"
         )
     if kind == "nonzero":

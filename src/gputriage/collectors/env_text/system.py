@@ -128,6 +128,13 @@ _L4T = re.compile(
     r"\b(?:l4t[ \t-]*)?r(3[2-6])(?:\.([0-9])(?:\.[0-9])?(?=[ \t.-]|\b)|[ \t]*\(release\),[ \t]*revision:[ \t]*([0-9]))",
     re.IGNORECASE,
 )
+# The JetPack generation of an L4T major, of a Jetson's kernel release (conda's "__linux=4.9.253", uname's
+# "4.9.253-tegra"), and of the CUDA that generation ships (JetPack 4: 10.0-10.2, 5: 11.4, 6: 12.2-12.6).
+_JETPACK_OF_L4T_MAJOR = {"32": 4, "34": 5, "35": 5, "36": 6}
+_TEGRA_KERNEL = re.compile(r"__linux=(4\.9|5\.10|5\.15)\.|\b(4\.9|5\.10|5\.15)\.[0-9]+-tegra\b", re.IGNORECASE)
+# conda's virtual package for the driver: "__cuda=12.2=0" is the CUDA version the installed driver supports
+_CONDA_CUDA = re.compile(r"\b__cuda=([0-9]{1,2}\.[0-9]{1,2})\b")
+_JETPACK_OF_KERNEL = {"4.9": 4, "5.10": 5, "5.15": 6}
 _JETPACK_OF_L4T = {
     ("32", "4"): "4.4", ("32", "5"): "4.5", ("32", "6"): "4.6", ("32", "7"): "4.6",
     ("35", "1"): "5.0", ("35", "2"): "5.1", ("35", "3"): "5.1", ("35", "4"): "5.1", ("35", "5"): "5.1",
@@ -251,8 +258,7 @@ def extract(paste: Paste, env: Environment) -> None:
         _software(line.text, low, env)
         if "aarch64" in low and h.machine is None:  # uname -m, collect_env's platform, "an aarch64 box"
             h.machine = "aarch64"
-        if any(word in low for word in _JETSON_WORDS):
-            _jetson(line.text, env)
+        _jetson_and_conda(line.text, low, env)
         if len(h.gpus_named) < _MAX_NAMED and any(w in low for w in _GPU_WORDS):
             _named_gpus(line.text, h)
         _driver_halves(line.text, low, h)
@@ -269,6 +275,8 @@ def extract(paste: Paste, env: Environment) -> None:
         if any(w in line.low for w in _CONTAINER_HINTS) and _CONTAINER_WORDS.search(line.text):
             h.in_container = True
             first(h, "container_kind", "kubernetes" if "kube" in line.low or "pod" in line.low else "docker")
+    if h.jetson and h.jetpack_major is None:
+        _jetson_kernel(paste, h)
     first(h, "os_name", "windows" if paste.windows_prompt else None)
     first(h, "os_name", _os_field(paste))
     first(h, "os_name", os_from(" ".join(line.text for line in paste.lines[:400])))
@@ -288,6 +296,13 @@ def _api_mismatch(paste: Paste, env: Environment) -> None:
             return
 
 
+def _jetson_and_conda(text: str, low: str, env: Environment) -> None:
+    if any(word in low for word in _JETSON_WORDS):
+        _jetson(text, env)
+    if "__cuda=" in low and (m := _CONDA_CUDA.search(text)):  # conda info: the driver's own CUDA version
+        first(env.driver, "cuda_driver_version", m.group(1))
+
+
 def _jetson(text: str, env: Environment) -> None:
     h = env.host
     if m := _JETSON.search(text):
@@ -297,6 +312,15 @@ def _jetson(text: str, env: Environment) -> None:
         first(h, "jetpack_version", m.group(1))
     if h.jetpack_version is None and (m := _L4T.search(text)):
         first(h, "jetpack_version", _JETPACK_OF_L4T.get((m.group(1), m.group(2) or m.group(3))))
+        first(h, "jetpack_major", _JETPACK_OF_L4T_MAJOR.get(m.group(1)))
+
+
+def _jetson_kernel(paste: Paste, h: HostFacts) -> None:
+    """The JetPack generation from the Tegra kernel's release, on any line (conda info's virtual packages)."""
+    for line in paste.lines:
+        if ("tegra" in line.low or "__linux=" in line.low) and (m := _TEGRA_KERNEL.search(line.text)):
+            first(h, "jetpack_major", _JETPACK_OF_KERNEL[m.group(1) or m.group(2)])
+            return
 
 
 def _container_facts(paste: Paste, env: Environment) -> None:
