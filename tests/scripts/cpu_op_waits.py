@@ -19,7 +19,7 @@ def waits(x: torch.Tensor) -> torch.Tensor:
 model = nn.Linear(16, 4).to(device)
 opt = torch.optim.SGD(model.parameters(), lr=0.1)
 table = torch.randn(400_000)
-for step in range(12):
+for _ in range(12):
     stats = table.sort().values[:16] if "--work" in sys.argv else waits(table[:16])
     x = torch.randn(32, 16, device=device) + stats.to(device)
     loss = model(x).square().mean()

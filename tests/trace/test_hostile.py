@@ -70,6 +70,9 @@ def _write(tmp_path: Path, text: str, name: str = "t.json") -> Path:
         ('{"ph": "X", "cat": "kernel", "name": "k", "ts": NaN, "dur": 1, "args": {"stream": 7}}', "ts not a number"),
         (_kernel(dur="soon"), "dur not a number"),
         (_kernel(name=["a"]), "name is not a string"),
+        (_kernel(ph=None), "ph is not a string"),  # a trial: dropped with no note, `events_dropped: 0`
+        (_kernel(ph=1.5), "ph is not a string"),
+        (_kernel(ph=["X"]), "ph is not a string"),
         ('{"ph": "X", "cat": "kernel", "args": {"x": ' + "[" * DEEP + "]" * DEEP + "}}", "nested too deeply"),
         ("17", "not an object"),
     ],

@@ -492,7 +492,7 @@ static int scan_field(Cursor *c, const unsigned char *base, Table *texts, Event 
     int set;
     switch (bit) {
     case K_PH: {
-        if (*c->p != '"') return skip_value(c, base, 1); /* not a string: not "X" */
+        if (*c->p != '"') return -1; /* not a string: the Python path counts the event as dropped */
         Span ph;
         int escaped;
         if (scan_string(c, &ph, base, &escaped) < 0 || escaped) return -1;

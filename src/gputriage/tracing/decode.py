@@ -315,6 +315,7 @@ def _group_loose(events: list[Any]) -> Families:
     """Split loosely decoded events by family; only timed ("X") events are looked at one by one."""
     out = Families(events=len(events))
     phases = list(map(_PH, events))
+    _count_odd_phases(out, [e for e, ph in zip(events, phases, strict=True) if type(ph) is not str and _kept(e.cat)])
     timed = (
         events if phases.count("X") == len(phases) else [e for e, ph in zip(events, phases, strict=True) if ph == "X"]
     )
@@ -336,9 +337,23 @@ def _group_loose(events: list[Any]) -> Families:
     return out
 
 
+def _kept(cat: Any) -> bool:
+    """Whether an event of this category is one the analysis keeps (not a skipped family)."""
+    return type(cat) is not str or CATEGORY_FAMILY.get(cat.lower(), DEVICE) != SKIP
+
+
+def _count_odd_phases(out: Families, odd: list[Any]) -> None:
+    """An event whose `ph` is no string (null, a number, a list) is malformed: it is dropped, and counted, where a
+    string phase other than "X" (flows, instants, counters) is the format's own and is not."""
+    if odd:
+        out.dropped["ph is not a string"] += len(odd)
+
+
 def _fill(out: Families, groups: dict[int, list[Any]]) -> None:
     for fam, members in groups.items():
         phases = list(map(_PH, members))
+        if phases.count("X") != len(phases):
+            _count_odd_phases(out, [ph for ph in phases if type(ph) is not str])
         timed = (
             members
             if phases.count("X") == len(phases)

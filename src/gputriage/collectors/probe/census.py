@@ -87,7 +87,7 @@ class OpCensus(OwnDispatchMode):
             elapsed_s = time.perf_counter() - start_s
             thread_cpu_s = time.thread_time() - start_cpu_s
             with contextlib.suppress(Exception), own_reads():  # never break the user's op, nor show it our reads
-                self._count(func, args, kwargs, elapsed_s, out, thread_cpu_s)
+                self._count(func, args, kwargs, elapsed_s, out, thread_cpu_s=thread_cpu_s)
         return out
 
     def _count(
@@ -97,6 +97,7 @@ class OpCensus(OwnDispatchMode):
         kwargs: dict[str, Any],
         elapsed_s: float,
         out: Any,
+        *,
         thread_cpu_s: float | None = None,
     ) -> None:
         tensors = [a for a in _flat(args) if isinstance(a, torch.Tensor)]
