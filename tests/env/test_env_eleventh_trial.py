@@ -44,3 +44,114 @@ def test_a_conda_pin_of_the_same_numbers_is_no_tegra_kernel() -> None:
     text = _CONDA_INFO_JETSON.replace("__linux=4.9.253=0", "typing-extensions=4.9.0=pyha770c72_0")
     text = text.replace("__cuda=10.2=0", "")
     assert parse_environment_text(text).host.jetpack_major is None
+
+
+def _top(text: str) -> tuple[str, str, str, str]:
+    diagnosis = diagnose_text(text)
+    found = [f for f in diagnosis.findings if f.severity.value != "info"]
+    top = found[0] if found else None
+    return diagnosis.verdict.status, top.code if top else "", top.title if top else "", top.fix if top else ""
+
+
+def test_a_rocm_torch_said_to_answer_true_is_healthy() -> None:
+    """rocm-gfx803#19: "torch.cuda.is_available() is able to return true now" beside rocminfo's gfx803: was IDLE
+    no-gpu-visible, and a fix that replaced the working build with rocm7.2 (no gfx803 kernels)."""
+    text = (
+        "Now I am able to import torch and the torch.cuda.is_available() is able to return true now.\n"
+        "  Name:                    gfx803\n  Marketing Name:          Radeon RX 580 Series\n"
+    )
+    assert _top(text)[0] == "healthy"
+
+
+def test_invalid_device_ordinal_is_the_codes_index_even_under_wsl() -> None:
+    """TaskMatrix#154: `cuda:6` on a one-GPU machine, and a commenter on WSL: was `wsl --update` and a driver update."""
+    _, code, title, fix = _top("RuntimeError: CUDA error: invalid device ordinal\nSame issue on ubuntu WSL\n")
+    assert code == "cuda-init-failed" and "GPU index" in title
+    assert "wsl --update" not in fix and "use an index below that count" in fix
+
+
+def test_an_intel_igpu_said_in_prose_gets_no_gpus_all_line() -> None:
+    """ai-dock/comfyui#79: a container with no NVIDIA GPU, on a machine whose Intel CPU has an integrated GPU: was
+    "the report says the machine has no GPU" and `docker run --gpus all`."""
+    text = (
+        "docker container fails due to no Nvidia GPU:\n> RuntimeError: Found no NVIDIA driver on your system.\n"
+        "my Intel CPU also has an integrated GPU and I would like to use that.\n"
+    )
+    _, code, title, fix = _top(text)
+    assert code == "no-gpu-visible" and "Intel integrated GPU" in title
+    assert "--gpus" not in fix.replace("(not --gpus", "")
+
+
+def test_a_quoted_answer_and_an_old_windows_build_under_wsl() -> None:
+    """WSL#7056: `'torch.cuda.is_available()' always returns 'false'` was not read; Windows 10 build 19042 (20H2)
+    predates GPU access in WSL 2 (21H2, build 19044)."""
+    text = (
+        "Microsoft Windows [Version 10.0.19042.1052]\n- [X] WSL 2\nKernel Version 5.4.72\n"
+        "While using the pytorch package in python, 'torch.cuda.is_available()' always returns 'false' in wsl.\n"
+    )
+    env = parse_environment_text(text)
+    assert env.torch.is_available is False and env.host.windows_build == 19042
+    assert env.host.wsl_kernel == "5.4.72"
+    _, code, title, fix = _top(text)
+    assert code == "no-gpu-visible" and "build 19042" in title and "winver" in fix
+
+
+def test_two_interpreters_answering_true_and_false_are_judged() -> None:
+    """VQGAN-CLIP-Docker#6: `python3 -c` gives FALSE, `python -c` gives TRUE ("Try as I might" is no suggestion): was
+    refused with exit 2 as having no facts."""
+    text = (
+        "Try as I might I keep getting FALSE  for\n\n"
+        'python3 -c "import torch; print(torch.cuda.is_available());"\n\n'
+        "I have re-installed CUDA and all my drivers.\n\n"
+        'python -c "import torch; print(torch.cuda.is_available());"\n\nresults in TRUE\n'
+    )
+    env = parse_environment_text(text)
+    assert env.torch.is_available is False and env.torch.available_elsewhere == "unknown"
+    _, code, title, _ = _top(text)
+    assert code == "cuda-init-failed" and "another interpreter or environment" in title
+
+
+def test_a_slurm_step_without_a_gpu_request() -> None:
+    """synapse#199: True on the login node, False under `srun`: the step asked for no GPU."""
+    text = (
+        'python -c "import torch; print(torch.cuda.is_available())"\n# True\n'
+        'srun python -c "import torch; print(torch.cuda.is_available())"\n# False\n'
+    )
+    fix = _top(text)[3]
+    assert 'srun --gres=gpu:1 python -c "import torch; print(torch.cuda.is_available())"' in fix
+
+
+def test_a_blackwell_gpu_with_the_driver_unknown_names_the_build_for_older_drivers() -> None:
+    """FramePack#550: an RTX 5090 on a build without sm_120, driver not shown: the newest release's cu130 build wants
+    a 580 driver; the cu128 build, on 570, is named beside it."""
+    text = (
+        "PyTorch version: 2.6.0+cu124\nCUDA used to build PyTorch: 12.4\nIs CUDA available: True\n"
+        "GPU models and configuration: GPU 0: NVIDIA GeForce RTX 5090\n"
+        "NVIDIA GeForce RTX 5090 with CUDA capability sm_120 is not compatible with the current PyTorch installation.\n"
+    )
+    fix = _top(text)[3]
+    assert "# with an older driver (from 570" in fix and "--index-url https://download.pytorch.org/whl/cu128" in fix
+
+
+def test_a_stated_jetpack_wins_over_the_l4t_table_and_its_python_is_named() -> None:
+    """pinokio#1027: "L4T Release: R35.4.1" then "JetPack Version: 5.1.2" and "Python Version: 3.10": was jp/v51 and
+    no word that JetPack 5's wheels are cp38 only."""
+    text = (
+        "* **Device:** Jetson AGX Orin\n* **L4T Release:** R35.4.1\n* **JetPack Version:** 5.1.2\n"
+        "* **Python Version:** 3.10 (Virtual Environment)\n`pip install torch` gives a CPU build: "
+        "torch.cuda.is_available() returns False\n"
+    )
+    env = parse_environment_text(text)
+    assert env.host.jetpack_version == "5.1.2" and env.host.python_version == "3.10"
+    fix = _top(text)[3]
+    assert "/jp/v512/pytorch/" in fix and "JetPack 5 are built for Python 3.8 only" in fix
+
+
+def test_a_python_said_in_a_sentence_pins_the_rocm_fix() -> None:
+    """ROCm#2354: "I use torch-cpu because I use python 3.7" on an RX 6800: the newest ROCm index has no cp37 wheel."""
+    text = (
+        "ROCm5.4.3 and RX6800. rocminfo shows gfx1030.\n"
+        "I use torch-cpu because I use python 3.7, torch.cuda.is_available() returns False\n"
+    )
+    assert parse_environment_text(text).host.python_version == "3.7"
+    assert "--index-url https://download.pytorch.org/whl/rocm5.2" in _top(text)[3]

@@ -158,7 +158,7 @@ def test_an_amd_gpu_on_windows_gets_directml_not_a_linux_rocm_build() -> None:
     ("line", "jetpack"),
     [
         ("dustynv/whisper:r36.4.tegra-aarch64-cu126-22.04-pytorch_2.9", "6.1"),
-        ("Jetson Xavier NX, L4T R35.4.1", "5.1"),
+        ("Jetson Xavier NX, L4T R35.4.1", "5.1.2"),
         (
             "$ cat /etc/nv_tegra_release\n# R32 (release), REVISION: 7.4, GCID: 33514132, BOARD: t210ref (jetson nano)",
             "4.6",

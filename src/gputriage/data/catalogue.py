@@ -204,6 +204,7 @@ CATALOGUE: tuple[Entry, ...] = (
             "driver_cuda",
             "driver_version",
             "error_name",
+            "failing_command",
             "gpu_names",
             "gpus",
             "init_message",

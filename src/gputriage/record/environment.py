@@ -55,6 +55,8 @@ class TorchFacts(msgspec.Struct):
     available_elsewhere: str | None = None
     # The CUDA that working session's torch was built with, when it printed it ("9.0.176" beside a failing "10.0.130")
     cuda_elsewhere: str | None = None
+    # The command line whose is_available() answered False ("srun python -c ..."): a Slurm step, another interpreter
+    unavailable_command: str | None = None
 
 
 class GpuDevice(msgspec.Struct):
@@ -97,6 +99,10 @@ class HostFacts(msgspec.Struct):
     wsl: bool | None = None
     wsl_version: int | None = None  # 1: a 4.4.0-NNNNN-Microsoft kernel (no GPU access); 2: microsoft-standard
     wsl_kernel: str | None = None  # WSL 2's kernel release ("5.10.16.3"): GPU access needs 5.10.43.3 or later
+    # The Windows build ("Microsoft Windows [Version 10.0.19042.1052]" -> 19042): WSL 2 reaches the GPU from Windows
+    # 10 21H2 (19044) and Windows 11; 19041-19043 have no GPU paravirtualisation (/dev/dxg) at all.
+    windows_build: int | None = None
+    kernel_stated: str | None = None  # a kernel release the text states without a uname line ("Kernel Version 5.4.72")
     # A virtual machine shown by its display adapter (Hyper-V, VMware, VirtualBox, QEMU): no GPU without passthrough.
     virtual_machine: str | None = None
     dev_nodes: list[str] | None = None  # /dev/nvidia*
@@ -127,6 +133,7 @@ class HostFacts(msgspec.Struct):
     # ("Jetson Nano", "L4T 32.4.3", "tegra"), and the JetPack version when the text gives it.
     jetson: str | None = None
     jetpack_version: str | None = None
+    jetpack_of_l4t: bool = False  # jetpack_version was read from the L4T release (a table), not stated
     # The JetPack generation (4, 5, 6) when the exact version is not given: it fixes the Python that NVIDIA's wheels
     # are built for (3.6, 3.8, 3.10). Read from the L4T major (R32, R35, R36), the Tegra kernel (4.9, 5.10, 5.15), or
     # the CUDA that JetPack ships (10.x, 11.4, 12.x).

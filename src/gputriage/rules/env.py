@@ -9,6 +9,7 @@ When the job is meant for another device (--expect-device meta/mps/xpu/cpu), NVI
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 from gputriage.data.cuda_tables import (
@@ -29,6 +30,7 @@ from gputriage.record import Run
 from gputriage.record.device import device_type
 from gputriage.record.environment import Environment
 from gputriage.rules.env_facts import (
+    WSL_GPU_WINDOWS_BUILD,
     arch_builds,
     base_version,
     build_arch_list,
@@ -45,6 +47,7 @@ from gputriage.rules.env_facts import (
     nvidia_devices,
     nvidia_expected,
     nvidia_nodes,
+    old_windows_for_wsl_gpu,
     parse_visible_devices,
     pip_install,
     runs_on_driver,
@@ -584,6 +587,14 @@ ROCM_OF_RELEASE = {
 
 
 def _wsl_fix(env: Environment) -> str:
+    if old_windows_for_wsl_gpu(env):
+        return (
+            f"# WSL 2 reaches the GPU from Windows 10 21H2 (build {WSL_GPU_WINDOWS_BUILD}) or Windows 11; this one is "
+            f"build {env.host.windows_build}\n"
+            "winver   # in Windows: the build; update Windows (Settings > Windows Update), then in PowerShell:\n"
+            "wsl --update\nwsl --shutdown\n"
+            "nvidia-smi   # inside WSL 2: must list the GPU"
+        )
     if old_wsl_kernel(env) is None:
         return _WSL_FIX
     return (
@@ -1199,9 +1210,10 @@ def cuda_init_failed(run: Run) -> Iterator[Finding]:
     if mig and seen is not None and seen.key == "num-gpus-assert":
         evidence["mig_enabled_gpus"] = mig
         meaning = f"MIG mode is on (GPU {', '.join(map(str, mig))}), and CUDA opens one MIG instance per process"
-    if env.host.wsl and code not in (802, 804) and t.is_available is not True:
+    if env.host.wsl and code not in (101, 802, 804) and t.is_available is not True:
         # WSL 2 has no compute modes, no fabric of its own and no Linux driver: its CUDA is the Windows driver's
-        # (through /usr/lib/wsl/lib), so the Linux fixes above do not apply and can break it
+        # (through /usr/lib/wsl/lib), so the Linux fixes above do not apply and can break it. Error 101 is the job's
+        # own device index (cuda:6 on a one-GPU machine), wherever it runs.
         meaning, fix = _wsl_meaning(code, env), _wsl_gpu_fix(code, env)
         evidence["wsl"] = env.host.wsl_version or True
         evidence["source"] = None  # the signature's thread is a Linux machine's
@@ -1374,6 +1386,7 @@ def cuda_unavailable_unexplained(run: Run) -> Iterator[Finding]:
     )
 
 
+_SLURM_STEP = re.compile(r"^[$ \t]*(srun|salloc)\b(?![^|;&]*--(?:gres|gpus))[ \t]+")
 _WHICH_PYTHON = 'python -c "import sys, torch; print(sys.executable, torch.__version__, torch.cuda.is_available())"'
 
 
@@ -1395,6 +1408,14 @@ def _available_elsewhere(run: Run, env: Environment) -> Finding:
         f"{_WHICH_PYTHON}   # run it where the job fails (the notebook, the IDE, the venv), and where it works\n"
         "# then run the job with the interpreter that answers True (or install that torch build in the other one)"
     )
+    failing = t.unavailable_command or ""
+    if _SLURM_STEP.match(failing):
+        evidence["failing_command"] = failing
+        asking = _SLURM_STEP.sub(r"\1 --gres=gpu:1 ", failing, count=1)
+        fix = (
+            "# the False came from a Slurm job step, which gets a GPU only when it asks for one:\n"
+            f"{asking}   # or --gpus=1; in a batch script: #SBATCH --gres=gpu:1\n{fix}"
+        )
     title = (
         f"CUDA is not available where the job ran, while {which} in the same report reaches the GPU: the job runs "
         "in another interpreter or environment"

@@ -77,10 +77,20 @@ def nvidia_nodes(env: Environment) -> list[str]:
     return [n for n in env.host.dev_nodes or [] if _NVIDIA_NODE_RE.match(n)]
 
 
+WSL_GPU_WINDOWS_BUILD = 19044  # Windows 10 21H2; Windows 11 is 22000 and later (Insider builds from 20145 had it)
+
+
+def old_windows_for_wsl_gpu(env: Environment) -> bool:
+    build = env.host.windows_build
+    return build is not None and build < WSL_GPU_WINDOWS_BUILD
+
+
 def gpu_presence(env: Environment) -> str:
     """ "present" | "none" | "unknown": whether an NVIDIA GPU exists at all, told positively, never guessed."""
     # torch that counted a device, or answered is_available() True, reached an NVIDIA GPU on this machine
-    torch_sees = bool(env.torch.device_count or env.torch.is_available) and not is_rocm(env)
+    # (in this session, or another session of the same report: available_elsewhere)
+    t = env.torch
+    torch_sees = bool(t.device_count or t.is_available or t.available_elsewhere) and not is_rocm(env)
     h = env.host
     if (
         nvidia_devices(env)
@@ -93,8 +103,8 @@ def gpu_presence(env: Environment) -> str:
         return "present"
     if env.driver.no_devices_reported or h.no_gpu_stated or (h.other_gpus and not env.driver.driver_version):
         return "none"
-    if h.wsl_version == 1:
-        return "none"  # WSL 1's kernel (4.4.0-NNNNN-Microsoft) has no path to any GPU
+    if h.wsl_version == 1 or (h.wsl and old_windows_for_wsl_gpu(env)):
+        return "none"  # WSL 1's kernel (4.4.0-NNNNN-Microsoft), or a Windows before 21H2: no path to any GPU
     if env.source == "probe" and "/dev/dxg" not in (h.dev_nodes or []):
         # The probe looked everywhere: NVML, /dev, /proc/driver/nvidia, the PCI bus and torch found nothing.
         return "none"

@@ -14,6 +14,7 @@ from gputriage.data.cuda_tables import (
     MPS_FIRST_RELEASE,
     TORCH_RELEASES,
     arch_supports,
+    min_driver_for,
     mps_min_macos,
     release_of,
     version_tuple,
@@ -21,6 +22,8 @@ from gputriage.data.cuda_tables import (
 from gputriage.record.environment import Environment
 from gputriage.rules.env_facts import (
     WHEEL_INDEX,
+    WSL_GPU_WINDOWS_BUILD,
+    ArchBuild,
     Variant,
     arch_builds,
     blackwell_variant,
@@ -33,7 +36,9 @@ from gputriage.rules.env_facts import (
     is_amd_gpu,
     major_version,
     nvidia_devices,
+    old_windows_for_wsl_gpu,
     pip_install,
+    python_fits,
     python_note,
     sm_name,
     uninstall_lines,
@@ -243,6 +248,7 @@ def arch_fix(env: Environment, capability: str | None) -> str:
     limit = driver_cuda(env)
     if limit is None:
         lines.append(f"# CUDA {cuda} needs {driver_needed(cuda, env)}")
+        lines += _older_driver_build(env, builds, best)
     elif best.runs == "compat":
         lines.append(
             f"# torch {release} + CUDA {cuda} has {sm} kernels; the driver (CUDA {limit}) runs it through CUDA "
@@ -263,6 +269,23 @@ def arch_fix(env: Environment, capability: str | None) -> str:
     lines += python_note(env, release)
     lines += _companions_note(env, release)
     return "\n".join(lines)
+
+
+def _older_driver_build(env: Environment, builds: list[ArchBuild], best: ArchBuild) -> list[str]:
+    """With the driver unknown, the build with the GPU's kernels that asks for the oldest driver, where the newest
+    release's asks for a newer CUDA major's (an RTX 50xx: cu130 wants a 580 driver, cu128 runs on 570, common on new
+    machines)."""
+    oldest = min(version_tuple(b.cuda) for b in builds)
+    if version_tuple(best.cuda)[:1] <= oldest[:1]:
+        return []  # one CUDA major: its older drivers run the build through minor version compatibility
+    fits = [b for b in builds if version_tuple(b.cuda) == oldest]
+    other = max(fits, key=lambda b: (python_fits(b.release, env), version_tuple(b.release)))
+    exact = min_driver_for(other.cuda, env.host.os_name)
+    return [
+        f"# with an older driver (from {exact or 'the one CUDA ' + other.cuda + ' needs'}): torch {other.release} + "
+        f"CUDA {other.cuda} has the kernels too:",
+        f"# {other.command(env)}",
+    ]
 
 
 _ARCH_CHECK = 'python -c "import torch; print(torch.cuda.get_arch_list(), torch.cuda.get_device_capability())"'
@@ -385,12 +408,17 @@ def absence(env: Environment) -> str:
     amd = next((g for g in h.other_gpus if is_amd_gpu(g)), None)
     said = (
         (bool(d.no_devices_reported), "nvidia-smi reports no devices"),
-        (bool(h.no_gpu_stated), "the report says the machine has no GPU"),
         (bool(h.virtual_machine), f"it is a {h.virtual_machine} virtual machine, and no GPU is passed through to it"),
         (bool(amd), f"its GPU is an AMD one ({amd})"),
         (bool(h.other_gpus), f"its only graphics are {h.other_gpus[0] if h.other_gpus else ''}"),
+        (bool(h.no_gpu_stated), "the report says the machine has no NVIDIA GPU"),
         (text and h.os_name == "darwin", "it is a Mac, and macOS 10.14 and later have no NVIDIA driver, so no CUDA"),
         (text and h.wsl_version == 1, "this is WSL 1 (its kernel, 4.4.0-...-Microsoft), which has no GPU access"),
+        (
+            text and bool(h.wsl) and old_windows_for_wsl_gpu(env),
+            f"this Windows (build {h.windows_build}) predates GPU access in WSL 2: Windows 10 21H2 (build "
+            f"{WSL_GPU_WINDOWS_BUILD}) or Windows 11 is the first to give WSL 2 the GPU",
+        ),
         (
             text and old_wsl_kernel(env) is not None,
             f"this WSL 2 kernel ({h.wsl_kernel}) is older than {WSL_GPU_KERNEL}, the first that gives WSL the GPU",

@@ -41,7 +41,8 @@ def _toggles_fence(text: str) -> bool:
 
 
 _SUGGEST = re.compile(
-    r"\b(?:try(?:ing)?|you (?:should|need|can|could|may|might|must|have to|'d)|please (?:run|try|use|install|set|"
+    r"\b(?:try(?:ing)?(?![ \t]+as[ \t]+(?:i|we)[ \t]+might)|"  # "try as I might": the reporter's own attempts
+    r"you (?:should|need|can|could|may|might|must|have to|'d)|please (?:run|try|use|install|set|"
     r"check|update|upgrade|reinstall|remove)|instead|workaround|solution|"
     r"fix(?:es|ed)?(?: it| this| for me| by| with|:)|"
     r"the fix|to fix|recommend|suggest|what (?:worked|fixed)|works? for me|that (?:fixed|worked)|do this|run this|"

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 
 from gputriage.collectors.env_text.facts import fail_wins, first
-from gputriage.collectors.env_text.limits import MAX_ITEMS, small_int, version
+from gputriage.collectors.env_text.limits import MAX_ITEMS, cap, small_int, version
 from gputriage.collectors.env_text.lines import Line, Paste
 from gputriage.record.environment import Environment
 
@@ -23,13 +23,26 @@ _QUERY_WORDS = ("available", "device_count", "version", "arch_list", "count", "g
 _MAX_QUERIES = 400  # a report asks torch a handful of times; a paste asking more is not a session to follow
 _TRUE = ("true", "ture", "treu", "yes")
 _FALSE = ("false", "flase", "fasle", "fales", "flse", "no")
-_VALUE = re.compile(r"^(?:Out\[[0-9]{1,5}\]:[ \t]*)?['\"]?([\w.+\-]{1,60})['\"]?[ \t]*$")
+# An answer line: the value alone, as IPython shows it, after a comment mark ("# True" under the command), or in the
+# reporter's words ("results in TRUE", "returns False")
+_VALUE = re.compile(
+    r"^(?:Out\[[0-9]{1,5}\]:[ \t]*|#[ \t]*|(?:results?[ \t]+in|returns?|gives?|prints?|outputs?)[ \t]+)?"
+    r"['\"`]?([\w.+\-]{1,60})['\"`]?[ \t]*\.?[ \t]*$",
+    re.IGNORECASE,
+)
+# The answer said just before the command that gave it: "I keep getting FALSE for" / (blank) / "python3 -c ...".
+_ANSWER_BEFORE = re.compile(
+    r"\b(?:get|getting|got|returns?|returned|shows?|prints?)[ \t]+[`'\"*]*(?P<value>true|false)\b[`'\"*]*"
+    r"[ \t]*(?:for|from|with|when running|running|on)?[ \t]*:?[ \t]*$",
+    re.IGNORECASE,
+)
 _LIST = re.compile(r"^(?:Out\[[0-9]{1,5}\]:[ \t]*)?(\[(?:'[\w]{1,12}'(?:,[ \t]*)?){1,40}\])")
 _PROSE = re.compile(
     r"(?:(?:torch\.)?cuda\.(?P<what>is_available|device_count)\b(?:\(\))?|"
     r"\b(?P<bare>is_available|device_count)\(\))"  # bare `is_available()`: the call's parentheses say it is torch's
-    r"[)`]{0,3}[ \t]*"  # print(torch.cuda.is_available()) gives ...
+    r"[)`'\"]{0,3}[ \t]*"  # print(torch.cuda.is_available()) gives ..., 'torch.cuda.is_available()' always ...
     r"(?:,[ \t]*(?:it|this|that)[ \t]+)?"  # "if I run `torch.cuda.is_available()`, it shows True"
+    r"(?:(?:is[ \t]+)?(?:able[ \t]+to|now|finally)[ \t]+)?"  # "is able to return true now", "now returns True"
     r"(?:returns?|returned|returning|is returning|is still|is|shows?|showing|gives?|giving|gave|prints?|printed|"
     r"outputs?|output|says?|said|yields?|evaluates to|=+|-+>|→|:|"
     # 也返回True, 就是False, 发现是False: a few CJK words before the verb
@@ -110,7 +123,7 @@ def extract(paste: Paste, env: Environment) -> None:
             group = _code_group(lines, line)
             grouped.update(g.index for g in group[1:])
             asked_here = [(q, g) for g in group for q in (_QUERY.finditer(g.text) if g is not line else queries)]
-            answers = _answers_after(lines, group[-1].index + 1, len(asked_here))
+            answers = _answers_after(lines, group[-1].index + 1, len(asked_here)) or _answer_before(lines, line)
             for (query, asking), answer in zip(asked_here, answers, strict=False):
                 _record(env, query, answer, asking)
                 _follow_session(query, answer, session, answers_by_version, cuda_of)
@@ -224,9 +237,20 @@ def _asks(line: Line) -> bool:
     return line.prompt or text.startswith(("print(", "torch.", "import torch", "python", "`torch.")) or "-c " in text
 
 
+def _answer_before(lines: list[Line], line: Line) -> list[str]:
+    """The answer in the line just above the command (blank lines between), in the reporter's words."""
+    for before in reversed(lines[max(0, line.index - 3) : line.index]):
+        if before.text.strip():
+            said = _ANSWER_BEFORE.search(before.text)
+            return [said.group("value")] if said else []
+    return []
+
+
 def _answers_after(lines: list[Line], start: int, count: int) -> list[str]:
     answers: list[str] = []
     for line in lines[start : start + 14]:
+        if line.fact and not line.prompt and _QUERY.search(line.text) and _asks(line):
+            break  # the next command that asks torch: what follows answers it, not this one
         if len(answers) == count or not line.fact:
             break  # a line that is no fact (output the reporter expects, a suggestion) answers nothing
         text = line.text.strip()
@@ -258,6 +282,8 @@ def _record(env: Environment, query: re.Match[str], answer: str, line: Line) -> 
             return
         fail_wins(t, "is_available", value)
         fail_wins(t, "installed", True)
+        if value is False:
+            first(t, "unavailable_command", cap(line.text.strip()))
     elif what == "device_count" and (count := small_int(answer, 4096)) is not None:
         first(t, "device_count", count)
     elif what == "__version__" and (v := version(answer)):

@@ -21,6 +21,9 @@ _OTHER_GPU = re.compile(
 )
 # A non-NVIDIA GPU named in prose or a system summary ("My PC is Intel(R) Iris Xe Graphics", "i have Intel HD
 # graphics 4000", "GPU: AMD Radeon RX 6700"): on a machine that shows nothing NVIDIA, the only graphics there are.
+_INTEL_IGPU_SAID = re.compile(
+    r"\bintel[ \t]+(?:cpu|processor|chip)\b[^.;!?]{0,30}?\bintegrated[ \t]+(?:gpu|graphics)", re.IGNORECASE
+)
 _OTHER_GPU_NAME = re.compile(
     r"\b((?:Intel(?:\(R\)|®)?[ \t]*(?:R[ \t]+)?(?:U?HD|Iris|lris|Arc)\b[\w \t()®]{0,24}?Graphics(?:[ \t]+\d{3,4})?)"
     r"|(?:AMD[ \t]+)?Radeon(?:\(TM\)|™)?[ \t]+(?:RX[ \t]+)?(?:Pro[ \t]+)?[0-9]{3,4}[A-Z]{0,2}(?:[ \t]+XT)?"
@@ -67,6 +70,19 @@ _REBOOTED = re.compile(
     re.IGNORECASE,
 )
 _NVCC = re.compile(r"Cuda compilation tools, release ([0-9]{1,2}\.[0-9])")
+# A set-up list's Python: "* **Python Version:** 3.10 (venv)", "- Python: 3.9.7", "python (version 3.8.10)"
+_PYTHON_STATED = re.compile(
+    r"^[ \t]*(?:[-*•+]{1,2}[ \t]*|[0-9]{1,2}\.[ \t]+)?(?:\*\*)?python(?:[ \t]+version)?(?:\*\*)?[ \t]*"
+    r"(?::|=|\(version)?(?:\*\*)?"
+    r"[ \t]*v?(3\.[0-9]{1,2}(?:\.[0-9]{1,2})?)\b(?!\.)",  # "python 3.8> import torch": a prompt naming it
+    re.IGNORECASE,
+)
+# ... or said in a sentence: "because I use python 3.7", "running Python 3.10", "on python 3.9"
+_PYTHON_IN_USE = re.compile(
+    r"\b(?:i[ \t]+(?:use|have|run)|using|running|with|on)[ \t]+python[ \t]*v?"
+    r"(3\.[0-9]{1,2}(?:\.[0-9]{1,2})?)\b(?!\.)",
+    re.IGNORECASE,
+)
 _BANNER = re.compile(r"^Python ([0-9]\.[0-9]{1,2}\.[0-9]{1,2})\b")
 _PLATFORM = re.compile(r"\bon (linux|win32|darwin)\b")
 # "driver 531.79", and "the latest NVIDIA standard driver](https://...), which is version `472.84`" (a link between)
@@ -88,6 +104,11 @@ _NO_GPU = re.compile(
 )
 _WSL = re.compile(r"\bwsl ?2?\b|microsoft-standard|/usr/lib/wsl/|windows subsystem for linux", re.IGNORECASE)
 _WSL2_KERNEL = re.compile(r"\b([0-9]{1,2}\.[0-9]{1,3}\.[0-9]{1,3}(?:\.[0-9]{1,3})?)-microsoft-standard", re.IGNORECASE)
+# "Microsoft Windows [Version 10.0.19042.1052]" (ver), "OS: Microsoft Windows 10 Pro (10.0.19042 64-bit)" (collect_env)
+_WINDOWS_BUILD = re.compile(r"\bwindows\b[^\n]{0,40}?\b10\.0\.([0-9]{5})\b", re.IGNORECASE)
+_KERNEL_STATED = re.compile(
+    r"\bkernel(?:[ \t]+version)?[ \t]*[:=]?[ \t]*v?([0-9]\.[0-9]{1,3}\.[0-9]{1,3}(?:\.[0-9]{1,3})?)\b", re.I
+)
 _WSL1_KERNEL = re.compile(r"\b4\.4\.0-[0-9]{4,5}-microsoft\b", re.IGNORECASE)
 # A virtual machine's own display adapter (lspci, lshw, dmesg): its guest has no GPU unless one is passed through.
 _VM_DISPLAY = (
@@ -137,7 +158,7 @@ _CONDA_CUDA = re.compile(r"\b__cuda=([0-9]{1,2}\.[0-9]{1,2})\b")
 _JETPACK_OF_KERNEL = {"4.9": 4, "5.10": 5, "5.15": 6}
 _JETPACK_OF_L4T = {
     ("32", "4"): "4.4", ("32", "5"): "4.5", ("32", "6"): "4.6", ("32", "7"): "4.6",
-    ("35", "1"): "5.0", ("35", "2"): "5.1", ("35", "3"): "5.1", ("35", "4"): "5.1", ("35", "5"): "5.1",
+    ("35", "1"): "5.0", ("35", "2"): "5.1", ("35", "3"): "5.1.1", ("35", "4"): "5.1.2", ("35", "5"): "5.1",
     ("36", "2"): "6.0", ("36", "3"): "6.0", ("36", "4"): "6.1",
 }  # fmt: skip
 # A GPU the reporter names in a set-up list or prose, without nvidia-smi ("--GTX 1080Ti 11.0GB", "GPU: RTX 3090").
@@ -275,8 +296,7 @@ def extract(paste: Paste, env: Environment) -> None:
         if any(w in line.low for w in _CONTAINER_HINTS) and _CONTAINER_WORDS.search(line.text):
             h.in_container = True
             first(h, "container_kind", "kubernetes" if "kube" in line.low or "pod" in line.low else "docker")
-    if h.jetson and h.jetpack_major is None:
-        _jetson_kernel(paste, h)
+    _kernels(paste, h)
     first(h, "os_name", "windows" if paste.windows_prompt else None)
     first(h, "os_name", _os_field(paste))
     first(h, "os_name", os_from(" ".join(line.text for line in paste.lines[:400])))
@@ -308,11 +328,20 @@ def _jetson(text: str, env: Environment) -> None:
     if m := _JETSON.search(text):
         first(h, "jetson", m.group(1))
         h.machine = h.machine or "aarch64"
-    if m := _JETPACK.search(text):
-        first(h, "jetpack_version", m.group(1))
+    if (m := _JETPACK.search(text)) and (h.jetpack_version is None or h.jetpack_of_l4t):
+        h.jetpack_version, h.jetpack_of_l4t = m.group(1), False  # the JetPack stated wins over the L4T's table
     if h.jetpack_version is None and (m := _L4T.search(text)):
-        first(h, "jetpack_version", _JETPACK_OF_L4T.get((m.group(1), m.group(2) or m.group(3))))
+        h.jetpack_version = _JETPACK_OF_L4T.get((m.group(1), m.group(2) or m.group(3)))
+        h.jetpack_of_l4t = h.jetpack_version is not None
         first(h, "jetpack_major", _JETPACK_OF_L4T_MAJOR.get(m.group(1)))
+
+
+def _kernels(paste: Paste, h: HostFacts) -> None:
+    """What the kernel release tells, once the whole text is read: a Jetson's generation, WSL 2's kernel."""
+    if h.jetson and h.jetpack_major is None:
+        _jetson_kernel(paste, h)
+    if h.wsl and h.wsl_version != 1 and h.wsl_kernel is None and h.kernel_stated:
+        h.wsl_kernel = h.kernel_stated  # the kernel a WSL set-up states is WSL 2's own
 
 
 def _jetson_kernel(paste: Paste, h: HostFacts) -> None:
@@ -356,6 +385,8 @@ def _hardware(text: str, low: str, env: Environment) -> None:
     if other and len(h.other_gpus) < MAX_ITEMS and ("nvidia" not in low or absent):
         name = cap(other.group(1).strip())
         h.other_gpus.append(f"Intel Arc{name[3:]}" if name.lower().startswith("arc") else name)  # the maker, named
+    elif "integrated" in low and _INTEL_IGPU_SAID.search(text) and "Intel integrated GPU" not in h.other_gpus:
+        h.other_gpus.append("Intel integrated GPU")  # "my Intel CPU also has an integrated GPU"
     if m := _NVRM_VERSION.search(text):
         first(h, "proc_driver_version", m.group(1))
     if m := _DRIVER_PACKAGE.search(text):
@@ -381,17 +412,27 @@ def python_from_paths(text: str, env: Environment) -> None:
         env.host.python_version = f"{major}.{minor}"
 
 
+def _windows_and_kernel(text: str, low: str, h: HostFacts) -> None:
+    if "windows" in low and (m := _WINDOWS_BUILD.search(text)):
+        first(h, "windows_build", int(m.group(1)))
+    if "kernel" in low and (m := _KERNEL_STATED.search(text)):  # "Kernel Version 5.4.72" in a WSL set-up list
+        first(h, "kernel_stated", m.group(1))
+
+
 def _software(text: str, low: str, env: Environment) -> None:
     h = env.host
     if "compilation tools" in low and (m := _NVCC.search(text)):
         first(h, "cuda_toolkit_version", m.group(1))
     if low.startswith("python") and (m := _BANNER.match(text.strip())):
         first(h, "python_version", m.group(1))
+    if "python" in low and (m := _PYTHON_STATED.match(text) or _PYTHON_IN_USE.search(text)):
+        first(h, "python_version", m.group(1))
     if " on " in low and (m := _PLATFORM.search(low)):
         first(h, "os_name", os_from(m.group(1)))
     if low.startswith("root@") and _DOCKER_HOST.match(text):
         h.in_container, h.container_kind = True, h.container_kind or "docker"
         first(h, "container_evidence", "a container's shell prompt (root@<container id>)")
+    _windows_and_kernel(text, low, h)
     if "microsoft" in low and _WSL1_KERNEL.search(text):
         h.wsl, h.wsl_version = True, 1  # the kernel is the fact; what the reporter calls it is not
     elif ("wsl" in low or "microsoft" in low or "subsystem" in low) and _WSL.search(text):
