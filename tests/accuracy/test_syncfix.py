@@ -6,6 +6,7 @@ from __future__ import annotations
 import textwrap
 
 from gputriage.record.source import SourceSection, SourceSnippet
+from gputriage.rules import codefix, edits
 from gputriage.rules.syncfix import GENERIC_FIX, sync_fix
 
 LOOP = textwrap.dedent(
@@ -277,3 +278,63 @@ def test_an_assert_and_a_host_side_update_are_not_logged_values() -> None:
     ema = sync_fix(source, "m.py:15")
     assert "p.detach().cpu() copies a device tensor to the host at every step" in ema
     assert "copies a device tensor" not in sync_fix(source, "m.py:16")  # a list of results is kept on the host
+
+
+def test_a_module_level_loop_below_a_class_keeps_its_own_counter_and_tabs() -> None:
+    """NCF (a trial): the capture's window starts inside the Dataset class above the loop, so it does not parse; the
+    loop and its `count += 1` were lost, the fix invented a `step` counter and the patch had no edit. Tabs stay tabs:
+    a tab beside four spaces is a TabError."""
+    window = (
+        "\tdef __getitem__(self, idx):\n\t\treturn self.x[idx]\n\n"
+        "count, best_hr = 0, 0\nfor epoch in range(args.epochs):\n\tmodel.train()\n"
+        "\tfor user, item, label in train_loader:\n\t\tloss = loss_function(model(user, item), label)\n"
+        "\t\tloss.backward()\n\t\toptimizer.step()\n\t\tprint('step', count, 'loss', loss)\n\t\tcount += 1\n"
+        '\tprint("The time elapse of epoch {:03d}".format(epoch) + " is: " +'
+    )
+    source = SourceSection([SourceSnippet("ncf.py", 77, window, "window", None)])
+    where = "ncf.py:87"
+    fix = sync_fix(source, where)
+    assert "if count % 100 == 0:\n    print('step', count, 'loss', loss)" in fix and "step = 0" not in fix
+    edit = edits.read_rarely(source, where)
+    assert edit is not None and edit.new == (
+        "\t\tif count % 100 == 0:  # read the device value every 100 steps",
+        "\t\t\tprint('step', count, 'loss', loss)",
+    )
+
+
+def test_a_print_in_a_loop_inside_one_step_is_moved_out_not_guarded() -> None:
+    """A char-RNN (a trial): `for c in range(chunk_len)` sums the loss, then one backward. The patch guarded the print
+    with `if c % 100 == 0:`, true once per step: the read stayed every step."""
+    body = textwrap.dedent(
+        """\
+        def train(self, inp, target):
+            loss = 0
+            for c in range(self.chunk_len):
+                output, hidden = self(inp[:, c], hidden)
+                loss += self.criterion(output, target[:, c])
+                print('char %d loss %.4f' % (c, loss))
+            loss.backward()
+            self.optimizer.step()
+            return loss.item() / self.chunk_len
+        """
+    ).rstrip("\n")
+    source = SourceSection([SourceSnippet("char.py", 60, body, "function", "CharRNN.train")])
+    fix = sync_fix(source, "char.py:65")
+    assert "runs on every pass of `for c in ...`, inside one training step" in fix and "c % 100" not in fix
+    assert edits.read_rarely(source, "char.py:65") is None
+
+
+def test_an_evaluation_loop_before_the_training_loop_is_not_inside_a_step() -> None:
+    body = textwrap.dedent(
+        """\
+        def run(epochs):
+            for i, batch in enumerate(val_loader):
+                print(model(batch).mean().item())
+            for step, batch in enumerate(train_loader):
+                model(batch).mean().backward()
+                opt.step()
+        """
+    ).rstrip("\n")
+    source = SourceSection([SourceSnippet("run.py", 10, body, "function", "run")])
+    stmt = codefix.statement_at(source, "run.py:12")
+    assert stmt is not None and edits.loop_within_step(stmt) is None

@@ -53,6 +53,10 @@ def statement_at(source: SourceSection | None, where: str | None) -> Statement |
     line = parsed[1]
     tree = parse_code(snippet.text)
     offset, indent = snippet.first_line - 1, _indent(snippet.text)
+    if tree is None and (block := _top_level_block(snippet, line)) is not None:
+        # a window that starts inside a class or ends mid-statement: the top-level block that holds the line (a
+        # script's training loop below its Dataset class) keeps the loop around the statement
+        tree, offset, indent = block[0], block[1], 0
     if tree is None:  # a window cut through a block: the statement that starts on the line, alone
         found_lines = _statement_from(snippet, line)
         if found_lines is not None:
@@ -79,6 +83,26 @@ def statement_at(source: SourceSection | None, where: str | None) -> Statement |
 
 
 _MAX_STATEMENT_LINES = 40  # lines one statement may span when it is parsed out of a window cut through a block
+
+
+def _top_level_block(snippet: SourceSnippet, line: int) -> tuple[ast.Module, int] | None:
+    """The window from the last top-level statement at or above `line` to its end, cut short at the end until it
+    parses; with the offset of its first line. None where the window has no top-level line above `line`."""
+    starts = [
+        n
+        for n in range(snippet.first_line, line + 1)
+        if (text := snippet.line(n)) and not text[0].isspace() and not text.startswith(("#", ")", "]", "}"))
+    ]
+    if not starts:
+        return None
+    first = starts[-1]
+    lines = [snippet.line(n) or "" for n in range(first, snippet.last_line + 1)]
+    for end in range(len(lines), line - first, -1):
+        try:
+            return ast.parse("\n".join(lines[:end])), first - 1
+        except (SyntaxError, ValueError):
+            continue
+    return None
 
 
 def _statement_from(snippet: SourceSnippet, line: int) -> tuple[ast.Module, str] | None:

@@ -403,16 +403,21 @@ def read_rarely(source: SourceSection | None, where: str | None) -> Edit | None:
     loss.item()`) changes what the loop computes, and stays advice.
     """
     stmt = codefix.statement_at(source, where)
-    if stmt is None or stmt.function is None or not is_display(stmt.node) or guarding_interval(stmt) is not None:
+    if stmt is None or not is_display(stmt.node) or guarding_interval(stmt) is not None:
         return None  # under its own `if step % every == 0:` already: the value of `every` is what to change
+    if stmt.function is None and enclosing_loop(stmt) is None:
+        return None  # a module-level line seen without its loop: nothing tells how often it runs
+    if loop_within_step(stmt) is not None:
+        return None  # its loop's index counts passes inside one step, not steps: no test on it reads less often
     interval = read_interval(stmt)
     lines = _lines(stmt)
     if interval is None or not lines:
         return None
     pad = _indent_of(lines[0])
+    step_in = "\t" if "\t" in pad else "    "  # the file's own indentation: a tab beside spaces is a TabError
     new = (
         f"{pad}if {interval.test}:  # read the device value every {interval.every} steps",
-        *(f"    {line}" if line.strip() else line for line in lines),
+        *(f"{step_in}{line}" if line.strip() else line for line in lines),
     )
     return checked(Edit(stmt.snippet.path, stmt.first_line, tuple(lines), new, "read-rarely"))
 
@@ -515,6 +520,33 @@ def is_display(node: ast.stmt) -> bool:
     if not isinstance(node, ast.Expr) or not isinstance(node.value, ast.Call):
         return False
     return ast.unparse(node.value.func).split(".")[-1] in _DISPLAY_CALLS
+
+
+_STEP_CALLS = frozenset({"backward", "step"})
+
+
+def loop_within_step(stmt: Statement) -> ast.For | None:
+    """The innermost `for` around the statement when it runs inside one training step: the loop calls no
+    `backward()` / `.step()`, and its function (or the script) calls one after it, in no other loop than those around
+    this one (a char-RNN's `for c in range(chunk_len)` that sums the loss, then one backward; not an evaluation loop
+    before the training loop). Its index counts passes, not steps."""
+    loop = enclosing_loop(stmt)
+    if loop is None or any(_is_step_call(n) for n in ast.walk(loop)):
+        return None
+    scope: ast.AST = stmt.function if stmt.function is not None else stmt.tree
+    end = loop.end_lineno or loop.lineno
+    loops = [n for n in ast.walk(scope) if isinstance(n, ast.For)]
+
+    def in_the_same_step(call: ast.AST) -> bool:
+        line = getattr(call, "lineno", 0)
+        around = [n for n in loops if n.lineno <= line <= (n.end_lineno or n.lineno)]
+        return line > end and all(n.lineno < loop.lineno and (n.end_lineno or 0) >= end for n in around)
+
+    return loop if any(_is_step_call(n) and in_the_same_step(n) for n in ast.walk(scope)) else None
+
+
+def _is_step_call(node: ast.AST) -> bool:
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _STEP_CALLS
 
 
 def enclosing_loop(stmt: Statement) -> ast.For | None:

@@ -103,10 +103,7 @@ def _fix_of(stmt: codefix.Statement) -> str:
     if stepped is not None:
         return _environment_fix(stmt.text, stepped)
     if edits.is_display(node):
-        return (
-            f"# showing a device value waits for the device: show it every {every} steps\n{counter}"
-            f"if {interval.test}:\n{_indented(stmt.text)}"
-        )
+        return _display_fix(stmt, interval, counter)
     accumulated = _accumulated_on_device(node)
     if accumulated is not None:
         target, text = accumulated
@@ -118,6 +115,20 @@ def _fix_of(stmt: codefix.Statement) -> str:
         f"# this line reads a device value on the host every step:\n{stmt.text}\n"
         "# compute it with torch ops on the device and keep the result a tensor (.detach()),\n"
         f"# then read it with .item() once where it is shown (every {every} steps, or once per epoch)"
+    )
+
+
+def _display_fix(stmt: codefix.Statement, interval: edits.Interval, counter: str) -> str:
+    inner = edits.loop_within_step(stmt)
+    if inner is not None:
+        return (
+            f"# this line runs on every pass of `for {ast.unparse(inner.target)} in ...`, inside one training step: it "
+            "waits for the device\n# that many times a step. Show the value once per step, after that loop (or not "
+            f"at all):\n{stmt.text}   # move it below the loop, at the loop's indentation"
+        )
+    return (
+        f"# showing a device value waits for the device: show it every {interval.every} steps\n{counter}"
+        f"if {interval.test}:\n{_indented(stmt.text)}"
     )
 
 
