@@ -34,8 +34,9 @@ def test_watch_once_json_for_every_scenario(
     gpu = doc["gpu"]
     assert gpu["available"] is True and gpu["source"] == f"fake:{scenario}"
     assert all(d["verdict"] for d in gpu["devices"])
-    assert [r["status"] for r in doc["ladder"]][:4] == ["skipped"] * 4
-    assert all(f["rung"] == 5 for f in doc["findings"])
+    lost = any(d["lost"] for d in gpu["devices"])  # a GPU NVML calls lost is rung 1's: it cannot be used
+    assert [r["status"] for r in doc["ladder"]][:4] == ["warn" if lost else "skipped"] + ["skipped"] * 3
+    assert all(f["rung"] == 5 or (lost and f["code"] == "cuda-init-failed") for f in doc["findings"])
 
 
 def test_watch_once_json_idle_gpu_holding_memory(
@@ -222,3 +223,15 @@ def test_a_multi_gpu_node_gets_one_row_per_gpu(
         "GPU 7 → busy on paper: 100% util, but only 38% of SMs active"
     ]
     assert sum("/usr/bin/python3 -u train.py" in line for line in lines) == 8
+
+
+def test_a_lost_gpu_is_a_finding_and_fails_the_guard(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A trial: `watch --once --json` on a GPU that fell off the bus said healthy, with no finding, and `--fail-on
+    warning` exited 0 (a CI guard passed the node)."""
+    doc = watch_json(monkeypatch, capsys, "gpu_lost")
+    (finding,) = [f for f in doc["findings"] if f["code"] == "cuda-init-failed"]
+    assert finding["severity"] == "warning" and finding["evidence"]["lost_gpus"].startswith("1 ")
+    assert doc["verdict"]["status"] != "healthy"
+    assert main(["watch", "--once", "--fail-on", "warning"]) == 1

@@ -1295,25 +1295,31 @@ def _init_conflict(run: Run, env: Environment) -> Finding:
 
 @rule
 def lost_gpu(run: Run) -> Iterator[Finding]:
+    """A GPU NVML calls lost, at the environment probe or while sampled (`watch`, the run's sampler): whatever else
+    was measured, it cannot be used."""
     env = _env(run)
-    if env is None:
-        return
-    lost = [d for d in env.driver.devices if d.error and "lost" in d.error.lower()]
+    found = [(str(d.index), d.pci_bus_id or d.name, d.error) for d in (env.driver.devices if env else [])]
+    lost = [(i, name, error) for i, name, error in found if error and "lost" in error.lower()]
+    total = len(found)
+    if not lost and run.gpu is not None:
+        tracks = run.gpu.devices
+        lost = [(str(t.index), t.name, t.error or "GPU is lost") for t in tracks if t.lost]
+        total = len(tracks)
     if not lost:
         return
     evidence: Evidence = {
-        "lost_gpus": ", ".join(f"{d.index} ({d.pci_bus_id or d.name})" for d in lost),
-        "gpus": len(env.driver.devices),
-        "nvml_error": lost[0].error,
+        "lost_gpus": ", ".join(f"{index} ({name})" for index, name, _ in lost),
+        "gpus": total,
+        "nvml_error": lost[0][2],
     }
     finding = _finding(
         run,
         "cuda-init-failed",
-        f"{len(lost)} of {len(env.driver.devices)} GPUs fell off the bus (NVML: GPU is lost) and cannot be used",
+        f"{len(lost)} of {total} GPUs fell off the bus (NVML: GPU is lost) and cannot be used",
         evidence,
         "sudo dmesg | grep -i 'xid'   # Xid 79 = fell off the bus; then reboot (power, cooling or PCIe link issue)",
     )
-    if len(lost) < len(env.driver.devices) and finding.severity is Severity.CRITICAL:
+    if len(lost) < total and finding.severity is Severity.CRITICAL:
         finding.severity = Severity.WARNING  # the other GPUs still work
     yield finding
 
