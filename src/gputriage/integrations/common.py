@@ -129,11 +129,12 @@ def _device_verdict(diag: Diagnosis) -> str:
         first = blocking[0]
         return f"device: expected {expected}, measured: {first.title} ({first.code})"
     # a rung "not judged" (a CPU run has no accelerator to move to) is not one that lacked a training step
-    skipped = [
-        view.rung
-        for view in diag.ladder
-        if view.rung in (2, 3, 4) and view.status == "skipped" and not (view.reason or "").startswith("not judged")
-    ]
+    unmeasured = [view for view in diag.ladder if view.rung in (2, 3, 4) and view.status == "skipped"]
+    skipped = [view.rung for view in unmeasured if not (view.reason or "").startswith("not judged")]
+    if unmeasured and not skipped:
+        judged = diag.run.resolved_device or diag.run.expect_device or "cpu"
+        rungs = ", ".join(str(view.rung) for view in unmeasured)
+        return f"device: the run is judged for {judged}, with no accelerator: placement not measured (rungs {rungs})"
     if skipped:
         rungs = ", ".join(str(rung) for rung in skipped)
         return f"device: expected {expected}, not measured (no training step reached rungs {rungs})"
