@@ -134,3 +134,21 @@ def test_a_lone_surrogate_in_the_header_keeps_the_header(tmp_path: Path, trace_j
     rank = doc["trace"]["ranks"][0]
     assert rank["device"] == "NVIDIA A100 \ufffd \U0001f600"
     assert not any("header" in n for n in rank["notes"])
+
+
+def test_a_python_thread_under_pid_0_is_not_the_main_thread(tmp_path: Path, trace_json) -> None:  # type: ignore[no-untyped-def]
+    """SwitchTransformers' A100 traces (trial 11): a logging thread's python_function events under pid 0 / tid 0 span
+    the window; pid 0 == tid 0 made it "the process's main thread", and every gap, spent inside 20 ms kernel
+    launches on the real one, was called "Python between the ops"."""
+    b = TraceBuilder()
+    for k in range(30):
+        t = 25_000.0 * k
+        b.op("aten::softmax", t, 20_300.0)
+        b.launch(t + 10, t + 20_200, 4_000.0, call_dur=20_100.0)
+    b._x("python_function", "threading.py(1016): _bootstrap", 0.0, 750_000.0, 0, 0)
+    b._x("python_function", "loguru/_handler.py(300): _queued_writer", 1.0, 749_990.0, 0, 0)
+    _, doc = trace_json(b.write(tmp_path / "pid0.json"))
+    finding = {f["code"]: f for f in doc["findings"]}["low-gpu-utilization"]
+    assert finding["evidence"]["main_thread_in_gaps"] == "runtime"
+    gaps = doc["trace"]["ranks"][0]["gaps"]
+    assert max(gaps["by_activity_us"], key=lambda k: gaps["by_activity_us"][k]) == "runtime"

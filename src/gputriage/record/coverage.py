@@ -131,13 +131,19 @@ def _not_judged(run: Run, rung: int) -> str | None:
     judged = judged_device(run)
     if judged == "cpu" and rung in (2, 3, 4):
         return "not judged: no accelerator is expected (the run is judged for cpu), so nothing has to move to one"
-    chosen = device_type(run.expect_device)  # the user said so: not a machine that merely lacks a GPU (rung 1's news)
+    chosen = device_type(run.expect_device)
     job = run.command in ("run", "demo")  # for `env`, the environment is the subject: rung 1 is always judged
-    if rung == 1 and job and chosen in NOT_ACCELERATORS and not _torch_reaches_an_accelerator(run):
+    if rung != 1 or not job or _torch_reaches_an_accelerator(run):
+        return None
+    if chosen in NOT_ACCELERATORS:
         return (
             f"not judged: the run is meant for {chosen} (--expect-device), and this torch reaches no GPU "
             "(rung 1's findings are notes here)"
         )
+    if chosen is None and judged in NOT_ACCELERATORS:
+        # no device asked for, and none at the job's start: "can it reach the GPU?" cannot pass where there is none
+        # (a trial read "✓ pass" beside the notes no-gpu-visible and cpu-only-build); the notes say what is missing
+        return f"not judged: this torch reaches no GPU here (rung 1's findings are notes, the run is for {judged})"
     return None
 
 

@@ -399,7 +399,7 @@ def no_gpu_visible(run: Run) -> Iterator[Finding]:
         title = f"This machine has no NVIDIA GPU that anything could use: {absence(env)}"
     elif device_type(run.expect_device) is None and expected == "cpu":
         title = (
-            f"This machine has no NVIDIA GPU ({absence(env)}) and no other accelerator, so rung 1 is judged for the "
+            f"This machine has no NVIDIA GPU ({absence(env)}) and no other accelerator, so the run is judged for the "
             "CPU; pass --expect-device cuda if the job is meant for a GPU"
         )
     else:

@@ -90,14 +90,18 @@ def main_lane(col: Collected) -> int:
     """The thread that runs the training loop.
 
     The one with ProfilerStep spans, else the one that iterates the DataLoader, else the process's main thread
-    (tid == pid; autograd's backward thread often launches more kernels), else the busiest launcher.
+    (tid == pid, pid 0 aside; autograd's backward thread often launches more kernels), else the busiest launcher.
     """
     stats = col.lane_stats
     for counts in (stats.steps, stats.loader):
         if len(counts) and counts.max() > 0:
             return int(counts.argmax())
     for lane, (pid, tid) in enumerate(col.lanes):
-        if (pid == tid or str(pid) == str(tid)) and lane < len(stats.cpu) and stats.cpu[lane] > 0:
+        # pid 0 is no process: Kineto files Python threads it could not place there (a logging thread's
+        # python_function events under pid 0 / tid 0 took the gaps of a real trace for "Python between the ops")
+        if str(pid) == "0" or lane >= len(stats.cpu) or stats.cpu[lane] == 0:
+            continue
+        if pid == tid or str(pid) == str(tid):
             return lane
     for counts in (stats.runtime, stats.cpu):
         if len(counts) and counts.max() > 0:
