@@ -560,3 +560,15 @@ def test_kernels_all_unreadable_are_not_told_to_record_cuda(tmp_path: Path) -> N
     why = result.device_not_read()
     assert why is not None and "dur negative" in why and "likely among them" in why
     assert "ProfilerActivity.CUDA" not in why
+
+
+def test_an_event_that_ends_decades_after_the_rest_is_dropped(tmp_path: Path) -> None:
+    """A trial: one ProfilerStep with `dur` 1e15 µs was kept: "one step: 166666666.68 s", and the DataLoader's
+    finding vanished."""
+    clean = training_loop(steps=3)
+    b = training_loop(steps=3)
+    b.step(3, 1_000.0, 1e15)
+    r = analyse_trace(b.write(tmp_path / "long.json"))
+    assert r.events_dropped == 1
+    assert any("dur runs more than a day past the rest of the trace" in note for note in r.notes), r.notes
+    assert r.steps == analyse_trace(clean.write(tmp_path / "clean.json")).steps

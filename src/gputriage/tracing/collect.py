@@ -386,6 +386,12 @@ class Collector:
         if far.any():
             self.dropped["ts more than a day away from the rest of the trace"] += int(far.sum())
             ok &= ~far
+        # an end that far out is no event either: one ProfilerStep of `dur` 1e15 µs (31 years) made the step time
+        # "166666666.68 s" and hid the DataLoader's wait
+        long = self._far_from_the_rest(end, ok)
+        if long.any():
+            self.dropped["dur runs more than a day past the rest of the trace"] += int(long.sum())
+            ok &= ~long
         kinds, name = rows.kinds, rows.name
         device = kinds == DEVICE
         if device.any():
