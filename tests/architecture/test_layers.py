@@ -32,6 +32,7 @@ LAYER_OF = {
     "gputriage.heap": "base",
     "gputriage.blas": "base",
     "gputriage.stdlib": "base",
+    "gputriage.recursion": "base",
     "gputriage.data": "base",
     "gputriage.record": "record",
     "gputriage.hardware": "hardware",

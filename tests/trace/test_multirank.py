@@ -348,7 +348,7 @@ def test_too_thin_names_the_rank_whose_numbers_it_quotes(tmp_path: Path) -> None
     from gputriage.tracing.multirank import analyse_paths
 
     for rank, steps in ((0, 1), (1, 2)):
-        b = training_loop(steps=steps)
+        b = training_loop(steps=steps, busy_share=0.6)  # a GPU 95% busy is judged from one step (no idle to hide)
         b.meta["distributedInfo"] = {"backend": "nccl", "rank": rank, "world_size": 2}
         b.write(tmp_path / f"rank-{rank}.json")
     section = analyse_paths([tmp_path], jobs=1)

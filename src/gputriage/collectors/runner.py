@@ -37,6 +37,7 @@ import msgspec
 
 from gputriage.collectors.patching import is_dispatch_file
 from gputriage.collectors.usercode import is_own_file
+from gputriage.recursion import offset_job_limits
 
 
 class Target(msgspec.Struct):
@@ -181,7 +182,7 @@ def _execute(target: Target) -> None:
     # the script's <module> runs this many frames deeper than under `python`: the recursion limit is raised by them,
     # or a recursion that fits under python ends in RecursionError (15 frames fewer at the script's top level). The
     # limit also counts calls through C (our exec, the console script's entry): two more, at most one too many.
-    sys.setrecursionlimit(sys.getrecursionlimit() + _frames_below() + _C_CALLS_BELOW)
+    offset_job_limits(_frames_below() + _C_CALLS_BELOW)  # and the job's own sys.setrecursionlimit(n) keeps it
     if target.is_module:
         sys.argv = [target.name, *target.args]  # runpy replaces argv[0] with the module's file
         _fresh_main()

@@ -131,10 +131,15 @@ def _not_judged(run: Run, rung: int) -> str | None:
     judged = judged_device(run)
     if judged == "cpu" and rung in (2, 3, 4):
         return "not judged: no accelerator is expected (the run is judged for cpu), so nothing has to move to one"
-    chosen = device_type(run.expect_device)
     job = run.command in ("run", "demo")  # for `env`, the environment is the subject: rung 1 is always judged
     if rung != 1 or not job or _torch_reaches_an_accelerator(run):
         return None
+    return _rung1_not_judged(run, judged)
+
+
+def _rung1_not_judged(run: Run, judged: str | None) -> str | None:
+    """A job meant for no accelerator, or that found none with none asked for: rung 1's findings are notes."""
+    chosen = device_type(run.expect_device)
     if chosen in NOT_ACCELERATORS:
         return (
             f"not judged: the run is meant for {chosen} (--expect-device), and this torch reaches no GPU "

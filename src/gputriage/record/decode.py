@@ -31,6 +31,7 @@ import msgspec
 from gputriage import outdir
 from gputriage.errors import InputError
 from gputriage.record.run import RUN_SCHEMA, Run
+from gputriage.recursion import set_limit
 
 REPORT_SCHEMA_PREFIX = "gputriage.report/"
 RUN_SCHEMA_PREFIX = "gputriage.run/"
@@ -174,13 +175,13 @@ def _shallow_recursion() -> Iterator[None]:
     lowered = False
     if old > DECODE_RECURSION_LIMIT:
         with contextlib.suppress(RecursionError):  # already deeper than the limit: keep the caller's
-            sys.setrecursionlimit(DECODE_RECURSION_LIMIT)
+            set_limit(DECODE_RECURSION_LIMIT)
             lowered = True
     try:
         yield
     finally:
         if lowered:
-            sys.setrecursionlimit(old)
+            set_limit(old)
 
 
 # --- the range check --------------------------------------------------------------------------------------------------

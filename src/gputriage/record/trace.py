@@ -25,6 +25,10 @@ TRACE_MIN_STEPS = 3
 # 3-4 kernels (an event-sync example, a truncated inference rank) say nothing about a job; its benchmark harnesses of
 # 79 kernels over 13-41 s (99.5% idle) do.
 TRACE_MIN_DEVICE_EVENTS = 20
+# A trace whose GPU is this busy is healthy at rung 5 (what remains is at most info). Its steps need no spread to be
+# judged: warm-up only makes a step slower and idler, so one step kept 99% busy (DeepSeek's published DualPipe
+# step) hides no wait for the host.
+HEALTHY_BUSY_PCT = 95.0
 STEADY_SCHEDULE = "torch.profiler.schedule(wait=1, warmup=2, active=5)"
 
 
@@ -222,7 +226,11 @@ class RankTrace(msgspec.Struct):
             # marks of no length hold no GPU time to share out: nothing says how busy a step keeps the GPU
             return f"{counted_steps(self.steps)} of zero length"
         if self.steps:
-            return None if self.steps >= TRACE_MIN_STEPS else counted_steps(self.steps)
+            busy = self.busy_pct_of_steps
+            gpu_bound = (
+                busy is not None and busy >= HEALTHY_BUSY_PCT and (self.gpu_events or 0) >= TRACE_MIN_DEVICE_EVENTS
+            )
+            return None if self.steps >= TRACE_MIN_STEPS or gpu_bound else counted_steps(self.steps)
         events = self.gpu_events or 0
         if events and self.window_us is not None and self.window_us <= 0:
             # device events of no length at one instant: no window to be busy in (was HEALTHY, rung 5 passed)

@@ -1303,7 +1303,7 @@ def lost_gpu(run: Run) -> Iterator[Finding]:
     total = len(found)
     if not lost and run.gpu is not None:
         tracks = run.gpu.devices
-        lost = [(str(t.index), t.name, t.error or "GPU is lost") for t in tracks if t.lost]
+        lost = [(str(t.index), t.name or f"GPU {t.index}", t.error or "GPU is lost") for t in tracks if t.lost]
         total = len(tracks)
     if not lost:
         return

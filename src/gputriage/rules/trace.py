@@ -13,7 +13,15 @@ from gputriage.findings import Finding, Severity
 from gputriage.record import Run
 from gputriage.record.device import NOT_ACCELERATORS, judged_device
 from gputriage.record.numbers import pct_text
-from gputriage.record.trace import STEADY_SCHEDULE, IdleGap, RanksOfWorld, RankTrace, SyncSummary, TraceSection
+from gputriage.record.trace import (
+    HEALTHY_BUSY_PCT,
+    STEADY_SCHEDULE,
+    IdleGap,
+    RanksOfWorld,
+    RankTrace,
+    SyncSummary,
+    TraceSection,
+)
 from gputriage.rules.registry import rule
 from gputriage.stdlib import shlex
 
@@ -56,9 +64,6 @@ LOW_UTIL_PCT = 50.0
 # cpu-compute-in-step: long ATen ops on the CPU that launch nothing keep the GPU idle for 10%+ of the step time.
 # Corpus: the A100 ResNet DDP trace (12.3%); every other GPU trace is under 2.5%.
 CPU_COMPUTE_WARN_PCT = 10.0
-
-# A trace at this busy share is healthy: what remains is at most info.
-HEALTHY_BUSY_PCT = 95.0
 
 
 def _section(run: Run) -> TraceSection | None:

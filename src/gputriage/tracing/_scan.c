@@ -553,6 +553,7 @@ static int scan_event(Cursor *c, const unsigned char *base, Table *texts, Event 
         seen |= bit;
         if (scan_field(c, base, texts, ev, bit, &ts, &dur) < 0 || (closed = after_member(c, '}')) < 0) return -1;
     }
+    if (!(seen & K_PH) && ev->has_cat) return -1; /* no phase: the Python path counts a kept family's as dropped */
     if (ev->timed) {
         /* A timed event's times must be plain numbers (a missing or odd one is the Python path's to count). */
         if (ts.text.len < 0 || dur.text.len < 0) return -1;

@@ -338,8 +338,9 @@ def _group_loose(events: list[Any]) -> Families:
 
 
 def _kept(cat: Any) -> bool:
-    """Whether an event of this category is one the analysis keeps (not a skipped family)."""
-    return type(cat) is not str or CATEGORY_FAMILY.get(cat.lower(), DEVICE) != SKIP
+    """Whether an event of this category is one the analysis keeps: a category of a family it reads (an event with
+    no category string is no kernel or op to miss)."""
+    return type(cat) is str and CATEGORY_FAMILY.get(cat.lower(), DEVICE) != SKIP
 
 
 def _count_odd_phases(out: Families, odd: list[Any]) -> None:

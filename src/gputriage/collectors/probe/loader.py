@@ -17,6 +17,7 @@ computes (CPU-bound: no more workers than cores help) from loading that waits fo
 from __future__ import annotations
 
 import contextlib
+import inspect
 import threading
 import time
 import weakref
@@ -227,7 +228,7 @@ def length(obj: Any) -> int | None:
 
 def describe_loader(loader: DataLoader[Any], where: str | None) -> LoaderInfo:
     dataset = loader.dataset
-    sampler = getattr(loader.batch_sampler, "sampler", None)
+    sampler = _static(loader.batch_sampler, "sampler")
     if sampler is None:  # not `or`: a truth test calls the job's sampler's __len__
         sampler = loader.sampler
     # a dataset of the job's: its __len__ (a folder scan, a database count, a counter) runs once per epoch under
@@ -237,9 +238,7 @@ def describe_loader(loader: DataLoader[Any], where: str | None) -> LoaderInfo:
         dataset_class=type(dataset).__name__,
         dataset_len=dataset_len,
         # A custom batch_sampler (HF accelerate, bucketing samplers) leaves loader.batch_size None.
-        batch_size=loader.batch_size
-        if loader.batch_size is not None
-        else getattr(loader.batch_sampler, "batch_size", None),
+        batch_size=loader.batch_size if loader.batch_size is not None else _static(loader.batch_sampler, "batch_size"),
         num_workers=loader.num_workers,
         pin_memory=bool(loader.pin_memory),
         persistent_workers=bool(loader.persistent_workers),
@@ -247,8 +246,18 @@ def describe_loader(loader: DataLoader[Any], where: str | None) -> LoaderInfo:
         sampler_class=type(sampler).__name__,
         is_iterable_dataset=isinstance(dataset, IterableDataset),
         where=where,
-        has_transform=getattr(dataset, "transform", None) is not None,
+        has_transform=_static(dataset, "transform") is not None,
     )
+
+
+def _static(obj: Any, name: str) -> Any:
+    """`obj.name` read without running the job's code: a Dataset whose `__getattr__` looks names up in a dict raised
+    KeyError for `transform` into the job's loop (a trial), and a property would run for us. A property or other
+    descriptor is returned as it is (not None: the attribute exists)."""
+    try:
+        return inspect.getattr_static(obj, name, None)
+    except Exception:  # an odd __class__ or __mro__: the job's object, never the job's failure
+        return None
 
 
 # A batch with more elements than this is not one a loop unpacks by name.
