@@ -58,6 +58,21 @@ def test_the_noise_test() -> None:
     assert judge([], [1.0] * 10, 0.1, higher_is_better=False, what="t").direction == UNMEASURED
 
 
+def test_a_few_stalled_steps_are_no_regression_and_a_slower_typical_step_is() -> None:
+    """A trial: two runs of one unchanged script on a loaded machine, medians 1.04 and 1.11 ms, and a mean carried by
+    a handful of descheduled steps of 170-200 ms: "regressed 0.18x" (and `--fail-on regression` exited 1)."""
+    rng = random.Random(7)
+    before = [0.00104 + rng.uniform(-1e-4, 1e-4) for _ in range(79)]
+    after = [0.00111 + rng.uniform(-1e-4, 1e-4) for _ in range(79)]
+    after[70:75] = [0.17, 0.2, 0.18, 0.19, 0.02]
+    stalled = judge(before, after, 0.1 * 0.00104, higher_is_better=False, what="step time")
+    assert (
+        stalled.direction == NOISE and "the median did not" in stalled.reason and "5 slow steps of 79" in stalled.reason
+    )
+    slower = [v * 1.5 for v in before]
+    assert judge(before, slower, 0.1 * 0.00104, higher_is_better=False, what="step time").direction == WORSE
+
+
 def test_fixed_with_gpu_busy_step_time_and_throughput() -> None:
     cause = Finding("input-pipeline-bound", 5, Severity.WARNING, "waits", where="train.py:10")
     result = compare(

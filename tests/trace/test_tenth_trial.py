@@ -152,3 +152,27 @@ def test_a_python_thread_under_pid_0_is_not_the_main_thread(tmp_path: Path, trac
     assert finding["evidence"]["main_thread_in_gaps"] == "runtime"
     gaps = doc["trace"]["ranks"][0]["gaps"]
     assert max(gaps["by_activity_us"], key=lambda k: gaps["by_activity_us"][k]) == "runtime"
+
+
+def test_a_finding_that_explains_far_more_of_the_step_leads_a_lower_rungs(tmp_path: Path, trace_json) -> None:  # type: ignore[no-untyped-def]
+    """Trial 11: six pageable copies worth 3.5% of the window were the root cause over a DataLoader wait of 30% of
+    each step (rung 4 before rung 5); a CPU op leaving the GPU idle 16.7% of the step, likewise."""
+    from builders import training_loop
+
+    for extra in ({"pageable_copy_us": 300.0}, {"cpu_op_us": 1_700.0}):
+        _, doc = trace_json(training_loop(steps=6, loader_us=3_000.0, **extra).write(tmp_path / "t.json"))
+        warnings = [f["code"] for f in doc["findings"] if f["severity"] == "warning"]
+        assert warnings[0] == "input-pipeline-bound", warnings
+        assert doc["verdict"]["root_cause"] == "input-pipeline-bound"
+
+
+def test_a_lower_rung_finding_still_leads_what_it_explains_as_much_as() -> None:
+    from gputriage.findings import Finding, Severity, root_cause_order
+
+    sync = Finding("host-sync-in-loop", 4, Severity.WARNING, "t", evidence={"idle_after_sync_pct": 20.0})
+    loader = Finding("input-pipeline-bound", 5, Severity.WARNING, "t", evidence={"dataloader_pct_of_step": 25.0})
+    unsaid = Finding("cpu-compute-in-step", 4, Severity.WARNING, "t", evidence={})
+    assert [f.code for f in root_cause_order([loader, sync])] == ["host-sync-in-loop", "input-pipeline-bound"]
+    assert root_cause_order([loader, unsaid])[0] is unsaid  # a share not said: the causal order stands
+    big = Finding("input-pipeline-bound", 5, Severity.WARNING, "t", evidence={"dataloader_pct_of_step": 31.0})
+    assert root_cause_order([sync, big])[0] is big

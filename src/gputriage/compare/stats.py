@@ -1,7 +1,8 @@
 """Is a before -> after difference real, or run-to-run noise? Pure statistics on the per-step distributions.
 
 The statistic is the one the reports show: the mean time per step over the steps after warm-up (`step_numbers`), and
-the mean NVML utilisation. Its uncertainty is a 90% bootstrap interval of the difference (after - before), each run's
+the mean NVML utilisation; a change must move the median the same way, by the same share (a few stalled steps move
+the mean alone). Its uncertainty is a 90% bootstrap interval of the difference (after - before), each run's
 steps resampled on their own (a fixed seed, like `bootstrap_share_pct`, so a saved pair re-renders the same). A
 change is called real only when that interval excludes zero AND it is larger than a floor that stands for what the
 per-step spread cannot see: two runs differ by clocks, caches and neighbours on the machine by a few percent.
@@ -39,6 +40,12 @@ def mean(values: Sequence[float]) -> float:
     return math.fsum(values) / len(values)
 
 
+def median(values: Sequence[float]) -> float:
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+
+
 def diff_interval(before: Sequence[float], after: Sequence[float]) -> Interval:
     """A 90% bootstrap interval of mean(after) - mean(before), each side resampled on its own."""
     rng = random.Random(BOOTSTRAP_SEED)
@@ -71,6 +78,18 @@ def judge(
     if abs(change) < floor:
         return Judgement(NOISE, interval, f"{what}: real but under the run-to-run floor ({counts})")
     up = change > 0
+    typical = median(after) - median(before)
+    if (typical > 0) != up or abs(typical) < floor * median(before) / max(mean(before), 1e-12):
+        # A few steps the OS stalled (a process descheduled on a shared machine: 7 steps of 79 at 50-200x the
+        # median) moved a mean 10x while the typical step did not change: the same floor, as a share, on the medians
+        # too. A slow step every tenth one (an evaluation) moves the mean alone as well: the reason says so.
+        slow = sum(v > 3 * median(after) for v in after)
+        return Judgement(
+            NOISE,
+            interval,
+            f"{what}: the mean moved with {slow} slow step{'s' if slow != 1 else ''} of {len(after)}; the median did "
+            f"not ({counts})",
+        )
     return Judgement(
         BETTER if up == higher_is_better else WORSE, interval, f"{what}: 90% interval excludes 0 ({counts})"
     )

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from gputriage.findings import Finding, Severity
+from gputriage.findings import Finding, Severity, explained_pct
 from gputriage.record import Run
 from gputriage.record.device import NOT_ACCELERATORS, judged_device
 from gputriage.record.numbers import pct_text
@@ -424,19 +424,13 @@ _EXPLAINING: tuple[Callable[[TraceSection, RankTrace], Finding | None], ...] = (
 
 
 # What share of the window each explaining finding accounts for, by its evidence (no-gpu-compute: all of it).
-_EXPLAINED_PCT_KEYS = (
-    "idle_after_sync_pct",
-    "idle_in_short_gaps_pct_of_window",
-    "gpu_idle_during_pct",
-    "dataloader_pct_of_step",
-    "dataloader_idle_pct_of_window",
-)
 
 
 def _explained_pct(f: Finding) -> float:
     if f.code == "no-gpu-compute":
         return 100.0
-    return max((float(v) for k in _EXPLAINED_PCT_KEYS if isinstance(v := f.evidence.get(k), (int, float))), default=0.0)
+    share = explained_pct(f)
+    return share if share is not None else 0.0
 
 
 def low_gpu_utilization(section: TraceSection, r: RankTrace) -> Finding | None:
