@@ -75,6 +75,7 @@ EXPLAINED_PCT_KEYS = (
     "data_wait_pct_of_step",
     "cpu_op_pct_of_step",
     "sync_pct_of_step",
+    "eval_wait_pct_of_steps",
 )
 # A higher rung's finding leads a lower one of the same severity when it explains at least this many times as much.
 LEADS_BY_FACTOR = 1.5

@@ -1,50 +1,35 @@
-"""An evaluation run from inside the training loop (minGPT's iteration callback over a test set, under no_grad): its
-loader is not the one the steps are fed by, and its wait is no data wait of the step (trial 10: the eval loader was
-shown as the job's, and its 8 s made the step "36% waiting for data")."""
+"""An evaluation pass's DataLoader between training steps (a trial: a validation loader with a slow __getitem__ left
+the job HEALTHY with 94% of the step time in "other"; HF's Trainer showed its evaluation loader as the training one,
+each pass in one step's data wait, and a DataLoader(...) fix its users never write)."""
 
 from __future__ import annotations
 
-import time
-from typing import Any
-
 import pytest
-
-torch = pytest.importorskip("torch")
-from torch import nn  # noqa: E402
-from torch.utils.data import DataLoader, Dataset, TensorDataset  # noqa: E402
-
-from gputriage.collectors.probe import RunProbe  # noqa: E402
-from gputriage.record import Run  # noqa: E402
+from run_cases import Case, Result, mark_line, run_many
 
 
-class SlowSet(Dataset[Any]):
-    def __len__(self) -> int:
-        return 8
-
-    def __getitem__(self, i: int) -> torch.Tensor:
-        time.sleep(0.005)
-        return torch.ones(4)
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Result]:
+    cases = {"plain": Case(["slow_validation.py"]), "hf": Case(["hf_trainer_eval.py"])}
+    return run_many(cases, tmp_path_factory.mktemp("eval_loader"))
 
 
-def test_an_evaluation_inside_the_loop_is_not_the_steps_data_wait() -> None:
-    probe = RunProbe("cpu")
-    run = Run(command="run")
-    probe.start(run)
-    try:
-        model = nn.Linear(4, 1)
-        opt = torch.optim.SGD(model.parameters(), lr=0.1)
-        train = DataLoader(TensorDataset(torch.randn(64, 4)), batch_size=8)
-        test = DataLoader(SlowSet(), batch_size=2)
-        for (x,) in train:
-            model(x).sum().backward()
-            opt.step()
-            opt.zero_grad()
-            with torch.no_grad():  # the callback's evaluation, every step
-                for batch in test:
-                    model(batch)
-    finally:
-        probe.finish(run)
-    assert run.steps is not None and run.steps.loader is not None
-    assert run.steps.loader.dataset_class == "TensorDataset"
-    waits = [s.data_wait_s for s in run.steps.steps[1:]]
-    assert max(waits) < 0.01  # four slow test batches (20 ms) per step are not the step's data wait
+def test_a_slow_validation_loader_is_named_with_its_fix(runs: dict[str, Result]) -> None:
+    r = runs["plain"]
+    finding = r.finding("eval-loader-bound")
+    assert finding["where"] == mark_line("slow_validation.py", "eval-loader-bound")
+    evidence = finding["evidence"]
+    assert evidence["dataset"] == "SlowVal" and evidence["eval_wait_pct_of_steps"] >= 20.0
+    assert evidence["eval_batches"] >= 3
+    assert r.report["verdict"]["status"] != "healthy"
+    assert r.report["steps"]["loader"]["dataset_class"] == "TensorDataset"  # the steps' own loader, not the eval's
+    assert "val = DataLoader(SlowVal(), batch_size=32, num_workers=" in finding["fix"]
+
+
+def test_hf_trainers_evaluation_loader_is_told_apart_and_fixed_in_training_arguments(runs: dict[str, Result]) -> None:
+    r = runs["hf"]
+    steps = r.report["steps"]
+    assert steps["loader"]["batch_size"] == 16 and steps["loader"]["built_by"] == "transformers"
+    finding = r.finding("eval-loader-bound")
+    assert "args = TrainingArguments(..., dataloader_num_workers=" in finding["fix"]
+    assert "DataLoader(" not in finding["fix"]

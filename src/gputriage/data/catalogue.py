@@ -534,6 +534,30 @@ CATALOGUE: tuple[Entry, ...] = (
         ),
     ),
     Entry(
+        "eval-loader-bound",
+        5,
+        ("warning",),
+        (
+            "an evaluation pass between training steps waits for its own DataLoader (batches fetched with no backward "
+            "between them, or under no_grad, while another loader trains) for a large share of the measured time: "
+            "its wait, batches and settings, and the fix at that loader's line"
+        ),
+        (
+            "batch_size",
+            "cpu_count",
+            "dataset",
+            "edits",
+            "eval_batch_s",
+            "eval_batches",
+            "eval_wait_pct_of_steps",
+            "eval_wait_s",
+            "num_workers",
+            "persistent_workers",
+            "pin_memory",
+            "steps_measured",
+        ),
+    ),
+    Entry(
         "low-gpu-utilization",
         5,
         ("warning", "info"),

@@ -152,4 +152,8 @@ def _loader_verdict(diag: Diagnosis) -> str:
     measured = f"the steps waited {share:.1f}% of their time for data" if share is not None else "no data wait"
     bound = next((f for f in diag.findings if f.code == "input-pipeline-bound"), None)
     outcome = f"a bottleneck ({bound.code}, {bound.severity.value})" if bound else "not a bottleneck"
+    evaluation = next((f for f in diag.findings if f.code == "eval-loader-bound"), None)
+    if evaluation is not None:  # the training loader keeps up, while an evaluation's stalls the job (a trial)
+        share = evaluation.evidence.get("eval_wait_pct_of_steps")
+        outcome += f"; the evaluation DataLoader held {share}% of the measured time ({evaluation.code})"
     return f"DataLoader num_workers={workers}: {measured}, {outcome}"

@@ -99,11 +99,18 @@ class LoaderInfo(msgspec.Struct):
     # The device of the first tensor of the first batch the loop received: not "cpu" when the Dataset or the collate_fn
     # makes the batch on the device itself (then workers cannot help until that moves into the loop). None: not seen.
     batch_device: str | None = None
+    # The installed package that built the loader (transformers' Trainer from TrainingArguments): its options are set
+    # there, not in a DataLoader(...) call of the user's. None: the user's own code built it.
+    built_by: str | None = None
 
 
 class StepsSection(msgspec.Struct):
     steps: list[Step] = msgspec.field(default_factory=list)
     loader: LoaderInfo | None = None
+    # The evaluation loader the job waited on longest between training steps (batches fetched with no backward
+    # between them, or under no_grad, while another loader trains): its wait_s and batches are the evaluation's, in
+    # the measured steps (their "other" part). None: no evaluation ran in them.
+    eval_loader: LoaderInfo | None = None
     steps_observed: int = 0  # how many steps the probes watched (--steps)
     steps_total: int | None = None  # how many steps the job ran in all, when counted
     step_source: str | None = None  # optimizer | dataloader | backward: how steps were detected

@@ -153,6 +153,51 @@ def input_pipeline_bound(run: Run) -> list[Finding]:
     ]
 
 
+# eval-loader-bound: an evaluation pass's DataLoader wait, as a share of the measured steps' time (it lands in their
+# "other" part, between two training steps), from the same share as a training loader's wait, and at least 0.1 s.
+EVAL_WAIT_WARN_PCT = WAIT_SHARE_WARN_PCT
+EVAL_WAIT_MIN_S = 0.1
+
+
+@rule
+def eval_loader_bound(run: Run) -> list[Finding]:
+    """A validation loader with a slow __getitem__ and no workers: the job ran HEALTHY with 94% of its step time in
+    "other" (a trial), the GPU idle through every evaluation pass."""
+    steps = run.steps
+    loader = steps.eval_loader if steps is not None else None
+    if steps is None or loader is None or (is_preflight(run) and (loader.num_workers or 0) > 0):
+        return []
+    total_s = math.fsum(s.host_s() for s in steps.steps)
+    share = 100.0 * loader.wait_s / total_s if total_s > 0 else 0.0
+    if share < EVAL_WAIT_WARN_PCT or loader.wait_s < EVAL_WAIT_MIN_S or not loader.batches:
+        return []
+    cores = None if is_preflight(run) else steps.cpu_count
+    wanted = loader_arguments(loader, cores, judged_device(run), None)
+    found = edits.loader_edits(run.source, loader.where, wanted)
+    evidence: dict[str, object] = {
+        "eval_wait_s": round(loader.wait_s, 6),
+        "eval_wait_pct_of_steps": round(share, 1),
+        "eval_batches": loader.batches,
+        "eval_batch_s": round(loader.wait_s / loader.batches, 6),
+        "steps_measured": len(steps.steps),
+        "dataset": loader.dataset_class,
+        "batch_size": loader.batch_size,
+        "num_workers": loader.num_workers,
+        "pin_memory": loader.pin_memory,
+        "persistent_workers": loader.persistent_workers,
+        "cpu_count": steps.cpu_count,
+        **edits.evidence_of(found),
+    }
+    workers = f"num_workers={loader.num_workers or 0}"
+    title = (
+        f"An evaluation DataLoader ({loader.dataset_class or 'dataset'}, {workers}) held the job "
+        f"{loader.wait_s:.2f} s between training steps, {pct_text(share)} of the measured time "
+        f"({counted(loader.batches, 'batch', 'batches')}): the GPU waits for it meanwhile"
+    )
+    fix = loader_fix(loader, cores, judged_device(run), None, next(iter(found), None))
+    return [Finding("eval-loader-bound", 5, Severity.WARNING, title, evidence, fix, where=loader.where)]
+
+
 def loader_hot_line(run: Run) -> str | None:
     """With num_workers=0 the dataset runs in the training thread: the stack sampler names the line of the user's
     code where the wait goes ("train.py:65 (YelpReviews.__getitem__), 81% of the wait")."""
@@ -314,8 +359,11 @@ def loader_fix(
     lines += sizing_comments(loader, sizing, cpu_count) if sizing is not None else []
     if hot is not None:  # where the loading's time goes: the line that more workers only spread, not shorten
         lines.append(f"# the loading's time goes to {hot}: make it cheaper (vectorise it, cache its result)")
+    framework = _framework_options(loader, loader_arguments(loader, cpu_count, expected, sizing))
     if own_call is not None:
         lines.append(textwrap.dedent("\n".join(own_call.new)))
+    elif framework is not None:
+        lines += framework
     elif len(args) > 2:
         lines.append(f"loader = DataLoader({loader.dataset_class or 'dataset'}(...), {', '.join(args)})")
     if current >= workers and sizing is None:
@@ -332,6 +380,26 @@ def loader_fix(
     elif expected == "cuda":
         lines.append("x = x.to(device, non_blocking=True)  # with pin_memory=True the copy overlaps compute")
     return "\n".join(lines)
+
+
+# transformers' Trainer builds its DataLoaders from these TrainingArguments (its own names for the keywords)
+_HF_ARGUMENTS = {
+    "num_workers": "dataloader_num_workers",
+    "persistent_workers": "dataloader_persistent_workers",
+    "pin_memory": "dataloader_pin_memory",
+}
+
+
+def _framework_options(loader: LoaderInfo, wanted: dict[str, str]) -> list[str] | None:
+    """A loader a framework built: its options where the user sets them (a DataLoader(...) line the user never
+    wrote was no fix to paste, a trial's HF Trainer)."""
+    if loader.built_by != "transformers" or not wanted:
+        return None
+    named = ", ".join(f"{_HF_ARGUMENTS[key]}={value}" for key, value in wanted.items() if key in _HF_ARGUMENTS)
+    return [
+        "# transformers' Trainer builds this DataLoader from your TrainingArguments: set its options there",
+        f"args = TrainingArguments(..., {named})",
+    ]
 
 
 def _made_on_device(loader: LoaderInfo) -> bool:

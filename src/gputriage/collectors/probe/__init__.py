@@ -107,6 +107,8 @@ class RunProbe:
         self._finished = True
         self._remove_everything()
         self.steps_section.loader = self._loader.busiest()
+        recorded = {step.index for step in self.steps_section.steps}
+        self.steps_section.eval_loader = self._loader.busiest_evaluation(recorded)
         self.placement_section.batch_tensors = self._loader.last_batch_tensors
         run.placement = self.placement_section
         # no completed step (a crash in the first one): rung 5's step timing has nothing to say

@@ -37,6 +37,7 @@ class PhaseClock:
         self._step_start_s = clock()
         self._last_s = self._step_start_s
         self.running = False  # no step is open (before the first step, between epochs of a loader-driven job)
+        self.backwards = 0  # backward passes so far: a loader whose batches have none between them is no training one
         # A preflight's stand-in clock (the host seconds the stand-in has cost so far), read at each phase change so
         # that its time is known per phase: a GPU runs that compute beside the host, so each phase's host time is its
         # wall time less its own stand-in time, not less a share of the step's total taken in some order.
@@ -71,6 +72,8 @@ class PhaseClock:
             return
         self._accrue(self._clock())
         self._stack.append(phase)
+        if phase == "backward":
+            self.backwards += 1
 
     def pop(self) -> None:
         if threading.get_ident() != self._owner:

@@ -18,10 +18,14 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import math
+import sys
 import threading
 import time
 import weakref
 from collections.abc import Callable
+from pathlib import Path
+from types import FrameType
 from typing import Any
 
 import msgspec
@@ -34,7 +38,7 @@ from gputriage.collectors.identity import IdentityMap
 from gputriage.collectors.patching import Patches
 from gputriage.collectors.probe.placement import device_name, iter_tensors
 from gputriage.collectors.probe.state import ProbeState
-from gputriage.collectors.usercode import where_now
+from gputriage.collectors.usercode import is_own_file, is_user_file, where_now
 from gputriage.record.steps import LoaderInfo
 from gputriage.stdlib import statistics
 
@@ -99,12 +103,20 @@ class LoaderProbe:
         self._state = state
         self._patches = Patches()
         self._sites: IdentityMap[DataLoader[Any], str] = IdentityMap()
+        self._builders: IdentityMap[DataLoader[Any], str] = IdentityMap()  # the library that called DataLoader(...)
         self._iterators: IdentityMap[Any, LoaderInfo] = IdentityMap()
         self._loaders: dict[int, tuple[weakref.ref[DataLoader[Any]], LoaderInfo]] = {}
         self._times: dict[int, BatchTimes] = {}  # by id() of the LoaderInfo
         # id() of the LoaderInfos that handed a batch with autograd on: the training loaders. Once one exists, a batch
         # fetched under no_grad is an evaluation's (a callback's run over a test set), not what the step waits for.
         self._training: set[int] = set()
+        # Loaders found evaluating (no backward between two of their batches while a training loader exists: HF's
+        # evaluation loop fetches with autograd on), by id() of their LoaderInfo: never the training loader again.
+        self._evaluating: set[int] = set()
+        # id() of the info -> (info, {step index: (wait s, batches)}): kept by step, so that only the recorded
+        # steps' share counts (an evaluation after the --steps window is in none of them)
+        self._eval: dict[int, tuple[LoaderInfo, dict[int, tuple[float, int]]]] = {}
+        self._backwards_at: IdentityMap[Any, int] = IdentityMap()  # iterator -> backward count at its last batch
         self.on_batch_start: Callable[[int], None] = lambda iterator: None  # the id() of the batch's iterator
         self.on_batch_end: Callable[[], None] = lambda: None
         self.on_exhausted: Callable[[], None] = lambda: None
@@ -139,6 +151,9 @@ class LoaderProbe:
         original(loader, *args, **kwargs)
         if not self._state.in_child:
             self._sites[loader] = where_now() or "?"
+            builder = _builder_package()
+            if builder is not None:
+                self._builders[loader] = builder
 
     def _iter_init(self, original: Any, it: Any, loader: DataLoader[Any], /, *args: Any, **kwargs: Any) -> None:
         original(it, loader, *args, **kwargs)
@@ -151,18 +166,14 @@ class LoaderProbe:
         if info is None or threading.get_ident() != state.owner_thread:
             return original(it)  # a worker process, or a prefetch thread: not the loop's wait
         clock = state.clock
+        if self._evaluation(it, info):
+            # an evaluation inside the training loop: its wait is no data wait of the step, nor this loader the one
+            # the step is fed by (minGPT's eval from its iteration callback: "36% data wait", the eval loader shown);
+            # its collation is still no op of the model's. Its wait is kept apart: the GPU idles through it too.
+            return self._evaluation_batch(original, it, info)
         self.on_batch_start(id(it))
         if torch.is_grad_enabled():
             self._training.add(id(info))
-        elif self._training:
-            # an evaluation inside the training loop: its wait is no data wait of the step, nor this loader the one
-            # the step is fed by (minGPT's eval from its iteration callback: "36% data wait", the eval loader shown);
-            # its collation is still no op of the model's
-            state.in_loader += 1
-            try:
-                return original(it)
-            finally:
-                state.in_loader -= 1
         state.in_loader += 1
         start_s = clock.now()
         cpu_start_s = time.thread_time()
@@ -196,13 +207,76 @@ class LoaderProbe:
         self.on_batch_end()
         return batch
 
+    def _evaluation(self, it: Any, info: LoaderInfo) -> bool:
+        """A batch of an evaluation pass: fetched under no_grad once a training loader exists, or by a loader whose
+        last batch was followed by no backward while another loader trains."""
+        key = id(info)
+        backwards = self._state.clock.backwards
+        last = self._backwards_at.get(it)
+        self._backwards_at[it] = backwards
+        if key in self._evaluating:
+            return True
+        others_train = bool(self._training - {key})
+        if (not torch.is_grad_enabled() and self._training) or (others_train and last == backwards):
+            self._evaluating.add(key)
+            self._training.discard(key)
+            return True
+        return False
+
+    def _evaluation_batch(self, original: Any, it: Any, info: LoaderInfo) -> Any:
+        state, clock = self._state, self._state.clock
+        start_s = clock.now()
+        state.in_loader += 1
+        try:
+            return original(it)
+        finally:
+            state.in_loader -= 1
+            if clock.running:
+                by_step = self._eval.setdefault(id(info), (info, {}))[1]
+                wait_s, batches = by_step.get(state.step, (0.0, 0))
+                by_step[state.step] = (wait_s + clock.now() - start_s, batches + 1)
+
+    def busiest_evaluation(self, steps: set[int]) -> LoaderInfo | None:
+        """The evaluation loader the job waited on longest in the recorded `steps`, with that wait and its batches."""
+        found = []
+        for info, by_step in self._eval.values():
+            kept = [value for step, value in by_step.items() if step in steps]
+            if kept:
+                found.append((info, math.fsum(w for w, _ in kept), sum(n for _, n in kept)))
+        if not found:
+            return None
+        info, wait_s, batches = max(found, key=lambda entry: entry[1])
+        return msgspec.structs.replace(info, wait_s=wait_s, batches=batches)
+
     def _info_for(self, loader: DataLoader[Any]) -> LoaderInfo:
         known = self._loaders.get(id(loader))
         if known is not None and known[0]() is loader:
             return known[1]
         info = describe_loader(loader, self._sites.get(loader))
+        info.built_by = self._builders.get(loader)
         self._loaders[id(loader)] = (weakref.ref(loader), info)
         return info
+
+
+def _builder_package(limit: int = 60) -> str | None:
+    """The installed package the user's code called that built the DataLoader (transformers' Trainer, through
+    accelerate's prepare), or None when the user's own code called DataLoader(...): the fix goes where the user sets
+    the loader's options (TrainingArguments)."""
+    frame: FrameType | None = sys._getframe(2)
+    called: str | None = None  # the package nearest the user's frame so far
+    for _ in range(limit):
+        if frame is None:
+            break
+        name = frame.f_code.co_filename
+        if is_user_file(name):
+            return called
+        parts = Path(name).parts
+        marker = next((m for m in ("site-packages", "dist-packages") if m in parts), None)
+        if marker is not None and not is_own_file(name) and parts.index(marker) + 1 < len(parts):
+            package = parts[parts.index(marker) + 1].removesuffix(".py")
+            called = package if package != "torch" else called
+        frame = frame.f_back
+    return called
 
 
 def dataset_length(dataset: Any, sampler: Any) -> int | None:
