@@ -20,6 +20,7 @@ CASES = {
     "helper": Case(["hidden_from_helper.py"]),
     "loss": Case(["loss_weight_on_cpu.py"]),
     "setattr": Case(["schedule_setattr.py"]),
+    "noise": Case(["noise_made_in_step.py"]),
 }
 
 
@@ -113,6 +114,20 @@ def test_tensors_set_with_setattr_in_init_are_registered_as_buffers_by_the_patch
     assert "self.register_buffer(k, v)  # instead of: setattr(self, k, v)" in finding["fix"]
     (edit,) = finding["evidence"]["edits"]
     assert [line.strip() for line in edit["new"]] == ["self.register_buffer(k, v)  # MARK model-partly-on-cpu"]
+    assert patched_findings(r.report, script, tmp_path) == []
+
+
+def test_a_tensor_made_on_the_line_that_crashed_gets_the_device_of_what_it_meets(
+    runs: dict[str, Result], tmp_path: Path
+) -> None:
+    """A trial (a Lightning training_step, a speech tutorial's loop): the template `t = t.to(next(model.parameters())
+    .device)` with names the line does not have, and no patch."""
+    r = runs["noise"]
+    script = "noise_made_in_step.py"
+    finding = r.finding("device-mismatch-error")
+    assert finding["where"] == mark_line(script, "device-mismatch-error")
+    assert "y_hat = y_hat + 0.01 * torch.randn(y_hat.shape[0], 1, device=y_hat.device)" in finding["fix"]
+    assert "next(model.parameters())" not in finding["fix"]
     assert patched_findings(r.report, script, tmp_path) == []
 
 

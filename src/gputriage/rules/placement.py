@@ -15,6 +15,7 @@ from gputriage.findings import Finding, Severity
 from gputriage.record import Run
 from gputriage.record.compute import MixedDeviceOp
 from gputriage.record.device import judged_device
+from gputriage.record.edit import Edit
 from gputriage.record.placement import ModelInfo, StrayPart, TensorSeen
 from gputriage.rules import codefix, edits
 from gputriage.rules.devicechoice import cpu_chosen
@@ -593,6 +594,10 @@ def device_mismatch_rule(run: Run) -> list[Finding]:
         evidence.update(told.evidence)
         title += f": {told.title}"
         fix, where = told.fix, told.where
+    elif (made := _factory_on_the_line(run, where)) is not None:  # `y_hat + torch.randn(n, 1)`: made right there
+        fix, found = made
+        evidence.update(edits.evidence_of(found))
+        title += ": the CPU tensor is made on the line that crashed"
     return [
         Finding(
             code="device-mismatch-error",
@@ -604,6 +609,44 @@ def device_mismatch_rule(run: Run) -> list[Finding]:
             where=where,
         )
     ]
+
+
+def _factory_on_the_line(run: Run, where: str | None) -> tuple[str, list[Edit]] | None:
+    """The crash's own statement makes a tensor with a factory and no device= (noise in a Lightning training_step:
+    `y_hat + 0.01 * torch.randn(y_hat.shape[0], 1)`): made on the device of the tensor it meets there, or of the
+    script's own device expression. A trial got the template `t = t.to(next(model.parameters()).device)`."""
+    stmt = codefix.statement_at(run.source, where)
+    if stmt is None or not codefix.factory_calls(stmt.node):
+        return None
+    device = _partner_device(stmt) or codefix.device_expression(run.source, where)
+    device = device or codefix.forward_device(stmt, run.source)
+    fixed = codefix.with_device(stmt, device)
+    if fixed is None:
+        return None
+    edit = edits.device_in_factory(stmt, device)
+    return (
+        f"# line {stmt.first_line} makes a tensor on the CPU and uses it with tensors on the device: make it there\n"
+        f"{fixed}",
+        [edit] if edit is not None else [],
+    )
+
+
+def _partner_device(stmt: codefix.Statement) -> str | None:
+    """`y_hat.device` for `y_hat + 0.01 * torch.randn(...)`: the variable the made tensor meets in the same
+    arithmetic (a name that is no call, no module attribute)."""
+    calls = {id(c) for c in codefix.factory_calls(stmt.node)}
+    for node in ast.walk(stmt.node):
+        if not isinstance(node, ast.BinOp):
+            continue
+        sides = (node.left, node.right)
+        holds = [any(id(n) in calls for n in ast.walk(side)) for side in sides]
+        if holds.count(True) != 1:
+            continue
+        other = sides[holds.index(False)]
+        name = next((n.id for n in ast.walk(other) if isinstance(n, ast.Name) and n.id not in ("torch", "np")), None)
+        if name is not None and not any(isinstance(n, ast.Call) for n in ast.walk(other)):
+            return f"{name}.device"
+    return None
 
 
 _HOST_INDEXED = "indices should be either on cpu or on the same device as the indexed tensor"
