@@ -7,7 +7,7 @@ from torch import nn
 device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 1)).to(device)
 opt = torch.optim.SGD(model.parameters(), lr=0.1)
-for step in range(5):
+for _ in range(5):
     x, y = torch.randn(32, 8, device=device), torch.randn(32, 1, device=device)
     y_hat = model(x)
     y_hat = y_hat + 0.01 * torch.randn(y_hat.shape[0], 1)  # MARK device-mismatch-error
