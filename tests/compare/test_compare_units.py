@@ -88,6 +88,14 @@ def test_fixed_with_gpu_busy_step_time_and_throughput() -> None:
     assert not result.regressed_timing()
 
 
+def test_faster_with_the_same_causes_says_they_are_still_there() -> None:
+    """A trial: "fixed: step 24 -> 8.03 ms (3.00x)" for a run still IDLE with both critical findings."""
+    causes = [Finding("no-gpu-compute", 4, Severity.CRITICAL, "cpu", where="t.py:3")]
+    result = compare(_diag(_run(0.024), causes), _diag(_run(0.008, seed=2), list(causes)), "before", "after")
+    assert result.status == "fixed"
+    assert result.summary.endswith("; still there: no-gpu-compute (critical)")
+
+
 def test_no_change_and_regressed() -> None:
     same = compare(_diag(_run(0.1)), _diag(_run(0.1, seed=2)), "a", "b")
     assert same.status == "no change"

@@ -421,6 +421,8 @@ def verdict(step: Change, busy: list[Change], delta: FindingsDelta, sides: tuple
         notes += _exit_note(sides)
         if delta.new:
             notes.append(f"new: {', '.join(r.code for r in delta.new)}")
+        if delta.still:  # faster, and still the same causes: "fixed" alone read as a job with nothing left to fix
+            notes.append("still there: " + ", ".join(f"{r.code} ({r.severity})" for r in delta.still))
         return "fixed", "fixed: " + ", ".join(shown) + "".join(f"; {n}" for n in notes if n)
     if delta.new:
         return "regressed", "regressed: new " + ", ".join(r.code for r in delta.new)
