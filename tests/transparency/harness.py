@@ -69,6 +69,7 @@ CASES: dict[str, Job] = {
     "library_op_no_autograd": Job(["library_op_no_autograd.py"]),
     "loader_len_untouched": Job(["loader_len_untouched.py"]),
     "attrs_and_limits": Job(["attrs_and_limits.py"]),
+    "listing_overrides": Job(["listing_overrides.py"]),
     "job_own_ways": Job(["job_own_ways.py"]),
     "deletes_sys_streams": Job(["deletes_sys_streams.py"]),
     "compile_probes_invisible": Job(["compile_probes_invisible.py"]),

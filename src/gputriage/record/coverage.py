@@ -101,11 +101,18 @@ def rung_coverage(run: Run) -> dict[int, RungCoverage]:
 def _gpu_side_unmeasured(run: Run) -> str | None:
     """Why rung 5's first half, how busy the GPU is, went unmeasured on a real job judged for an accelerator; None when
     it was measured or is not asked. The step's waits answer only the second half, so a "pass" on them alone would say
-    the GPU was busy enough where no reading of it exists (a job that never reached its GPU, NVML missing). A stand-in
-    has no GPU to read: its scope says so (stand_in.py), and a trace or `watch` is judged by its own sections."""
+    the GPU was busy enough where no reading of it exists (a job that never reached its GPU, NVML missing, a
+    preflight's stand-in). A trace or `watch` is judged by its own sections."""
     judged = judged_device(run)
-    if run.command not in JOB_COMMANDS or judged is None or judged in NOT_ACCELERATORS or run.stand_in is not None:
+    if run.command not in JOB_COMMANDS or judged is None or judged in NOT_ACCELERATORS:
         return None
+    if run.stand_in is not None:
+        # a preflight's host side alone: "✓ pass" read as "the GPU is busy enough" beside a scope saying GPU timing
+        # was not judged (a trial)
+        return (
+            "how busy the GPU keeps is not measured on a stand-in (`gputriage run` on the GPU machine measures it); "
+            "what the step waits for on the host was, with no finding"
+        )
     for section in (run.gpu, run.trace):
         if section is not None and 5 in section.measured_rungs():
             return None

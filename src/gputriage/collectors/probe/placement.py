@@ -176,7 +176,7 @@ class PlacementProbe:
         """The models inside `moved` that ran wholly off the device before this move (d2l runs the net on the CPU to
         print its shapes, then trains it on the GPU): those forwards were not the job's steps. Their record, and the
         inputs they took, go; the next forward describes the model again."""
-        inside = {id(m) for m in moved.modules()}
+        inside = {id(m) for _, m in walk_modules(moved)}
         for key, (ref, info) in list(self._models.items()):
             model = ref()
             off = not any(d.split(":", 1)[0] == self._state.expected_device for d in info.devices)
@@ -337,7 +337,7 @@ class PlacementProbe:
                 name, where = f"{type(root).__name__}.{path} ({name})", self._created.get(root)
         info = ModelInfo(
             name=name,
-            parameter_count=sum(p.numel() for p in model.parameters()),
+            parameter_count=sum(p.numel() for _, p in walk_tensors(model, "_parameters")),
             devices=devices,
             where=where,
             moved_to=moved[0] if moved else None,
@@ -371,7 +371,7 @@ class PlacementProbe:
         for holder, move in self._moved.items():
             if holder is model:
                 continue
-            path = next((p for p, sub in holder.named_modules() if sub is model), None)
+            path = next((p for p, sub in walk_modules(holder) if sub is model), None)
             if path is not None and (found is None or len(path) < len(found[1])):
                 found = (holder, path, move)
         return found
@@ -393,7 +393,7 @@ class PlacementProbe:
                     off_count[prefix] = off_count.get(prefix, 0) + 1
                 if kind not in ("attribute", "listed"):
                     registered.add(prefix)
-        modules = dict(model.named_modules())
+        modules = dict(walk_modules(model))
         parts: list[StrayPart] = []
         covered: set[str] = set()
         for path, kind, t in off:
@@ -451,7 +451,7 @@ class PlacementProbe:
     def _holds(model: nn.Module | None, module: nn.Module) -> bool:
         if model is None:
             return False
-        return any(sub is module for sub in model.modules()) or any(m is module for m in _contained(model))
+        return any(sub is module for _, sub in walk_modules(model)) or any(m is module for m in _contained(model))
 
     def note_unmoved(self) -> None:
         """At a crash: the modules the script made that nothing moved, wholly on the CPU, while another module was
@@ -525,7 +525,7 @@ class PlacementProbe:
         """The sizes of the parameters of a module nothing moved, when it has some and all are on the CPU."""
         if self._moved.get(module) is not None:
             return None
-        params = list(module.parameters())
+        params = [p for _, p in walk_tensors(module, "_parameters")]
         if not params or any(p.device.type != "cpu" for p in params):
             return None
         return [p.numel() for p in params]
@@ -555,12 +555,12 @@ class PlacementProbe:
     def _add_late_strays(self, model: nn.Module, info: ModelInfo, expected: str) -> None:
         last_move = self._moved.get(model)
         moved_off = last_move is not None and last_move[0].split(":", 1)[0] != expected
-        if moved_off or any(p.device.type != expected for p in model.parameters()):
+        if moved_off or any(p.device.type != expected for _, p in walk_tensors(model, "_parameters")):
             # The whole model left the device after its steps (Lightning's teardown calls .cpu(), so does a job that
             # saves a CPU copy): its buffers follow, and nothing here was left behind by .to().
             return
         known = [p.path for p in info.stray]
-        modules = dict(model.named_modules())
+        modules = dict(walk_modules(model))
         members = list(named_members(model, self._was_called))
         for path, kind, t in members:
             if kind == "parameter" or t.device.type == expected or t.dim() == 0:
@@ -584,7 +584,7 @@ class PlacementProbe:
         if self._called.get(module) is not None:
             return True
         with own_reads():
-            return any(p.grad is not None for p in module.parameters())
+            return any(p.grad is not None for _, p in walk_tensors(module, "_parameters"))
 
     def describe_module(self, module: nn.Module) -> str | None:
         """'Net.head (Linear)' for a module inside a model seen so far."""
@@ -594,7 +594,7 @@ class PlacementProbe:
                 continue
             if model is module:
                 return info.name
-            for name, sub in model.named_modules():
+            for name, sub in walk_modules(model):
                 if sub is module:
                     return f"{info.name}.{name} ({type(module).__name__})"
         return type(module).__name__
@@ -605,24 +605,62 @@ def named_members(
 ) -> Iterator[tuple[str, str, torch.Tensor]]:
     """(path, kind, tensor) for every parameter, buffer and plain tensor attribute of the model, and the tensors of
     the modules in its plain containers that `called` says ran (none without it)."""
-    for path, p in model.named_parameters():
+    for path, p in walk_tensors(model, "_parameters"):
         yield path, "parameter", p
-    for path, b in model.named_buffers():
+    for path, b in walk_tensors(model, "_buffers"):
         yield path, "buffer", b
-    for mod_path, sub in model.named_modules():
+    for mod_path, sub in walk_modules(model):
         for name, value in vars(sub).items():
             if isinstance(value, torch.Tensor):
                 yield (f"{mod_path}.{name}" if mod_path else name), "attribute", value
             # modules kept in a plain list, tuple or dict: model.to() and model.parameters() never see them
             ran = [m for m in _listed_modules(value) if called(m)] if called is not None else []
             for listed in ran:
-                for t in (*listed.parameters(), *listed.buffers()):
+                for t in (
+                    *(p for _, p in walk_tensors(listed, "_parameters")),
+                    *(b for _, b in walk_tensors(listed, "_buffers")),
+                ):
                     yield (f"{mod_path}.{name}" if mod_path else name), "listed", t
+
+
+def walk_modules(model: nn.Module) -> list[tuple[str, nn.Module]]:
+    """(path, module) of the model and every submodule, each once, as named_modules() gives them, read from the
+    modules' own `_modules` dicts: a model that overrides named_modules() / parameters() (to hide or add some) had
+    its overrides called by the probe each step, where python calls them never (a trial)."""
+    out: list[tuple[str, nn.Module]] = []
+    seen: set[int] = set()
+    pending: list[tuple[str, nn.Module]] = [("", model)]
+    while pending:
+        path, module = pending.pop()
+        if id(module) in seen:
+            continue
+        seen.add(id(module))
+        out.append((path, module))
+        children = vars(module).get("_modules") or {}
+        pending.extend(
+            (f"{path}.{name}" if path else name, child)
+            for name, child in reversed(list(children.items()))
+            if isinstance(child, nn.Module)
+        )
+    return out
+
+
+def walk_tensors(model: nn.Module, kind: str) -> list[tuple[str, torch.Tensor]]:
+    """(path, tensor) of the model's parameters (`kind` "_parameters") or buffers ("_buffers"), each once, read from
+    the modules' own dicts (see walk_modules)."""
+    out: list[tuple[str, torch.Tensor]] = []
+    seen: set[int] = set()
+    for path, module in walk_modules(model):
+        for name, tensor in (vars(module).get(kind) or {}).items():
+            if tensor is not None and id(tensor) not in seen:
+                seen.add(id(tensor))
+                out.append((f"{path}.{name}" if path else name, tensor))
+    return out
 
 
 def _contained(model: nn.Module) -> Iterator[nn.Module]:
     """The modules kept in plain containers anywhere in the model."""
-    for sub in model.modules():
+    for _, sub in walk_modules(model):
         for value in vars(sub).values():
             yield from _listed_modules(value)
 
