@@ -496,7 +496,24 @@ def test_kernels_without_a_stream_are_named_as_such_not_as_untimed(
     path = tmp_path / "nostream.json"
     path.write_text(json.dumps({"traceEvents": events}))
     assert main(["trace", str(path)]) == 2
-    assert "its 100 kernels, copies or memsets carry no readable `args.stream`" in capsys.readouterr().err
+    assert "its 100 timed events are no op, and no kernel, copy or memset as the PyTorch profiler writes them (no " in (
+        capsys.readouterr().err
+    )
+
+
+def test_a_legacy_autograd_profiler_export_is_not_called_kernels(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A trial: torch.autograd.profiler's export_chrome_trace (a bare list of aten ops with no `cat`, pid "CPU
+    functions") was refused as "its 1,442 kernels, copies or memsets carry no readable `args.stream`": no kernel."""
+    events = [
+        {"name": "aten::slice", "ph": "X", "ts": 10 * i, "dur": 2, "tid": 0, "pid": "CPU functions"} for i in range(50)
+    ]
+    path = tmp_path / "legacy.json"
+    path.write_text(json.dumps(events))
+    assert main(["trace", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "kernels, copies or memsets carry" not in err and "export_chrome_trace" in err and err.count("\n") == 1
 
 
 @pytest.mark.parametrize(

@@ -176,3 +176,13 @@ def test_a_lower_rung_finding_still_leads_what_it_explains_as_much_as() -> None:
     assert root_cause_order([loader, unsaid])[0] is unsaid  # a share not said: the causal order stands
     big = Finding("input-pipeline-bound", 5, Severity.WARNING, "t", evidence={"dataloader_pct_of_step": 31.0})
     assert root_cause_order([sync, big])[0] is big
+
+
+def test_a_thin_leads_title_keeps_an_acronym(tmp_path: Path, trace_json) -> None:  # type: ignore[no-untyped-def]
+    """Trial 11: "From 2 steps only: cPU ops (aten::randn) run inside the step ..."."""
+    from builders import training_loop
+
+    _, doc = trace_json(training_loop(steps=2, cpu_op_us=3_000.0, busy_share=0.5).write(tmp_path / "two.json"))
+    titles = [f["title"] for f in doc["findings"] if f["title"].startswith("From 2 steps only: ")]
+    assert titles and not any("cPU" in t for t in titles)
+    assert any("From 2 steps only: CPU ops" in t for t in titles), titles

@@ -115,7 +115,11 @@ def _thin_lead(r: RankTrace) -> str:
 
 
 def _led_by(few: str, title: str) -> str:
-    return few + title[0].lower() + title[1:] if few else title
+    if not few:
+        return title
+    # lower-case a sentence's first word, never an acronym's first letter ("CPU ops ...", not "cPU ops ...")
+    first = title.split(" ", 1)[0]
+    return few + (title if first[1:2].isupper() else title[0].lower() + title[1:])
 
 
 def _suffix(section: TraceSection, r: RankTrace) -> str:

@@ -137,8 +137,10 @@ def _refuse_when_nothing_is_usable(path: Path, col: Collected) -> None:
     if kept == 0 and col.unread_events:
         # timed kernels, copies or memsets whose `args` hold no stream: they cannot be placed on a GPU's timeline
         raise InputError(
-            f"{path} has nothing to analyse: its {col.unread_events:,} kernels, copies or memsets carry no readable "
-            "`args.stream` (the file was altered or written by another tool), and it holds no op"
+            f"{path} has nothing to analyse: its {col.unread_events:,} timed events are no op, and no kernel, copy or "
+            "memset as the PyTorch profiler writes them (no category it writes, or no `args.stream`): the file was "
+            "written by another tool, torch.autograd.profiler's export_chrome_trace, or altered; record with "
+            "torch.profiler.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])"
         )
     if kept == 0:
         held = {0: "no event", 1: "1 event, not a timed one"}.get(
