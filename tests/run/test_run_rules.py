@@ -157,6 +157,18 @@ def test_the_workers_asked_for_agree_with_the_workers_needed_or_say_why() -> Non
     assert "# the loading's time goes to data.py:44 (Pixels.__getitem__), 90.0% of the wait" in fix
 
 
+def test_the_cap_is_said_beside_the_cores_too() -> None:
+    """A trial (2 cores, 2 workers): "use at least 12", the cores named, then `num_workers=max(NW, 8)` with no word
+    of the cap that made 12 into 8."""
+    from gputriage.rules.steps import WorkerSizing, sizing_comments
+
+    loader = LoaderInfo(dataset_class="SlowDS", batch_size=32, num_workers=2)
+    sizing = WorkerSizing(load_s=0.0204, work_s=0.0018, needed=12, usable=1, cpu_share=None)
+    lines = "\n".join(sizing_comments(loader, sizing, 2))
+    assert "use at least 12" in lines and "this machine has 2 cores" in lines
+    assert "# num_workers=8 below: more than 8 workers rarely help one GPU" in lines
+
+
 def test_short_waits_on_a_device_with_free_compute_do_not_fire() -> None:
     # meta: compute costs nothing, so 1 ms of collation is a large share of a 1.5 ms step, but not worth a finding
     loader = LoaderInfo(dataset_class="TensorDataset", batch_size=8, num_workers=0)

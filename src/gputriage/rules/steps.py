@@ -299,10 +299,13 @@ def sizing_comments(loader: LoaderInfo, sizing: WorkerSizing, cpu_count: int | N
         lines = [f"# {numbers}: {counted(current, 'worker')} can't keep up, use at least {sizing.needed}"]
     else:
         lines = [f"# {numbers}: {counted(current, 'worker')} should keep up, yet the step waits for them"]
-    if sizing.beyond_cores and cpu_count and sizing.usable is not None:
+    asked = suggested_workers(cpu_count, sizing)
+    cores = sizing.beyond_cores and cpu_count and sizing.usable is not None
+    if cores and cpu_count:
         lines += cores_comment(sizing, cpu_count)
-    elif (asked := suggested_workers(cpu_count, sizing)) < sizing.needed:
-        # the keyword below asks for fewer than the arithmetic above: say why, or the two numbers disagree
+    if asked < sizing.needed and (not cores or asked == MAX_SUGGESTED_WORKERS):
+        # the keyword below asks for fewer than the arithmetic above: say why, or the two numbers disagree (a trial:
+        # "use at least 12", then num_workers=8, with only the cores named)
         lines.append(
             f"# num_workers={asked} below: more than {MAX_SUGGESTED_WORKERS} workers rarely help one GPU, so the "
             "rest must come from cheaper loading"
