@@ -28,3 +28,24 @@ def test_the_index_moves_with_its_siblings_and_the_patch_works(runs: dict[str, R
     assert edit["kind"] == "move-index" and edit["new"][-1] == "    idx_train = idx_train.cuda()"
     assert edit["old"] == ["    idx_val = idx_val.cuda()"]  # the last move of the block: the new line goes below it
     assert patched_findings(r.report, SCRIPT, tmp_path) == []
+
+
+@pytest.fixture(scope="module")
+def label_run(tmp_path_factory: pytest.TempPathFactory) -> Result:
+    return run_many({"label": Case(["label_not_moved.py"])}, tmp_path_factory.mktemp("label"), preflight=True)["label"]
+
+
+def test_a_tensor_the_loop_forgot_moves_beside_its_siblings_in_their_words(label_run: Result, tmp_path: Path) -> None:
+    """NCF (a trial): `user = user.cuda()`, `item = item.cuda()`, no move of `label`; the fix defined a device,
+    moved all three again before the loss, and the patch had no edit."""
+    finding = label_run.finding("data-on-cpu")
+    assert finding["where"] == mark_line("label_not_moved.py", "data-on-cpu")
+    fix = finding["fix"]
+    assert fix.splitlines()[-1] == "label = label.cuda()" and "after line" in fix and "item = item.cuda()" in fix
+    assert "torch.device" not in fix and "user = user.to(" not in fix
+    (edit,) = finding["evidence"]["edits"]
+    assert (
+        edit["old"] == ["        item = item.cuda()  # noqa: PLW2901"]
+        and edit["new"][-1] == "        label = label.cuda()"
+    )
+    assert patched_findings(label_run.report, "label_not_moved.py", tmp_path) == []

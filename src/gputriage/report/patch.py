@@ -86,7 +86,7 @@ def build_patch(diag: Diagnosis, root: Path) -> Patch:
     return patch
 
 
-_AT_THE_ORIGIN = frozenset({"move-index"})
+_AT_THE_ORIGIN = frozenset({"move-index", "move-beside"})
 
 
 def _covers_where(edits: list[Edit], where: str | None) -> bool:

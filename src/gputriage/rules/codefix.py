@@ -661,7 +661,7 @@ def _moved_line(
     expr = call_argument(stmt, t.argument, t.target)
     if expr is None:
         return None
-    at_origin = _moved_at_origin(stmt, expr, t, device)
+    at_origin = _moved_beside(source, stmt, expr) or _moved_at_origin(stmt, expr, t, device)
     if at_origin is not None:
         return at_origin
     before = f"before line {stmt.first_line}: {stmt.text}"
@@ -673,6 +673,61 @@ def _moved_line(
         return before, moved_spread(expr.id, device), note
     siblings = sibling_moves(stmt, expr, batch_tensors, device)
     return before, "\n".join([moved_argument(stmt, expr, device, t.argument), *siblings]), note
+
+
+def _moved_beside(source: SourceSection | None, stmt: Statement, expr: ast.expr) -> tuple[str, str, str] | None:
+    beside = sibling_move(source, stmt, expr)
+    if beside is None:
+        return None
+    note = "# the loop moves the rest of the batch here: this one with them"
+    return f"after line {beside.after.first_line}: {beside.after.text}", beside.line, note
+
+
+class SiblingMove(msgspec.Struct, frozen=True):
+    """The loop moves the other tensors of the batch in place (`user = user.cuda()`) and not this one: its move goes
+    right after theirs, in their words, where the batch arrives (not before the call, and with no device to define)."""
+
+    after: Statement  # the last of the siblings' moves
+    line: str  # `label = label.cuda()`
+
+
+def sibling_move(source: SourceSection | None, stmt: Statement, expr: ast.expr) -> SiblingMove | None:
+    """NCF's loop moved `user` and `item` with `.cuda()` and dropped `label`'s: a trial's fix defined a device, moved
+    all three before the loss, and had no edit."""
+    if not isinstance(expr, ast.Name) or source is None:
+        return None
+    loops = [n for n in ast.walk(stmt.tree) if isinstance(n, ast.For) and _holds(n, stmt.node) and n is not stmt.node]
+    loop = max(loops, key=lambda n: n.lineno, default=None)
+    if loop is None:
+        return None
+    moves = [n for n in loop.body if n.lineno < stmt.node.lineno and _in_place_move(n) is not None]
+    moved = {name for n in moves if (name := _in_place_move(n)) is not None}
+    if not moves or expr.id in moved or _reassigned_as_move(loop, expr.id, stmt.node.lineno):
+        return None
+    last = moves[-1]
+    assert isinstance(last, ast.Assign) and isinstance(last.value, ast.Call)
+    call = last.value
+    assert isinstance(call.func, ast.Attribute)
+    arguments = ", ".join([*map(ast.unparse, call.args), *map(ast.unparse, call.keywords)])
+    after = statement_at(source, f"{stmt.snippet.path}:{last.lineno + stmt.offset}")
+    if after is None:
+        return None
+    return SiblingMove(after, f"{expr.id} = {expr.id}.{call.func.attr}({arguments})")
+
+
+def _in_place_move(node: ast.stmt) -> str | None:
+    """`x` for `x = x.cuda()` / `x = x.to(device)`."""
+    if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)):
+        return None
+    call, name = node.value, node.targets[0].id
+    if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr in ("cuda", "to")):
+        return None
+    return name if isinstance(call.func.value, ast.Name) and call.func.value.id == name else None
+
+
+def _reassigned_as_move(loop: ast.For, name: str, line: int) -> bool:
+    """`name` moved by another statement of the loop before the line (`label = label.float().cuda()`)."""
+    return _moved_before(loop, name, line)
 
 
 def moved_everywhere(

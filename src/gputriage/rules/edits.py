@@ -145,11 +145,9 @@ def move_argument(
     expr = codefix.call_argument(stmt, argument, callee)
     if expr is None or codefix.moved_already(expr) is not None:
         return None  # moved already: the device it names is what is wrong, no edit of this line fixes that
-    origin = codefix.loop_invariant_origin(stmt, expr)
-    if origin is not None:  # the same tensor at every step: on the device where it is made, once
-        return device_in_factory(origin, device) or checked(
-            insert_after(origin, [codefix.moved_argument(stmt, expr, device, argument)], "move-data")
-        )
+    at_origin = _moved_where_made(source, stmt, expr, argument, device)
+    if at_origin is not None:
+        return at_origin
     line = _line_that_moves(stmt, expr, argument, device)
     if line is not None:
         moves = [line, *codefix.sibling_moves(stmt, expr, batch_tensors, device)]
@@ -157,6 +155,21 @@ def move_argument(
     if codefix.in_container(argument):
         return None  # an element of a container written out in the call: advice, not an edit
     return checked(splice(stmt, expr, f".to({device}, non_blocking=True)", at_end=True, kind="move-data"))
+
+
+def _moved_where_made(
+    source: SourceSection | None, stmt: Statement, expr: ast.expr, argument: str | None, device: str
+) -> Edit | None:
+    """Beside the batch's other moves, in their words; or, for the same tensor at every step, where it is made."""
+    beside = codefix.sibling_move(source, stmt, expr)
+    if beside is not None:
+        return checked(insert_after(beside.after, [beside.line], "move-beside"))
+    origin = codefix.loop_invariant_origin(stmt, expr)
+    if origin is None:
+        return None
+    return device_in_factory(origin, device) or checked(
+        insert_after(origin, [codefix.moved_argument(stmt, expr, device, argument)], "move-data")
+    )
 
 
 def _line_that_moves(stmt: codefix.Statement, expr: ast.expr, argument: str | None, device: str) -> str | None:
@@ -621,7 +634,13 @@ def data_edits(
         return []
     device = codefix.device_expression(source, tensors[0].where)
     if device is None:
-        return []
+        # no device expression to use: only the moves in the script's own words, beside the batch's other moves
+        found = [
+            move_argument(source, t.where, t.argument, t.target, "", batch_tensors=batch_tensors)
+            for t in tensors
+            if _beside_siblings(source, t)
+        ]
+        return _once_each(_unique(found))
     out: list[Edit] = []
     # the call's own loop first, then the same call in each other function of the file (an evaluation loop), each
     # on its own: a line inserted in `train()` does not make the same line in `test()` a repeat
@@ -631,6 +650,12 @@ def data_edits(
         ]
         out.extend(_merged_inserts(_once_each(_unique(moves))))
     return out
+
+
+def _beside_siblings(source: SourceSection | None, t: TensorSeen) -> bool:
+    stmt = codefix.statement_at(source, t.where)
+    expr = codefix.call_argument(stmt, t.argument, t.target) if stmt is not None else None
+    return stmt is not None and expr is not None and codefix.sibling_move(source, stmt, expr) is not None
 
 
 def _once_each(found: list[Edit]) -> list[Edit]:

@@ -496,7 +496,10 @@ def _made_by_a_helper(run: Run, off: list[TensorSeen]) -> OperandFix | None:
 def _data_fix(run: Run, inputs: list[TensorSeen], labels: list[TensorSeen], expected: str) -> str:
     """`images = images.to(device, non_blocking=True)` before `output = model(images)`, in the script's names."""
     device, lines = codefix.device_for(run.source, (inputs or labels)[0].where, expected)
-    return "\n".join([*lines, *codefix.moved_everywhere(run.source, [*inputs, *labels], device, _batch_tensors(run))])
+    moves = codefix.moved_everywhere(run.source, [*inputs, *labels], device, _batch_tensors(run))
+    if lines and not any(device in line for line in moves):
+        lines = []  # every move is in the script's own words (`.cuda()` beside the batch's): no device to define
+    return "\n".join([*lines, *moves])
 
 
 def _batch_tensors(run: Run) -> list[bool] | None:
