@@ -222,6 +222,8 @@ def test_two_real_traces_before_and_after_a_loader_fix(capsys: pytest.CaptureFix
     assert doc["step_time"]["direction"] == "better"
     assert [g["key"] for g in doc["gpu_busy"]] == ["gpu_busy_trace"]
     assert doc["gpu_busy"][0]["direction"] == "better"
+    # the trace's own judged share (kernels in the steps, 68.94%), not a second "GPU busy" of the window (70.4%)
+    assert doc["gpu_busy"][0]["before"] == pytest.approx(68.94, abs=0.01)
     assert "input-pipeline-bound" in {f["code"] for f in doc["findings"]["resolved"]}
     assert doc["before"]["steps"] > 0
 

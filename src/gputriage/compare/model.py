@@ -216,12 +216,18 @@ def _busy_changes(before: Run, after: Run) -> list[Change]:
             what="GPU busy (NVML samples)",
         )
         out.append(Change("gpu_busy_nvml", "GPU busy (NVML)", "pct", b_mean, a_mean, judged))
-    b_busy, a_busy = _trace_value(before, "busy_pct"), _trace_value(after, "busy_pct")
+    b_busy, a_busy = _trace_busy(before), _trace_busy(after)
     if b_busy is not None or a_busy is not None:
         floor = stats.MIN_BUSY_CHANGE_POINTS
         judged = _single((before, after), (b_busy, a_busy), floor, higher_is_better=True, what="GPU busy (trace)")
         out.append(Change("gpu_busy_trace", "GPU busy (trace)", "pct", b_busy, a_busy, judged))
     return out
+
+
+def _trace_busy(run: Run) -> float | None:
+    """The trace's busy share as its own report judges it (RankTrace.judged_busy_pct)."""
+    ranks = run.trace.ranks if run.trace is not None else []
+    return ranks[0].judged_busy_pct() if ranks else None
 
 
 def _throughput(before: Run, after: Run, step_time: Change) -> Change | None:

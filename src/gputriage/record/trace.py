@@ -218,6 +218,12 @@ class RankTrace(msgspec.Struct):
     # What the reader skipped or capped, one sentence each ("312 events dropped: ts out of range").
     notes: list[str] = msgspec.field(default_factory=list)
 
+    def judged_busy_pct(self) -> float | None:
+        """The one busy share a verdict and a comparison rest on: of the steps' time (kernels) when the trace marks
+        steps, else of the profiled window (any device work). compare showed the window's 70% beside the finding's
+        68.94% for one trace (a trial)."""
+        return self.busy_pct_of_steps if self.busy_pct_of_steps is not None else self.busy_pct
+
     def thin_evidence(self) -> str | None:
         """What the trace holds, when it is too little to judge how busy the GPU keeps ("1 step", "3 kernels, copies
         or memsets"); None when it is enough. With step marks, TRACE_MIN_STEPS of them; without, the window is

@@ -84,9 +84,8 @@ def _judged_busy(r: RankTrace) -> tuple[float | None, str]:
     """The busy share a verdict rests on, and its window: of the steps' time when the trace marks steps (a step that
     spends 218 ms preprocessing video on the CPU before 160 ms of kernels is not 99% busy), else of the profiled
     window, first kernel to last."""
-    if r.busy_pct_of_steps is not None:
-        return r.busy_pct_of_steps, "of the steps' time"  # kernels only: the TensorBoard plugin's GPU utilization
-    return r.busy_pct, "of the profiled window"
+    # of the steps: kernels only (the TensorBoard plugin's GPU utilization); of the window: any device work
+    return r.judged_busy_pct(), "of the steps' time" if r.busy_pct_of_steps is not None else "of the profiled window"
 
 
 def _busy_words(r: RankTrace) -> str:
