@@ -152,7 +152,9 @@ def _metrics(track: GpuTrack) -> Table:
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="dim", no_wrap=True)
     grid.add_column()
-    grid.add_row("util", Packed([Text(_pct(now.gpu_util_pct)), Text(sparkline(_util_series(track)))], separator=" "))
+    # the last reading, said so: the verdict below rests on the mean of a window ("busy: 99% util" beside "100%")
+    reading = Text(f"{_pct(now.gpu_util_pct)} now")
+    grid.add_row("util", Packed([reading, Text(sparkline(_util_series(track)))], separator=" "))
     memory = f"{size(now.memory_used_bytes)} / {size(track.memory_total_bytes)}"
     if now.memory_used_bytes is not None and track.memory_total_bytes:
         memory += f" ({100 * now.memory_used_bytes / track.memory_total_bytes:.0f}%)"
