@@ -155,3 +155,16 @@ def test_a_python_said_in_a_sentence_pins_the_rocm_fix() -> None:
     )
     assert parse_environment_text(text).host.python_version == "3.7"
     assert "--index-url https://download.pytorch.org/whl/rocm5.2" in _top(text)[3]
+
+
+def test_rosetta_on_an_apple_silicon_mac_is_the_verdict_not_a_note() -> None:
+    """pytorch#146236: collect_env on an M2 Pro with `OS: macOS 15.3 (x86_64)`; MPS's bf16 refused ("only supported
+    on MacOS 14 or newer"): the Rosetta note sat under an INCONCLUSIVE verdict."""
+    text = (
+        "MPS BFloat16 is only supported on MacOS 14 or newer\nPyTorch version: 2.6.0\nIs debug build: False\n"
+        "CUDA used to build PyTorch: None\nOS: macOS 15.3 (x86_64)\nPython platform: macOS-10.16-x86_64-i386-64bit\n"
+        "CPU:\nApple M2 Pro\n"
+    )
+    status, code, title, fix = _top(text)
+    assert status != "inconclusive" and code == "no-gpu-visible" and "Rosetta" in title
+    assert "arm64" in fix

@@ -40,10 +40,11 @@ CATALOGUE: tuple[Entry, ...] = (
     Entry(
         "no-gpu-visible",
         1,
-        ("critical", "info"),
+        ("critical", "warning", "info"),
         (
             "no GPU device reachable at all: no device nodes, NVML finds nothing. When a GPU is meant, this is "
-            "the root cause, and `cpu-only-build` is at most info"
+            "the root cause, and `cpu-only-build` is at most info; a warning on an Apple silicon Mac whose x86_64 "
+            "Python runs under Rosetta (torch sees macOS 10.16: MPS unavailable or cut short)"
         ),
         (
             "container",

@@ -11,7 +11,7 @@ from gputriage.diagnosis.passes import explain_idle_gpu_below, link_straggler_ca
 from gputriage.findings import Finding, root_cause_order
 from gputriage.record import Run
 from gputriage.record.merge import rank_run
-from gputriage.wording import counted
+from gputriage.wording import listed
 
 
 def evaluate_job(run: Run) -> list[Finding]:
@@ -47,6 +47,14 @@ def _evaluate_record(run: Run) -> list[Finding]:
     return one_input_pipeline_finding(explain_idle_gpu_below(run, rules.evaluate(run)))
 
 
+def _on_ranks(ranks: list[int]) -> str:
+    """ "On ranks 0 and 1", "On 64 ranks (0-63)", "On 5 ranks": the ranks a finding was seen on, short."""
+    if len(ranks) <= 4:
+        return f"On ranks {listed(ranks)}"
+    span = f" ({ranks[0]}-{ranks[-1]})" if ranks[-1] - ranks[0] + 1 == len(ranks) else ""
+    return f"On {len(ranks)} ranks{span}"
+
+
 def _collapse(findings: Iterable[Finding], *, mark_single: bool = True) -> list[Finding]:
     """One finding per (code, where), on its lowest rank, with the ranks it was seen on; with `mark_single` False a
     finding of one rank alone is left as it is (its title names its rank already)."""
@@ -60,7 +68,7 @@ def _collapse(findings: Iterable[Finding], *, mark_single: bool = True) -> list[
         if len(ranks) <= 1 and not mark_single:
             out.append(first)
             continue
-        others = len(ranks) - 1
-        title = first.title + (f" (and on {counted(others, 'other rank')})" if others > 0 else "")
+        # said before the title: after it, "(and on 1 other rank)" was glued to the title's last sentence
+        title = f"{_on_ranks(ranks)}: {first.title}" if len(ranks) > 1 else first.title
         out.append(msgspec.structs.replace(first, title=title, evidence={**first.evidence, "on_ranks": ranks}))
     return out

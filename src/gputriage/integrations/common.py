@@ -151,7 +151,12 @@ def _loader_verdict(diag: Diagnosis) -> str:
     share = key_numbers(diag).get(METRIC_PREFIX + "data_wait_pct")
     measured = f"the steps waited {share:.1f}% of their time for data" if share is not None else "no data wait"
     bound = next((f for f in diag.findings if f.code == "input-pipeline-bound"), None)
-    outcome = f"a bottleneck ({bound.code}, {bound.severity.value})" if bound else "not a bottleneck"
+    if bound is None:
+        outcome = "not a bottleneck"
+    elif bound.severity is Severity.INFO:  # borderline: not clearly over the threshold once noise is allowed for
+        outcome = f"borderline, not clearly a bottleneck ({bound.code}, info)"
+    else:
+        outcome = f"a bottleneck ({bound.code}, {bound.severity.value})"
     evaluation = next((f for f in diag.findings if f.code == "eval-loader-bound"), None)
     if evaluation is not None:  # the training loader keeps up, while an evaluation's stalls the job (a trial)
         share = evaluation.evidence.get("eval_wait_pct_of_steps")

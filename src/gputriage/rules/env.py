@@ -404,13 +404,17 @@ def no_gpu_visible(run: Run) -> Iterator[Finding]:
         )
     else:
         title = f"This machine has no NVIDIA GPU, which is fine: the job is meant to run on {expected}"
-    yield _finding(
-        run,
-        "no-gpu-visible",
-        title,
-        evidence,
-        _no_gpu_fix(env),
-    )
+    finding = _finding(run, "no-gpu-visible", title, evidence, _no_gpu_fix(env))
+    if env.host.os_name == "darwin" and env.host.rosetta:
+        # the Mac's own GPU is what torch misses here: an x86_64 Python under Rosetta sees macOS 10.16, where MPS is
+        # unavailable or cut short (bf16 "only supported on MacOS 14 or newer" on macOS 15.3, a trial): a fault to
+        # fix, not a note beside an "inconclusive"
+        finding.title = (
+            "This Python is x86_64 and runs under Rosetta on an Apple silicon Mac: torch sees an Intel Mac on macOS "
+            "10.16, so MPS (Apple's GPU) is unavailable or falls short of what this macOS has"
+        )
+        finding.severity = Severity.WARNING
+    yield finding
 
 
 def _nvml_gpus(env: Environment) -> int | None:
