@@ -311,7 +311,8 @@ def test_dataparallel_of_the_scripts_own_name_is_deleted_and_ddp_wraps_that_name
         run = make_rank(0, 1, wrap=wrap, job_id=None)
         run.process = ProcessSection(target="main.py")
         run.source = SourceSection(
-            [SourceSnippet("main.py", 74, "    net = torch.nn.DataParallel(net)", "window", None)]
+            # a trailing comment too (vision-transformers-cifar10: "net = net # make parallel" was its fix)
+            [SourceSnippet("main.py", 74, "    net = torch.nn.DataParallel(net)  # make parallel", "window", None)]
         )
         save_run(run, tmp_path / f"run{gpus}.json")
         return str(finding(report(capsys, tmp_path / f"run{gpus}.json"), "dataparallel-not-ddp")["fix"])

@@ -127,7 +127,8 @@ def _without_wrapper(run: Run, wrap: ModelWrap) -> str:
     edit = edits.splice(stmt, call, ast.unparse(call.args[0]), at_end=False, kind="drop-wrapper") if call else None
     if edit is None:
         return generic
-    kept = "\n".join(line.strip() for line in edit.new)
+    # the line's own comment goes: it spoke of the wrapper ("net = net # make parallel" was a trial's fix)
+    kept = codefix.without_comments("\n".join(line.strip() for line in edit.new))
     target, _, value = kept.partition(" = ")
     # a wrapper's users reach the model through `.module` (to save it, to sample from it): without the wrapper that
     # attribute is gone, and the script died at `model.module.decode(...)` (trial 8's VAE)
