@@ -186,3 +186,18 @@ def test_a_thin_leads_title_keeps_an_acronym(tmp_path: Path, trace_json) -> None
     titles = [f["title"] for f in doc["findings"] if f["title"].startswith("From 2 steps only: ")]
     assert titles and not any("cPU" in t for t in titles)
     assert any("From 2 steps only: CPU ops" in t for t in titles), titles
+
+
+def test_deepep_all_to_all_kernels_are_communication(tmp_path: Path, trace_json) -> None:  # type: ignore[no-untyped-def]
+    """DeepSeek's published DualPipe step (trial 11): its expert-parallel all-to-all kernels (DeepEP's dispatch and
+    combine, namespace ep::internode) were compute, and the 64-rank job showed no communication."""
+    b = TraceBuilder()
+    for i in range(3):
+        t = 10_000.0 * i
+        b.step(i, t, 10_000.0)
+        b.launch(t + 5, t + 10, 4_000.0, "void deep_ep::internode::dispatch<false, 8>(int4*, float*)")
+        b.launch(t + 10, t + 4_020, 3_000.0)
+        b.launch(t + 15, t + 7_030, 2_900.0, "void dpsk::ep::internode::combine<false, 8>(int4*, float*)")
+    _, doc = trace_json(b.write(tmp_path / "ep.json"))
+    comm = doc["trace"]["ranks"][0]["comm"]
+    assert comm is not None and comm["kernels"] == 6

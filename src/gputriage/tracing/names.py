@@ -22,7 +22,7 @@ import numpy.typing as npt
 from gputriage.tracing.limits import MAX_NAME_CHARS, MAX_NAME_TEXT_CHARS, MAX_NAMES
 
 # ---- classes of names (bits)
-COMM = 1 << 0  # communication kernel: ^nccl.*Kernel (also ncclDevKernel_*) or gloo, after HTA's hta/utils/utils.py
+COMM = 1 << 0  # communication kernel: ^nccl.*Kernel (also ncclDevKernel_*), gloo (HTA's hta/utils/utils.py), DeepEP
 MEMORY = 1 << 1  # ^Memcpy|^Memset|^dma (dma: MTIA)
 MEMSET = 1 << 2
 H2D = 1 << 3
@@ -43,7 +43,10 @@ COMPILED = 1 << 17
 CPU_COMPUTE = 1 << 18  # an ATen op that computes (not a view, copy, fill or allocation)
 USER_FRAME = 1 << 19  # a python_function frame in the user's own code
 
-_COMM_RE = re.compile(r"^nccl.*Kernel|gloo:")
+# NCCL's and gloo's; and expert-parallel all-to-all kernels of DeepEP (`deep_ep::internode::dispatch`, DeepSeek's own
+# `dpsk::ep::internode::combine`, `..._ll` for low latency), the whole communication of a MoE job (trial 11's
+# 64-rank trace showed none)
+_COMM_RE = re.compile(r"^nccl.*Kernel|gloo:|(?:deep_|\b)ep::(?:inter|intra)node(?:_ll)?::")
 _MEMORY_RE = re.compile(r"^(Memcpy|Memset|dma)")
 _COPY_RE = re.compile(r"^Memcpy (?P<dir>HtoD|DtoH|DtoD|PtoP|HtoH)(?: \((?P<src>\w+) -> (?P<dst>\w+)\))?")
 DATALOADER_RE = re.compile(r"^enumerate\(DataLoader\)#.*__next__|^enumerate\(DataPipe\)#|DataLoader.*__next__")
