@@ -108,6 +108,7 @@ def capture(wheres: list[str], roots: list[Path], uses: list[str] | None = None)
 
 
 MAX_MOVE_LINES = 8  # module-level in-place moves kept per file
+MAX_COMPARE_LINES = 4  # comparisons of a torch.device with a string kept per file
 MAX_SAME_CALLS = 4  # other statements kept per tensor's call: a file's evaluation loops, not every helper
 
 
@@ -202,7 +203,26 @@ class _File:
                 out.append(SourceSnippet(path, node.lineno, self.text(node.lineno, last), "device", None))
         out.sort(key=lambda s: s.first_line)
         devices = out[:MAX_DEVICE_LINES] + self._cuda_switches(path) + self._device_choices(path)[:MAX_DEVICE_LINES]
-        return devices + self._moves(path)
+        return devices + self._moves(path) + self._string_compares(path)
+
+    def _string_compares(self, path: str) -> list[SourceSnippet]:
+        """The lines that compare a `torch.device` with a string (`if device == "cuda":`): a torch.device never
+        equals a str, so the test is always False (PyTorch's speech tutorial set its GPU loader options so)."""
+        assert self.tree is not None
+        devices = {
+            ast.unparse(t)
+            for node in ast.walk(self.tree)
+            if isinstance(node, ast.Assign) and _makes_torch_device(node.value)
+            for t in node.targets
+            if isinstance(t, (ast.Name, ast.Attribute))
+        }
+        out: list[SourceSnippet] = []
+        for node in ast.walk(self.tree) if devices else ():
+            if isinstance(node, ast.Compare) and _compares_to_a_device_string(node, devices):
+                out.append(SourceSnippet(path, node.lineno, self.text(node.lineno, node.lineno), "device-compare"))
+                if len(out) >= MAX_COMPARE_LINES:
+                    break
+        return sorted(out, key=lambda s: s.first_line)
 
     def _moves(self, path: str) -> list[SourceSnippet]:
         """The module-level statements that move a name to the device in place (`labels = labels.cuda()`, `x =
@@ -263,6 +283,25 @@ def _chooses_device(node: ast.stmt) -> bool:
 
 
 _MAX_SWITCH_CHARS = 80  # a switch is a flag or a short test, not a whole expression
+
+
+_DEVICE_STRINGS = re.compile(r"^(?:cuda|cpu|mps|xpu|meta)(?::[0-9]+)?$")
+
+
+def _makes_torch_device(value: ast.expr) -> bool:
+    """`torch.device(...)`, alone or in a conditional expression (`torch.device("cuda") if ok else ...`)."""
+    calls = [value.body, value.orelse] if isinstance(value, ast.IfExp) else [value]
+    return all(isinstance(c, ast.Call) and ast.unparse(c.func) in ("torch.device", "device") for c in calls)
+
+
+def _compares_to_a_device_string(node: ast.Compare, devices: set[str]) -> bool:
+    if len(node.ops) != 1 or not isinstance(node.ops[0], (ast.Eq, ast.NotEq)):
+        return False
+    left, right = node.left, node.comparators[0]
+    for a, b in ((left, right), (right, left)):
+        if ast.unparse(a) in devices and isinstance(b, ast.Constant) and isinstance(b.value, str):
+            return bool(_DEVICE_STRINGS.match(b.value))
+    return False
 
 
 def moved_name(node: ast.AST) -> str | None:

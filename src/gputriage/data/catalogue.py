@@ -535,6 +535,16 @@ CATALOGUE: tuple[Entry, ...] = (
         ),
     ),
     Entry(
+        "device-compared-to-string",
+        3,
+        ("warning", "info"),
+        (
+            'the script compares a torch.device with a string (`if device == "cuda":`), which is never equal: the '
+            "branch for that device never runs (or always does, with `!=`); the line with `.type` is the fix"
+        ),
+        ("comparison", "device_variable", "edits"),
+    ),
+    Entry(
         "eval-loader-bound",
         5,
         ("warning",),

@@ -27,7 +27,8 @@ class SourceSnippet(msgspec.Struct):
     text: str
     # function (a whole def) | window (lines around a where) | device (one device assignment) | device-choice (a
     # framework call with a device keyword: `Trainer(accelerator="cpu")`, `Accelerator(cpu=True)`) | move (a
-    # module-level statement that moves a name in place: `labels = labels.cuda()`)
+    # module-level statement that moves a name in place: `labels = labels.cuda()`) | device-compare (a line that
+    # compares a torch.device with a string: `if device == "cuda":`, always False)
     kind: str = "function"
     function: str | None = None  # qualified name of the enclosing function, e.g. "GPT.forward"
     # For a method: whether its class is an nn.Module by its bases in this file (`nn.Module`, `LightningModule`, a
@@ -76,6 +77,9 @@ class SourceSection(msgspec.Struct):
                 if s.kind in kinds:
                     return s
         return None
+
+    def device_compares(self) -> list[SourceSnippet]:
+        return [s for s in self.snippets if s.kind == "device-compare"]
 
     def moves(self, path: str) -> list[SourceSnippet]:
         return [s for s in self.snippets if s.kind == "move" and s.path == path]

@@ -740,6 +740,50 @@ def _mixed_fix(run: Run, op: MixedDeviceOp) -> str:
     )
 
 
+# `device == "cuda"` with `device` a torch.device: its __eq__ takes devices only, so a string is never equal.
+_DEVICE_COMPARED = re.compile(
+    r"(?P<name>[A-Za-z_][\w.]*)(?P<op>\s*(?:==|!=)\s*)(?P<quote>['\"])(?P<value>[a-z]+(?::\d+)?)"
+)
+
+
+@rule
+def device_compared_to_string(run: Run) -> list[Finding]:
+    """device-compared-to-string: `if device == "cuda":` with `device = torch.device(...)` is always False, so the
+    script's GPU branch never runs (PyTorch's speech tutorial: its num_workers=1 and pin_memory=True for the GPU)."""
+    if run.source is None:
+        return []
+    found = []
+    for snippet in run.source.device_compares():
+        match = _DEVICE_COMPARED.search(snippet.text)
+        if match is None:
+            continue
+        name, value = match.group("name"), match.group("value")
+        quote = match.group("quote")
+        if ":" in value:  # `device == "cuda:0"`: compared as a device, index and all
+            fixed_line = snippet.text.replace(f"{quote}{value}{quote}", f"torch.device({quote}{value}{quote})", 1)
+        else:
+            fixed_line = snippet.text[: match.start("op")] + ".type" + snippet.text[match.start("op") :]
+        where = f"{snippet.path}:{snippet.first_line}"
+        edit = Edit(snippet.path, snippet.first_line, (snippet.text,), (fixed_line,), "device-type")
+        said = "!=" if "!=" in match.group("op") else "=="
+        always = "true" if said == "!=" else "false"
+        found.append(
+            Finding(
+                code="device-compared-to-string",
+                rung=3,
+                severity=Severity.WARNING if judged_device(run) not in (None, "cpu") else Severity.INFO,
+                title=(
+                    f'`{name} {said} "{value}"` is always {always}: {name} is a torch.device, which never equals a '
+                    f"string, so the script's branch for {value} {'always' if said == '!=' else 'never'} runs"
+                ),
+                evidence={"comparison": snippet.text.strip(), "device_variable": name, **edits.evidence_of([edit])},
+                fix=f"{fixed_line.strip()}   # compare the device's type (or a torch.device), not the device object",
+                where=where,
+            )
+        )
+    return found
+
+
 @rule
 def cpu_run_rule(run: Run) -> list[Finding]:
     """With no accelerator to expect, say plainly that rungs 2-5 describe a CPU run."""
