@@ -130,7 +130,9 @@ def test_a_blackwell_gpu_with_the_driver_unknown_names_the_build_for_older_drive
         "NVIDIA GeForce RTX 5090 with CUDA capability sm_120 is not compatible with the current PyTorch installation.\n"
     )
     fix = _top(text)[3]
-    assert "# with an older driver (from 570" in fix and "--index-url https://download.pytorch.org/whl/cu128" in fix
+    assert "# with an older driver (from 57" in fix and "--index-url https://download.pytorch.org/whl/cu12" in fix
+    p100 = text.replace("RTX 5090", "Tesla P100-PCIE-16GB").replace("sm_120", "sm_60")
+    assert "torch 1.1" not in _top(p100)[3]  # the major just below, in its newest release: not a 2019 one
 
 
 def test_a_stated_jetpack_wins_over_the_l4t_table_and_its_python_is_named() -> None:
@@ -168,3 +170,25 @@ def test_rosetta_on_an_apple_silicon_mac_is_the_verdict_not_a_note() -> None:
     status, code, title, fix = _top(text)
     assert status != "inconclusive" and code == "no-gpu-visible" and "Rosetta" in title
     assert "arm64" in fix
+
+
+def test_torchs_own_arch_warning_is_no_ones_advice() -> None:
+    """Kaggle docker-python#1546: the arch list came after torch's "Please install PyTorch with a following CUDA
+    configurations" (a suggestion cue), so it was read as advice and the evidence had no build_arch_list."""
+    text = (
+        "/usr/local/lib/python3.12/dist-packages/torch/cuda/__init__.py:435: UserWarning:\n"
+        "    Please install PyTorch with a following CUDA\n    configurations:  12.6 following instructions at\n"
+        "    https://pytorch.org/get-started/locally/\n\n  queued_call()\n"
+        "/usr/local/lib/python3.12/dist-packages/torch/cuda/__init__.py:435: UserWarning:\n"
+        "Tesla P100-PCIE-16GB with CUDA capability sm_60 is not compatible with the current PyTorch installation.\n"
+        "The current PyTorch install supports CUDA capabilities sm_70 sm_75 sm_80 sm_86 sm_90 sm_100 sm_120.\n"
+    )
+    assert parse_environment_text(text).torch.arch_list == [
+        "sm_70",
+        "sm_75",
+        "sm_80",
+        "sm_86",
+        "sm_90",
+        "sm_100",
+        "sm_120",
+    ]

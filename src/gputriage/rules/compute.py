@@ -338,6 +338,13 @@ def _distribution_check(site: HostSync) -> bool:
     return "/torch/distributions/" in (site.library_where or "").replace("\\", "/")
 
 
+def _statement_where(run: Run, where: str | None) -> str | None:
+    """The first line of the statement that holds `where`: a read on the continuation line of a multi-line print is
+    that print's (DCGAN's `print(... d_loss.data.cpu().numpy())` was named at its second line, a trial)."""
+    stmt = codefix.statement_at(run.source, where)
+    return f"{stmt.snippet.path}:{stmt.first_line}" if stmt is not None else where
+
+
 def _site_text(site: HostSync, window_steps: int) -> str:
     """A read of every step as its count per step; one that happened in some steps only as its count and those steps
     ("513 in 1 of 3 steps"): a per-step average of those would describe no step."""
@@ -530,7 +537,7 @@ def host_sync_in_loop(run: Run) -> list[Finding]:
             evidence=evidence,
             fix=LIBRARY_SYNC_FIX if in_library else _sync_fixes(run, own),
             # the user's line that calls into the library, where it is known: the line a user can look at
-            where=(hot[0].where or hot[0].library_where) if in_library else first.where,
+            where=(hot[0].where or hot[0].library_where) if in_library else _statement_where(run, first.where),
         )
     ]
 

@@ -38,7 +38,6 @@ from gputriage.rules.env_facts import (
     nvidia_devices,
     old_windows_for_wsl_gpu,
     pip_install,
-    python_fits,
     python_note,
     sm_name,
     uninstall_lines,
@@ -272,14 +271,21 @@ def arch_fix(env: Environment, capability: str | None) -> str:
 
 
 def _older_driver_build(env: Environment, builds: list[ArchBuild], best: ArchBuild) -> list[str]:
-    """With the driver unknown, the build with the GPU's kernels that asks for the oldest driver, where the newest
-    release's asks for a newer CUDA major's (an RTX 50xx: cu130 wants a 580 driver, cu128 runs on 570, common on new
+    """With the driver unknown and the build in the newest CUDA major (whose drivers are new: cu130 wants 580), the
+    build of the major below that has the GPU's kernels (an RTX 50xx: cu12x runs on the 570s, common on new
     machines)."""
-    oldest = min(version_tuple(b.cuda) for b in builds)
-    if version_tuple(best.cuda)[:1] <= oldest[:1]:
-        return []  # one CUDA major: its older drivers run the build through minor version compatibility
-    fits = [b for b in builds if version_tuple(b.cuda) == oldest]
-    other = max(fits, key=lambda b: (python_fits(b.release, env), version_tuple(b.release)))
+    # the CUDA major just below the build's (one CUDA major's older drivers run it through minor version
+    # compatibility), its oldest CUDA in the newest release that has one: cu128 beside a 5090's cu130, not a 2019
+    # release beside a P100's cu126
+    major = version_tuple(best.cuda)[0]
+    if major < max(version_tuple(cuda)[0] for _, cuda in ARCH_LISTS):
+        return []  # a driver of an older CUDA major is widespread: no alternative to name
+    fits = [b for b in builds if version_tuple(b.cuda)[0] == major - 1]
+    if not fits:
+        return []
+    newest = max(version_tuple(b.release) for b in fits)
+    fits = [b for b in fits if version_tuple(b.release) == newest]
+    other = min(fits, key=lambda b: version_tuple(b.cuda))
     exact = min_driver_for(other.cuda, env.host.os_name)
     return [
         f"# with an older driver (from {exact or 'the one CUDA ' + other.cuda + ' needs'}): torch {other.release} + "

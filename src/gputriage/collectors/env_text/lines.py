@@ -70,7 +70,11 @@ _MACHINE = re.compile(
     r"nvidia-smi has failed|please update your (?:gpu )?driver|alternatively, go to|compiled with your version|"
     r"if you want to use the .{1,80} gpu with pytorch|please check the instructions|make sure that the latest nvidia|"
     r"try setting max_split_size_mb|documentation for memory management|cuda_launch_blocking|^hint:|"
-    r"please check that you have an nvidia gpu|set \"accelerator\" and \"devices\"|is nvidia-modprobe installed",
+    r"please check that you have an nvidia gpu|set \"accelerator\" and \"devices\"|is nvidia-modprobe installed|"
+    # torch's own arch warning, word for word: its "Please install PyTorch with a following CUDA" is no one's advice
+    r"is not compatible with the current pytorch installation|the current pytorch install supports cuda|"
+    r"please install pytorch with a following cuda|minimum and maximum cuda capability supported|"
+    r"which is of cuda capability [0-9]",
     re.IGNORECASE,
 )
 _MACHINE_WORDS = (
@@ -256,8 +260,8 @@ def _mark_suggestions(lines: list[Line]) -> None:
 
 def _cues(line: Line) -> bool:
     """A suggestion cue; a question that does not address someone ("Is there a workaround?") is not one."""
-    if not _SUGGEST.search(line.text):
-        return False
+    if not _SUGGEST.search(line.text) or _MACHINE.search(line.text):
+        return False  # a program's own words ("Please install PyTorch with a following CUDA...") suggest nothing
     question = line.text.rstrip().endswith("?")
     return not question or bool(re.search(r"\byou\b", line.low))
 
