@@ -105,6 +105,8 @@ def key_numbers(diag: Diagnosis) -> dict[str, float]:
         numbers["steps_observed"] = len(run.steps.steps)
     if step is not None and run.steps is not None:
         numbers["step_s"] = step.step_time_s
+        # the steps the reports' numbers rest on ("39 steps": warm-up step 0 left out), beside steps_observed (40)
+        numbers["steps_measured"] = step.window.count
         # Published before step_s existed, so kept (metric names are never renamed): the median of the same window.
         numbers["median_step_s"] = statistics.median(s.host_s() for s in steady_steps(run.steps.steps))
         numbers["data_wait_pct"] = step.part("data_wait").share_pct
