@@ -49,3 +49,12 @@ def test_a_tensor_the_loop_forgot_moves_beside_its_siblings_in_their_words(label
         and edit["new"][-1] == "        label = label.cuda()"
     )
     assert patched_findings(label_run.report, "label_not_moved.py", tmp_path) == []
+
+
+def test_a_plain_run_of_a_cuda_script_on_a_cpu_torch_points_to_the_preflight(tmp_path: Path) -> None:
+    """A trial: the crash ("Torch not compiled with CUDA enabled") was "not a device-placement problem: see its
+    traceback", with no word of the one command that checks the job on this machine."""
+    (r,) = run_many({"plain": Case(["label_not_moved.py"])}, tmp_path, expect_device="cpu").values()
+    summary = r.report["verdict"]["summary"]
+    assert "this torch has none. To check the job here, without a GPU: gputriage run --preflight " in summary
+    assert "label_not_moved.py" in summary.rsplit("--preflight", 1)[1]

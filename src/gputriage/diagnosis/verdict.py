@@ -13,6 +13,7 @@ from gputriage.record.coverage import JOB_COMMANDS, RUNG_TOPICS, RungCoverage, r
 from gputriage.record.device import is_preflight
 from gputriage.record.stand_in import STAND_IN_LIMIT
 from gputriage.rules.env_facts import not_rung_one_errors
+from gputriage.stdlib import shlex
 from gputriage.wording import counted, numbered
 
 
@@ -156,8 +157,24 @@ def _ending(run: Run) -> str:
                 f" The preflight could not go on{where}: what the script does there cannot be simulated without a "
                 "GPU (see the error); the script itself is not at fault."
             )
+        if _no_cuda_here(run):
+            # a script that calls .cuda() on a machine whose torch has no CUDA: its placement can still be checked here
+            return (
+                f" The script crashed with {proc.exception_type}{where} (exit code {proc.exit_code}): it asks for "
+                "CUDA, and this torch has none. To check the job here, without a GPU: gputriage run --preflight "
+                f"{shlex.join(run.argv) if run.argv else 'SCRIPT'} (a stand-in CUDA device)."
+            )
         return (
             f" The script crashed with {proc.exception_type}{where} (exit code {proc.exit_code}), "
             "which is not a device-placement problem: see its traceback."
         )
     return ""
+
+
+_NO_CUDA_MESSAGES = ("Torch not compiled with CUDA enabled", "Found no NVIDIA driver on your system")
+
+
+def _no_cuda_here(run: Run) -> bool:
+    """The job died asking for CUDA where there is none (a CPU build, no driver), in a plain run."""
+    message = run.process.exception_message if run.process is not None else None
+    return run.stand_in is None and any(m in (message or "") for m in _NO_CUDA_MESSAGES)
