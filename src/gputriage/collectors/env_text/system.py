@@ -83,6 +83,13 @@ _PYTHON_IN_USE = re.compile(
     r"(3\.[0-9]{1,2}(?:\.[0-9]{1,2})?)\b(?!\.)",
     re.IGNORECASE,
 )
+# An install spec written with pluses, common in READMEs and their issues: "pytorch1.3.0+Python 3.6+CUDA10.1",
+# "torch 1.7 + cuda 10.2": the torch release, and the Python and CUDA it was installed for.
+_SPEC_TORCH = re.compile(
+    r"(?<![A-Za-z0-9])(?:py)?torch[ \t]?v?([0-9]\.[0-9]{1,2}(?:\.[0-9]{1,2})?)[ \t]*\+[ \t]*(?=python|cuda)",
+    re.IGNORECASE,
+)
+_SPEC_PART = re.compile(r"\+[ \t]*(python|cuda)[ \t]?v?([0-9]{1,2}\.[0-9]{1,2})", re.IGNORECASE)
 _BANNER = re.compile(r"^Python ([0-9]\.[0-9]{1,2}\.[0-9]{1,2})\b")
 _PLATFORM = re.compile(r"\bon (linux|win32|darwin)\b")
 # "driver 531.79", and "the latest NVIDIA standard driver](https://...), which is version `472.84`" (a link between)
@@ -412,6 +419,28 @@ def python_from_paths(text: str, env: Environment) -> None:
         env.host.python_version = f"{major}.{minor}"
 
 
+def _versions(text: str, low: str, env: Environment) -> None:
+    """The CUDA toolkit, the Python, and an install spec's torch, where a line states them."""
+    h = env.host
+    if "compilation tools" in low and (m := _NVCC.search(text)):
+        first(h, "cuda_toolkit_version", m.group(1))
+    if low.startswith("python") and (m := _BANNER.match(text.strip())):
+        first(h, "python_version", m.group(1))
+    if "python" in low and (m := _PYTHON_STATED.match(text) or _PYTHON_IN_USE.search(text)):
+        first(h, "python_version", m.group(1))
+    if "+" in text and "torch" in low and (m := _SPEC_TORCH.search(text)):
+        _install_spec(text, m, env)
+
+
+def _install_spec(text: str, torch_spec: re.Match[str], env: Environment) -> None:
+    first(env.torch, "version", version(torch_spec.group(1)))
+    for part in _SPEC_PART.finditer(text, torch_spec.end() - 1):
+        if part.group(1).lower() == "python":
+            first(env.host, "python_version", part.group(2))
+        else:
+            first(env.host, "cuda_toolkit_version", part.group(2))
+
+
 def _windows_and_kernel(text: str, low: str, h: HostFacts) -> None:
     if "windows" in low and (m := _WINDOWS_BUILD.search(text)):
         first(h, "windows_build", int(m.group(1)))
@@ -421,12 +450,7 @@ def _windows_and_kernel(text: str, low: str, h: HostFacts) -> None:
 
 def _software(text: str, low: str, env: Environment) -> None:
     h = env.host
-    if "compilation tools" in low and (m := _NVCC.search(text)):
-        first(h, "cuda_toolkit_version", m.group(1))
-    if low.startswith("python") and (m := _BANNER.match(text.strip())):
-        first(h, "python_version", m.group(1))
-    if "python" in low and (m := _PYTHON_STATED.match(text) or _PYTHON_IN_USE.search(text)):
-        first(h, "python_version", m.group(1))
+    _versions(text, low, env)
     if " on " in low and (m := _PLATFORM.search(low)):
         first(h, "os_name", os_from(m.group(1)))
     if low.startswith("root@") and _DOCKER_HOST.match(text):
