@@ -197,7 +197,10 @@ def test_torchs_own_arch_warning_is_no_ones_advice() -> None:
 def test_an_install_spec_with_pluses_gives_the_release_python_and_cuda() -> None:
     """mmdetection-mini#30: "按照pytorch1.3.0+Python 3.6+CUDA10.1来装的" and "found version 10000": was told
     torch 1.7.0+cu92 (another release); the thread's answer keeps 1.3.0, on cu100."""
-    text = "安装时，按照pytorch1.3.0+Python 3.6+CUDA10.1来装的，训练时报错The NVIDIA driver on your system is too old (found version 10000)."
+    text = (
+        "安装时，按照pytorch1.3.0+Python 3.6+CUDA10.1来装的，训练时报错"
+        "The NVIDIA driver on your system is too old (found version 10000)."
+    )
     env = parse_environment_text(text)
     assert (env.torch.version, env.host.python_version, env.host.cuda_toolkit_version) == ("1.3.0", "3.6", "10.1")
     assert "torch==1.3.0+cu100" in _top(text)[3]
