@@ -204,3 +204,18 @@ def test_an_install_spec_with_pluses_gives_the_release_python_and_cuda() -> None
     env = parse_environment_text(text)
     assert (env.torch.version, env.host.python_version, env.host.cuda_toolkit_version) == ("1.3.0", "3.6", "10.1")
     assert "torch==1.3.0+cu100" in _top(text)[3]
+
+
+def test_an_arch_list_from_the_tables_says_so() -> None:
+    """index-tts#815: "PyTorch：2.8.0+cu128" on a P100: the evidence's arch list came from the release table, shown
+    as if the paste had it."""
+    text = _collect_env_like("2.8.0+cu128", "12.8", "Tesla P100-PCIE-16GB")
+    finding = next(f for f in diagnose_text(text).findings if f.code == "arch-not-supported")
+    assert finding.evidence["build_arch_list_from"] == "the release's published arch list (not in the text)"
+
+
+def _collect_env_like(torch: str, cuda: str, gpu: str) -> str:
+    return (
+        f"PyTorch version: {torch}\nCUDA used to build PyTorch: {cuda}\nIs CUDA available: True\n"
+        f"GPU models and configuration: GPU 0: {gpu}\nNvidia driver version: 570.124.06\n"
+    )

@@ -176,6 +176,7 @@ CATALOGUE: tuple[Entry, ...] = (
         ),
         (
             "build_arch_list",
+            "build_arch_list_from",
             "build_with_kernels",
             "compute_capability",
             "cuda_error",

@@ -951,6 +951,7 @@ def arch_not_supported(run: Run) -> Iterator[Finding]:
             "gpu": device.name,
             "compute_capability": cc,
             "build_arch_list": " ".join(archs) if archs else None,
+            "build_arch_list_from": _arch_list_source(env, archs),
             "min_capability": env.torch.min_capability,
             "torch_version": env.torch.version,
             "torch_cuda": env.torch.cuda_version,
@@ -969,6 +970,14 @@ def arch_not_supported(run: Run) -> Iterator[Finding]:
     elif not named and not nvidia_devices(env) and env.torch.is_available is not True:
         yield from _too_new_for_the_build(run, env, archs)
         yield from _too_old_for_any_recent_build(run, env)
+
+
+def _arch_list_source(env: Environment, archs: list[str] | None) -> str | None:
+    """Where the arch list shown comes from: what this torch printed, or the published list of its release (a value
+    of the tables is no fact of the paste, and says so)."""
+    if not archs:
+        return None
+    return "torch" if env.torch.arch_list else "the release's published arch list (not in the text)"
 
 
 def _cubins(archs: list[str] | None) -> list[str]:
@@ -993,6 +1002,7 @@ def _too_new_for_the_build(run: Run, env: Environment, archs: list[str] | None) 
             "gpu": f"{named} (named in the text)",
             "compute_capability": cc,
             "build_arch_list": " ".join(cubins) if cubins else None,
+            "build_arch_list_from": _arch_list_source(env, cubins),
             "torch_version": version,
             "torch_cuda": env.torch.cuda_version,
             "build_with_kernels": f"torch {found.release} + CUDA {found.cuda}" if found else None,
