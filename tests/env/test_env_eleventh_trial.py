@@ -207,8 +207,8 @@ def test_an_install_spec_with_pluses_gives_the_release_python_and_cuda() -> None
 
 
 def test_an_arch_list_from_the_tables_says_so() -> None:
-    """index-tts#815: "PyTorch: 2.8.0+cu128" (a full-width colon) on a P100: the evidence's arch list came from the release table, shown
-    as if the paste had it."""
+    """index-tts#815: "PyTorch: 2.8.0+cu128" (with a full-width colon) on a P100: the evidence's arch list came from
+    the release table, shown as if the paste had it."""
     text = _collect_env_like("2.8.0+cu128", "12.8", "Tesla P100-PCIE-16GB")
     finding = next(f for f in diagnose_text(text).findings if f.code == "arch-not-supported")
     assert finding.evidence["build_arch_list_from"] == "the release's published arch list (not in the text)"
