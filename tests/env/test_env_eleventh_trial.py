@@ -94,6 +94,7 @@ def test_a_quoted_answer_and_an_old_windows_build_under_wsl() -> None:
     assert env.host.wsl_kernel == "5.4.72"
     _, code, title, fix = _top(text)
     assert code == "no-gpu-visible" and "build 19042" in title and "winver" in fix
+    assert title.startswith("WSL 2 cannot reach the NVIDIA GPU here")  # not "This machine has no NVIDIA GPU"
 
 
 def test_two_interpreters_answering_true_and_false_are_judged() -> None:
@@ -219,3 +220,15 @@ def _collect_env_like(torch: str, cuda: str, gpu: str) -> str:
         f"PyTorch version: {torch}\nCUDA used to build PyTorch: {cuda}\nIs CUDA available: True\n"
         f"GPU models and configuration: GPU 0: {gpu}\nNvidia driver version: 570.124.06\n"
     )
+
+
+def test_the_answer_ending_the_line_above_a_lone_call_is_read() -> None:
+    """Autoformer#25: "... the following returns false" / "`torch.cuda.is_available()`" ("if you do this" is no
+    suggestion), with `export CUDA_VISIBLE_DEVICES=1` on a one-GPU system."""
+    text = (
+        "on systems with 1 GPU\n`export CUDA_VISIBLE_DEVICES=1`\n"
+        "The issue is if you do this on a system with a single GPU the following returns false\n"
+        "`torch.cuda.is_available()`\n"
+    )
+    assert parse_environment_text(text).torch.is_available is False
+    assert _top(text)[1] == "cuda-visible-devices"

@@ -395,7 +395,9 @@ def no_gpu_visible(run: Run) -> Iterator[Finding]:
         "error": next((e.text for e in errors_pointing_to(env, NO_DRIVER, NO_DEVICE)), None),
     }
     expected = expected_kind(run)
-    if expected == "cuda":
+    if expected == "cuda" and env.host.wsl and old_windows_for_wsl_gpu(env):
+        title = f"WSL 2 cannot reach the NVIDIA GPU here: {absence(env)}"  # a GPU may well be there, for Windows
+    elif expected == "cuda":
         title = f"This machine has no NVIDIA GPU that anything could use: {absence(env)}"
     elif device_type(run.expect_device) is None and expected == "cpu":
         title = (

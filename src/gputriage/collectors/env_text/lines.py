@@ -45,7 +45,8 @@ _SUGGEST = re.compile(
     r"you (?:should|need|can|could|may|might|must|have to|'d)|please (?:run|try|use|install|set|"
     r"check|update|upgrade|reinstall|remove)|instead|workaround|solution|"
     r"fix(?:es|ed)?(?: it| this| for me| by| with|:)|"
-    r"the fix|to fix|recommend|suggest|what (?:worked|fixed)|works? for me|that (?:fixed|worked)|do this|run this|"
+    r"the fix|to fix|recommend|suggest|what (?:worked|fixed)|works? for me|that (?:fixed|worked)|"
+    r"(?<!you )do this|run this|"  # "if you do this on a system ..." describes, it does not suggest
     r"use this|put this|add this|do the following|(?:following|below) command|maybe|consider|make sure|"
     r"check that|verify|validate|if you want|one option|alternatively|reinstall|re-install|downgrad|have to build|"
     r"install (?:a|the|pytorch|torch) |solved|now works|works now|it works)\b",

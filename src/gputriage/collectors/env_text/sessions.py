@@ -323,11 +323,21 @@ _ANSWER_SAID = re.compile(
 )
 
 
+_ANSWER_ENDS = re.compile(
+    r"\b(?:returns?|returned|gives?|gave|prints?|printed|get|got)[ \t]+[`'\"*]*(?P<value>true|false)[`'\"*]*"
+    r"[ \t]*:?[ \t]*$",
+    re.IGNORECASE,
+)
+
+
 def _answer_in_next_line(lines: list[Line], line: Line, env: Environment) -> None:
-    """A call alone on its line, and the reporter's words for its answer on the next ("i get false")."""
-    if not _CALL_ALONE.match(line.text) or line.index + 1 >= len(lines):
+    """A call alone on its line, and the reporter's words for its answer on the next ("i get false"), or ending the
+    line before it ("the following returns false" / "`torch.cuda.is_available()`")."""
+    if not _CALL_ALONE.match(line.text):
         return
-    said = _ANSWER_SAID.match(lines[line.index + 1].text)
+    said = _ANSWER_SAID.match(lines[line.index + 1].text) if line.index + 1 < len(lines) else None
+    before = next((b for b in reversed(lines[max(0, line.index - 2) : line.index]) if b.text.strip()), None)
+    said = said or (_ANSWER_ENDS.search(before.text) if before is not None else None)
     if said is not None:
         fail_wins(env.torch, "is_available", _bool(said.group("value")))
 
