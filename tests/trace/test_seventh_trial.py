@@ -129,7 +129,7 @@ def test_the_same_finding_on_many_rank_traces_is_one_finding(tmp_path: Path, tra
     code, doc = trace_json(tmp_path / "job")
     low = [f for f in doc["findings"] if f["code"] == "low-gpu-utilization"]
     assert code == 0 and len(low) == 1
-    assert low[0]["evidence"]["on_ranks"] == list(range(10)) and low[0]["title"].endswith("(and on 9 other ranks)")
+    assert low[0]["evidence"]["on_ranks"] == list(range(10)) and low[0]["title"].startswith("On 10 ranks (0-9): ")
 
 
 def test_a_run_of_ranks_is_shown_as_ranges() -> None:
