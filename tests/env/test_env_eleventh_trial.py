@@ -232,3 +232,14 @@ def test_the_answer_ending_the_line_above_a_lone_call_is_read() -> None:
     )
     assert parse_environment_text(text).torch.is_available is False
     assert _top(text)[1] == "cuda-visible-devices"
+
+
+def test_an_answer_that_bounced_back_is_read() -> None:
+    """ArjunaUsers#45: "when I type in torch.cuda.is_available() in python3, it bounced back "False"" on a Slurm node:
+    refused with exit 2 as having no facts; with no versions, inconclusive is the answer."""
+    text = (
+        'I\'m sure I typed in "module load cuda", but when I type in torch.cuda.is_available() in python3, it bounced '
+        'back "False".\n'
+    )
+    assert parse_environment_text(text).torch.is_available is False
+    assert diagnose_text(text).verdict.status == "inconclusive"

@@ -41,9 +41,11 @@ _PROSE = re.compile(
     r"(?:(?:torch\.)?cuda\.(?P<what>is_available|device_count)\b(?:\(\))?|"
     r"\b(?P<bare>is_available|device_count)\(\))"  # bare `is_available()`: the call's parentheses say it is torch's
     r"[)`'\"]{0,3}[ \t]*"  # print(torch.cuda.is_available()) gives ..., 'torch.cuda.is_available()' always ...
+    r"(?:[ \t]+in[ \t]+python[0-9.]*)?"  # "when I type in torch.cuda.is_available() in python3, it bounced back"
     r"(?:,[ \t]*(?:it|this|that)[ \t]+)?"  # "if I run `torch.cuda.is_available()`, it shows True"
     r"(?:(?:is[ \t]+)?(?:able[ \t]+to|now|finally)[ \t]+)?"  # "is able to return true now", "now returns True"
     r"(?:returns?|returned|returning|is returning|is still|is|shows?|showing|gives?|giving|gave|prints?|printed|"
+    r"(?:bounced|comes|came)[ \t]+back|"
     r"outputs?|output|says?|said|yields?|evaluates to|=+|-+>|→|:|"
     # 也返回True, 就是False, 发现是False: a few CJK words before the verb
     r"[\u4e00-\u9fff]{0,4}?(?:返回(?:为|值为|的是|了)?|输出(?:为|了)?|显示(?:为)?|结果(?:为|是)|为|是))?"
