@@ -20,7 +20,7 @@ def test_a_slow_validation_loader_is_named_with_its_fix(runs: dict[str, Result])
     assert finding["where"] == mark_line("slow_validation.py", "eval-loader-bound")
     evidence = finding["evidence"]
     assert evidence["dataset"] == "SlowVal" and evidence["eval_wait_pct_of_steps"] >= 20.0
-    assert evidence["eval_batches"] >= 3
+    assert evidence["eval_batches"] >= 3 and evidence["eval_batches"] % 3 == 0  # 3 a pass: the end of a pass is none
     assert r.report["verdict"]["status"] != "healthy"
     assert r.report["steps"]["loader"]["dataset_class"] == "TensorDataset"  # the steps' own loader, not the eval's
     assert "val = DataLoader(SlowVal(), batch_size=32, num_workers=" in finding["fix"]
@@ -33,3 +33,27 @@ def test_hf_trainers_evaluation_loader_is_told_apart_and_fixed_in_training_argum
     finding = r.finding("eval-loader-bound")
     assert "args = TrainingArguments(..., dataloader_num_workers=" in finding["fix"]
     assert "DataLoader(" not in finding["fix"]
+
+
+def test_a_crash_no_finding_explains_is_said_after_the_cause() -> None:
+    """A trial: a job that died at step 30 with an evaluation loader's finding lost its crash sentence (it had read
+    INCONCLUSIVE, "The script crashed with RuntimeError ...")."""
+    from gputriage.diagnosis.verdict import build_verdict
+    from gputriage.findings import Finding, Severity
+    from gputriage.record import Run
+    from gputriage.record.process import ProcessSection
+
+    run = Run(command="run")
+    run.process = ProcessSection(exit_code=1, exception_type="RuntimeError", crash_where="train.py:24")
+    cause = Finding("eval-loader-bound", 5, Severity.WARNING, "An evaluation DataLoader held the job")
+    summary = build_verdict(run, [cause]).summary
+    assert summary.startswith("An evaluation DataLoader held the job.")
+    assert "The script crashed with RuntimeError at train.py:24 (exit code 1)" in summary
+    crash = Finding(
+        "device-mismatch-error",
+        3,
+        Severity.CRITICAL,
+        "The script died mixing tensors",
+        evidence={"crash_where": "train.py:24"},
+    )
+    assert "crashed with" not in build_verdict(run, [crash]).summary

@@ -68,7 +68,10 @@ def _verdict(run: Run, findings: list[Finding]) -> Verdict:
         # (starvation, ranks sharing a GPU) and warnings mean it works, but not enough.
         idle = top.severity is Severity.CRITICAL and top.rung < 5
         status = "idle" if idle else "underused"
-        return Verdict(status, top.code, f"{top.title}.")
+        # a crash no finding explains still bounds what was seen: said after the cause (a job that died at step 30
+        # with an evaluation loader's finding lost its crash sentence, a trial)
+        crashed = "" if _crash_explained(findings) else _ending(run)
+        return Verdict(status, top.code, f"{top.title}.{crashed}")
     notes = "".join(f" {note}" for note in not_rung_one_errors(run))
     gap = rung_one_unjudged(run, findings)
     if gap is not None:
@@ -169,6 +172,15 @@ def _ending(run: Run) -> str:
             "which is not a device-placement problem: see its traceback."
         )
     return ""
+
+
+def _crash_explained(findings: list[Finding]) -> bool:
+    """A finding names the crash (a device-mismatch error, data on the CPU that crashed a loss): its line is the
+    crash's, and a sentence about the crash would repeat it."""
+    return any(
+        "crashed_with" in f.evidence or "crash_where" in f.evidence or f.code == "device-mismatch-error"
+        for f in findings
+    )
 
 
 _NO_CUDA_MESSAGES = ("Torch not compiled with CUDA enabled", "Found no NVIDIA driver on your system")

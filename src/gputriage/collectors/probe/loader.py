@@ -227,14 +227,17 @@ class LoaderProbe:
         state, clock = self._state, self._state.clock
         start_s = clock.now()
         state.in_loader += 1
+        handed = 0  # the call that ends the pass (StopIteration) waited too, but handed no batch
         try:
-            return original(it)
+            batch = original(it)
+            handed = 1
+            return batch
         finally:
             state.in_loader -= 1
             if clock.running:
                 by_step = self._eval.setdefault(id(info), (info, {}))[1]
                 wait_s, batches = by_step.get(state.step, (0.0, 0))
-                by_step[state.step] = (wait_s + clock.now() - start_s, batches + 1)
+                by_step[state.step] = (wait_s + clock.now() - start_s, batches + handed)
 
     def busiest_evaluation(self, steps: set[int]) -> LoaderInfo | None:
         """The evaluation loader the job waited on longest in the recorded `steps`, with that wait and its batches."""
