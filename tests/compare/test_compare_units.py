@@ -304,3 +304,18 @@ def test_the_compare_page_shows_control_characters_from_the_inputs_as_escapes() 
     page = render_html(compare(_diag(before), _diag(after), "a", "b"), _diag(before), _diag(after))
     assert "\\x1b]8;;http://evil.example/\\x07\\u202e\\x9b" in page
     assert not any(ch in page for ch in ("\x1b", "\x07", "\u202e", "\x9b"))
+
+
+def test_two_traces_of_very_different_gpu_work_say_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A trial: batch 4 / seq 128 against batch 8 / seq 1024 (63 ms and 563 ms of GPU work) read "fixed" with no
+    caveat; a trace carries no batch size to compare."""
+    sys.path.insert(0, str(Path(__file__).parent.parent / "trace"))
+    from builders import training_loop
+
+    small = training_loop(kernel_us=300.0, busy_share=0.3).write(tmp_path / "small.json")
+    large = training_loop(step_us=40_000.0, kernel_us=2_000.0).write(tmp_path / "large.json")
+    same = training_loop(busy_share=0.5).write(tmp_path / "same.json")
+    assert main(["compare", str(small), str(large)]) == 0
+    assert "note: different workloads: the GPU works " in capsys.readouterr().out
+    assert main(["compare", str(same), str(small)]) == 0
+    assert "different workloads" not in capsys.readouterr().out

@@ -373,7 +373,36 @@ def job_caveats(before: Run, after: Run) -> list[str]:
     b_batch, a_batch = _batch_size(before), _batch_size(after)
     if b_batch and a_batch and b_batch != a_batch:
         out.append(f"different batch sizes: {b_batch} before, {a_batch} after: compare samples/s, not step time")
+    work = _device_work_caveat(before, after)
+    if work is not None:
+        out.append(work)
     return out
+
+
+DEVICE_WORK_RATIO = 3.0  # two traces whose device time differs this much are not one job before and after a fix
+
+
+def _device_work_caveat(before: Run, after: Run) -> str | None:
+    """Traces carry no batch size: the device time each holds (busy share x window) says when they are two different
+    workloads (a trial compared batch 4 / seq 128 with batch 8 / seq 1024, 63 ms against 563 ms of GPU work)."""
+    (b_ms, b_per), (a_ms, a_per) = _device_ms(before), _device_ms(after)
+    if not b_ms or not a_ms or b_per != a_per or max(b_ms, a_ms) < DEVICE_WORK_RATIO * min(b_ms, a_ms):
+        return None
+    return (
+        f"different workloads: the GPU works {b_ms:,.0f} ms {b_per} in the before trace and {a_ms:,.0f} ms in the "
+        "after one (a different batch or model): the busy share compares how well each keeps its GPU busy, not the job"
+    )
+
+
+def _device_ms(run: Run) -> tuple[float | None, str]:
+    """The device time a trace holds: per step where it marks steps, else in its window."""
+    ranks = run.trace.ranks if run.trace is not None else []
+    r = ranks[0] if ranks else None
+    if r is not None and r.steps and r.step_time_us and r.busy_pct_of_steps is not None:
+        return r.busy_pct_of_steps / 100.0 * r.step_time_us / 1000.0, "a step"
+    if r is None or r.busy_pct is None or r.window_us is None:
+        return None, ""
+    return r.busy_pct / 100.0 * r.window_us / 1000.0, "in its window"
 
 
 def timing_comparable(sides: tuple[Side, Side], delta: FindingsDelta) -> bool:
