@@ -31,6 +31,7 @@ from gputriage.record.source import (
     WINDOW_LINES,
     SourceSection,
     SourceSnippet,
+    in_place_move,
     split_where,
 )
 
@@ -234,7 +235,7 @@ class _File:
             node = pending.pop(0)
             if isinstance(node, (ast.If, ast.With, ast.Try)):
                 pending[:0] = [*node.body, *getattr(node, "orelse", [])]
-            elif moved_name(node) is not None:
+            elif in_place_move(node) is not None:
                 last = node.end_lineno or node.lineno
                 out.append(SourceSnippet(path, node.lineno, self.text(node.lineno, last), "move", None))
         return out
@@ -302,16 +303,6 @@ def _compares_to_a_device_string(node: ast.Compare, devices: set[str]) -> bool:
         if ast.unparse(a) in devices and isinstance(b, ast.Constant) and isinstance(b.value, str):
             return bool(_DEVICE_STRINGS.match(b.value))
     return False
-
-
-def moved_name(node: ast.AST) -> str | None:
-    """`x` for `x = x.cuda()` or `x = x.to(...)`: a name moved to the device in place."""
-    if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)):
-        return None
-    call, name = node.value, node.targets[0].id
-    if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr in ("cuda", "to")):
-        return None
-    return name if isinstance(call.func.value, ast.Name) and call.func.value.id == name else None
 
 
 def is_cuda_switch(node: ast.If) -> bool:

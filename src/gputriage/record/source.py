@@ -13,6 +13,8 @@ Bounded: at most MAX_SNIPPETS snippets of at most MAX_SNIPPET_LINES lines each.
 
 from __future__ import annotations
 
+import ast
+
 import msgspec
 
 MAX_SNIPPETS = 48
@@ -100,3 +102,23 @@ def split_where(where: str | None) -> tuple[str, int] | None:
     if not sep or not path or not line.isdigit():
         return None
     return path, int(line)
+
+
+def in_place_move(node: ast.AST) -> str | None:
+    """`x` for `x = x.cuda()` or `x = x.to(...)`: a name moved to the device in place (the source capture keeps such
+    module-level statements, kind `move`; the fixes move a forgotten tensor beside them, in their words)."""
+    if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)):
+        return None
+    call, name = node.value, node.targets[0].id
+    if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr in ("cuda", "to")):
+        return None
+    return name if isinstance(call.func.value, ast.Name) and call.func.value.id == name else None
+
+
+def same_move(node: ast.AST, name: str) -> str:
+    """`label = label.cuda()` for `name`, in the words of the in-place move `node` (`item = item.cuda()`)."""
+    assert isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
+    call = node.value
+    assert isinstance(call.func, ast.Attribute)
+    arguments = ", ".join([*map(ast.unparse, call.args), *map(ast.unparse, call.keywords)])
+    return f"{name} = {name}.{call.func.attr}({arguments})"

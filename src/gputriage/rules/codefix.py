@@ -25,7 +25,7 @@ import msgspec
 
 from gputriage.data.torch_api import FACTORIES, HOST_CONSTRUCTORS
 from gputriage.record.placement import TensorSeen
-from gputriage.record.source import SourceSection, SourceSnippet, split_where
+from gputriage.record.source import SourceSection, SourceSnippet, in_place_move, same_move, split_where
 from gputriage.wording import listed
 
 # torch functions that make a new tensor and take `device=`.
@@ -700,34 +700,13 @@ def sibling_move(source: SourceSection | None, stmt: Statement, expr: ast.expr) 
     loop = max(loops, key=lambda n: n.lineno, default=None)
     if loop is None:
         return None
-    moves = [n for n in loop.body if n.lineno < stmt.node.lineno and _in_place_move(n) is not None]
-    moved = {name for n in moves if (name := _in_place_move(n)) is not None}
-    if not moves or expr.id in moved or _reassigned_as_move(loop, expr.id, stmt.node.lineno):
+    moves = [n for n in loop.body if n.lineno < stmt.node.lineno and in_place_move(n) is not None]
+    moved = {name for n in moves if (name := in_place_move(n)) is not None}
+    # moved by another statement of the loop before the line (`label = label.float().cuda()`): not forgotten
+    if not moves or expr.id in moved or _moved_before(loop, expr.id, stmt.node.lineno):
         return None
-    last = moves[-1]
-    assert isinstance(last, ast.Assign) and isinstance(last.value, ast.Call)
-    call = last.value
-    assert isinstance(call.func, ast.Attribute)
-    arguments = ", ".join([*map(ast.unparse, call.args), *map(ast.unparse, call.keywords)])
-    after = statement_at(source, f"{stmt.snippet.path}:{last.lineno + stmt.offset}")
-    if after is None:
-        return None
-    return SiblingMove(after, f"{expr.id} = {expr.id}.{call.func.attr}({arguments})")
-
-
-def _in_place_move(node: ast.stmt) -> str | None:
-    """`x` for `x = x.cuda()` / `x = x.to(device)`."""
-    if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)):
-        return None
-    call, name = node.value, node.targets[0].id
-    if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr in ("cuda", "to")):
-        return None
-    return name if isinstance(call.func.value, ast.Name) and call.func.value.id == name else None
-
-
-def _reassigned_as_move(loop: ast.For, name: str, line: int) -> bool:
-    """`name` moved by another statement of the loop before the line (`label = label.float().cuda()`)."""
-    return _moved_before(loop, name, line)
+    after = statement_at(source, f"{stmt.snippet.path}:{moves[-1].lineno + stmt.offset}")
+    return SiblingMove(after, same_move(moves[-1], expr.id)) if after is not None else None
 
 
 def moved_everywhere(
@@ -948,13 +927,10 @@ def unmoved_index(source: SourceSection | None, stmt: Statement) -> IndexMove | 
     moved = {_moved(m) for m in moves}
     name = next((n for n in dict.fromkeys(names) if n not in moved), None)
     last = statement_at(source, f"{moves[-1].path}:{moves[-1].first_line}")
-    if name is None or last is None or not isinstance(last.node, ast.Assign):
+    if name is None or last is None or in_place_move(last.node) is None:
         return None
-    call = last.node.value
-    assert isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)  # a move, by source capture
-    arguments = ", ".join([*map(ast.unparse, call.args), *map(ast.unparse, call.keywords)])
     siblings = list(dict.fromkeys(_moved(m) for m in moves))
-    return IndexMove(name, f"{name} = {name}.{call.func.attr}({arguments})", last, siblings)
+    return IndexMove(name, same_move(last.node, name), last, siblings)
 
 
 def _moved(snippet: SourceSnippet) -> str:
