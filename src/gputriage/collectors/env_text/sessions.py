@@ -30,10 +30,11 @@ _VALUE = re.compile(
     r"['\"`]?([\w.+\-]{1,60})['\"`]?[ \t]*\.?[ \t]*$",
     re.IGNORECASE,
 )
-# The answer said just before the command that gave it: "I keep getting FALSE for" / (blank) / "python3 -c ...".
+# The answer said just before the command (or the lone call) that gave it: "I keep getting FALSE for" / (blank) /
+# "python3 -c ...", "the following returns false" / "`torch.cuda.is_available()`".
 _ANSWER_BEFORE = re.compile(
-    r"\b(?:get|getting|got|returns?|returned|shows?|prints?)[ \t]+[`'\"*]*(?P<value>true|false)\b[`'\"*]*"
-    r"[ \t]*(?:for|from|with|when running|running|on)?[ \t]*:?[ \t]*$",
+    r"\b(?:get|getting|got|returns?|returned|gives?|gave|shows?|prints?|printed)[ \t]+[`'\"*]*(?P<value>true|false)\b"
+    r"[`'\"*]*[ \t]*(?:for|from|with|when running|running|on)?[ \t]*:?[ \t]*$",
     re.IGNORECASE,
 )
 _LIST = re.compile(r"^(?:Out\[[0-9]{1,5}\]:[ \t]*)?(\[(?:'[\w]{1,12}'(?:,[ \t]*)?){1,40}\])")
@@ -325,13 +326,6 @@ _ANSWER_SAID = re.compile(
 )
 
 
-_ANSWER_ENDS = re.compile(
-    r"\b(?:returns?|returned|gives?|gave|prints?|printed|get|got)[ \t]+[`'\"*]*(?P<value>true|false)[`'\"*]*"
-    r"[ \t]*:?[ \t]*$",
-    re.IGNORECASE,
-)
-
-
 def _answer_in_next_line(lines: list[Line], line: Line, env: Environment) -> None:
     """A call alone on its line, and the reporter's words for its answer on the next ("i get false"), or ending the
     line before it ("the following returns false" / "`torch.cuda.is_available()`")."""
@@ -339,7 +333,7 @@ def _answer_in_next_line(lines: list[Line], line: Line, env: Environment) -> Non
         return
     said = _ANSWER_SAID.match(lines[line.index + 1].text) if line.index + 1 < len(lines) else None
     before = next((b for b in reversed(lines[max(0, line.index - 2) : line.index]) if b.text.strip()), None)
-    said = said or (_ANSWER_ENDS.search(before.text) if before is not None else None)
+    said = said or (_ANSWER_BEFORE.search(before.text) if before is not None else None)
     if said is not None:
         fail_wins(env.torch, "is_available", _bool(said.group("value")))
 
