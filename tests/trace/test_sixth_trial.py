@@ -119,3 +119,10 @@ def test_a_tar_archive_is_named_as_one(tmp_path: Path, capsys) -> None:  # type:
         tar.add(inner, arcname="trace.json")
     assert main(["trace", str(tmp_path / "packed.json")]) == 2
     assert "is a tar archive, not a PyTorch profiler trace" in capsys.readouterr().err
+
+
+def test_a_share_just_under_a_hundred_is_not_written_as_a_hundred() -> None:
+    """Trial 11: DeepSeek's 99.615% busy window read "busy/window 100%" (a GPU never idle)."""
+    from gputriage.report.fmt import percent
+
+    assert [percent(v) for v in (99.615, 99.96, 100.0, 99.4)] == ["99.6%", "99.9%", "100%", "99%"]
