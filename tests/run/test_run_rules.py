@@ -347,3 +347,16 @@ def test_one_multi_line_print_gets_one_fix_on_the_functions_own_counter() -> Non
     assert finding.code == "host-sync-in-loop"
     assert finding.fix.count("print(") == 1
     assert "if epoch % 100 == 0:" in finding.fix and "step = 0" not in finding.fix
+
+
+def test_the_device_comparison_is_read_back_past_another_string_test() -> None:
+    """`if mode == "eval" and device == "cuda":`: the collector found `device == "cuda"` by its AST; the rule quotes
+    and patches that comparison, not the string test before it on the same line."""
+    from gputriage.record.source import SourceSection, SourceSnippet
+    from gputriage.rules.placement import device_compared_to_string
+
+    text = 'if mode == "eval" and device == "cuda":'
+    run = _run(source=SourceSection([SourceSnippet("train.py", 12, text, "device-compare")]))
+    (finding,) = device_compared_to_string(run)
+    assert finding.evidence["device_variable"] == "device" and finding.where == "train.py:12"
+    assert finding.fix.startswith('if mode == "eval" and device.type == "cuda":')

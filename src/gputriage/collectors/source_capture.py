@@ -25,6 +25,7 @@ import msgspec
 
 from gputriage.record import Run
 from gputriage.record.source import (
+    DEVICE_STRING,
     MAX_DEVICE_LINES,
     MAX_SNIPPET_LINES,
     MAX_SNIPPETS,
@@ -286,7 +287,7 @@ def _chooses_device(node: ast.stmt) -> bool:
 _MAX_SWITCH_CHARS = 80  # a switch is a flag or a short test, not a whole expression
 
 
-_DEVICE_STRINGS = re.compile(r"^(?:cuda|cpu|mps|xpu|meta)(?::[0-9]+)?$")
+_DEVICE_STRINGS = re.compile(rf"^{DEVICE_STRING}$")
 
 
 def _makes_torch_device(value: ast.expr) -> bool:

@@ -21,6 +21,9 @@ MAX_SNIPPETS = 48
 MAX_SNIPPET_LINES = 200
 WINDOW_LINES = 30  # on each side of the line, when the enclosing function is longer than MAX_SNIPPET_LINES
 MAX_DEVICE_LINES = 12  # device assignments kept per file
+# A string that names a device (`"cuda"`, `"cuda:0"`): the collector finds a torch.device compared with one
+# (a device-compare snippet) and the rule reads the comparison back out of the line, both by this one pattern.
+DEVICE_STRING = r"(?:cuda|cpu|mps|xpu|meta)(?::[0-9]+)?"
 
 
 class SourceSnippet(msgspec.Struct):

@@ -17,6 +17,7 @@ from gputriage.record.compute import MixedDeviceOp
 from gputriage.record.device import judged_device
 from gputriage.record.edit import Edit
 from gputriage.record.placement import ModelInfo, StrayPart, TensorSeen
+from gputriage.record.source import DEVICE_STRING
 from gputriage.rules import codefix, edits
 from gputriage.rules.devicechoice import cpu_chosen
 from gputriage.rules.operandfix import OperandFix, operand_fix
@@ -741,8 +742,10 @@ def _mixed_fix(run: Run, op: MixedDeviceOp) -> str:
 
 
 # `device == "cuda"` with `device` a torch.device: its __eq__ takes devices only, so a string is never equal.
+# The value is the collector's own DEVICE_STRING, quoted on both sides, so the comparison read back is the one the
+# collector found, not another string test earlier on the same line (`if mode == "eval" and device == "cuda":`).
 _DEVICE_COMPARED = re.compile(
-    r"(?P<name>[A-Za-z_][\w.]*)(?P<op>\s*(?:==|!=)\s*)(?P<quote>['\"])(?P<value>[a-z]+(?::\d+)?)"
+    rf"(?P<name>[A-Za-z_][\w.]*)(?P<op>\s*(?:==|!=)\s*)(?P<quote>['\"])(?P<value>{DEVICE_STRING})(?P=quote)"
 )
 
 
