@@ -635,12 +635,9 @@ def data_edits(
     device = codefix.device_expression(source, tensors[0].where)
     if device is None:
         # no device expression to use: only the moves in the script's own words, beside the batch's other moves
-        found = [
-            move_argument(source, t.where, t.argument, t.target, "", batch_tensors=batch_tensors)
-            for t in tensors
-            if _beside_siblings(source, t)
-        ]
-        return _once_each(_unique(found))
+        # (the one kind of move that names no device; every other kind would be written with the empty one)
+        found = [move_argument(source, t.where, t.argument, t.target, "", batch_tensors=batch_tensors) for t in tensors]
+        return _once_each(_unique([e for e in found if e is not None and e.kind == "move-beside"]))
     out: list[Edit] = []
     # the call's own loop first, then the same call in each other function of the file (an evaluation loop), each
     # on its own: a line inserted in `train()` does not make the same line in `test()` a repeat
@@ -650,12 +647,6 @@ def data_edits(
         ]
         out.extend(_merged_inserts(_once_each(_unique(moves))))
     return out
-
-
-def _beside_siblings(source: SourceSection | None, t: TensorSeen) -> bool:
-    stmt = codefix.statement_at(source, t.where)
-    expr = codefix.call_argument(stmt, t.argument, t.target) if stmt is not None else None
-    return stmt is not None and expr is not None and codefix.sibling_move(source, stmt, expr) is not None
 
 
 def _once_each(found: list[Edit]) -> list[Edit]:

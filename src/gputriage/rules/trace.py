@@ -426,10 +426,8 @@ _EXPLAINING: tuple[Callable[[TraceSection, RankTrace], Finding | None], ...] = (
 )
 
 
-# What share of the window each explaining finding accounts for, by its evidence (no-gpu-compute: all of it).
-
-
 def _explained_pct(f: Finding) -> float:
+    """What share of the window an explaining finding accounts for, by its evidence (no-gpu-compute: all of it)."""
     if f.code == "no-gpu-compute":
         return 100.0
     share = explained_pct(f)
