@@ -358,11 +358,12 @@ def loader_fix(
     current = loader.num_workers or 0
     lines = _device_batch_comments(loader) if _made_on_device(loader) else []
     args = [f"batch_size={loader.batch_size}" if loader.batch_size else "batch_size=...", "shuffle=..."]
-    args += [f"{key}={value}" for key, value in loader_arguments(loader, cpu_count, expected, sizing).items()]
+    wanted = loader_arguments(loader, cpu_count, expected, sizing)
+    args += [f"{key}={value}" for key, value in wanted.items()]
     lines += sizing_comments(loader, sizing, cpu_count) if sizing is not None else []
     if hot is not None:  # where the loading's time goes: the line that more workers only spread, not shorten
         lines.append(f"# the loading's time goes to {hot}: make it cheaper (vectorise it, cache its result)")
-    framework = _framework_options(loader, loader_arguments(loader, cpu_count, expected, sizing))
+    framework = _framework_options(loader, wanted)
     if own_call is not None:
         lines.append(textwrap.dedent("\n".join(own_call.new)))
     elif framework is not None:
