@@ -360,3 +360,17 @@ def test_the_device_comparison_is_read_back_past_another_string_test() -> None:
     (finding,) = device_compared_to_string(run)
     assert finding.evidence["device_variable"] == "device" and finding.where == "train.py:12"
     assert finding.fix.startswith('if mode == "eval" and device.type == "cuda":')
+
+
+def test_a_reversed_device_comparison_is_read_back_and_patched() -> None:
+    """`if "cuda" == device:` (the string first): the collector takes either order, so the rule reads and patches it
+    too (it skipped it: no finding where the branch for cuda never ran)."""
+    from gputriage.record.source import SourceSection, SourceSnippet
+    from gputriage.rules.placement import device_compared_to_string
+
+    text = "    if 'cuda' != args.device:"
+    run = _run(source=SourceSection([SourceSnippet("train.py", 30, text, "device-compare")]))
+    (finding,) = device_compared_to_string(run)
+    assert finding.evidence["device_variable"] == "args.device" and finding.where == "train.py:30"
+    assert finding.fix.startswith("if 'cuda' != args.device.type:")
+    assert finding.title.startswith("`'cuda' != args.device` is always true")

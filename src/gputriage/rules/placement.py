@@ -744,9 +744,22 @@ def _mixed_fix(run: Run, op: MixedDeviceOp) -> str:
 # `device == "cuda"` with `device` a torch.device: its __eq__ takes devices only, so a string is never equal.
 # The value is the collector's own DEVICE_STRING, quoted on both sides, so the comparison read back is the one the
 # collector found, not another string test earlier on the same line (`if mode == "eval" and device == "cuda":`).
-_DEVICE_COMPARED = re.compile(
-    rf"(?P<name>[A-Za-z_][\w.]*)(?P<op>\s*(?:==|!=)\s*)(?P<quote>['\"])(?P<value>{DEVICE_STRING})(?P=quote)"
+# The collector also takes the reversed order (`"cuda" == device`), so both orders are read back; the earlier one
+# on the line is the comparison.
+_DEVICE_COMPARED = (
+    re.compile(
+        rf"(?P<name>[A-Za-z_][\w.]*)(?P<op>\s*(?:==|!=)\s*)(?P<quote>['\"])(?P<value>{DEVICE_STRING})(?P=quote)"
+    ),
+    re.compile(
+        rf"(?P<quote>['\"])(?P<value>{DEVICE_STRING})(?P=quote)(?P<op>\s*(?:==|!=)\s*)(?P<name>[A-Za-z_][\w.]*)"
+        r"(?![\w.(\[])"
+    ),
 )
+
+
+def _device_comparison(text: str) -> re.Match[str] | None:
+    found = [m for pattern in _DEVICE_COMPARED if (m := pattern.search(text)) is not None]
+    return min(found, key=lambda m: m.start()) if found else None
 
 
 @rule
@@ -757,7 +770,7 @@ def device_compared_to_string(run: Run) -> list[Finding]:
         return []
     found = []
     for snippet in run.source.device_compares():
-        match = _DEVICE_COMPARED.search(snippet.text)
+        match = _device_comparison(snippet.text)
         if match is None:
             continue
         name, value = match.group("name"), match.group("value")
@@ -765,10 +778,11 @@ def device_compared_to_string(run: Run) -> list[Finding]:
         if ":" in value:  # `device == "cuda:0"`: compared as a device, index and all
             fixed_line = snippet.text.replace(f"{quote}{value}{quote}", f"torch.device({quote}{value}{quote})", 1)
         else:
-            fixed_line = snippet.text[: match.start("op")] + ".type" + snippet.text[match.start("op") :]
+            fixed_line = snippet.text[: match.end("name")] + ".type" + snippet.text[match.end("name") :]
         where = f"{snippet.path}:{snippet.first_line}"
         edit = Edit(snippet.path, snippet.first_line, (snippet.text,), (fixed_line,), "device-type")
         said = "!=" if "!=" in match.group("op") else "=="
+        compared = " ".join(match.group(0).replace(said, f" {said} ").split())  # as written, spaced as PEP 8 does
         always = "true" if said == "!=" else "false"
         found.append(
             Finding(
@@ -776,7 +790,7 @@ def device_compared_to_string(run: Run) -> list[Finding]:
                 rung=3,
                 severity=Severity.WARNING if judged_device(run) not in (None, "cpu") else Severity.INFO,
                 title=(
-                    f'`{name} {said} "{value}"` is always {always}: {name} is a torch.device, which never equals a '
+                    f"`{compared}` is always {always}: {name} is a torch.device, which never equals a "
                     f"string, so the script's branch for {value} {'always' if said == '!=' else 'never'} runs"
                 ),
                 evidence={"comparison": snippet.text.strip(), "device_variable": name, **edits.evidence_of([edit])},
