@@ -79,7 +79,7 @@ def test_fixed_with_gpu_busy_step_time_and_throughput() -> None:
         _diag(_run(0.154, util=31.0), [cause]), _diag(_run(0.097, seed=2, util=88.0), []), "before", "after"
     )
     assert result.status == "fixed"
-    assert result.summary.startswith("fixed: GPU busy 32% -> 89%, step 154 -> 97")
+    assert result.summary.startswith("fixed: GPU busy 32% -> 89%, step 154.1 -> 97.2 ms")
     assert "(1.59x), input-pipeline-bound resolved" in result.summary
     assert [r.code for r in result.findings.resolved] == ["input-pipeline-bound"]
     assert result.throughput is not None and result.throughput.judgement.direction == BETTER
@@ -103,7 +103,7 @@ def test_no_change_and_regressed() -> None:
     slower = compare(_diag(_run(0.1)), _diag(_run(0.2, seed=2)), "a", "b")
     assert slower.status == "regressed"
     assert slower.regressed_timing()
-    assert slower.summary.startswith("regressed: step 100 -> 200 ms (0.50x)")
+    assert slower.summary.startswith("regressed: step 100.0 -> 200.4 ms (0.50x)")
 
 
 def test_a_new_cause_alone_is_a_regression() -> None:
@@ -181,7 +181,7 @@ def test_cli_terminal_json_and_fail_on(tmp_path: Path, capsys: pytest.CaptureFix
     a, b = _save(tmp_path / "a", _run(0.1)), _save(tmp_path / "b", _run(0.2, seed=2))
     assert main(["compare", str(a), str(b / "report.json")]) == 0
     out = capsys.readouterr().out
-    assert out.startswith("gputriage compare: regressed: step 100 -> 200 ms")
+    assert out.startswith("gputriage compare: regressed: step 100.0 -> 200.4 ms")
     assert main(["compare", str(a), str(b), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["verdict"]["status"] == "regressed"
     assert main(["compare", str(a), str(b), "--fail-on", "regression"]) == 1
@@ -287,9 +287,10 @@ def _terminal(result: object) -> list[str]:
 def test_a_value_measured_on_one_side_only_keeps_its_unit_next_to_it() -> None:
     from gputriage.compare.model import times_text
 
-    assert times_text(0.1, None) == "100 ms -> not measured"
+    assert times_text(0.1, None) == "100.0 ms -> not measured"
     assert times_text(None, 2e-5) == "not measured -> 20 µs"
-    assert times_text(0.154, 0.097) == "154 -> 97 ms"
+    assert times_text(0.154, 0.097) == "154.0 -> 97.0 ms"
+    assert times_text(1.2, 0.8) == "1.20 s -> 800.0 ms"  # each number as the report writes it
     assert times_text(None, None) == "not measured"
 
 

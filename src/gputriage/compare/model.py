@@ -17,7 +17,7 @@ from gputriage.findings import Finding, Severity
 from gputriage.record import Run
 from gputriage.record.device import judged_device, on_stand_in
 from gputriage.record.gpu import GpuTrack
-from gputriage.record.numbers import PARTS, gpu_util_mean_pct, host_parts_s, step_numbers
+from gputriage.record.numbers import PARTS, duration_text, gpu_util_mean_pct, host_parts_s, step_numbers
 from gputriage.record.steps import Step, steady_steps
 
 COMPARE_SCHEMA = "gputriage.compare/1"
@@ -484,20 +484,17 @@ def change_text(change: Change) -> str:
 
 
 def times_text(before: float | None, after: float | None) -> str:
-    """'154 -> 97 ms' in one unit chosen from the larger value."""
-    known = [v for v in (before, after) if v is not None]
-    if not known:
+    """'154.3 -> 97.1 ms': each number as the report writes it (record.numbers.duration_text), the unit once when
+    both share it ('1.20 s -> 800.0 ms' where they do not)."""
+    if before is None and after is None:
         return "not measured"
-    scale, unit = (1.0, "s") if max(known) >= 10 else (1e3, "ms") if max(known) >= 0.01 else (1e6, "µs")
-
-    def one(v: float | None) -> str:
-        if v is None:
-            return "not measured"
-        return f"{v * scale:.0f}" if v * scale >= 100 else f"{v * scale:.3g}"
-
+    shown = ["not measured" if v is None else duration_text(v) for v in (before, after)]
     if before is None or after is None:  # the unit goes with the number, never after "not measured"
-        return " -> ".join("not measured" if v is None else f"{one(v)} {unit}" for v in (before, after))
-    return f"{one(before)} -> {one(after)} {unit}"
+        return " -> ".join(shown)
+    (first, first_unit), (_, second_unit) = (t.rsplit(" ", 1) for t in shown)
+    if first_unit == second_unit:
+        return f"{first} -> {shown[1]}"
+    return " -> ".join(shown)
 
 
 def _value(v: float | None, unit: str) -> str:

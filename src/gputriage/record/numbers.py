@@ -198,6 +198,19 @@ def largest_remainder(values: Sequence[float], total: float, step: float) -> lis
     return [round(f * step, 10) for f in floors]
 
 
+def duration_text(seconds: float) -> str:
+    """A step-scale time as every view and finding writes it: '1.08 s', '22.2 ms', '54 µs' (the unit that reads
+    best, at its one precision), so a compare row and the report's table show the same number."""
+    magnitude = abs(seconds)
+    if magnitude >= 1:
+        return f"{seconds:.2f} s"
+    if magnitude >= 1e-3:
+        return f"{seconds * 1e3:.1f} ms"
+    if magnitude == 0:
+        return "0 ms"
+    return f"{seconds * 1e6:.0f} µs"
+
+
 def pct_text(share_pct: float) -> str:
     """A step share as every view and finding writes it: one decimal, e.g. '30.8%'; a share that is not zero but
     under 0.05% with its first digit ('0.03%'), never '0.0%' beside evidence that says 0.033."""

@@ -8,7 +8,7 @@ import re
 from datetime import datetime, timezone
 from typing import Any
 
-from gputriage.record.numbers import pct_text
+from gputriage.record.numbers import duration_text, pct_text
 from gputriage.report.sanitize import terminal_text
 
 NOT_MEASURED = "not measured"
@@ -18,17 +18,9 @@ _KIB = 1024
 
 def duration(seconds: float | None) -> str:
     """A step-scale time: seconds, milliseconds or microseconds, whichever reads best."""
-    if finite(seconds) is None:
+    if seconds is None or finite(seconds) is None:
         return NOT_MEASURED
-    assert seconds is not None
-    magnitude = abs(seconds)
-    if magnitude >= 1:
-        return f"{seconds:.2f} s"
-    if magnitude >= 1e-3:
-        return f"{seconds * 1e3:.1f} ms"
-    if magnitude == 0:
-        return "0 ms"
-    return f"{seconds * 1e6:.0f} µs"
+    return duration_text(seconds)
 
 
 def percent(value: float | None) -> str:

@@ -45,7 +45,14 @@ from gputriage.record import Run
 from gputriage.record.coverage import preflight_skips_loader
 from gputriage.record.device import is_preflight, judged_device
 from gputriage.record.edit import Edit
-from gputriage.record.numbers import Interval, bootstrap_share_pct, pct_text, stand_in_left_out_s, step_numbers
+from gputriage.record.numbers import (
+    Interval,
+    bootstrap_share_pct,
+    duration_text,
+    pct_text,
+    stand_in_left_out_s,
+    step_numbers,
+)
 from gputriage.record.sampler import SampledLine
 from gputriage.record.steps import LoaderInfo, steady_steps
 from gputriage.rules import edits
@@ -127,9 +134,10 @@ def input_pipeline_bound(run: Run) -> list[Finding]:
     share = pct_text(wait.share_pct)
     if under_preflight_floor:
         title = (
-            f"Borderline: the step may wait for the DataLoader {share} of the time ({_ms(wait.time_s)} a step, "
-            f"{counted(numbers.window.count, 'step')}; a preflight names it from {_ms(MIN_WAIT_PER_STEP_S)} a step "
-            f"of the loading's own work, and up to {_ms(stand_in_s)} of it may be the stand-in's)"
+            f"Borderline: the step may wait for the DataLoader {share} of the time "
+            f"({duration_text(wait.time_s)} a step, {counted(numbers.window.count, 'step')}; a preflight names it "
+            f"from {duration_text(MIN_WAIT_PER_STEP_S)} a step of the loading's own work, and up to "
+            f"{duration_text(stand_in_s)} of it may be the stand-in's)"
         )
     elif severity is Severity.INFO:
         title = (
@@ -292,7 +300,8 @@ def loader_arguments(
 def sizing_comments(loader: LoaderInfo, sizing: WorkerSizing, cpu_count: int | None) -> list[str]:
     """The arithmetic behind the suggested num_workers, in the fix's own words."""
     current = loader.num_workers or 0
-    numbers = f"each batch takes {_ms(sizing.load_s)} to load, the step's own work {_ms(sizing.work_s)}"
+    load, work = duration_text(sizing.load_s), duration_text(sizing.work_s)
+    numbers = f"each batch takes {load} to load, the step's own work {work}"
     if current == 0:
         lines = [f"# {numbers}: it takes {counted(sizing.needed, 'worker')} to keep up"]
     elif current < sizing.needed:
@@ -337,10 +346,6 @@ def cores_comment(sizing: WorkerSizing, cpu_count: int) -> list[str]:
         f"{asked} help only if the loading waits (files, network);",
         f"# if it is CPU work, it is CPU-bound: {cheaper}",
     ]
-
-
-def _ms(seconds: float) -> str:
-    return f"{seconds * 1e3:.1f} ms"
 
 
 def loader_fix(
