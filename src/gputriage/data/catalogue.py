@@ -100,6 +100,7 @@ CATALOGUE: tuple[Entry, ...] = (
             "pci_nvidia_gpus",
             "secure_boot",
             "torch_version",
+            "xpu_available",
         ),
     ),
     Entry(
@@ -129,6 +130,7 @@ CATALOGUE: tuple[Entry, ...] = (
             "message",
             "torch_cuda",
             "torch_version",
+            "xpu_available",
         ),
     ),
     Entry(

@@ -68,7 +68,11 @@ SIGNATURES: tuple[ErrorSignature, ...] = (
     # --- CUDA initialisation errors (cuda-init-failed) --------------------------------------------------------------
     ErrorSignature(
         "cuda-804",
-        ("forward compatibility was attempted on non supported hw", "cuinit(0) returned 804"),
+        (
+            "forward compatibility was attempted on non supported hw",
+            "cuinit(0) returned 804",
+            "cuda_error_compat_not_supported_on_device",
+        ),
         "cuda-init-failed",
         "a newer CUDA user space (the cuda-compat libraries that a container image ships or the container runtime "
         "mounts) runs on an older driver, and this GPU (GeForce / consumer) does not support forward compatibility",
@@ -79,7 +83,7 @@ SIGNATURES: tuple[ErrorSignature, ...] = (
     ),
     ErrorSignature(
         "cuda-803",
-        ("unsupported display driver / cuda driver combination",),
+        ("unsupported display driver / cuda driver combination", "cuda_error_system_driver_mismatch"),
         "cuda-init-failed",
         "the CUDA forward-compatibility libraries (cuda-compat) loaded do not match the kernel driver",
         "remove /usr/local/cuda/compat from LD_LIBRARY_PATH, or install the cuda-compat package matching the driver",
@@ -88,7 +92,7 @@ SIGNATURES: tuple[ErrorSignature, ...] = (
     ),
     ErrorSignature(
         "cuda-802",
-        ("system not yet initialized", "cudaerrorsystemnotready"),
+        ("system not yet initialized", "cudaerrorsystemnotready", "cuda_error_system_not_ready"),
         "cuda-init-failed",
         "on NVSwitch systems (HGX/DGX A100, H100, H200, B200) CUDA waits for the Fabric Manager, which is not running "
         "or does not match the driver version",
@@ -135,7 +139,11 @@ SIGNATURES: tuple[ErrorSignature, ...] = (
     ),
     ErrorSignature(
         "cuda-46",
-        ("all cuda-capable devices are busy or unavailable", "cudaerrordevicesunavailable"),
+        (
+            "all cuda-capable devices are busy or unavailable",
+            "cudaerrordevicesunavailable",
+            "cuda_error_device_unavailable",
+        ),
         "cuda-init-failed",
         "the GPUs are in Exclusive-Process compute mode and another process already holds them",
         "nvidia-smi -q -d COMPUTE   # then stop the other process, or (admin) sudo nvidia-smi -c DEFAULT",
@@ -178,7 +186,12 @@ SIGNATURES: tuple[ErrorSignature, ...] = (
     # --- no device / no driver: the other facts decide the finding --------------------------------------------------
     ErrorSignature(
         "cuda-100",
-        ("no cuda-capable device is detected", "no cuda gpus are available", "cudaerrornodevice"),
+        (
+            "no cuda-capable device is detected",
+            "no cuda gpus are available",
+            "cudaerrornodevice",
+            "cuda_error_no_device",
+        ),
         NO_DEVICE,
         "CUDA sees no device in this process",
         "echo $CUDA_VISIBLE_DEVICES; nvidia-smi -L   # compare the two",
@@ -340,8 +353,22 @@ SIGNATURES: tuple[ErrorSignature, ...] = (
         "https://github.com/vladmandic/sdnext/issues/3201",
     ),
     ErrorSignature(
+        "xpu-runtime-uninitialized",
+        ("pi_error_uninitialized", "ze_result_error_uninitialized"),
+        INTEL_XPU,
+        "the XPU build's Intel GPU runtime (Level Zero, under oneAPI) could not start: the compute runtime is missing, "
+        "or older than the oneAPI / extension build that torch was installed with",
+        "clinfo -l   # the GPU must be listed; then update Intel's compute runtime and oneAPI to the versions the "
+        "build names",
+        "https://github.com/intel/intel-extension-for-pytorch/issues/708",
+    ),
+    ErrorSignature(
         "cuda-209",
-        ("no kernel image is available for execution on the device", "cudaerrornokernelimagefordevice"),
+        (
+            "no kernel image is available for execution on the device",
+            "cudaerrornokernelimagefordevice",
+            "cuda_error_no_binary_for_gpu",
+        ),
         "arch-not-supported",
         "the build (or a compiled extension) has no kernels for this GPU's architecture",
         'python -c "import torch; print(torch.cuda.get_arch_list(), torch.cuda.get_device_capability())"',
@@ -408,3 +435,8 @@ def match_signatures(lowered_line: str) -> list[ErrorSignature]:
 
 def signature(key: str) -> ErrorSignature | None:
     return next((s for s in SIGNATURES if s.key == key), None)
+
+
+def signature_of_error(number: int) -> ErrorSignature | None:
+    """The signature of a CUDA error named by its number alone ("CUDA Error 802 on H200"), where one has it."""
+    return next((s for s in SIGNATURES if s.cuda_error == number), None)

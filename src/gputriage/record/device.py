@@ -67,7 +67,13 @@ def default_device_from_facts(env: Environment) -> str:
     mac_asks_mps = env.host.os_name == "darwin" and ("mps" in env.torch.other_accelerators or bool(env.torch.mps_named))
     if env.source == "text" and mac_asks_mps and not nvidia_seen:
         return "mps"  # a Mac's report that asks about MPS (or shows its error) is about Apple's GPU
+    if env.source == "text" and not nvidia_seen and not env.torch.is_available and _asks_xpu(env):
+        return "xpu"  # a report that asks torch.xpu (or runs its XPU build) is about the Intel GPU
     return default_device(env.torch.is_available, env.torch.other_accelerators, nvidia_seen, env.source == "text")
+
+
+def _asks_xpu(env: Environment) -> bool:
+    return "xpu" in env.torch.other_accelerators or "+xpu" in (env.torch.version or "")
 
 
 def judged_device(run: Run) -> str | None:

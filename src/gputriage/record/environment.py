@@ -93,6 +93,9 @@ class HostFacts(msgspec.Struct):
     # The environment is a uv project (`uv sync`, `uv add`, `uv run`, uv.lock): its venv has no pip, and `uv sync`
     # reinstalls what pyproject.toml pins, so a fix goes through uv and the project's index settings.
     uv_project: bool | None = None
+    # uv manages the environment without a project: `uv pip install` / `uv venv` seen, but none of uv_project's marks
+    # (a uv venv has no pip, and has no pyproject.toml for `uv sync` to restore)
+    uv_venv: bool | None = None
     platform: str | None = None
     in_container: bool | None = None
     container_kind: str | None = None  # docker | podman | kubernetes | ...

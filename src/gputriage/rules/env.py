@@ -500,7 +500,10 @@ def intel_xpu_unusable(run: Run) -> Iterator[Finding]:
     count is zero" (the XPU build, and no Intel GPU driver under it)."""
     env = _env(run)
     seen = next(iter(errors_pointing_to(env, INTEL_XPU)), None) if env is not None else None
-    if env is None or seen is None:
+    if env is None:
+        return
+    if seen is None:
+        yield from _xpu_answers_false(run, env)
         return
     intel = next((g for g in env.host.other_gpus if g.lower().startswith("intel")), None)
     gpu = f" ({intel})" if intel else ""
@@ -509,7 +512,37 @@ def intel_xpu_unusable(run: Run) -> Iterator[Finding]:
         title = f"This torch was built without XPU support, so it cannot use the Intel GPU{gpu}"
         yield _finding(run, "cpu-only-build", title, evidence, _intel_fix(env, intel or "Intel"), nvidia=False)
         return
+    if seen.key == "xpu-runtime-uninitialized":
+        title = (
+            f"torch's XPU build cannot start Intel's GPU runtime (Level Zero){gpu}: the compute runtime is missing, "
+            "or older than the oneAPI build torch was installed with"
+        )
+        fix = _INTEL_DRIVER_FIX + "\n# listed, and still this error: update the compute runtime and oneAPI"
+        yield _finding(run, "driver-not-loaded", title, evidence, fix, nvidia=False)
+        return
     title = f"torch's XPU build finds no Intel GPU{gpu}: Intel's GPU driver under it is missing or cannot be opened"
+    yield _finding(run, "driver-not-loaded", title, evidence, _INTEL_DRIVER_FIX, nvidia=False)
+
+
+# A variant tag other than XPU's, or none (PyPI's wheels: CUDA on Linux, CPU elsewhere); a source build's "+git..."
+# may have XPU.
+_NOT_XPU_BUILD = re.compile(r"\+(?:cu[0-9]{2,3}|cpu|rocm[0-9.]*)\b|^[0-9.]+$")
+
+
+def _xpu_answers_false(run: Run, env: Environment) -> Iterator[Finding]:
+    """torch.xpu.is_available() answered False, in a report about the Intel GPU, with no error that says why: a
+    build without XPU (a torch whose version names another variant) or the XPU build with no usable Intel driver."""
+    if expected_kind(run) != "xpu" or env.torch.other_accelerators.get("xpu") is not False:
+        return
+    intel = next((g for g in env.host.other_gpus if g.lower().startswith("intel")), None)
+    gpu, version = f" ({intel})" if intel else "", env.torch.version or ""
+    evidence: Evidence = {"xpu_available": False, "gpu": intel, "torch_version": env.torch.version}
+    if version and _NOT_XPU_BUILD.search(version):  # 2.5.1+cu121, +cpu, +rocm6.2, or PyPI's untagged wheel
+        title = f"torch {version} is not the XPU build, so it cannot use the Intel GPU{gpu}"
+        yield _finding(run, "cpu-only-build", title, evidence, _intel_fix(env, intel or "Intel"), nvidia=False)
+        return
+    build = f"torch {version}" if version else "torch"
+    title = f"{build} answers torch.xpu.is_available() False: it finds no usable Intel GPU{gpu}"
     yield _finding(run, "driver-not-loaded", title, evidence, _INTEL_DRIVER_FIX, nvidia=False)
 
 
@@ -763,6 +796,8 @@ def cpu_only_build(run: Run) -> Iterator[Finding]:
         return
     if env.host.os_name == "darwin":
         return  # no macOS build of torch has CUDA since 10.14: no-gpu-visible says why, and MPS is the GPU there
+    if expected_kind(run) == "xpu":
+        return  # the job is for the Intel GPU: a build without CUDA is no fault there, and a CUDA fix would replace it
     presence = gpu_presence(env)
     devices = nvidia_devices(env)
     evidence: Evidence = {
@@ -818,7 +853,13 @@ def driver_too_old(run: Run) -> Iterator[Finding]:
         return
     need = min_driver_for(cuda, env.host.os_name) if cuda else None
     floor = compat_min_driver_for(cuda, env.host.os_name) if cuda else None
-    works_by_minor_compat = bool(have and floor and version_tuple(have) >= version_tuple(floor)) and not insufficient
+    # torch's own is_available() False is the report's word that it does not run: "it runs through minor version
+    # compatibility" would contradict it (trial 12: UNDERUSED beside a pasted False)
+    works_by_minor_compat = (
+        bool(have and floor and version_tuple(have) >= version_tuple(floor))
+        and not insufficient
+        and env.torch.is_available is not False
+    )
     evidence: Evidence = {
         "driver_version": have,
         "driver_cuda": limit,

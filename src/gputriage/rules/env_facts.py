@@ -440,6 +440,8 @@ def rung_one_gap(run: Run) -> RungGap | None:
     env = run.environment
     if env is not None and expected_kind(run) == "mps" and env.torch.installed is not False:
         return _mps_gap(env)
+    if env is not None and expected_kind(run) == "xpu" and env.torch.installed is not False:
+        return _xpu_gap(env)
     if env is None or expected_kind(run) != "cuda" or env.torch.installed is False:
         return None
     t = env.torch
@@ -471,6 +473,17 @@ def _mps_gap(env: Environment) -> RungGap | None:
     if "mps" in env.torch.other_accelerators:
         return None
     return RungGap([_MPS_REACH], [_MPS_CHECK])
+
+
+_XPU_REACH = "whether torch can use the Intel GPU (torch.xpu.is_available())"
+_XPU_CHECK = 'python -c "import torch; print(torch.__version__, torch.xpu.is_available(), torch.xpu.device_count())"'
+
+
+def _xpu_gap(env: Environment) -> RungGap | None:
+    """A report about the Intel GPU (its XPU build, or torch.xpu asked) that never says what torch answers for it."""
+    if "xpu" in env.torch.other_accelerators or any(e.finding is not None for e in env.errors):
+        return None
+    return RungGap([_XPU_REACH], [_XPU_CHECK])
 
 
 def not_rung_one_errors(run: Run) -> list[str]:

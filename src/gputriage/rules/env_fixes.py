@@ -19,6 +19,7 @@ from gputriage.data.cuda_tables import (
     release_of,
     version_tuple,
 )
+from gputriage.data.gpu_names import capability_of
 from gputriage.record.environment import Environment
 from gputriage.rules.env_facts import (
     WHEEL_INDEX,
@@ -66,8 +67,8 @@ def for_the_jobs_python(fix: str, env: Environment) -> str:
     """The fix's `python -m pip` / `python -c` run by the Python the report shows the job using (ComfyUI portable's
     `.\\python_embeded\\python.exe`): the first `python` on PATH installs into another one. In a uv project, pip
     through uv, and the project's own settings that `uv sync` would otherwise put back."""
-    if env.host.uv_project and "python -m pip install" in fix:
-        return _through_uv(fix)
+    if (env.host.uv_project or env.host.uv_venv) and "python -m pip install" in fix:
+        return _through_uv(fix, project=bool(env.host.uv_project))
     py = env.host.python_command
     if not py or not _PYTHON_RUN.search(fix):
         return fix
@@ -76,14 +77,14 @@ def for_the_jobs_python(fix: str, env: Environment) -> str:
     return _PYTHON_RUN.sub(lambda _: py, fix)
 
 
-def _through_uv(fix: str) -> str:
+def _through_uv(fix: str, *, project: bool) -> str:
     """uv's venvs have no pip (`python -m pip` fails there), and the next `uv sync` reinstalls what pyproject.toml
     pins: the same commands through `uv pip`, for now, and the project's index for torch, to keep."""
     fix = fix.replace("python -m pip uninstall -y ", "uv pip uninstall ").replace(
         "python -m pip install ", "uv pip install "
     )
     index = re.search(r"--index-url (\S+)", fix)
-    if index is None:
+    if index is None or not project:  # a venv of `uv pip` alone has no pyproject.toml for `uv sync` to restore
         return fix
     url = index.group(1)
     name = "pytorch-" + url.rstrip("/").rsplit("/", 1)[-1]
@@ -327,6 +328,9 @@ def _blackwell_note(env: Environment, variant: Variant) -> list[str]:
     them."""
     if any(d.compute_capability for d in nvidia_devices(env)):
         return []
+    named = [capability_of(g) for g in env.host.gpus_named or ([env.host.gpu_named] if env.host.gpu_named else [])]
+    if named and all(c is not None and version_tuple(c) < (10, 0) for c in named):
+        return []  # the GPUs the report names are older than Blackwell (an RTX 2070 said in a set-up list)
     release = variant_release(variant)
     archs = ARCH_LISTS.get((release, variant.cuda))
     other = blackwell_variant(release)

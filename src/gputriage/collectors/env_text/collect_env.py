@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-from gputriage.collectors.env_text.facts import add_device, fail_wins, first
+from gputriage.collectors.env_text.facts import accelerator_answer, add_device, fail_wins, first, other_gpu
 from gputriage.collectors.env_text.limits import MATCH_CHARS, small_int, version
 from gputriage.collectors.env_text.lines import Line, Paste
 from gputriage.collectors.env_text.packages import record_package
@@ -27,6 +27,7 @@ _RUNTIME = re.compile(r"^-[ \t]*(CUDA|HIP) Runtime[ \t]+([0-9][\w.]{0,20})")
 _NVCC_ARCH = re.compile(r"code=((?:sm|compute)_[0-9]{2,3}a?)")
 _SETTING = re.compile(r"\b(CUDA_VERSION|TORCH_VERSION)=([0-9][\w.+]{0,30})")
 _LIB = re.compile(r"^\[(pip3?|conda)\][ \t]+([\w.-]{1,60})(?:[ \t]*==[ \t]*|[ \t]+)(\S{1,60})(?:[ \t]+(\S{1,80}))?")
+_INTEL_GPU_ITEM = re.compile(r"^[ \t]*\*[ \t]+(Intel\S*[ \t][^\n]{2,80}?)[ \t]*$")
 NOT_COLLECTED = ("could not collect", "n/a", "none", "no cuda", "")
 _YES = ("true", "yes")
 _NO = ("false", "no")
@@ -99,6 +100,9 @@ def _apply(fields: dict[str, str], env: Environment) -> None:
     available = fields.get("is cuda available", "").lower()
     if available in _YES + _NO:
         fail_wins(t, "is_available", available in _YES)
+    xpu = fields.get("is xpu available", "").lower()  # collect_env of torch 2.5 and later, on every machine
+    if xpu in _YES + _NO:
+        accelerator_answer(env, "xpu", xpu in _YES)
     first(h, "cuda_toolkit_version", version(collected(fields.get("cuda runtime version")) or ""))
     first(d, "driver_version", version(collected(fields.get("nvidia driver version")) or ""))
     python = collected(fields.get("python version"))
@@ -116,6 +120,10 @@ def _gpus(paste: Paste, fields: dict[str, str], env: Environment) -> None:
             add_device(env, GpuDevice(index=index, name=match.group(2), uuid=match.group(3), source="collect_env"))
     if inline and not env.driver.devices and not inline.lower().startswith("gpu "):
         add_device(env, GpuDevice(index=0, name=inline, source="collect_env"))
+    for line in paste.containing("intel gpu models"):  # "Intel GPU models onboard:" then "* Intel(R) Arc(TM) ..."
+        for item in paste.lines[line.index + 1 : line.index + 3]:
+            if (named := _INTEL_GPU_ITEM.match(item.text)) is not None:
+                other_gpu(env, re.sub(r"\((?:R|TM)\)", "", named.group(1)))
 
 
 def _library(line: Line, env: Environment) -> None:

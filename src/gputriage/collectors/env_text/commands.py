@@ -38,6 +38,13 @@ _INTERPRETER = re.compile(
     r"(?=[ \t]+(?:-[a-zA-Z]|\S+\.py\b))",
     re.IGNORECASE,
 )
+# A script's own print of sys.executable ("Python executable:  G:\\App\\pylibs_win\\python.exe").
+_EXECUTABLE = re.compile(
+    r"^[ \t]*python executable[ \t]*:[ \t]*((?:[A-Za-z]:[\\/]|/)[^\s\"'<>|&;]{0,200}?[\\/]python(?:3(?:\.[0-9]{1,2})?)?"
+    r"(?:\.exe)?)[ \t]*$",
+    re.IGNORECASE,
+)
+_WINDOWS_SITE = re.compile(r"\b([A-Za-z]:\\[^\s\"'<>|:*?]{1,200}?)\\Lib\\site-packages\\torch\b", re.IGNORECASE)
 _RUN = re.compile(r"\b(nvidia-docker|docker|podman)[ \t]+(?:container[ \t]+)?run\b")
 _GPU_FLAG = re.compile(r"--gpus\b|--runtime[= ]nvidia|--device[= ]\S{0,40}nvidia|NV_GPU=")
 
@@ -156,17 +163,44 @@ def _manifest_gpu_request(paste: Paste, env: Environment) -> None:
 
 
 # uv's own commands as typed or logged, its lock file, its pyproject table: the user's environment is uv's.
-_UV = re.compile(r"(?:^|[\s>$`])uv[ \t]+(?:sync|add|run|lock|venv|pip[ \t]+install)\b|\buv\.lock\b|\[tool\.uv[.\]]")
+# `uv pip install` and `uv venv` alone are a uv-managed venv, not a project.
+_UV = re.compile(
+    r"(?P<project>(?:^|[\s>$`])uv[ \t]+(?:sync|add|run|lock)\b|\buv\.lock\b|\[tool\.uv[.\]])|"
+    r"(?:^|[\s>$`])uv[ \t]+(?:venv|pip[ \t]+install)\b"
+)
 
 
 def interpreter(paste: Paste, env: Environment) -> None:
     """The Python the job runs with, where a command names it by path (HostFacts.python_command), and whether uv
-    manages its environment (HostFacts.uv_project)."""
+    manages its environment (HostFacts.uv_project, or uv_venv: a venv of `uv pip` without a project)."""
     for line in paste.containing("uv"):
-        if line.fact and _UV.search(line.text):
-            env.host.uv_project = True
-            break
+        if line.fact and (uv := _UV.search(line.text)):
+            if uv.group("project"):
+                env.host.uv_project, env.host.uv_venv = True, None
+                break
+            env.host.uv_venv = True
     for line in paste.containing("python"):
-        if match := _INTERPRETER.match(line.text):
+        if match := _INTERPRETER.match(line.text) or _EXECUTABLE.match(line.text):
             first(env.host, "python_command", cap(match.group(1)))
             return
+    for line in paste.containing("site-packages"):
+        if (py := _python_of_site_packages(line.text)) is not None:
+            first(env.host, "python_command", cap(py))
+            return
+
+
+def _python_of_site_packages(text: str) -> str | None:
+    r"""The Windows Python whose site-packages holds torch, from a traceback's path: a bundled Python of a one-click
+    package, never on PATH (`...\system\python\Lib\site-packages\torch` -> `...\system\python\python.exe`), or a
+    venv (`...\venv\Lib\...` -> `...\venv\Scripts\python.exe`). Elsewhere the environment that holds torch is the
+    activated one, whose `python` the fix already runs."""
+    win = _WINDOWS_SITE.search(text)
+    if win is None:
+        return None
+    prefix = win.group(1)
+    last = prefix.rsplit("\\", 1)[-1].lower()
+    if last.startswith("python"):
+        return prefix + "\\python.exe"
+    if last in ("venv", ".venv", "env", ".env") or last.endswith(("-venv", "_venv", "-env", "_env")):
+        return prefix + "\\Scripts\\python.exe"
+    return None

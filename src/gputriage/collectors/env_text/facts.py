@@ -37,6 +37,20 @@ def fail_wins(obj: Any, name: str, value: bool | None) -> None:
         setattr(obj, name, value)
 
 
+def accelerator_answer(env: Environment, kind: str, value: bool | None) -> None:
+    """torch's answer for another accelerator (`torch.xpu.is_available()`, MPS): a failure seen anywhere wins."""
+    accelerators = env.torch.other_accelerators
+    if value is not None and (not value or accelerators.get(kind) is not False):
+        accelerators[kind] = value
+
+
+def other_gpu(env: Environment, name: str) -> None:
+    """A GPU of another vendor (Intel, AMD) named in the report, once."""
+    name = cap(name.strip())
+    if name and name not in env.host.other_gpus and len(env.host.other_gpus) < MAX_ITEMS:
+        env.host.other_gpus.append(name)
+
+
 def add_device(env: Environment, device: GpuDevice) -> None:
     """Add a GPU unless one with the same index (or bus id) is listed; fill what the listed one lacks."""
     devices = env.driver.devices

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from gputriage.collectors.env_text.facts import fail_wins, first
+from gputriage.collectors.env_text.facts import accelerator_answer, fail_wins, first
 from gputriage.collectors.env_text.lines import Paste
 from gputriage.record.environment import Environment
 
@@ -91,5 +91,5 @@ def _record(env: Environment, what: str, answer: str) -> None:
         return
     if "built" in what.lower():
         fail_wins(env.torch, "mps_built", value)
-    elif not value or env.torch.other_accelerators.get("mps") is not False:  # a failure seen anywhere wins
-        env.torch.other_accelerators["mps"] = value
+    else:
+        accelerator_answer(env, "mps", value)

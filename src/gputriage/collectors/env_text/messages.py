@@ -11,7 +11,7 @@ from gputriage.collectors.env_text.facts import add_device, fail_wins, first
 from gputriage.collectors.env_text.limits import MAX_ITEMS, cap, small_int, version
 from gputriage.collectors.env_text.lines import Paste
 from gputriage.data.cuda_tables import CUDA_ERROR_TEXTS
-from gputriage.data.error_signatures import match_signatures, signature
+from gputriage.data.error_signatures import match_signatures, signature, signature_of_error
 from gputriage.record.environment import Environment, ErrorSeen, GpuDevice
 
 _ERROR_NUMBER = re.compile(
@@ -85,6 +85,8 @@ def _gpu_load_said(text: str, env: Environment) -> None:
 
 
 _NO_TORCH = re.compile(r"No module named '?torch'?(?:$|[^._\w])")
+# A CUDA error said by its number in prose: "CUDA Error 802 on H200 HF Jobs", "CUDA error: 100".
+_CUDA_ERROR_SAID = re.compile(r"\bcuda[ _]error[ \t]*[:#]?[ \t]*([0-9]{1,3})\b(?![.])", re.IGNORECASE)
 _OLD_UNKNOWN = re.compile(r"cuda runtime error \(30\)|error=30 : unknown error", re.IGNORECASE)
 
 
@@ -176,6 +178,8 @@ def _signatures(text: str, low: str, env: Environment) -> None:
     found = match_signatures(low)
     if not found and "unknown error" in low and _OLD_UNKNOWN.search(text):
         found = [s for s in (signature("cuda-999"),) if s is not None]
+    if not found and "error" in low and (said := _CUDA_ERROR_SAID.search(text)):
+        found = [s for s in (signature_of_error(int(said.group(1))),) if s is not None]
     for sig in found:
         if len(env.errors) >= MAX_ITEMS or any(e.key == sig.key for e in env.errors):
             continue

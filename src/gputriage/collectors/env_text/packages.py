@@ -51,6 +51,11 @@ _YAML_DEP = re.compile(
     r"^[ \t]*- (?:pytorch::)?(pytorch|torch|cpuonly|pytorch-cuda|cudatoolkit|torchvision|torchaudio)"
     r"(?:[ \t]*[=<>]{1,2}[ \t]*([0-9][\w.*]{0,30}))?(?:=(\S{1,80}))?[ \t]*$"
 )
+_LISTED_COMPANION = re.compile(
+    r"^[ \t]*(?:[-*•][ \t]*)?\**(torchvision|torchaudio|xformers)\**(?:[ \t]+version)?[ \t]*[:=][ \t]*v?"
+    r"([0-9][\w.+]{0,30})[ \t]*$",
+    re.IGNORECASE,
+)
 _PIP_CMD = re.compile(r"\b(?:pip3?|uv pip|uv add|poetry add)[ \t]+(?:install|add)?\b(.{0,300})")
 _CONDA_CMD = re.compile(r"\b(?:conda|mamba|micromamba)[ \t]+(?:install|create)\b(.{0,300})")
 _INDEX = re.compile(r"download\.pytorch\.org/whl/(?:nightly/)?(cpu|cu[0-9]{2,3}|rocm[0-9.]{1,8})\b")
@@ -68,11 +73,13 @@ _CONDA_TORCH = re.compile(r"\bpytorch[ \t]*={1,2}[ \t]*([0-9][\w.]{0,20})")
 
 def extract(paste: Paste, env: Environment) -> None:
     for line in paste.facts():
-        _list_line(line, env)
+        _list_line(line, env, _shown_by_pip(paste, line))
         _log_line(line, env)
     for line in paste.facts():
         if line.low.lstrip().startswith("- "):
             _yaml_dep(line, env)
+        if (listed := _LISTED_COMPANION.match(line.text)) is not None:  # a set-up list's "- xformers: 0.0.27"
+            record_package(env, listed.group(1).lower(), listed.group(2), build=None, manager="pip", text=line.text)
         if "+c" not in line.low:
             continue
         for local in _LOCAL_VERSION.finditer(line.text):
@@ -151,11 +158,18 @@ def record_package(
         first(t, "cpu_build_evidence", " ".join(text.split()))
 
 
-def _list_line(line: Line, env: Environment) -> None:
+def _shown_by_pip(paste: Paste, line: Line) -> bool:
+    """A "Version:" line of `pip show torch`, which prints "Name: torch" first: an app's own "Version: 1.4.0" (beside
+    its branch and commit) is not torch's."""
+    before = paste.lines[max(0, line.index - 3) : line.index]
+    return any(b.low.strip() in ("name: torch", "name: pytorch") for b in before)
+
+
+def _list_line(line: Line, env: Environment, shown_by_pip: bool = False) -> None:
     if "torch" not in line.low and "cpuonly" not in line.low and "version:" not in line.low:
         return
     match = _LIST_LINE.match(line.text)
-    show = _SHOW.match(line.text.strip())
+    show = _SHOW.match(line.text.strip()) if shown_by_pip else None
     if match:
         record_package(
             env, match.group(1), match.group(2), build=match.group(3), manager=_manager(match.group(3)), text=line.text

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from gputriage.collectors.env_text.facts import fail_wins, first
+from gputriage.collectors.env_text.facts import accelerator_answer, fail_wins, first, other_gpu
 from gputriage.collectors.env_text.limits import MAX_ITEMS, cap, small_int, version
 from gputriage.collectors.env_text.lines import Line, Paste
 from gputriage.record.environment import Environment
@@ -45,12 +45,13 @@ _PROSE = re.compile(
     r"(?:[ \t]+in[ \t]+python[0-9.]*)?"  # "when I type in torch.cuda.is_available() in python3, it bounced back"
     r"(?:,[ \t]*(?:it|this|that)[ \t]+)?"  # "if I run `torch.cuda.is_available()`, it shows True"
     r"(?:(?:is[ \t]+)?(?:able[ \t]+to|now|finally)[ \t]+)?"  # "is able to return true now", "now returns True"
-    r"(?:returns?|returned|returning|is returning|is still|is|shows?|showing|gives?|giving|gave|prints?|printed|"
+    r"(?:returns?|returned|returning|is returning|is still|is[ \t]+(?:showing|giving|printing)|is|shows?|showing|"
+    r"gives?|giving|gave|prints?|printed|"
     r"(?:bounced|comes|came)[ \t]+back|"
     r"outputs?|output|says?|said|yields?|evaluates to|=+|-+>|→|:|"
     # 也返回True, 就是False, 发现是False: a few CJK words before the verb
     r"[\u4e00-\u9fff]{0,4}?(?:返回(?:为|值为|的是|了)?|输出(?:为|了)?|显示(?:为)?|结果(?:为|是)|为|是))?"
-    r"[ \t]*(?:always[ \t]+|still[ \t]+|only[ \t]+)?"
+    r"[ \t]*(?:always[ \t]+|still[ \t]+|only[ \t]+|as[ \t]+)?"
     r"(?:returns?[ \t]+)?[`'\"*]*(?P<value>true|false|ture|flase|fasle|[0-9]{1,3})\b",
     re.IGNORECASE,
 )
@@ -61,6 +62,8 @@ _PROSE_BEFORE = re.compile(
     r"running|calling|checking)\b[^!?]{0,60}?\bis_available\b",
     re.IGNORECASE,
 )
+# The accelerator a bare `is_available()` belongs to, written just before it: `torch.xpu.`, `torch.backends.mps.`.
+_ACCELERATOR_BEFORE = re.compile(r"\b(xpu|mps)\.$", re.IGNORECASE)
 _PRINT_LABEL = re.compile(r"^[ \t]*(?:cuda available|is cuda available|gpu available)[ \t]*:?[ \t]*$", re.IGNORECASE)
 # A script's own labelled prints and the reporter's set-up lists: "torch version: 2.2.1", "cuda available: Flase",
 # "cuda version: None", "GPU count: 0", "- CUDA: 11.3", "--pytorch 1.10.0", "pytorch version 1.10".
@@ -82,6 +85,7 @@ _PROSE_VERSION = re.compile(
     r"v?([0-9]\.[0-9]{1,2}(?:\.[0-9]{1,2})?(?:[ \t]?\+[ \t]?(?:cu|rocm|cpu|xpu)\w{0,10}|\+\w{2,12})?)\b",
     re.I,
 )
+_TAGGED_VERSION = re.compile(r"\b([0-9]\.[0-9]{1,2}(?:\.[0-9]{1,2})?(?:\.dev[0-9]{8})?)\+(?:cu[0-9]{2,3}|cpu|rocm|xpu)")
 _SKIP = ("warn", "return torch._c", "(triggered internally", "traceback", "  file ", "userwarning")
 # The banner Ultralytics (YOLOv5/v8/11) prints at start: the torch build, and the device select_device chose, named
 # with its memory only when torch.cuda.is_available() was True ("torch-2.6.0+cu126 CUDA:0 (NVIDIA GeForce RTX 4080
@@ -114,7 +118,7 @@ def extract(paste: Paste, env: Environment) -> None:
     for line in paste.facts():
         if line.prompt and line.low.strip() in ("import torch", "python", "python3"):
             session[0] = None  # a new interpreter (or a fresh import): a new session
-        if "torch" in line.low and (banner := _BANNER.search(line.text)):
+        if "torch" in line.low and (banner := _BANNER.search(line.text)) and _is_banner(banner):
             _banner_session(banner, env, answers_by_version)
         if "xpu:" in line.low and (xpu := _XPU_DEVICE.search(line.text)):
             _xpu_in_use(xpu, env)
@@ -140,11 +144,16 @@ def extract(paste: Paste, env: Environment) -> None:
 
 
 def _xpu_in_use(xpu: re.Match[str], env: Environment) -> None:
-    if env.torch.other_accelerators.get("xpu") is not False:  # a failure seen anywhere wins
-        env.torch.other_accelerators["xpu"] = True
-    name = re.sub(r"\((?:R|TM)\)", "", xpu.group(1)).strip()
-    if name not in env.host.other_gpus and len(env.host.other_gpus) < MAX_ITEMS:
-        env.host.other_gpus.append(name)
+    accelerator_answer(env, "xpu", True)
+    other_gpu(env, re.sub(r"\((?:R|TM)\)", "", xpu.group(1)))
+
+
+def _is_banner(banner: re.Match[str]) -> bool:
+    """A banner names the device after the build; one that names none is Ultralytics' own `torch-2.6.0+cu126` (a
+    run whose select_device raised), not prose that ends with a version ("Using torch 2.8.0.dev20250321+xpu")."""
+    return bool(banner.group("gpu") or banner.group("cpu")) or banner.group(0).lstrip().startswith(
+        ("Python-", "torch-")
+    )
 
 
 def _banner_session(banner: re.Match[str], env: Environment, answers: list[tuple[str | None, bool]]) -> None:
@@ -276,6 +285,9 @@ def _record(env: Environment, query: re.Match[str], answer: str, line: Line) -> 
     t = env.torch
     owner = query.group(1) or query.group(3)
     what = query.group(2) or query.group(4)
+    if owner == "xpu" and what == "is_available":  # torch.xpu.is_available(): the Intel GPU's answer, not CUDA's
+        accelerator_answer(env, "xpu", _bool(answer))
+        return
     if owner not in ("torch", "cuda"):
         return
     if what == "is_available" and (value := _bool(answer)) is not None:
@@ -309,6 +321,11 @@ def _prose_answer(line: Line, env: Environment) -> None:
         return
     for match in _PROSE.finditer(line.text):
         value = match.group("value").lower()
+        owner = _ACCELERATOR_BEFORE.search(line.text[: match.start()]) if match.group("bare") else None
+        if owner is not None:  # "torch.xpu.is_available() returns True": another accelerator's answer
+            if owner.group(1).lower() == "xpu" and match.group("bare").lower() == "is_available":
+                accelerator_answer(env, "xpu", _bool(value))
+            continue  # MPS's: read by the macOS extractor
         if (match.group("what") or match.group("bare")).lower() == "device_count":
             first(env.torch, "device_count", small_int(value, 4096))
         elif (flag := _bool(value)) is not None:
@@ -375,12 +392,17 @@ def prose_version(paste: Paste, env: Environment) -> None:
     """The torch version a reporter names in prose, where nothing else in the paste gave one."""
     if env.torch.version is not None:
         return
+    named: list[str] = []
     for line in paste.containing("torch"):
         match = _PROSE_VERSION.search(line.text)
         said = version(re.sub(r"[ \t]", "", match.group(1))) if match else None
-        if said and _released(said):
-            env.torch.version = said
-            return
+        if said and _released(said) and said not in named:
+            named.append(said)
+    # A build's tagged version said without "torch" before it ("the latest nightly 2.8.0.dev20250327+xpu") is a second
+    # build named too: with two (one that works, one that fails), which one this report's answers are is not known.
+    tagged = {m.group(1) for line in paste.containing("+") for m in _TAGGED_VERSION.finditer(line.text)}
+    if named and len({n.split("+")[0] for n in (*named, *tagged) if _released(n)}) == 1:
+        env.torch.version = named[0]
 
 
 def _released(said: str) -> bool:

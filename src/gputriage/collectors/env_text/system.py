@@ -494,9 +494,16 @@ def _os_field(paste: Paste) -> str | None:
     return None
 
 
+# Python's own build banner on Windows ("[MSC v.1929 64 bit (AMD64)]"), nvidia-smi's driver model (WDDM is
+# Windows' alone), and a drive letter's path.
+_WINDOWS = re.compile(
+    r"\bwin32\b|\bwindows(?: ?1[01])?\b|\bwin1[01]\b|win_amd64|\[msc v\.|\bwddm\b|\b[a-z]:\\(?=[\w$])"
+)
+
+
 def os_from(text: str) -> str | None:
     low = text.lower()
-    if re.search(r"\bwin32\b|\bwindows(?: ?1[01])?\b|\bwin1[01]\b|win_amd64|\b[a-z]:\\(?:users|program)", low):
+    if _WINDOWS.search(low):
         return "windows"
     if re.search(r"\bmacos\b|\bdarwin\b|mac osx|macosx|\bmacbook\b", low):
         return "darwin"
