@@ -374,3 +374,26 @@ def test_a_reversed_device_comparison_is_read_back_and_patched() -> None:
     assert finding.evidence["device_variable"] == "args.device" and finding.where == "train.py:30"
     assert finding.fix.startswith("if 'cuda' != args.device.type:")
     assert finding.title.startswith("`'cuda' != args.device` is always true")
+
+
+def test_a_line_that_assigns_the_module_holding_the_attribute_is_not_made_a_buffer() -> None:
+    """`self.conv1 = weight_norm(nn.Conv1d(...))` for the attribute `conv1.weight`: register_buffer("conv1", ...)
+    raises TypeError (a module is no buffer); only the attribute's own assignment becomes one."""
+    from gputriage.record.source import SourceSection, SourceSnippet
+    from gputriage.rules import codefix, edits
+
+    text = (
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.conv1 = weight_norm(nn.Conv1d(1, 4, 3))\n"
+        "        self.pe = torch.zeros(4)\n"
+    )
+    source = SourceSection([SourceSnippet("tcn.py", 10, text, "function", "Block.__init__")])
+    module_line = codefix.statement_at(source, "tcn.py:12")
+    assert module_line is not None
+    assert edits.register_buffer(module_line, "weight") is None
+    assert codefix.register_buffer_fix(module_line, "weight") is None
+    own = codefix.statement_at(source, "tcn.py:13")
+    assert own is not None
+    edit = edits.register_buffer(own, "pe")
+    assert edit is not None and edit.new == ('        self.register_buffer("pe", torch.zeros(4))',)

@@ -15,6 +15,7 @@ then falls back to a generic fix.
 from __future__ import annotations
 
 import ast
+import copy
 import io
 import re
 import textwrap
@@ -365,6 +366,46 @@ def moved_already(expr: ast.expr) -> str | None:
     return ast.unparse(target) if target is not None else None
 
 
+def cpu_moves_of_call(stmt: Statement, expr: ast.expr) -> list[ast.Call]:
+    """`loss = criterion(out.cpu(), y.cpu())`: the script itself moves the call's arguments to the CPU, so the fix
+    drops every `.cpu()` among them; moving one back would leave the other on the CPU, and the call would fail on a
+    GPU. Empty when `expr` is no `.cpu()` of its own."""
+    own = _cpu_call(expr)
+    if own is None:
+        return []
+    call = next(
+        (n for n in ast.walk(stmt.node) if isinstance(n, ast.Call) and any(a is expr for a in _arguments(n))), None
+    )
+    found = [c for a in _arguments(call) if (c := _cpu_call(a)) is not None] if call is not None else []
+    return found or [own]
+
+
+def _arguments(call: ast.Call) -> list[ast.expr]:
+    return [*call.args, *(k.value for k in call.keywords)]
+
+
+def _cpu_call(expr: ast.expr) -> ast.Call | None:
+    """`x.cpu()` as the argument itself."""
+    if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr == "cpu":
+        return expr if not expr.args and not expr.keywords else None
+    return None
+
+
+def without_cpu(stmt: Statement, calls: list[ast.Call]) -> str:
+    """The statement with the `.cpu()` of each call dropped, as code."""
+    spans = {(c.lineno, c.col_offset, c.end_lineno, c.end_col_offset) for c in calls}
+
+    class _Drop(ast.NodeTransformer):
+        def visit_Call(self, node: ast.Call) -> ast.AST:
+            self.generic_visit(node)
+            if (node.lineno, node.col_offset, node.end_lineno, node.end_col_offset) in spans:
+                assert isinstance(node.func, ast.Attribute)
+                return node.func.value
+            return node
+
+    return ast.unparse(_Drop().visit(copy.deepcopy(stmt.node)))
+
+
 def moved_argument(stmt: Statement, expr: ast.expr, device: str, argument: str | None = None) -> str:
     """The line that moves `expr` to the device, in the script's names: `images = images.to(device, ...)` for a name,
     else the statement itself with `.to(device, ...)` on the argument (`model(batch[0].to(device, ...))`). An argument
@@ -661,7 +702,11 @@ def _moved_line(
     expr = call_argument(stmt, t.argument, t.target)
     if expr is None:
         return None
-    at_origin = _moved_beside(source, stmt, expr) or _moved_at_origin(stmt, expr, t, device)
+    at_origin = (
+        _cpu_dropped_line(stmt, expr)
+        or _moved_beside(source, stmt, expr, device)
+        or _moved_at_origin(stmt, expr, t, device)
+    )
     if at_origin is not None:
         return at_origin
     before = f"before line {stmt.first_line}: {stmt.text}"
@@ -675,11 +720,37 @@ def _moved_line(
     return before, "\n".join([moved_argument(stmt, expr, device, t.argument), *siblings]), note
 
 
-def _moved_beside(source: SourceSection | None, stmt: Statement, expr: ast.expr) -> tuple[str, str, str] | None:
+def _cpu_dropped_line(stmt: Statement, expr: ast.expr) -> tuple[str, str, str] | None:
+    """The call with the `.cpu()` the script wrote on its arguments dropped (cpu_moves_of_call)."""
+    calls = cpu_moves_of_call(stmt, expr)
+    if not calls:
+        return None
+    said = listed([ast.unparse(c.func.value) for c in calls if isinstance(c.func, ast.Attribute)])
+    note = f"# the script moves {said} to the CPU itself (.cpu()): compute this where the rest is"
+    return f"line {stmt.first_line}: {stmt.text}", without_cpu(stmt, calls), note
+
+
+def _moved_beside(
+    source: SourceSection | None, stmt: Statement, expr: ast.expr, device: str
+) -> tuple[str, str, str] | None:
     beside = sibling_move(source, stmt, expr)
+    note = "# the loop moves the rest of the batch here: this one with them"
+    if beside is None and is_global_name(stmt, expr):
+        assert isinstance(expr, ast.Name) and stmt.function is not None
+        beside = module_level_move(source, stmt, expr.id)
+        note = (
+            f"# {expr.id} is a module global: moved once where the script moves the others (an assignment inside "
+            f"{stmt.function.name}() would make it local there)"
+        )
+        if beside is None:
+            return (
+                f"{expr.id} is a module global used at line {stmt.first_line}: move it once where it is made",
+                f"{expr.id} = {expr.id}.to({device})   # at module level (inside {stmt.function.name}() it would "
+                "become a local name)",
+                "",
+            )
     if beside is None:
         return None
-    note = "# the loop moves the rest of the batch here: this one with them"
     return f"after line {beside.after.first_line}: {beside.after.text}", beside.line, note
 
 
@@ -933,6 +1004,24 @@ def unmoved_index(source: SourceSection | None, stmt: Statement) -> IndexMove | 
     return IndexMove(name, same_move(last.node, name), last, siblings)
 
 
+def is_global_name(stmt: Statement, expr: ast.expr) -> bool:
+    """A name the statement's function reads but never binds (a module global): an assignment to it inside the
+    function would make it local there, and the function would fail before its first step (UnboundLocalError)."""
+    return isinstance(expr, ast.Name) and stmt.function is not None and expr.id not in _function_locals(stmt.function)
+
+
+def module_level_move(source: SourceSection | None, stmt: Statement, name: str) -> SiblingMove | None:
+    """A module global the function uses, that the module level never moves where it moves others in place
+    (pyGAT's `if args.cuda:` block without `adj = adj.cuda()`): its move goes there, in their words."""
+    moves = source.moves(stmt.snippet.path) if source is not None else []
+    if not moves or name in {_moved(m) for m in moves}:
+        return None
+    last = statement_at(source, f"{moves[-1].path}:{moves[-1].first_line}")
+    if last is None or in_place_move(last.node) is None:
+        return None
+    return SiblingMove(last, same_move(last.node, name))
+
+
 def _moved(snippet: SourceSnippet) -> str:
     return snippet.text.split("=", 1)[0].strip()
 
@@ -977,9 +1066,12 @@ def module_container_fix(stmt: Statement) -> str | None:
     return f"{owner}.{name} = nn.ModuleList({text})"
 
 
-def register_buffer_fix(stmt: Statement) -> str | None:
-    """`self.register_buffer("pe", pe)` for `self.pe = pe`."""
+def register_buffer_fix(stmt: Statement, leaf: str | None = None) -> str | None:
+    """`self.register_buffer("pe", pe)` for `self.pe = pe`; None where the line assigns another name than the
+    attribute's `leaf` (`self.conv1 = weight_norm(...)` for `conv1.weight`: a module is no buffer)."""
     found = assigned_attribute(stmt)
+    if found is not None and leaf is not None and found[1] != leaf:
+        return None
     if found is None:
         called = setattr_call(stmt)
         if called is None:

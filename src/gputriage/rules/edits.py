@@ -145,9 +145,9 @@ def move_argument(
     expr = codefix.call_argument(stmt, argument, callee)
     if expr is None or codefix.moved_already(expr) is not None:
         return None  # moved already: the device it names is what is wrong, no edit of this line fixes that
-    at_origin = _moved_where_made(source, stmt, expr, argument, device)
-    if at_origin is not None:
-        return at_origin
+    at_origin = _cpu_dropped(stmt, expr) or _moved_where_made(source, stmt, expr, argument, device)
+    if at_origin is not None or codefix.is_global_name(stmt, expr):
+        return at_origin or _global_moved(source, stmt, expr)
     line = _line_that_moves(stmt, expr, argument, device)
     if line is not None:
         moves = [line, *codefix.sibling_moves(stmt, expr, batch_tensors, device)]
@@ -170,6 +170,29 @@ def _moved_where_made(
     return device_in_factory(origin, device) or checked(
         insert_after(origin, [codefix.moved_argument(stmt, expr, device, argument)], "move-data")
     )
+
+
+def _cpu_dropped(stmt: Statement, expr: ast.expr) -> Edit | None:
+    """`criterion(out.cpu(), y.cpu())`: each `.cpu()` among the call's arguments dropped (codefix.cpu_moves_of_call)."""
+    calls = codefix.cpu_moves_of_call(stmt, expr)
+    lines = _lines(stmt) if calls else None
+    if not calls or not lines:
+        return None
+    changes: list[tuple[ast.AST, str, bool]] = []
+    for call in calls:
+        assert isinstance(call.func, ast.Attribute)
+        receiver = _segment(stmt, call.func.value, lines) or ast.unparse(call.func.value)
+        changes.append((call, receiver, False))
+    return checked(splice_many(stmt, changes, "drop-cpu"))
+
+
+def _global_moved(source: SourceSection | None, stmt: Statement, expr: ast.expr) -> Edit | None:
+    """A module global given to the call: moved once at module level beside the script's other moves; never
+    `x = x.to(...)` inside the function, which would make `x` local there (no edit where the module moves nothing:
+    the fix says where)."""
+    assert isinstance(expr, ast.Name)
+    beside = codefix.module_level_move(source, stmt, expr.id)
+    return checked(insert_after(beside.after, [beside.line], "move-beside")) if beside is not None else None
 
 
 def _line_that_moves(stmt: codefix.Statement, expr: ast.expr, argument: str | None, device: str) -> str | None:
@@ -220,14 +243,15 @@ def move_after_attach(source: SourceSection | None, attach_where: str | None, de
     return checked(insert_after(stmt, [f"{root}.to({device})"], "move-model"))
 
 
-def register_buffer(stmt: Statement) -> Edit | None:
+def register_buffer(stmt: Statement, leaf: str | None = None) -> Edit | None:
     """`self.pe = pe` -> `self.register_buffer("pe", pe)`, in `__init__` only, and only when nothing assigned the
-    attribute earlier in it (register_buffer refuses a name that already exists)."""
+    attribute earlier in it (register_buffer refuses a name that already exists), and the line assigns the attribute
+    itself (`leaf`), not the module that holds it."""
     found = codefix.assigned_attribute(stmt)
     func = stmt.function
     if found is None and func is not None and func.name == "__init__":
         return _setattr_as_buffer(stmt)
-    if found is None or func is None or func.name != "__init__" or found[0] != "self":
+    if found is None or func is None or func.name != "__init__" or found[0] != "self" or found[1] != (leaf or found[1]):
         return None
     name = found[1]
     first_in_tree = stmt.first_line - stmt.offset
@@ -708,7 +732,7 @@ def stray_edits(source: SourceSection | None, part: StrayPart | None, moved_wher
         return forward_factory_edits(source, part.where)
     if part.kind == "attribute":
         stmt = codefix.statement_at(source, part.where)
-        return _unique([register_buffer(stmt)]) if stmt is not None else []
+        return _unique([register_buffer(stmt, part.path.rpartition(".")[2])]) if stmt is not None else []
     device = codefix.device_expression(source, moved_where or part.where)
     return _unique([move_after_attach(source, part.where, device)]) if device is not None else []
 

@@ -287,7 +287,7 @@ def _attributes_fix(run: Run, parts: list[StrayPart]) -> str:
 def _buffer_line(run: Run, part: StrayPart) -> str | None:
     """The plain attribute's assignment as a `register_buffer` call, in the user's words, where its line is known."""
     stmt = codefix.statement_at(run.source, part.where)
-    return codefix.register_buffer_fix(stmt) if stmt is not None else None
+    return codefix.register_buffer_fix(stmt, part.path.rpartition(".")[2]) if stmt is not None else None
 
 
 def _partly_fix(run: Run, model: ModelInfo, part: StrayPart | None) -> str:

@@ -600,6 +600,18 @@ class PlacementProbe:
         return type(module).__name__
 
 
+# The parameters a reparametrisation keeps, from which a forward pre-hook recomputes the plain attribute on the
+# parameters' device at every call: weight_norm's weight from weight_g and weight_v, spectral_norm's from weight_orig.
+_REPARAMETRISED_FROM = (("_g", "_v"), ("_orig",))
+
+
+def _derived_from_parameters(module: nn.Module, name: str) -> bool:
+    """`conv.weight` under torch.nn.utils.weight_norm / spectral_norm: a plain tensor attribute that .to() leaves
+    behind, and the next forward replaces with one computed on the device (a trial's TCN called it "off cuda")."""
+    params = module._parameters  # the module's own table: a job's overrides of named_parameters() are not called
+    return any(all(f"{name}{suffix}" in params for suffix in suffixes) for suffixes in _REPARAMETRISED_FROM)
+
+
 def named_members(
     model: nn.Module, called: Callable[[nn.Module], bool] | None = None
 ) -> Iterator[tuple[str, str, torch.Tensor]]:
@@ -611,7 +623,7 @@ def named_members(
         yield path, "buffer", b
     for mod_path, sub in walk_modules(model):
         for name, value in vars(sub).items():
-            if isinstance(value, torch.Tensor):
+            if isinstance(value, torch.Tensor) and not _derived_from_parameters(sub, name):
                 yield (f"{mod_path}.{name}" if mod_path else name), "attribute", value
             # modules kept in a plain list, tuple or dict: model.to() and model.parameters() never see them
             ran = [m for m in _listed_modules(value) if called(m)] if called is not None else []

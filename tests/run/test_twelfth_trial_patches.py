@@ -1,0 +1,43 @@
+"""Patches that a twelfth trial found breaking a job that ran: each patched script must run, and its mistake go."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from run_cases import Case, Result, mark_line, patched_findings, run_many
+
+GLOBAL, LOSS = "global_input_not_moved.py", "loss_on_cpu.py"
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Result]:
+    cases = {"global": Case([GLOBAL]), "loss": Case([LOSS])}
+    return run_many(cases, tmp_path_factory.mktemp("patches"), preflight=True)
+
+
+def test_a_module_global_moves_in_the_scripts_block_not_inside_the_function(
+    runs: dict[str, Result], tmp_path: Path
+) -> None:
+    """pyGAT: the patch put `adj = adj.to(...)` inside `train()`, and the patched script died (UnboundLocalError)."""
+    finding = runs["global"].finding("data-on-cpu")
+    assert finding["where"] == mark_line(GLOBAL, "data-on-cpu")
+    assert finding["fix"].splitlines()[-1] == "features = features.cuda()"
+    assert "module global" in finding["fix"]
+    (edit,) = finding["evidence"]["edits"]
+    assert f"{GLOBAL}:{edit['line']}" == mark_line(GLOBAL, "last-move")
+    assert edit["new"][-1] == "    features = features.cuda()"
+    assert patched_findings(runs["global"].report, GLOBAL, tmp_path) == []
+
+
+def test_a_loss_the_script_moves_to_the_cpu_drops_every_cpu_call(runs: dict[str, Result], tmp_path: Path) -> None:
+    """TCN: `criterion(out.cpu(), y.cpu())` got `.to(device)` on the labels alone (a crash on a GPU); and
+    weight_norm's `weight` was "a plain tensor attribute off cuda" with a register_buffer fix that raised."""
+    r = runs["loss"]
+    finding = r.finding("data-on-cpu")
+    assert finding["where"] == mark_line(LOSS, "data-on-cpu")
+    assert finding["fix"].splitlines()[-1] == "loss = criterion(out, y)"
+    (edit,) = finding["evidence"]["edits"]
+    assert edit["new"] == ["    loss = criterion(out, y)  # MARK data-on-cpu"]
+    assert "model-partly-on-cpu" not in r.codes()
+    assert patched_findings(r.report, LOSS, tmp_path) == []
