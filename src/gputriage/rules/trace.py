@@ -148,6 +148,10 @@ def no_gpu_compute(section: TraceSection, r: RankTrace) -> Finding | None:
             "step_time_us": r.step_time_us,
         },
         fix=(
+            "# the trace holds no kernel, no copy and no CUDA runtime call. If the job already moves its model and "
+            "data (.cuda() / .to('cuda')), the profiler recorded the CPU only: profile with "
+            "activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA] on a torch whose "
+            "torch.cuda.is_available() is True. Otherwise put the work on the GPU:\n"
             "device = torch.device('cuda'); model.to(device); and in the loop: inputs, labels = "
             "inputs.to(device), labels.to(device)  # check torch.cuda.is_available() first"
         ),
@@ -679,6 +683,9 @@ for _check in (
 # other rank wait inside the collective for that long.
 STRAGGLER_LAG_PCT_OF_STEP = 5.0
 STRAGGLER_LAG_US = 1000.0
+# Fewer collectives than this, or ranks each too thin to judge, make the lag a lead (info): one warm-up all-reduce
+# of a toy script measures only how far apart the processes started (a trial's 2-rank folder).
+STRAGGLER_MIN_COLLECTIVES = 3
 
 
 @rule
@@ -724,13 +731,19 @@ def trace_straggler_rank(run: Run) -> Iterable[Finding]:
             f"\n# Only {of_world.of_the_job()} were given: a later one may be among the rest; with every rank's "
             f"trace in one folder:\n{_all_ranks_command(of_world)}"
         )
+    compared = imbalance.collectives_compared
+    few = compared < STRAGGLER_MIN_COLLECTIVES or all(r.thin_evidence() for r in section.ranks)
+    lead = f"From {compared} collective{'s' if compared != 1 else ''} only: " if few else ""
+    title = (
+        f"Rank {straggler.rank} is late to the collectives by {imbalance.straggler_lag_us / 1000:.1f} ms and "
+        f"the other ranks wait for it{why}{among}"
+    )
     return [
         Finding(
             code="straggler-rank",
             rung=5,
-            severity=Severity.WARNING,
-            title=f"Rank {straggler.rank} is late to the collectives by {imbalance.straggler_lag_us / 1000:.1f} ms and "
-            f"the other ranks wait for it{why}{among}",
+            severity=Severity.INFO if few else Severity.WARNING,
+            title=_led_by(lead, title),
             evidence={
                 "straggler_rank": straggler.rank,
                 "collective_lag_us": imbalance.straggler_lag_us,
