@@ -273,3 +273,20 @@ def test_a_module_level_warning_past_the_scripts_top_is_placed_as_plain_python_p
     assert "sys:1: FutureWarning: future thing" in plain.stderr
     job_part = triaged.stderr.split("gputriage verdict")[0]
     assert job_part.count("FutureWarning: future thing") == 1 and "sys:1: FutureWarning: future thing" in job_part
+
+
+def test_a_job_started_with_stderr_closed_keeps_its_stdout_to_itself(tmp_path: Path) -> None:
+    """A trial: `job.py 2>&- > results.txt` got the whole report in results.txt (print(file=None) is stdout's)."""
+    import os
+    import subprocess
+    import sys
+
+    job = "import sys\nprint('result line 1')\nprint('stderr is None:', sys.stderr is None)\n"
+    (tmp_path / "job.py").write_text(job)
+    cmd = [sys.executable, "-m", "gputriage", "run", "--expect-device", "cpu", "--out", str(tmp_path / "out"), "job.py"]
+    result = subprocess.run(
+        cmd, cwd=tmp_path, stdout=subprocess.PIPE, text=True, check=False, preexec_fn=lambda: os.close(2)
+    )
+    assert result.returncode == 0
+    assert result.stdout == "result line 1\nstderr is None: True\n"
+    assert (tmp_path / "out" / "report.json").exists()

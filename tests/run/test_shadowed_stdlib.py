@@ -43,3 +43,17 @@ def test_taking_them_leaves_sys_modules_as_python_has_it() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out == "[] 3.0\n"
+
+
+def test_a_module_of_gputriages_that_the_scripts_folder_also_holds_is_the_scripts(tmp_path: Path) -> None:
+    """A trial: a project vendoring its own `pynvml.py` got gputriage's (already in sys.modules); a `msgspec.py` in
+    the working folder broke `python -m gputriage` itself before the job ran (exit 0 -> 1)."""
+    (tmp_path / "pynvml.py").write_text("VENDORED = True\n")
+    (tmp_path / "msgspec.py").write_text("USER_SHIM = True\n")
+    (tmp_path / "job.py").write_text(
+        "import msgspec, pynvml\nprint(getattr(pynvml, 'VENDORED', False), getattr(msgspec, 'USER_SHIM', False))\n"
+    )
+    cmd = [sys.executable, "-m", "gputriage", "run", "--expect-device", "cpu", "--out", str(tmp_path / "out"), "job.py"]
+    result = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stderr[-1500:]
+    assert result.stdout == "True True\n"

@@ -229,6 +229,37 @@ def _set_path0(entry: str) -> None:
         sys.path[0] = entry
     else:
         sys.path.append(entry)
+    _unshadow(entry)
+
+
+def _unshadow(entry: str) -> None:
+    """Python finds `import X` in the script's folder first, but never looks again for a name in sys.modules: a
+    module gputriage loaded (msgspec, pynvml, tokenize, ...) whose name the folder also holds is taken out of
+    sys.modules, so the job imports its own file as under plain python (a trial: a vendored `pynvml.py` beside the
+    script was silently gputriage's). gputriage's own code keeps the module objects it bound."""
+    launch = sys.modules.get("gputriage.launch")
+    startup: frozenset[str] | None = getattr(launch, "STARTUP_MODULES", None)
+    if startup is None:
+        return  # not started by gputriage's own command (the session API runs inside the user's process)
+    own = _importable_names(entry)
+    loaded = {name for name in sys.modules if "." not in name and name not in startup}
+    for name in loaded & own:
+        for key in [k for k in sys.modules if k == name or k.startswith(name + ".")]:
+            del sys.modules[key]
+
+
+def _importable_names(folder: str) -> set[str]:
+    """The top-level names `import` finds in a folder: modules (`x.py`, an extension `x.cpython-311-....so`) and
+    packages (`x/__init__.py`)."""
+    names: set[str] = set()
+    with contextlib.suppress(OSError), os.scandir(folder) as entries:
+        for item in entries:
+            stem = item.name.split(".", 1)[0]
+            if item.name.endswith((".py", ".so", ".pyd")) and stem.isidentifier():
+                names.add(stem)
+            elif item.name.isidentifier() and (Path(item.path) / "__init__.py").exists():
+                names.add(item.name)
+    return names - {"gputriage", "__main__"}
 
 
 def _fresh_main(path: str | None = None) -> types.ModuleType:

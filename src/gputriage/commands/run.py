@@ -211,7 +211,7 @@ class RunJob:
         self.signals = JobSignals(self._terminated)
         self.report_fd = -1
         self._report_identity: tuple[int, int] | None = None  # what report_fd was open on, to tell if it still is
-        self.start_stderr: TextIO = sys.stderr
+        self.start_stderr: TextIO | None = sys.stderr  # None: started with stderr closed
         self.worker: ReportWorker | None = None
         self.observers: JobObservers | None = None
         self._outcome: Outcome | None = None
@@ -356,6 +356,8 @@ class RunJob:
 
     def _report_stream(self) -> TextIO:
         if self.report_fd < 0:
+            if self.start_stderr is None:  # started with stderr closed (`2>&-`): print(file=None) would be stdout's
+                return Path(os.devnull).open("w", encoding="utf-8")
             return self.start_stderr
         fd = self.report_fd
         if fd_identity(fd) != self._report_identity:
