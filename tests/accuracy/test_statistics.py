@@ -28,7 +28,8 @@ def test_few_steps_make_a_borderline_note_with_the_step_count() -> None:
     run = meta_run(steps=steps(_waits(3, 0.06, 0.0)))
     (finding,) = input_pipeline_bound(run)
     assert finding.severity is Severity.INFO
-    assert finding.title.startswith("Borderline")
+    # the reason it is a note is the step count, not the share (a trial: "not clearly over 20%" beside 86.7%-92.4%)
+    assert finding.title.startswith("From 3 steps only (a judgement needs 5): the step waits for the DataLoader")
     assert finding.evidence["steps_measured"] == 3
 
 

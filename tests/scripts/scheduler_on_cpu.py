@@ -24,7 +24,7 @@ scheduler = NoiseScheduler(  # MARK device-mismatch-error
     steps=50,
 )
 opt = torch.optim.Adam(model.parameters(), lr=1e-3)
-for _ in range(5):
+for _ in range(8):  # enough steps after warm-up for rung 5 to judge
     x = torch.randn(16, 2, device=device)
     noise = torch.randn_like(x)
     t = torch.randint(0, 50, (16,), device=device)

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import msgspec
 
+from gputriage.record.inconclusive import Inconclusive
+
 # Timer resolution and float sums allow this much slack when checking that phases add up to wall time.
 PHASE_SUM_TOLERANCE_S = 1e-6
 
@@ -63,6 +65,11 @@ class Step(msgspec.Struct):
 
 # Step 0 pays for worker start-up, lazy initialisation and allocator growth: it is never part of a step number.
 WARMUP_STEPS = 1
+
+
+# Steps after warm-up that a judgement of rung 5 (a finding, or a pass) needs: fewer are too thin to tell a wait from
+# the noise of one slow step (rules/steps.py uses the same count for its warnings).
+MIN_JUDGED_STEPS = 5
 
 
 def steady_steps(steps: list[Step]) -> list[Step]:
@@ -127,12 +134,22 @@ class StepsSection(msgspec.Struct):
         return f"a step is one DataLoader batch, which held {per_batch} steps of the first optimizer"
 
     def measured_rungs(self) -> set[int]:
-        """Rung 5 rests on the steps after warm-up (step 0 pays for start-up and is never judged)."""
-        return {5} if steady_steps(self.steps) else set()
+        """Rung 5 rests on the steps after warm-up (step 0 pays for start-up and is never judged), at least
+        MIN_JUDGED_STEPS of them."""
+        return {5} if len(steady_steps(self.steps)) >= MIN_JUDGED_STEPS else set()
 
     def unmeasured_rungs(self) -> dict[int, str]:
-        if steady_steps(self.steps):
+        steady = len(steady_steps(self.steps))
+        if steady >= MIN_JUDGED_STEPS:
             return {}
+        if steady:
+            # a pass on 3 steps read "healthy" over an 89% data wait that 6 steps called critical (a trial)
+            return {
+                5: Inconclusive(
+                    f"too few steps to judge: {steady} after the warm-up step, of the {MIN_JUDGED_STEPS} a judgement "
+                    "of what the step waits for needs (run more steps: `--steps 12`, or a longer job)"
+                )
+            }
         return {5: "only the warm-up step completed" if self.steps else "no step completed"}
 
     def self_check(self) -> list[str]:

@@ -47,6 +47,7 @@ from gputriage.record.device import is_preflight, judged_device
 from gputriage.record.edit import Edit
 from gputriage.record.numbers import (
     Interval,
+    Part,
     bootstrap_share_pct,
     duration_text,
     pct_text,
@@ -54,7 +55,7 @@ from gputriage.record.numbers import (
     step_numbers,
 )
 from gputriage.record.sampler import SampledLine
-from gputriage.record.steps import LoaderInfo, steady_steps
+from gputriage.record.steps import MIN_JUDGED_STEPS, LoaderInfo, steady_steps
 from gputriage.rules import edits
 from gputriage.rules.registry import rule
 from gputriage.wording import counted
@@ -64,7 +65,7 @@ WAIT_SHARE_CRIT_PCT = 50.0
 MIN_WAIT_PER_STEP_S = 0.002
 RUN_TO_RUN_NOISE_PCT = 5.0
 # Fewer steps than this after warm-up say too little about a pipeline that prefetches a few batches ahead.
-MIN_STEADY_STEPS = 5
+MIN_STEADY_STEPS = MIN_JUDGED_STEPS
 MAX_SUGGESTED_WORKERS = 8
 CPU_BOUND_SHARE = 0.5  # loading that computes at least half its time is CPU work: cores, not workers, limit it
 
@@ -73,6 +74,31 @@ def _severity(interval: Interval, steps: int, under_preflight_floor: bool) -> Se
     if steps < MIN_STEADY_STEPS or interval.low < WAIT_SHARE_WARN_PCT + RUN_TO_RUN_NOISE_PCT or under_preflight_floor:
         return Severity.INFO
     return Severity.CRITICAL if interval.low >= WAIT_SHARE_CRIT_PCT else Severity.WARNING
+
+
+def _wait_title(wait: Part, steps: int, interval: Interval, severity: Severity, stand_in_s: float | None) -> str:
+    """input-pipeline-bound's title, with the reason a high share stays a note: a preflight's floor (`stand_in_s`
+    given), too few steps, or an interval that reaches down to the threshold."""
+    share = pct_text(wait.share_pct)
+    if stand_in_s is not None:
+        return (
+            f"Borderline: the step may wait for the DataLoader {share} of the time "
+            f"({duration_text(wait.time_s)} a step, {counted(steps, 'step')}; a preflight names it "
+            f"from {duration_text(MIN_WAIT_PER_STEP_S)} a step of the loading's own work, and up to "
+            f"{duration_text(stand_in_s)} of it may be the stand-in's)"
+        )
+    if severity is Severity.INFO and steps < MIN_STEADY_STEPS:
+        return (
+            f"From {counted(steps, 'step')} only (a judgement needs {MIN_STEADY_STEPS}): the step waits "
+            f"for the DataLoader {share} of the time (90% interval {interval.text()})"
+        )
+    if severity is Severity.INFO:
+        return (
+            f"Borderline: the step may wait for the DataLoader {share} of the time "
+            f"(90% interval {interval.text()}, {counted(steps, 'step')}; not clearly over "
+            f"{WAIT_SHARE_WARN_PCT:.0f}% once run-to-run noise is allowed for)"
+        )
+    return f"The step waits for the DataLoader {share} of the time ({counted(steps, 'step')})"
 
 
 @rule
@@ -131,22 +157,7 @@ def input_pipeline_bound(run: Run) -> list[Finding]:
     wanted = loader_arguments(loader, cores, judged_device(run), sizing)
     loader_edits = edits.loader_edits(run.source, loader.where, wanted)
     evidence.update(edits.evidence_of(loader_edits))
-    share = pct_text(wait.share_pct)
-    if under_preflight_floor:
-        title = (
-            f"Borderline: the step may wait for the DataLoader {share} of the time "
-            f"({duration_text(wait.time_s)} a step, {counted(numbers.window.count, 'step')}; a preflight names it "
-            f"from {duration_text(MIN_WAIT_PER_STEP_S)} a step of the loading's own work, and up to "
-            f"{duration_text(stand_in_s)} of it may be the stand-in's)"
-        )
-    elif severity is Severity.INFO:
-        title = (
-            f"Borderline: the step may wait for the DataLoader {share} of the time "
-            f"(90% interval {interval.text()}, {counted(numbers.window.count, 'step')}; not clearly over "
-            f"{WAIT_SHARE_WARN_PCT:.0f}% once run-to-run noise is allowed for)"
-        )
-    else:
-        title = f"The step waits for the DataLoader {share} of the time ({counted(numbers.window.count, 'step')})"
+    title = _wait_title(wait, numbers.window.count, interval, severity, stand_in_s if under_preflight_floor else None)
     return [
         Finding(
             code="input-pipeline-bound",
