@@ -235,3 +235,5 @@ def test_a_lost_gpu_is_a_finding_and_fails_the_guard(
     assert finding["severity"] == "warning" and finding["evidence"]["lost_gpus"].startswith("1 ")
     assert doc["verdict"]["status"] != "healthy"
     assert main(["watch", "--once", "--fail-on", "warning"]) == 1
+    # the terminal shows the finding the exit code acts on (a trial: exit 1 for a finding no line of the panel showed)
+    assert "warning · rung 1 · cuda-init-failed" in capsys.readouterr().out

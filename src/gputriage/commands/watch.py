@@ -91,7 +91,7 @@ def _once(sampler: GpuSampler, args: argparse.Namespace) -> int:
         emit(diag, OutputOptions(json=True))
     else:
         section = diag.run.gpu or GpuSection()
-        findings = [f for f in diag.findings if f.rung == 5]
+        findings = list(diag.findings)  # every finding the exit code may act on (a lost GPU is rung 1's)
         print_frame(section, diag.device_verdicts, sys.stdout, findings=findings, verbose=args.verbose)
     return exit_code_for(diag, args.fail_on)
 
