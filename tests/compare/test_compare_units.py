@@ -320,3 +320,20 @@ def test_two_traces_of_very_different_gpu_work_say_so(tmp_path: Path, capsys: py
     assert "note: different workloads: the GPU works " in capsys.readouterr().out
     assert main(["compare", str(same), str(small)]) == 0
     assert "different workloads" not in capsys.readouterr().out
+
+
+def test_a_copy_of_the_script_under_another_name_has_the_same_findings() -> None:
+    """A trial: `starved.py` and its unchanged copy `starved_noop.py` read "regressed: new input-pipeline-bound", the
+    one finding on one line "resolved" and "new" at once."""
+    import msgspec
+
+    from gputriage.compare.model import findings_delta
+    from gputriage.record.process import ProcessSection
+
+    cause = Finding("input-pipeline-bound", 5, Severity.CRITICAL, "waits", {}, "fix", "starved.py:19")
+    copy = msgspec.structs.replace(cause, where="starved_noop.py:19")
+    before, after = _diag(_run(0.02), [cause]), _diag(_run(0.02, seed=2), [copy])
+    before.run.process = ProcessSection(target="starved.py")
+    after.run.process = ProcessSection(target="starved_noop.py")
+    delta = findings_delta(before, after)
+    assert (delta.resolved, delta.new) == ([], []) and [r.where for r in delta.still] == ["starved_noop.py:19"]
