@@ -31,6 +31,9 @@ def test_hf_trainers_evaluation_loader_is_told_apart_and_fixed_in_training_argum
     steps = r.report["steps"]
     assert steps["loader"]["batch_size"] == 16 and steps["loader"]["built_by"] == "transformers"
     finding = r.finding("eval-loader-bound")
+    # the Trainer builds its evaluation loader anew at each evaluate(): one loader all the same, every pass counted (a
+    # trial counted the busiest pass alone, 3 batches of 8); only the first batch of all is fetched before it is known
+    assert finding["evidence"]["eval_batches"] >= 19, finding["evidence"]
     assert "args = TrainingArguments(..., dataloader_num_workers=" in finding["fix"]
     assert "DataLoader(" not in finding["fix"]
 

@@ -106,6 +106,8 @@ class LoaderProbe:
         self._builders: IdentityMap[DataLoader[Any], str] = IdentityMap()  # the library that called DataLoader(...)
         self._iterators: IdentityMap[Any, LoaderInfo] = IdentityMap()
         self._loaders: dict[int, tuple[weakref.ref[DataLoader[Any]], LoaderInfo]] = {}
+        # (id of the dataset, the line that built the loader) -> the record of the loaders built there over it
+        self._families: dict[tuple[int, str | None], tuple[weakref.ref[Any], LoaderInfo]] = {}
         self._times: dict[int, BatchTimes] = {}  # by id() of the LoaderInfo
         # id() of the LoaderInfos that handed a batch with autograd on: the training loaders. Once one exists, a batch
         # fetched under no_grad is an evaluation's (a callback's run over a test set), not what the step waits for.
@@ -255,9 +257,25 @@ class LoaderProbe:
         known = self._loaders.get(id(loader))
         if known is not None and known[0]() is loader:
             return known[1]
-        info = describe_loader(loader, self._sites.get(loader))
-        info.built_by = self._builders.get(loader)
+        info = self._family_of(loader)
         self._loaders[id(loader)] = (weakref.ref(loader), info)
+        return info
+
+    def _family_of(self, loader: DataLoader[Any]) -> LoaderInfo:
+        """The record of this loader: that of one made before at the same line over the same dataset object, which
+        this one is again (Hugging Face's Trainer builds its evaluation loader at every evaluate(); a loop that
+        rebuilds its loader each epoch), or a new one. One loader to the user, one record: a trial's evaluation
+        counted one pass's batches of three."""
+        dataset = vars(loader).get("dataset")
+        site = self._sites.get(loader)
+        key = (id(dataset), site)
+        known = self._families.get(key)
+        if known is not None and known[0]() is dataset:
+            return known[1]
+        info = describe_loader(loader, site)
+        info.built_by = self._builders.get(loader)
+        with contextlib.suppress(TypeError):  # a dataset that takes no weak reference is not followed
+            self._families[key] = (weakref.ref(dataset), info)
         return info
 
 
