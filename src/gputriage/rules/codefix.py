@@ -230,9 +230,12 @@ def _device_in(tree: ast.AST) -> str | None:
     for node in ast.walk(tree):
         expr = None
         if isinstance(node, ast.Call):
-            expr = _moved_to(node) if _is_to_call(node) else _device_keyword(node)
+            expr = _moved_to(node) if _is_to_call(node) else _cuda_index(node) or _device_keyword(node)
         elif isinstance(node, ast.arg) and node.arg == "device":
             candidates["device"] = candidates.get("device", 0) + 1
+        elif _names_accelerator(node):
+            # Hugging Face accelerate: the device the script's Accelerator placed the model on
+            candidates["accelerator.device"] = candidates.get("accelerator.device", 0) + 1
         elif isinstance(node, ast.Assign):
             target = _device_target(node)
             if target is not None and "." not in target:
@@ -241,6 +244,23 @@ def _device_in(tree: ast.AST) -> str | None:
             text = ast.unparse(expr)
             candidates[text] = candidates.get(text, 0) + 2  # a device the script already moves things to
     return max(candidates, key=lambda k: (candidates[k], k == "device")) if candidates else None
+
+
+def _cuda_index(call: ast.Call) -> ast.expr | None:
+    """The device index of `.cuda(self.cuda_index)`: the script's own name of its GPU (`.to()` takes it too)."""
+    if isinstance(call.func, ast.Attribute) and call.func.attr == "cuda" and len(call.args) == 1:
+        return call.args[0]
+    return None
+
+
+def _names_accelerator(node: ast.AST) -> bool:
+    """`accelerator` as a parameter, or assigned from `Accelerator(...)`."""
+    if isinstance(node, ast.arg):
+        return node.arg == "accelerator"
+    if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
+        made_by = ast.unparse(node.value.func).rsplit(".", 1)[-1]
+        return made_by == "Accelerator" and any(ast.unparse(t) == "accelerator" for t in node.targets)
+    return False
 
 
 def _is_to_call(call: ast.Call) -> bool:
