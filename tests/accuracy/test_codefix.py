@@ -439,3 +439,20 @@ def test_the_tensors_a_batch_function_hands_out_with_the_one_that_crashed_are_na
         "# data comes from get_batch(train_data, i) (with targets, which come from it too: move them alike): moved "
         "there, before it returns, every caller gets it on the device; or:"
     )
+
+
+def test_accelerates_device_and_a_cuda_index_are_the_scripts_words_for_its_device() -> None:
+    """A trial: `device = torch.device("cuda")` invented where the function takes `accelerator` (accelerate), and
+    where the script moves with `.cuda(self.cuda_index)`."""
+    accel = "def train_fn(model, loader, optimizer, epoch, accelerator):\n"
+    accel += "    for data in loader:\n        out = model(data[0])\n"
+    source = SourceSection([SourceSnippet("train.py", 20, accel, "function", "train_fn")])
+    assert codefix.device_expression(source, "train.py:22") == "accelerator.device"
+    gan = (
+        "    def train(self, loader):\n"
+        "        for images, _ in loader:\n"
+        "            real_labels = torch.ones(self.batch_size).cuda(self.cuda_index)\n"
+        "            fake_labels = torch.zeros(self.batch_size)\n"
+    )
+    source = SourceSection([SourceSnippet("gan.py", 60, gan, "function", "GAN.train")])
+    assert codefix.device_expression(source, "gan.py:63") == "self.cuda_index"
