@@ -86,6 +86,7 @@ CASES: dict[str, Job] = {
     "name_and_message_not_utf8": Job(["s_\udcff.py", "--raise"], copies={"s_\udcff.py": "text_not_utf8.py"}),
     "closes_stdout": Job(["closes_stdout.py"]),
     "exception_str_raises": Job(["bad_exception.py"]),
+    "crash_bookkeeping": Job(["crash_bookkeeping.py"]),
     "raise_in_forward": Job(["raise_in_forward.py"]),
     "chdir_relative_out": Job(["chdir_job.py"], relative_out=True),
     "workers_fork": Job(["loader_workers.py", "fork"]),

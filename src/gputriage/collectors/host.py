@@ -144,7 +144,14 @@ def nvcc_version(environ: Mapping[str, str] | None = None) -> str | None:
     if nvcc is None:
         return None
     try:
-        out = subprocess.run([nvcc, "--version"], capture_output=True, text=True, timeout=_NVCC_TIMEOUT_S, check=False)
+        out = subprocess.run(
+            [nvcc, "--version"],
+            capture_output=True,
+            encoding="utf-8",
+            errors="replace",
+            timeout=_NVCC_TIMEOUT_S,
+            check=False,
+        )
     except (OSError, subprocess.SubprocessError):
         return None
     match = re.search(r"release (\d+\.\d+)", out.stdout)
@@ -153,6 +160,6 @@ def nvcc_version(environ: Mapping[str, str] | None = None) -> str | None:
 
 def _read(path: Path) -> str | None:
     try:
-        return path.read_text(errors="replace")
+        return path.read_text(encoding="utf-8", errors="replace")  # /proc and /sys files: ASCII
     except OSError:
         return None

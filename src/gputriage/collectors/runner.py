@@ -318,10 +318,20 @@ def _print_traceback(exc: BaseException) -> None:
     """Print as Python would: through sys.excepthook (which the script may have set), without gputriage's frames."""
     without_ours(exc)
     flush_std_streams()
+    # as the interpreter's own printer does first: an atexit handler or a post-mortem debugger reads them
+    sys.last_type, sys.last_value, sys.last_traceback = type(exc), exc, exc.__traceback__
+    if sys.version_info >= (3, 12):
+        sys.last_exc = exc
     try:
         sys.excepthook(type(exc), exc, exc.__traceback__)
-    except Exception:  # a broken custom excepthook: fall back to the default printer
+    except Exception as hook_error:  # a broken custom excepthook: said, then the original, as Python prints them
+        without_ours(hook_error)
+        if hook_error.__context__ is exc:  # raised while gputriage held it, not while the hook handled it
+            hook_error.__context__ = None
         with contextlib.suppress(Exception):
+            print("Error in sys.excepthook:", file=sys.stderr)
+            traceback.print_exception(type(hook_error), hook_error, hook_error.__traceback__)
+            print("\nOriginal exception was:", file=sys.stderr)
             traceback.print_exception(type(exc), exc, exc.__traceback__)
     with contextlib.suppress(Exception):
         sys.stderr.flush()
