@@ -188,6 +188,8 @@ def test_an_amd_gpu_that_a_rocm_build_cannot_open_gets_rocms_checks_not_the_buil
     assert "whl/rocm" not in fix and fix.splitlines()[1].startswith("rocminfo")
     assert "usermod -aG video,render" in fix
     assert not any("nvidia-smi" in line for line in doc["environment"]["unknown"])
+    # its title is the AMD GPU's (a trial: "This machine has no NVIDIA GPU that anything could use" for a ROCm user)
+    assert _top(doc)["title"].startswith("torch's ROCm build cannot open the AMD GPU")
 
 
 def test_a_mac_is_pointed_at_mps(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

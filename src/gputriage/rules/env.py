@@ -397,6 +397,10 @@ def no_gpu_visible(run: Run) -> Iterator[Finding]:
     expected = expected_kind(run)
     if expected == "cuda" and env.host.wsl and old_windows_for_wsl_gpu(env):
         title = f"WSL 2 cannot reach the NVIDIA GPU here: {absence(env)}"  # a GPU may well be there, for Windows
+    elif expected == "cuda" and has_error(env, "no-hip-gpu"):
+        # "No HIP GPUs are available": the ROCm build's own words; its user asks about the AMD GPU, not NVIDIA's
+        amd = next((g for g in env.host.other_gpus if is_amd_gpu(g)), None)
+        title = f"torch's ROCm build cannot open the AMD GPU{f' ({amd})' if amd else ''}: No HIP GPUs are available"
     elif expected == "cuda":
         title = f"This machine has no NVIDIA GPU that anything could use: {absence(env)}"
     elif device_type(run.expect_device) is None and expected == "cpu":
