@@ -7,12 +7,12 @@ from pathlib import Path
 import pytest
 from run_cases import Case, Result, mark_line, patched_findings, run_many
 
-GLOBAL, LOSS = "global_input_not_moved.py", "loss_on_cpu.py"
+GLOBAL, LOSS, BATCH = "global_input_not_moved.py", "loss_on_cpu.py", "batch_indexed_not_moved.py"
 
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Result]:
-    cases = {"global": Case([GLOBAL]), "loss": Case([LOSS])}
+    cases = {"global": Case([GLOBAL]), "loss": Case([LOSS]), "batch": Case([BATCH])}
     return run_many(cases, tmp_path_factory.mktemp("patches"), preflight=True)
 
 
@@ -41,3 +41,15 @@ def test_a_loss_the_script_moves_to_the_cpu_drops_every_cpu_call(runs: dict[str,
     assert edit["new"] == ["    loss = criterion(out, y)  # MARK data-on-cpu"]
     assert "model-partly-on-cpu" not in r.codes()
     assert patched_findings(r.report, LOSS, tmp_path) == []
+
+
+def test_a_batch_indexed_in_the_calls_moves_whole(runs: dict[str, Result], tmp_path: Path) -> None:
+    """accelerate's loop: `model(data[0])` then `criterion(out, data[1])`; the patch moved `data[0]` alone and the
+    patched job crashed at the next line, on the labels."""
+    finding = runs["batch"].finding("data-on-cpu")
+    assert finding["where"] == mark_line(BATCH, "data-on-cpu")
+    line = "data = [t.to(device, non_blocking=True) if torch.is_tensor(t) else t for t in data]"
+    assert finding["fix"].splitlines()[-1] == line
+    (edit,) = finding["evidence"]["edits"]
+    assert edit["new"][0].strip() == line
+    assert patched_findings(runs["batch"].report, BATCH, tmp_path) == []

@@ -448,8 +448,53 @@ def moved_argument(stmt: Statement, expr: ast.expr, device: str, argument: str |
         return f"# move each tensor of {text} to {device} before this line"
     if isinstance(expr, ast.Name):
         return f"{text} = {text}.to({device}, non_blocking=True)"
+    return _moved_expression(stmt, expr, device)
+
+
+def _moved_expression(stmt: Statement, expr: ast.expr, device: str) -> str:
+    """An argument written out in the call: the batch it indexes moved whole (`_batch_indexed`), else the statement
+    with `.to(device, ...)` on the argument."""
+    whole = batch_indexed(stmt, expr)
+    if whole is not None:
+        return whole_batch_moved(whole, device, by_key=isinstance(_index(expr), str))
+    text = ast.unparse(expr)
     inline = with_suffix(stmt, expr, f".to({device}, non_blocking=True)")
     return inline if inline is not None else f"# pass {text}.to({device}, non_blocking=True) instead of {text}"
+
+
+def _index(expr: ast.expr) -> object:
+    """The constant index of `batch[0]` / `batch["x"]`, else None."""
+    if isinstance(expr, ast.Subscript) and isinstance(expr.slice, ast.Constant):
+        return expr.slice.value
+    return None
+
+
+def batch_indexed(stmt: Statement, expr: ast.expr) -> str | None:
+    """`data` for `model(data[0])` inside `for ..., data in ...:`, where the loop takes another element of it too
+    (`criterion(out, data[1])`): moving the one element that crashed leaves the next one to crash on the next line (a
+    trial: accelerate's `data[0]`, then `data[1]`), so the whole batch moves once."""
+    index = _index(expr)
+    if index is None or not isinstance(expr, ast.Subscript) or not isinstance(expr.value, ast.Name):
+        return None
+    name = expr.value.id
+    loops = [n for n in ast.walk(stmt.tree) if isinstance(n, ast.For) and _holds(n, stmt.node)]
+    loop = max(loops, key=lambda n: n.lineno, default=None)
+    if loop is None or name not in {n.id for n in ast.walk(loop.target) if isinstance(n, ast.Name)}:
+        return None
+    others = {
+        _index(n)
+        for n in ast.walk(loop)
+        if isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name) and n.value.id == name
+    }
+    return name if len(others - {None, index}) > 0 else None
+
+
+def whole_batch_moved(name: str, device: str, *, by_key: bool) -> str:
+    """Every tensor of a batch the loop indexes moved once, its other values left as they are."""
+    moved = f"to({device}, non_blocking=True)"
+    if by_key:
+        return f"{name} = {{k: v.{moved} if torch.is_tensor(v) else v for k, v in {name}.items()}}"
+    return f"{name} = [t.{moved} if torch.is_tensor(t) else t for t in {name}]"
 
 
 def container_element(expr: ast.expr, argument: str | None) -> ast.Name | None:

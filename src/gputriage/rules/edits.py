@@ -203,7 +203,7 @@ def _line_that_moves(stmt: codefix.Statement, expr: ast.expr, argument: str | No
     if isinstance(expr, ast.Name):
         spread = argument is not None and not argument.startswith("args[") and codefix.is_spread(stmt, expr)
         return codefix.moved_spread(expr.id, device) if spread else codefix.moved_argument(stmt, expr, device, argument)
-    if codefix.container_element(expr, argument) is not None:
+    if codefix.container_element(expr, argument) is not None or codefix.batch_indexed(stmt, expr) is not None:
         return codefix.moved_argument(stmt, expr, device, argument)
     return None
 
