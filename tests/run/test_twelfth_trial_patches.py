@@ -8,11 +8,12 @@ import pytest
 from run_cases import Case, Result, mark_line, patched_findings, run_many
 
 GLOBAL, LOSS, BATCH = "global_input_not_moved.py", "loss_on_cpu.py", "batch_indexed_not_moved.py"
+BESIDE = "read_beside_a_return.py"
 
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Result]:
-    cases = {"global": Case([GLOBAL]), "loss": Case([LOSS]), "batch": Case([BATCH])}
+    cases = {"global": Case([GLOBAL]), "loss": Case([LOSS]), "batch": Case([BATCH]), "beside": Case([BESIDE])}
     return run_many(cases, tmp_path_factory.mktemp("patches"), preflight=True)
 
 
@@ -53,3 +54,12 @@ def test_a_batch_indexed_in_the_calls_moves_whole(runs: dict[str, Result], tmp_p
     (edit,) = finding["evidence"]["edits"]
     assert edit["new"][0].strip() == line
     assert patched_findings(runs["batch"].report, BATCH, tmp_path) == []
+
+
+def test_a_log_beside_a_read_left_every_step_is_not_gated(runs: dict[str, Result]) -> None:
+    """pyGAT: the patch spaced the epoch's print out to every 100 epochs while `return loss_val.item()` still read
+    every step: no wait saved, and the job printed 1 epoch line of 12."""
+    finding = runs["beside"].finding("host-sync-in-loop")
+    assert finding["where"] == mark_line(BESIDE, "print")
+    assert not [e for e in finding["evidence"].get("edits", []) if e["kind"] == "read-rarely"]
+    assert "still reads a device value every step, right beside these" in finding["fix"]

@@ -525,8 +525,20 @@ def host_sync_in_loop(run: Run) -> list[Finding]:
     # every line of the user's that reads each step gets its fix (super_resolution: the accumulator and the print)
     own = _one_per_statement(run, [s for s in recurring if not _not_the_users(s) and s.where])[:MAX_FIXED_SITES]
     own = own or [first]
+    fix = LIBRARY_SYNC_FIX if in_library else _sync_fixes(run, own)
     if not in_library:
-        found = [e for s in own for e in _site_edits(run, s)]
+        per_site = [(s, _site_edits(run, s)) for s in own]
+        found = [e for _, site_found in per_site for e in site_found]
+        beside = _read_beside_the_gated(per_site)
+        if beside is not None:
+            # a read no edit can space out (pyGAT's early stopping: `return loss_val.data.item()`) right beside the
+            # gated ones still waits for the device every step: they, read with it, wait for nothing more, and
+            # gating them would only cut the job's own log (a trial's patch printed 1 epoch line of 12)
+            found = [e for e in found if e.kind != "read-rarely"]
+            fix += (
+                f"\n# {beside} still reads a device value every step, right beside these: spacing the others out "
+                "alone saves no wait on the GPU; make that one a tensor kept on the device first"
+            )
         evidence.update(edits.evidence_of(found))
     return [
         Finding(
@@ -535,7 +547,7 @@ def host_sync_in_loop(run: Run) -> list[Finding]:
             severity=Severity.INFO if in_library or inherent else Severity.WARNING,
             title=title,
             evidence=evidence,
-            fix=LIBRARY_SYNC_FIX if in_library else _sync_fixes(run, own),
+            fix=fix,
             # the user's line that calls into the library, where it is known: the line a user can look at
             where=(hot[0].where or hot[0].library_where) if in_library else _statement_where(run, first.where),
         )
@@ -543,6 +555,24 @@ def host_sync_in_loop(run: Run) -> list[Finding]:
 
 
 MAX_FIXED_SITES = 3
+# Lines between a gated read and one left every step for the two to count as one wait (nothing queued between them).
+BESIDE_LINES = 2
+
+
+def _read_beside_the_gated(per_site: list[tuple[HostSync, list[Edit]]]) -> str | None:
+    """The `where` of a per-step read no edit spaces out, within BESIDE_LINES of a read an edit gates; else None."""
+    gated = [e for _, found in per_site for e in found if e.kind == "read-rarely"]
+    for site, found in per_site:
+        if found or site.kind == "cpu-index" or _distribution_check(site) or not site.where:
+            continue
+        path, _, line = site.where.rpartition(":")
+        if not line.isdigit():
+            continue
+        for edit in gated:
+            last = edit.line + len(edit.old) - 1
+            if edit.path == path and edit.line - BESIDE_LINES <= int(line) <= last + BESIDE_LINES:
+                return site.where
+    return None
 
 
 def _one_per_statement(run: Run, sites: list[HostSync]) -> list[HostSync]:
