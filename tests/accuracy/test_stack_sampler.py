@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 
+import msgspec
 import numpy as np
 
 from gputriage.collectors.cpu_timer import TIMER_SIGNAL
@@ -381,3 +382,15 @@ def test_a_shared_machines_stalls_in_the_stand_in_do_not_lengthen_the_gpu_step()
     # a step that waits for the device adds the (capped) compute to the host's part
     serial = sampler.gpu_step_scale(steps, waits_every_step=True)
     assert serial is not None and abs(serial - sum(s.wall_s for s in steps) / (8 * 0.007 + 2 * 0.010)) < 1e-9
+
+
+def test_a_line_one_sample_landed_on_is_not_named() -> None:
+    """A trial: one sample of four, at `torch.save(...)` after the loop, was "at least 32.4% of a GPU step is CPU
+    work" there; a line needs MIN_SAMPLES_AT_LINE samples to be named at all."""
+    from gputriage.rules.compute import MIN_SAMPLES_AT_LINE, sampled_cpu_work
+
+    run = _stand_in_run("cpu", syncs_per_step=0)
+    assert run.sampler is not None
+    one = msgspec.structs.replace(run.sampler.lines[0], samples=MIN_SAMPLES_AT_LINE - 1)
+    run.sampler = msgspec.structs.replace(run.sampler, samples=4, lines=[one])
+    assert sampled_cpu_work(run) == []

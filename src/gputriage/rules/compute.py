@@ -178,6 +178,10 @@ def _census_window(compute: ComputeSection) -> str:
     return f"{compute.window_steps} census step{'s' if compute.window_steps != 1 else ''}"
 
 
+# Samples that must land on a line before it is named at all: fewer say where one sample fell, not where time goes.
+MIN_SAMPLES_AT_LINE = 3
+
+
 def sampled_cpu_work(run: Run) -> list[Finding]:
     """The line of the user's code that keeps the CPU busy in the step, from the stack sampler."""
     sampler = run.sampler
@@ -188,6 +192,8 @@ def sampled_cpu_work(run: Run) -> list[Finding]:
     line = _busiest_cpu_line(sampler, {s.where for s in syncs if s.where})
     if line is None:
         return []
+    if line.samples < MIN_SAMPLES_AT_LINE:
+        return []  # one sample of four carried "at least 32.4% of a GPU step" at a line after the loop (a trial)
     share_pct = round(sampler.share_pct(line), 1)
     # the line's own CPU time per sampled step (a share of the stand-in's step times the host's step mixed two steps)
     per_step_s = line.other_busy_s / sampler.steps if sampler.steps else None
