@@ -60,3 +60,10 @@ def test_a_crash_no_finding_explains_is_said_after_the_cause() -> None:
         evidence={"crash_where": "train.py:24"},
     )
     assert "crashed with" not in build_verdict(run, [crash]).summary
+
+
+def test_the_evaluations_share_rests_on_the_steps_every_number_rests_on(runs: dict[str, Result]) -> None:
+    """A trial: the eval finding counted 60 steps, warm-up step 0 among them, beside a report of 59."""
+    r = runs["plain"]
+    evidence = r.finding("eval-loader-bound")["evidence"]
+    assert evidence["steps_measured"] == len(r.report["steps"]["steps"]) - 1

@@ -186,7 +186,8 @@ def eval_loader_bound(run: Run) -> list[Finding]:
     loader = steps.eval_loader if steps is not None else None
     if steps is None or loader is None or (is_preflight(run) and (loader.num_workers or 0) > 0):
         return []
-    total_s = math.fsum(s.host_s() for s in steps.steps)
+    steady = steady_steps(steps.steps)  # the steps every step number rests on, as the step table's
+    total_s = math.fsum(s.host_s() for s in steady)
     share = 100.0 * loader.wait_s / total_s if total_s > 0 else 0.0
     if share < EVAL_WAIT_WARN_PCT or loader.wait_s < EVAL_WAIT_MIN_S or not loader.batches:
         return []
@@ -198,7 +199,7 @@ def eval_loader_bound(run: Run) -> list[Finding]:
         "eval_wait_pct_of_steps": round(share, 1),
         "eval_batches": loader.batches,
         "eval_batch_s": round(loader.wait_s / loader.batches, 6),
-        "steps_measured": len(steps.steps),
+        "steps_measured": len(steady),
         "dataset": loader.dataset_class,
         "batch_size": loader.batch_size,
         "num_workers": loader.num_workers,

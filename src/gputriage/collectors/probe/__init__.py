@@ -43,7 +43,7 @@ from gputriage.collectors.windows import CENSUS, MIXED, PLACEMENT, TIMING
 from gputriage.record import Run
 from gputriage.record.compute import ComputeSection
 from gputriage.record.placement import PlacementSection
-from gputriage.record.steps import Step, StepsSection
+from gputriage.record.steps import Step, StepsSection, steady_steps
 
 __all__ = ["RunProbe", "usable_cpu_count"]
 
@@ -107,7 +107,8 @@ class RunProbe:
         self._finished = True
         self._remove_everything()
         self.steps_section.loader = self._loader.busiest()
-        recorded = {step.index for step in self.steps_section.steps}
+        # the steps every step number rests on (the warm-up step 0 left out): the evaluation's share is of their time
+        recorded = {step.index for step in steady_steps(self.steps_section.steps)}
         self.steps_section.eval_loader = self._loader.busiest_evaluation(recorded)
         self.placement_section.batch_tensors = self._loader.last_batch_tensors
         run.placement = self.placement_section
