@@ -158,3 +158,15 @@ def test_uv_pip_alone_is_a_uv_venv_not_a_project() -> None:
     assert "uv pip install torch" in fix and "tool.uv" not in fix
     project = parse_environment_text(text + "uv sync\n")
     assert project.host.uv_project and not project.host.uv_venv
+
+
+def test_an_nvidia_gpu_torch_does_not_reach_is_the_subject_whatever_xpu_answers() -> None:
+    """A re-judge: an XPU wheel on a laptop with Intel graphics beside its RTX answers "Is XPU available: True"; the
+    report is about the NVIDIA GPU torch does not reach (it read HEALTHY)."""
+    text = (
+        "PyTorch version: 2.8.0+xpu\nCUDA used to build PyTorch: None\nIs CUDA available: False\n"
+        "GPU models and configuration: GPU 0: NVIDIA GeForce RTX 4070 Laptop GPU\n"
+        "Nvidia driver version: 560.94\nIs XPU available: True\n"
+    )
+    status, code, title, _ = _top(text)
+    assert (status, code) == ("idle", "cpu-only-build") and "RTX 4070" in title

@@ -69,6 +69,10 @@ def default_device_from_facts(env: Environment) -> str:
         return "mps"  # a Mac's report that asks about MPS (or shows its error) is about Apple's GPU
     if env.source == "text" and not nvidia_seen and not env.torch.is_available and _asks_xpu(env):
         return "xpu"  # a report that asks torch.xpu (or runs its XPU build) is about the Intel GPU
+    if env.source == "text" and nvidia_seen and not env.torch.is_available:
+        # an NVIDIA GPU that torch does not reach is what a pasted report is about, whatever else answers: an XPU
+        # wheel on a laptop with Intel graphics beside its RTX answers "Is XPU available: True" (a re-judge)
+        return "cuda"
     return default_device(env.torch.is_available, env.torch.other_accelerators, nvidia_seen, env.source == "text")
 
 
