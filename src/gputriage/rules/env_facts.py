@@ -257,12 +257,13 @@ def runs_on_driver(cuda: str, limit: str | None) -> str | None:
     return "compat" if major is not None and major >= MINOR_COMPAT_SINCE and major == major_version(limit) else None
 
 
-def cuda_variant_for(env: Environment) -> Variant | None:
+def cuda_variant_for(env: Environment, *, exact_only: bool = False) -> Variant | None:
     """The CUDA build of the user's torch release that the driver and the GPUs support.
 
     In order: the newest build the driver fully supports; else the oldest one of the driver's CUDA major version
     (minor version compatibility: a driver that reports CUDA 12.4 runs any 12.x build); else the same from older
-    releases, newest first. With the driver unknown: the build that needs the oldest driver.
+    releases, newest first. With the driver unknown: the build that needs the oldest driver. `exact_only`: builds the
+    driver fully supports (where the report shows minor version compatibility failing already).
     """
     limit = driver_cuda(env)
     capabilities = [d.compute_capability for d in nvidia_devices(env) if d.compute_capability]
@@ -276,7 +277,8 @@ def cuda_variant_for(env: Environment) -> Variant | None:
         usable = [
             cuda
             for cuda in TORCH_RELEASES[release].cuda_variants
-            if runs_on_driver(cuda, limit) and _has_kernels_for(release, cuda, capabilities)
+            if runs_on_driver(cuda, limit) in (("exact",) if exact_only else ("exact", "compat"))
+            and _has_kernels_for(release, cuda, capabilities)
         ]
         if not usable:
             continue

@@ -40,6 +40,7 @@ from gputriage.rules.env_facts import (
     old_windows_for_wsl_gpu,
     pip_install,
     python_note,
+    runs_on_driver,
     sm_name,
     uninstall_lines,
     wheel_tag,
@@ -219,7 +220,12 @@ def driver_fix(env: Environment, need: str | None) -> str:
             f"# upgrade the NVIDIA driver to {target} (https://www.nvidia.com/Download/index.aspx), or keep it and"
         ]
         lines.append("# replace the build with the one for the CUDA your driver supports:")
-    variant = cuda_variant_for(env)
+    # torch answering False with a build that minor version compatibility should carry on this driver shows it does
+    # not: another build that would need it is no way out (a trial: cu118 offered as "the CUDA your driver supports"
+    # beside a failing cu113 on a CUDA 11.2 driver)
+    build = env.torch.cuda_version
+    compat_failed = env.torch.is_available is False and build is not None and runs_on_driver(build, driver_cuda(env))
+    variant = cuda_variant_for(env, exact_only=compat_failed == "compat")
     if variant is None:
         lines.append("# (no published build runs on this driver: the upgrade is the fix)")
         return "\n".join(lines)
