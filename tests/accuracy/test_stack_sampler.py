@@ -277,11 +277,11 @@ def test_the_kept_lines_always_hold_the_cpu_work_and_the_loader_wait_among_many_
 
     sampler = StackSampler(ProbeState(expected_device="meta"), first_step=1, end_step=3, interval_s=0.002)
     for n in range(3 * MAX_LINES):
-        sampler._lines[("model.py", n)] = _LineCount(
+        sampler._done.lines[("model.py", n)] = _LineCount(
             "Block.forward", 10, 1.0 + n, 1.0 + n, 0.0, 0.0, 2, {"forward": 1.0}
         )
-    sampler._lines[("train.py", 214)] = _LineCount("<module>", 2, 0.07, 0.07, 0.05, 0.0, 0, {"other": 0.07})
-    sampler._lines[("data.py", 9)] = _LineCount("__getitem__", 2, 0.06, 0.06, 0.0, 0.06, 1, {"data_wait": 0.06})
+    sampler._done.lines[("train.py", 214)] = _LineCount("<module>", 2, 0.07, 0.07, 0.05, 0.0, 0, {"other": 0.07})
+    sampler._done.lines[("data.py", 9)] = _LineCount("__getitem__", 2, 0.06, 0.06, 0.0, 0.06, 1, {"data_wait": 0.06})
     lines = sampler.section().lines
     assert len(lines) == MAX_LINES
     kept = {line.where for line in lines}
@@ -352,9 +352,9 @@ def test_gputriage_frames_on_top_are_not_the_users_cpu_work() -> None:
         return work()
 
     redirect_frame = users_line(lambda: _frame_inside(redirect))
-    sampler._count(redirect_frame, "other", busy=True, weight_s=0.004)
+    sampler._count(sampler._done, redirect_frame, "other", busy=True, weight_s=0.004)
     assert redirect_frame.f_code.co_filename == redirect.__file__
-    counted = [c for (path, _), c in sampler._lines.items() if path == __file__]
+    counted = [c for (path, _), c in sampler._done.lines.items() if path == __file__]
     assert counted and all(c.other_busy_s == 0.0 and c.time_s == 0.004 for c in counted)
 
 

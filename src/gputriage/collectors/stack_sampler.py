@@ -102,8 +102,49 @@ class _LineCount(msgspec.Struct):
     libraries: dict[str, float] = msgspec.field(default_factory=dict)
 
 
+class _Tally(msgspec.Struct):
+    """The samples of some steps, by line and phase."""
+
+    samples: int = 0
+    time_s: float = 0.0
+    busy_s: float = 0.0
+    phases: dict[str, float] = msgspec.field(default_factory=dict)
+    lines: dict[tuple[str, int], _LineCount] = msgspec.field(default_factory=dict)
+    steps: set[int] = msgspec.field(default_factory=set)
+
+    def merge(self, later: _Tally) -> None:
+        self.samples += later.samples
+        self.time_s += later.time_s
+        self.busy_s += later.busy_s
+        _add(self.phases, later.phases)
+        self.steps |= later.steps
+        for key, count in later.lines.items():
+            mine = self.lines.get(key)
+            if mine is None:
+                if len(self.lines) < MAX_TRACKED_LINES:
+                    self.lines[key] = count
+                continue
+            mine.samples += count.samples
+            mine.time_s += count.time_s
+            mine.busy_s += count.busy_s
+            mine.other_busy_s += count.other_busy_s
+            mine.self_s += count.self_s
+            mine.depth = min(mine.depth, count.depth)
+            _add(mine.phases, count.phases)
+            _add(mine.libraries, count.libraries)
+
+
+def _add(into: dict[str, float], more: dict[str, float]) -> None:
+    for key, value in more.items():
+        into[key] = into.get(key, 0.0) + value
+
+
 class StackSampler:
-    """Observer: samples the training thread's stack during steps [first_step, end_step)."""
+    """Observer: samples the training thread's stack during steps [first_step, end_step).
+
+    A step's samples count once the step completes (the next one begins): the code after a job's last step (its
+    test loop, its checkpoint save) runs in a step that never completes, and was read as CPU work in every step (a
+    trial)."""
 
     def __init__(
         self, state: ProbeState, first_step: int, end_step: int, interval_s: float = SAMPLE_INTERVAL_S
@@ -114,14 +155,12 @@ class StackSampler:
         self.interval_s = interval_s
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._lines: dict[tuple[str, int], _LineCount] = {}
-        self._phases: dict[str, float] = {}
-        self._samples = 0
-        self._time_s = 0.0
+        self._done = _Tally()  # the completed steps' samples: what the record holds
+        self._open = _Tally()  # the samples of the step under way, `_open_step`
+        self._open_step: int | None = None
         self._stand_in_start_s: float | None = None  # the stand-in's compute clock when the window began
+        self._stand_in_done_at_s: float | None = None  # and when the last completed step of the samples ended
         self._stand_in_s: float | None = None
-        self._busy_s = 0.0
-        self._steps_seen: set[int] = set()
         self._busy_clock: Callable[[], float] | None = None  # seconds the thread ran or waited to run
         self._last: tuple[float, float] | None = None  # (wall, busy clock) at the last sample
         self._switch_interval_s: float | None = None  # the job's, while ours is set
@@ -145,12 +184,24 @@ class StackSampler:
             return
         if step == self.first_step and self._thread is None:
             self._begin()
-        elif step >= self.end_step:
+            return
+        with self._sampling:
+            self._complete_before(step)
+        if step >= self.end_step:
             self._end()
+
+    def _complete_before(self, step: int) -> None:
+        """The step under way completed when a later one began: its samples count. Under `_sampling`."""
+        if self._open_step is not None and step > self._open_step:
+            self._done.merge(self._open)
+            self._open, self._open_step = _Tally(), None
+            stand_in = self._state.stand_in_clock
+            if stand_in is not None:  # the stand-in's compute over the same completed steps as the samples
+                self._stand_in_done_at_s = stand_in()
 
     def finish(self, run: Run) -> None:
         self._end()
-        if self._samples:
+        if self._done.samples:  # the step still under way at the end never completed: its samples are dropped
             run.sampler = self.section()
 
     # -- the thread ----------------------------------------------------------------------------------------------------
@@ -198,7 +249,7 @@ class StackSampler:
     def _on_tick(self, signum: int, frame: FrameType | None) -> None:
         """In the main thread, between two of its bytecodes: `frame` is where the training loop is."""
         last = self._last
-        if frame is None or last is None or self._stop.is_set() or self._samples >= MAX_SAMPLES:
+        if frame is None or last is None or self._stop.is_set() or self._taken() >= MAX_SAMPLES:
             return
         if time.perf_counter() - last[0] < _HANDLER_MIN_GAP * self.interval_s:
             return
@@ -206,9 +257,9 @@ class StackSampler:
             self._sample(frame)
 
     def _end(self) -> None:
-        stand_in = self._state.stand_in_clock
-        if self._stand_in_start_s is not None and self._stand_in_s is None and stand_in is not None:
-            self._stand_in_s = stand_in() - self._stand_in_start_s
+        start = self._stand_in_start_s
+        if start is not None and self._stand_in_s is None:
+            self._stand_in_s = (self._stand_in_done_at_s or start) - start
         self._stop.set()
         thread = self._thread
         if thread is not None and thread is not threading.current_thread():
@@ -225,7 +276,7 @@ class StackSampler:
         armed = timer is not None and timer.start(self._clock_id, threading.get_native_id(), self.interval_s)
         self._timer_armed = armed
         try:
-            while not self._stop.wait(self.interval_s) and self._samples < MAX_SAMPLES:
+            while not self._stop.wait(self.interval_s) and self._taken() < MAX_SAMPLES:
                 with contextlib.suppress(Exception):  # a sample that fails is a sample not taken
                     self._sample(None)
         finally:
@@ -279,14 +330,19 @@ class StackSampler:
         # sampler starved of the GIL for long is not all this line's).
         weight_s = min(now[0] - last[0], 4 * self.interval_s + 0.02)
         busy = self._busy_clock is None or now[1] - last[1] >= BUSY_RATIO * max(now[0] - last[0], 1e-9)
-        self._count(frame, phase, busy, weight_s)
-        self._steps_seen.add(step)
+        self._complete_before(step)
+        self._open_step = step
+        self._open.steps.add(step)
+        self._count(self._open, frame, phase, busy, weight_s)
 
-    def _count(self, top: FrameType, phase: str, busy: bool, weight_s: float) -> None:
-        self._samples += 1
-        self._time_s += weight_s
-        self._busy_s += weight_s if busy else 0.0
-        self._phases[phase] = self._phases.get(phase, 0.0) + weight_s
+    def _taken(self) -> int:
+        return self._done.samples + self._open.samples
+
+    def _count(self, tally: _Tally, top: FrameType, phase: str, busy: bool, weight_s: float) -> None:
+        tally.samples += 1
+        tally.time_s += weight_s
+        tally.busy_s += weight_s if busy else 0.0
+        tally.phases[phase] = tally.phases.get(phase, 0.0) + weight_s
         user = _user_frames(top)
         library = _library_of(top.f_code.co_filename)
         seen: set[tuple[str, int]] = set()
@@ -295,11 +351,11 @@ class StackSampler:
             if key in seen:
                 continue  # recursion: one sample counts once per line
             seen.add(key)
-            count = self._lines.get(key)
+            count = tally.lines.get(key)
             if count is None:
-                if len(self._lines) >= MAX_TRACKED_LINES:
+                if len(tally.lines) >= MAX_TRACKED_LINES:
                     continue
-                count = self._lines[key] = _LineCount(getattr(frame.f_code, "co_qualname", frame.f_code.co_name))
+                count = tally.lines[key] = _LineCount(getattr(frame.f_code, "co_qualname", frame.f_code.co_name))
             count.samples += 1
             count.time_s += weight_s
             count.busy_s += weight_s if busy else 0.0
@@ -312,7 +368,7 @@ class StackSampler:
             count.phases[phase] = count.phases.get(phase, 0.0) + weight_s
             count.libraries[library] = count.libraries.get(library, 0.0) + weight_s
         if user:
-            innermost = self._lines.get((user[0].f_code.co_filename, user[0].f_lineno))
+            innermost = tally.lines.get((user[0].f_code.co_filename, user[0].f_lineno))
             if innermost is not None:
                 innermost.self_s += weight_s
 
@@ -324,7 +380,7 @@ class StackSampler:
         lines of attention took every place, and the step's batch building went unseen)."""
 
         def by(measure: Callable[[_LineCount], float]) -> list[tuple[str, int]]:
-            busy = [kv for kv in self._lines.items() if measure(kv[1]) > 0]
+            busy = [kv for kv in self._done.lines.items() if measure(kv[1]) > 0]
             return [k for k, _ in sorted(busy, key=lambda kv: (-measure(kv[1]), kv[1].depth, kv[0]))]
 
         reserved = (
@@ -332,26 +388,27 @@ class StackSampler:
             + by(lambda c: c.phases.get("data_wait", 0.0))[:_RESERVED_LINES]
         )
         keys = list(dict.fromkeys(reserved))
-        for key in by(lambda c: c.time_s) + list(self._lines):
+        for key in by(lambda c: c.time_s) + list(self._done.lines):
             if len(keys) >= MAX_LINES:
                 break
             if key not in keys:
                 keys.append(key)
-        ordered = [(k, self._lines[k]) for k in keys]
+        ordered = [(k, self._done.lines[k]) for k in keys]
         return sorted(ordered, key=lambda kv: (-kv[1].time_s, kv[1].depth, kv[0]))
 
     def section(self) -> SamplerSection:
         ordered = self._kept_lines()
-        steps = sorted(self._steps_seen)
+        done = self._done
+        steps = sorted(done.steps)
         return SamplerSection(
             interval_s=self.interval_s,
             first_step=steps[0] if steps else None,
             last_step=steps[-1] if steps else None,
             steps=len(steps),
-            samples=self._samples,
-            time_s=round(self._time_s, 6),
-            busy_s=round(self._busy_s, 6),
-            phase_s={k: round(v, 6) for k, v in self._phases.items()},
+            samples=done.samples,
+            time_s=round(done.time_s, 6),
+            busy_s=round(done.busy_s, 6),
+            phase_s={k: round(v, 6) for k, v in done.phases.items()},
             busy_clock=self._busy_clock is not None,
             stand_in_s=round(self._stand_in_s, 6) if self._stand_in_s is not None else None,
             lines=[
