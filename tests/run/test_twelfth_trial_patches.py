@@ -38,6 +38,7 @@ def test_a_loss_the_script_moves_to_the_cpu_drops_every_cpu_call(runs: dict[str,
     finding = r.finding("data-on-cpu")
     assert finding["where"] == mark_line(LOSS, "data-on-cpu")
     assert finding["fix"].splitlines()[-1] == "loss = criterion(out, y)"
+    assert finding["title"].startswith("CrossEntropyLoss runs on cpu, not on cuda: the script moves its operands")
     (edit,) = finding["evidence"]["edits"]
     assert edit["new"] == ["    loss = criterion(out, y)  # MARK data-on-cpu"]
     assert "model-partly-on-cpu" not in r.codes()

@@ -473,11 +473,21 @@ def _data_on_cpu(run: Run, inputs: list[TensorSeen], labels: list[TensorSeen], e
         what = "The inputs reach the model"
     else:
         what = "The labels reach the loss"
+    title = f"{what} on {device_type(first.device)}, not on {expected}"
+    stmt = codefix.statement_at(run.source, first.where)
+    expr = codefix.call_argument(stmt, first.argument, first.target) if stmt is not None else None
+    if stmt is not None and expr is not None and codefix.cpu_moves_of_call(stmt, expr):
+        # `criterion(out.cpu(), y.cpu())`: the script itself moves the call's operands off the device (a re-judge:
+        # "the labels reach the loss on cpu" beside a fix that drops both .cpu())
+        title = (
+            f"{first.target} runs on {device_type(first.device)}, not on {expected}: the script moves its operands "
+            f"there with .cpu() at {first.where}"
+        )
     return Finding(
         code="data-on-cpu",
         rung=2,
         severity=Severity.CRITICAL,
-        title=f"{what} on {device_type(first.device)}, not on {expected}",
+        title=title,
         evidence=evidence,
         fix=fix,
         where=where,
