@@ -67,3 +67,5 @@ def test_the_evaluations_share_rests_on_the_steps_every_number_rests_on(runs: di
     r = runs["plain"]
     evidence = r.finding("eval-loader-bound")["evidence"]
     assert evidence["steps_measured"] == len(r.report["steps"]["steps"]) - 1
+    # judged for meta here, an accelerator: the GPU waits; a CPU-judged run's training waits (no GPU said)
+    assert r.finding("eval-loader-bound")["title"].endswith("the GPU waits for it meanwhile")

@@ -212,7 +212,8 @@ def eval_loader_bound(run: Run) -> list[Finding]:
     title = (
         f"An evaluation DataLoader ({loader.dataset_class or 'dataset'}, {workers}) held the job "
         f"{loader.wait_s:.2f} s between training steps, {pct_text(share)} of the measured time "
-        f"({counted(loader.batches, 'batch', 'batches')}): the GPU waits for it meanwhile"
+        f"({counted(loader.batches, 'batch', 'batches')}): "
+        + ("the GPU waits for it meanwhile" if judged_device(run) not in (None, "cpu") else "training waits meanwhile")
     )
     fix = loader_fix(loader, cores, judged_device(run), None, next(iter(found), None))
     return [Finding("eval-loader-bound", 5, Severity.WARNING, title, evidence, fix, where=loader.where)]
