@@ -20,6 +20,7 @@ Thresholds (documented here, calibrated so that they hold on `meta`, where devic
 
 from __future__ import annotations
 
+import ast
 import math
 
 from gputriage.findings import Finding, Severity
@@ -535,7 +536,7 @@ def host_sync_in_loop(run: Run) -> list[Finding]:
     if not in_library:
         per_site = [(s, _site_edits(run, s)) for s in own]
         found = [e for _, site_found in per_site for e in site_found]
-        beside = _read_beside_the_gated(per_site)
+        beside = _read_beside_the_gated(run, per_site)
         if beside is not None:
             # a read no edit can space out (pyGAT's early stopping: `return loss_val.data.item()`) right beside the
             # gated ones still waits for the device every step: they, read with it, wait for nothing more, and
@@ -565,11 +566,15 @@ MAX_FIXED_SITES = 3
 BESIDE_LINES = 2
 
 
-def _read_beside_the_gated(per_site: list[tuple[HostSync, list[Edit]]]) -> str | None:
-    """The `where` of a per-step read no edit spaces out, within BESIDE_LINES of a read an edit gates; else None."""
+def _read_beside_the_gated(run: Run, per_site: list[tuple[HostSync, list[Edit]]]) -> str | None:
+    """The `where` of a per-step read no edit spaces out, within BESIDE_LINES of a read an edit gates; else None. An
+    accumulation (`epoch_loss += loss.item()`) is not one: its fix keeps the sum on the device, and the read goes."""
     gated = [e for _, found in per_site for e in found if e.kind == "read-rarely"]
     for site, found in per_site:
         if found or site.kind == "cpu-index" or _distribution_check(site) or not site.where:
+            continue
+        stmt = codefix.statement_at(run.source, site.where)
+        if stmt is not None and isinstance(stmt.node, ast.AugAssign):
             continue
         path, _, line = site.where.rpartition(":")
         if not line.isdigit():
