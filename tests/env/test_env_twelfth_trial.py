@@ -142,6 +142,9 @@ def test_a_prose_answer_and_a_cuda_error_by_name_or_number_are_read() -> None:
     assert parse_environment_text("`torch.cuda.is_available()` is showing as False.").torch.is_available is False
     numba = "CudaSupportError: Error at driver init: Call to cuInit results in CUDA_ERROR_NO_DEVICE (100)\n"
     assert [e.key for e in parse_environment_text(numba).errors] == ["cuda-100"]
+    # a path into a Windows user's folder through /mnt/c is WSL's mount of it: WSL 2's own error 100 fix follows
+    wsl = '  File "/mnt/c/Users/u/proj/.venv/lib/python3.12/site-packages/numba_cuda/driver.py", line 258\n' + numba
+    assert parse_environment_text(wsl).host.wsl and "under WSL 2" in _top(wsl)[2]
     fabric = "CUDA Error 802 on H200 HF Jobs. Driver 580.126.09 / CUDA 13.0. Fabric Manager State: In Progress.\n"
     status, code, title, _ = _top(fabric)
     assert (status, code) == ("idle", "cuda-init-failed") and "802" in title and "Fabric Manager" in title

@@ -109,6 +109,8 @@ _NO_GPU = re.compile(
     r"(?:due to|because of|because there is|there is|there's) no nvidia (?:gpu|graphics card|card))\b",
     re.IGNORECASE,
 )
+# WSL mounts the Windows drives at /mnt/<letter>; a path into a Windows user's folder there is WSL's.
+_WSL_DRIVE_PATH = re.compile(r"(?<![\w.-])/mnt/[a-z]/(?:Users|Program Files|Windows)/", re.IGNORECASE)
 _WSL = re.compile(r"\bwsl ?2?\b|microsoft-standard|/usr/lib/wsl/|windows subsystem for linux", re.IGNORECASE)
 _WSL2_KERNEL = re.compile(r"\b([0-9]{1,2}\.[0-9]{1,3}\.[0-9]{1,3}(?:\.[0-9]{1,3})?)-microsoft-standard", re.IGNORECASE)
 # "Microsoft Windows [Version 10.0.19042.1052]" (ver), "OS: Microsoft Windows 10 Pro (10.0.19042 64-bit)" (collect_env)
@@ -466,6 +468,8 @@ def _software(text: str, low: str, env: Environment) -> None:
                 first(h, "wsl_kernel", kernel.group(1))
         elif not text.rstrip().endswith("?"):  # "Is it possible to run in WSL?" asks; it does not say where it runs
             h.wsl = True
+    if not h.wsl and "/mnt/" in low and _WSL_DRIVE_PATH.search(text):
+        h.wsl = True  # a Linux path into a Windows drive (/mnt/c/Users/...): WSL's mount of it
     if h.virtual_machine is None and (vm := next((name for key, name in _VM_DISPLAY if key in low), None)):
         h.virtual_machine = vm
     if ("colab" in low or "/content/" in low) and _COLAB.search(text):
