@@ -397,3 +397,26 @@ def test_a_line_that_assigns_the_module_holding_the_attribute_is_not_made_a_buff
     assert own is not None
     edit = edits.register_buffer(own, "pe")
     assert edit is not None and edit.new == ('        self.register_buffer("pe", torch.zeros(4))',)
+
+
+def test_an_accumulator_shown_every_step_is_said_to_be_read_there() -> None:
+    """kuangliu/pytorch-cifar: `train_loss += loss.item()` and a progress print of `train_loss` every batch; the advice
+    "read it once where it is shown" missed that it is shown every step (a trial)."""
+    from gputriage.record.source import SourceSection, SourceSnippet
+
+    compute = _compute({"meta": 90}, {"meta": 0.001}, 0.03)
+    text = (
+        "def train(epoch):\n"
+        "    for batch_idx, (inputs, targets) in enumerate(loader):\n"
+        "        loss = criterion(model(inputs), targets)\n"
+        "        loss.backward()\n"
+        "        train_loss += loss.item()\n"
+        "        print(batch_idx, 'Loss: %.3f' % (train_loss / (batch_idx + 1)))\n"
+    )
+    source = SourceSection([SourceSnippet("main.py", 70, text, "function", "train")])
+    compute.syncs = [HostSync("item", "main.py:74", "train_loss += loss.item()", 3, 0.001, "meta", None, 3)]
+    run = _run(compute=compute)
+    run.source = source
+    finding = diagnose(run).findings[0]
+    assert finding.code == "host-sync-in-loop" and "train_loss += loss.detach()" in finding.fix
+    assert "# it is shown every step, at line 75: print(batch_idx" in finding.fix

@@ -107,10 +107,18 @@ def _fix_of(stmt: codefix.Statement) -> str:
     accumulated = _accumulated_on_device(node)
     if accumulated is not None:
         target, text = accumulated
-        return (
+        fix = (
             f"# keep {target} on the device (a tensor) instead of reading the value every step:\n{text}\n"
             f"# and read it once where it is shown: {target}.item() (one wait, not one per step)"
         )
+        shown = _shown_each_step(stmt, target)
+        if shown is not None:
+            # cifar's progress line prints the running loss every batch: the read moves there, one per step still
+            fix += (
+                f"\n# it is shown every step, at line {shown.lineno + stmt.offset}: {ast.unparse(shown)}\n"
+                f"# a tensor shown there is read there, a wait per step again: show it every {every} steps"
+            )
+        return fix
     return (
         f"# this line reads a device value on the host every step:\n{stmt.text}\n"
         "# compute it with torch ops on the device and keep the result a tensor (.detach()),\n"
@@ -302,6 +310,20 @@ class _ItemToDetach(ast.NodeTransformer):
             self.changed += 1
             return ast.Call(func=ast.Attribute(value=func.value, attr="detach", ctx=ast.Load()), args=[], keywords=[])
         return node
+
+
+def _shown_each_step(stmt: codefix.Statement, target: str) -> ast.stmt | None:
+    """A display statement of the loop around `stmt` (a print, a progress bar's update) that reads `target`, outside
+    any `if`: the accumulated value is shown, and read, at every step."""
+    loop = edits.enclosing_loop(stmt)
+    if loop is None:
+        return None
+    for node in loop.body:
+        if node is stmt.node or not edits.is_display(node):
+            continue
+        if any(isinstance(n, ast.Name) and n.id == target for n in ast.walk(node)):
+            return node
+    return None
 
 
 def _accumulated_on_device(node: ast.stmt) -> tuple[str, str] | None:
