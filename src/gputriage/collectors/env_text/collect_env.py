@@ -123,7 +123,7 @@ def _gpus(paste: Paste, fields: dict[str, str], env: Environment) -> None:
     for line in paste.containing("intel gpu models"):  # "Intel GPU models onboard:" then "* Intel(R) Arc(TM) ..."
         for item in paste.lines[line.index + 1 : line.index + 3]:
             if (named := _INTEL_GPU_ITEM.match(item.text)) is not None:
-                other_gpu(env, re.sub(r"\((?:R|TM)\)", "", named.group(1)))
+                other_gpu(env, named.group(1))
 
 
 def _library(line: Line, env: Environment) -> None:

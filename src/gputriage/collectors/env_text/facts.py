@@ -8,11 +8,13 @@ not available) are set by the extractors with `fail_wins`.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from gputriage.collectors.env_text.limits import MAX_ITEMS, cap
 from gputriage.record.environment import Environment, GpuDevice
 
+_MARKS = re.compile(r"\((?:R|TM)\)")
 _NON_NVIDIA = ("amd ", "radeon", "intel", "apple", "mesa", "gfx")
 
 
@@ -45,8 +47,9 @@ def accelerator_answer(env: Environment, kind: str, value: bool | None) -> None:
 
 
 def other_gpu(env: Environment, name: str) -> None:
-    """A GPU of another vendor (Intel, AMD) named in the report, once."""
-    name = cap(name.strip())
+    """A GPU of another vendor (Intel, AMD) named in the report, once, without its trademark marks ("Intel(R)
+    Arc(TM) A770" is "Intel Arc A770")."""
+    name = cap(_MARKS.sub("", name).strip())
     if name and name not in env.host.other_gpus and len(env.host.other_gpus) < MAX_ITEMS:
         env.host.other_gpus.append(name)
 

@@ -145,7 +145,7 @@ def extract(paste: Paste, env: Environment) -> None:
 
 def _xpu_in_use(xpu: re.Match[str], env: Environment) -> None:
     accelerator_answer(env, "xpu", True)
-    other_gpu(env, re.sub(r"\((?:R|TM)\)", "", xpu.group(1)))
+    other_gpu(env, xpu.group(1))
 
 
 def _is_banner(banner: re.Match[str]) -> bool:
