@@ -8,12 +8,13 @@ import pytest
 from run_cases import Case, Result, mark_line, patched_findings, run_many
 
 GLOBAL, LOSS, BATCH = "global_input_not_moved.py", "loss_on_cpu.py", "batch_indexed_not_moved.py"
-BESIDE = "read_beside_a_return.py"
+BESIDE, SLICED = "read_beside_a_return.py", "sliced_dataset_not_moved.py"
 
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Result]:
-    cases = {"global": Case([GLOBAL]), "loss": Case([LOSS]), "batch": Case([BATCH]), "beside": Case([BESIDE])}
+    scripts = {"global": GLOBAL, "loss": LOSS, "batch": BATCH, "beside": BESIDE, "sliced": SLICED}
+    cases = {name: Case([script]) for name, script in scripts.items()}
     return run_many(cases, tmp_path_factory.mktemp("patches"), preflight=True)
 
 
@@ -64,3 +65,14 @@ def test_a_log_beside_a_read_left_every_step_is_not_gated(runs: dict[str, Result
     assert finding["where"] == mark_line(BESIDE, "print")
     assert not [e for e in finding["evidence"].get("edits", []) if e["kind"] == "read-rarely"]
     assert "still reads a device value every step, right beside these" in finding["fix"]
+
+
+def test_a_batch_sliced_from_a_global_dataset_moves_the_dataset_once(runs: dict[str, Result], tmp_path: Path) -> None:
+    """TCN: `x = train_x[start:end]` in the step, `train_x = train_x.cuda()` dropped from `if args.cuda:`; the patch
+    copied every slice to the device inside the step."""
+    finding = runs["sliced"].finding("data-on-cpu")
+    assert finding["where"] == mark_line(SLICED, "data-on-cpu")
+    assert finding["fix"].splitlines()[-1] == "train_x = train_x.cuda()"
+    (edit,) = finding["evidence"]["edits"]
+    assert f"{SLICED}:{edit['line']}" == mark_line(SLICED, "last-move")
+    assert patched_findings(runs["sliced"].report, SLICED, tmp_path) == []

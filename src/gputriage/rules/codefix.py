@@ -477,8 +477,7 @@ def batch_indexed(stmt: Statement, expr: ast.expr) -> str | None:
     if index is None or not isinstance(expr, ast.Subscript) or not isinstance(expr.value, ast.Name):
         return None
     name = expr.value.id
-    loops = [n for n in ast.walk(stmt.tree) if isinstance(n, ast.For) and _holds(n, stmt.node)]
-    loop = max(loops, key=lambda n: n.lineno, default=None)
+    loop = enclosing_loop(stmt)
     if loop is None or name not in {n.id for n in ast.walk(loop.target) if isinstance(n, ast.Name)}:
         return None
     others = {
@@ -800,6 +799,9 @@ def _moved_beside(
 ) -> tuple[str, str, str] | None:
     beside = sibling_move(source, stmt, expr)
     note = "# the loop moves the rest of the batch here: this one with them"
+    whole = sliced_global(stmt, expr) if beside is None else None
+    if whole is not None and (beside := module_level_move(source, stmt, whole)) is not None:
+        note = f"# each batch is a slice of {whole}, a module global: moved once where the script moves the others"
     if beside is None and is_global_name(stmt, expr):
         assert isinstance(expr, ast.Name) and stmt.function is not None
         beside = module_level_move(source, stmt, expr.id)
@@ -832,8 +834,7 @@ def sibling_move(source: SourceSection | None, stmt: Statement, expr: ast.expr) 
     all three before the loss, and had no edit."""
     if not isinstance(expr, ast.Name) or source is None:
         return None
-    loops = [n for n in ast.walk(stmt.tree) if isinstance(n, ast.For) and _holds(n, stmt.node) and n is not stmt.node]
-    loop = max(loops, key=lambda n: n.lineno, default=None)
+    loop = enclosing_loop(stmt)
     if loop is None:
         return None
     moves = [n for n in loop.body if n.lineno < stmt.node.lineno and in_place_move(n) is not None]
@@ -1073,6 +1074,35 @@ def is_global_name(stmt: Statement, expr: ast.expr) -> bool:
     """A name the statement's function reads but never binds (a module global): an assignment to it inside the
     function would make it local there, and the function would fail before its first step (UnboundLocalError)."""
     return isinstance(expr, ast.Name) and stmt.function is not None and expr.id not in _function_locals(stmt.function)
+
+
+def sliced_global(stmt: Statement, expr: ast.expr) -> str | None:
+    """`train_x` for `model(x.unsqueeze(1))` after `x = train_x[start:end]` in the loop, where `train_x` is a module
+    global (TCN: the whole dataset kept on the device, its move dropped from the `if args.cuda:` block): the move that
+    fixes every batch is the dataset's, once, not a copy of each slice."""
+    root: ast.expr = expr
+    while isinstance(root, (ast.Attribute, ast.Call, ast.Subscript)):
+        root = root.func if isinstance(root, ast.Call) else root.value
+    loop = enclosing_loop(stmt)
+    if not isinstance(root, ast.Name) or loop is None or stmt.function is None:
+        return None
+    local = _function_locals(stmt.function)
+    for node in loop.body:
+        if node.lineno >= stmt.node.lineno:
+            break
+        if isinstance(node, ast.Assign) and _assigns(node, root.id) and isinstance(node.value, ast.Subscript):
+            whole = node.value.value
+            if isinstance(whole, ast.Name) and whole.id not in local:
+                return whole.id
+    return None
+
+
+def enclosing_loop(stmt: Statement) -> ast.For | None:
+    """The innermost `for` around the statement, in its function (or the parsed window outside one)."""
+    line = stmt.node.lineno
+    scope = stmt.function if stmt.function is not None else stmt.tree
+    loops = [n for n in ast.walk(scope) if isinstance(n, ast.For) and n.lineno < line <= (n.end_lineno or n.lineno)]
+    return max(loops, key=lambda n: n.lineno, default=None)
 
 
 def module_level_move(source: SourceSection | None, stmt: Statement, name: str) -> SiblingMove | None:

@@ -162,6 +162,9 @@ def _moved_where_made(
 ) -> Edit | None:
     """Beside the batch's other moves, in their words; or, for the same tensor at every step, where it is made."""
     beside = codefix.sibling_move(source, stmt, expr)
+    whole = codefix.sliced_global(stmt, expr) if beside is None else None
+    if whole is not None:
+        beside = codefix.module_level_move(source, stmt, whole)
     if beside is not None:
         return checked(insert_after(beside.after, [beside.line], "move-beside"))
     origin = codefix.loop_invariant_origin(stmt, expr)
@@ -442,7 +445,7 @@ def read_rarely(source: SourceSection | None, where: str | None) -> Edit | None:
     stmt = codefix.statement_at(source, where)
     if stmt is None or not is_display(stmt.node) or guarding_interval(stmt) is not None:
         return None  # under its own `if step % every == 0:` already: the value of `every` is what to change
-    if stmt.function is None and enclosing_loop(stmt) is None:
+    if stmt.function is None and codefix.enclosing_loop(stmt) is None:
         return None  # a module-level line seen without its loop: nothing tells how often it runs
     if loop_within_step(stmt) is not None:
         return None  # its loop's index counts passes inside one step, not steps: no test on it reads less often
@@ -567,7 +570,7 @@ def loop_within_step(stmt: Statement) -> ast.For | None:
     `backward()` / `.step()`, and its function (or the script) calls one after it, in no other loop than those around
     this one (a char-RNN's `for c in range(chunk_len)` that sums the loss, then one backward; not an evaluation loop
     before the training loop). Its index counts passes, not steps."""
-    loop = enclosing_loop(stmt)
+    loop = codefix.enclosing_loop(stmt)
     if loop is None or any(_is_step_call(n) for n in ast.walk(loop)):
         return None
     scope: ast.AST = stmt.function if stmt.function is not None else stmt.tree
@@ -586,18 +589,10 @@ def _is_step_call(node: ast.AST) -> bool:
     return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _STEP_CALLS
 
 
-def enclosing_loop(stmt: Statement) -> ast.For | None:
-    """The innermost `for` around the statement, in its function (or the parsed window outside one)."""
-    line = stmt.node.lineno
-    scope = stmt.function if stmt.function is not None else stmt.tree
-    loops = [n for n in ast.walk(scope) if isinstance(n, ast.For) and n.lineno < line <= (n.end_lineno or n.lineno)]
-    return max(loops, key=lambda n: n.lineno, default=None)
-
-
 def loop_counter(stmt: Statement) -> str | None:
     """The step counter of the innermost `for` around the statement: `step` in `for step in range(n)` or
     `for step, batch in enumerate(loader)`; a loop at a script's top level as well as one in a function."""
-    loop = enclosing_loop(stmt)
+    loop = codefix.enclosing_loop(stmt)
     if loop is None:
         return _counter_parameter(stmt)
     call = ast.unparse(loop.iter.func) if isinstance(loop.iter, ast.Call) else ""

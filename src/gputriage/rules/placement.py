@@ -677,7 +677,7 @@ def _host_indexed_fix(run: Run, where: str | None) -> str | None:
     names = list(dict.fromkeys(n.value.id for n in subscripts if isinstance(n.value, ast.Name)))
     # the step's own results (`output = model(x)`) are on the device: the CPU one was made before the loop or the
     # step function (a parameter, a global)
-    scope: ast.AST = edits.enclosing_loop(stmt) or stmt.function or stmt.node
+    scope: ast.AST = codefix.enclosing_loop(stmt) or stmt.function or stmt.node
     made_here = {
         t.id
         for n in ast.walk(scope)

@@ -191,7 +191,7 @@ def _environment_step(stmt: codefix.Statement) -> str | None:
     """`env.step(action.item())`, or `a = action.cpu().numpy()` then `envs.step(a)` in the same loop: the value read
     is the action of an environment that runs on the host (gym's `step` API). The step call's text, else None."""
     names = {t.id for n in ast.walk(stmt.node) if isinstance(n, ast.Assign) for t in _names(n.targets)}
-    loop = edits.enclosing_loop(stmt)
+    loop = codefix.enclosing_loop(stmt)
     scope: list[ast.AST] = [stmt.node, *([loop] if loop is not None else [])]
     for call in (n for node in scope for n in ast.walk(node) if isinstance(n, ast.Call)):
         func = call.func
@@ -268,7 +268,7 @@ def _branch_fix(header: str) -> str:
 
 def _counter_line(stmt: codefix.Statement) -> str:
     """The comment that gives the loop a step counter: its own `for` header with `enumerate`, or a counter to keep."""
-    loop = edits.enclosing_loop(stmt)
+    loop = codefix.enclosing_loop(stmt)
     if loop is None:
         return "# count the steps: step = 0 before the loop, step += 1 in it\n"
     target = ast.unparse(loop.target)  # a tuple comes back in parentheses: `(images, labels)`
@@ -315,7 +315,7 @@ class _ItemToDetach(ast.NodeTransformer):
 def _shown_each_step(stmt: codefix.Statement, target: str) -> ast.stmt | None:
     """A display statement of the loop around `stmt` (a print, a progress bar's update) that reads `target`, outside
     any `if`: the accumulated value is shown, and read, at every step."""
-    loop = edits.enclosing_loop(stmt)
+    loop = codefix.enclosing_loop(stmt)
     if loop is None:
         return None
     for node in loop.body:
