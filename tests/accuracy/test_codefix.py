@@ -456,3 +456,22 @@ def test_accelerates_device_and_a_cuda_index_are_the_scripts_words_for_its_devic
     )
     source = SourceSection([SourceSnippet("gan.py", 60, gan, "function", "GAN.train")])
     assert codefix.device_expression(source, "gan.py:63") == "self.cuda_index"
+
+
+def test_an_accelerate_loop_is_told_of_prepare_beside_the_move() -> None:
+    """imagenette-ddp (a trial): the training DataLoader left out of `accelerator.prepare`; the move is right, and
+    prepare is accelerate's own way, which the fix never named."""
+    from gputriage.findings import Severity
+    from gputriage.record import Run
+    from gputriage.record.placement import PlacementSection, TensorSeen
+    from gputriage.rules.placement import placement_rule
+
+    accel = "def train_fn(model, loader, optimizer, epoch, accelerator):\n"
+    accel += "    for data in loader:\n        out = model(data[0])\n        loss = out.sum()\n"
+    run = Run(command="run", expect_device="cuda", resolved_device="cuda")
+    run.source = SourceSection([SourceSnippet("train.py", 20, accel, "function", "train_fn")])
+    seen = TensorSeen("input", "cpu", [16, 3], "float32", "Net", "args[0]", "train.py:22")
+    run.placement = PlacementSection(tensors=[seen])
+    found = [f for f in placement_rule(run) if f.code == "data-on-cpu"]
+    assert found and found[0].severity is Severity.CRITICAL
+    assert "accelerator.prepare(...)" in found[0].fix and "accelerator.device" in found[0].fix

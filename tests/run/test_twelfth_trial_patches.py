@@ -53,6 +53,7 @@ def test_a_batch_indexed_in_the_calls_moves_whole(runs: dict[str, Result], tmp_p
     assert finding["where"] == mark_line(BATCH, "data-on-cpu")
     line = "data = [t.to(device, non_blocking=True) if torch.is_tensor(t) else t for t in data]"
     assert finding["fix"].splitlines()[-1] == line
+    assert "accelerator.prepare" not in finding["fix"]  # not an accelerate script: no word of it
     (edit,) = finding["evidence"]["edits"]
     assert edit["new"][0].strip() == line
     assert patched_findings(runs["batch"].report, BATCH, tmp_path) == []

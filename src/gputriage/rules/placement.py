@@ -510,6 +510,13 @@ def _data_fix(run: Run, inputs: list[TensorSeen], labels: list[TensorSeen], expe
     moves = codefix.moved_everywhere(run.source, [*inputs, *labels], device, _batch_tensors(run))
     if lines and not any(device in line for line in moves):
         lines = []  # every move is in the script's own words (`.cuda()` beside the batch's): no device to define
+    if device.startswith("accelerator."):
+        # accelerate places the batches of a DataLoader given to prepare(): one left out arrives on the CPU (a trial's
+        # imagenette loop); the moves above work, prepare is accelerate's own way
+        moves.append(
+            "# or pass the training DataLoader to accelerator.prepare(...) with the model and the optimizer: "
+            "accelerate then places every batch"
+        )
     return "\n".join([*lines, *moves])
 
 
