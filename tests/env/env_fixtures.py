@@ -101,3 +101,14 @@ def run_env_json(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, d
     code = main(["env", "--json", *argv])
     out = capsys.readouterr().out
     return code, json.loads(out) if out.strip() else {}
+
+
+def top_of_text(text: str) -> tuple[str, str, str, str]:
+    """A pasted report's verdict status, and its first warning or critical finding's code, title and fix ("" each
+    where there is none)."""
+    from gputriage.commands.env import diagnose_text
+
+    diagnosis = diagnose_text(text)
+    found = [f for f in diagnosis.findings if f.severity.value != "info"]
+    top = found[0] if found else None
+    return diagnosis.verdict.status, top.code if top else "", top.title if top else "", top.fix if top else ""

@@ -3,6 +3,8 @@ of what people paste."""
 
 from __future__ import annotations
 
+from env_fixtures import top_of_text as _top
+
 from gputriage.collectors.env_text import parse_environment_text
 from gputriage.commands.env import diagnose_text
 
@@ -44,13 +46,6 @@ def test_a_conda_pin_of_the_same_numbers_is_no_tegra_kernel() -> None:
     text = _CONDA_INFO_JETSON.replace("__linux=4.9.253=0", "typing-extensions=4.9.0=pyha770c72_0")
     text = text.replace("__cuda=10.2=0", "")
     assert parse_environment_text(text).host.jetpack_major is None
-
-
-def _top(text: str) -> tuple[str, str, str, str]:
-    diagnosis = diagnose_text(text)
-    found = [f for f in diagnosis.findings if f.severity.value != "info"]
-    top = found[0] if found else None
-    return diagnosis.verdict.status, top.code if top else "", top.title if top else "", top.fix if top else ""
 
 
 def test_a_rocm_torch_said_to_answer_true_is_healthy() -> None:

@@ -3,16 +3,10 @@ of what people paste."""
 
 from __future__ import annotations
 
+from env_fixtures import top_of_text as _top
+
 from gputriage.collectors.env_text import parse_environment_text
 from gputriage.commands.env import diagnose_text
-
-
-def _top(text: str) -> tuple[str, str, str, str]:
-    diagnosis = diagnose_text(text)
-    found = [f for f in diagnosis.findings if f.severity.value != "info"]
-    top = found[0] if found else None
-    return diagnosis.verdict.status, top.code if top else "", top.title if top else "", top.fix if top else ""
-
 
 _XPU_REPL = ">>> import torch\n>>> torch.xpu.is_available()\nTrue\n\nIntel Arc A770\n"
 
