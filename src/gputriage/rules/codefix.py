@@ -452,7 +452,7 @@ def moved_argument(stmt: Statement, expr: ast.expr, device: str, argument: str |
 
 
 def _moved_expression(stmt: Statement, expr: ast.expr, device: str) -> str:
-    """An argument written out in the call: the batch it indexes moved whole (`_batch_indexed`), else the statement
+    """An argument written out in the call: the batch it indexes moved whole (`batch_indexed`), else the statement
     with `.to(device, ...)` on the argument."""
     whole = batch_indexed(stmt, expr)
     if whole is not None:
@@ -798,17 +798,15 @@ def _moved_beside(
     source: SourceSection | None, stmt: Statement, expr: ast.expr, device: str
 ) -> tuple[str, str, str] | None:
     beside = sibling_move(source, stmt, expr)
-    note = "# the loop moves the rest of the batch here: this one with them"
-    whole = sliced_global(stmt, expr) if beside is None else None
-    if whole is not None and (beside := module_level_move(source, stmt, whole)) is not None:
+    if beside is not None:
+        note = "# the loop moves the rest of the batch here: this one with them"
+        return f"after line {beside.after.first_line}: {beside.after.text}", beside.line, note
+    beside = global_move(source, stmt, expr)
+    whole = sliced_global(stmt, expr)
+    if beside is not None and whole is not None:
         note = f"# each batch is a slice of {whole}, a module global: moved once where the script moves the others"
-    if beside is None and is_global_name(stmt, expr):
+    elif is_global_name(stmt, expr):
         assert isinstance(expr, ast.Name) and stmt.function is not None
-        beside = module_level_move(source, stmt, expr.id)
-        note = (
-            f"# {expr.id} is a module global: moved once where the script moves the others (an assignment inside "
-            f"{stmt.function.name}() would make it local there)"
-        )
         if beside is None:
             return (
                 f"{expr.id} is a module global used at line {stmt.first_line}: move it once where it is made",
@@ -816,6 +814,10 @@ def _moved_beside(
                 "become a local name)",
                 "",
             )
+        note = (
+            f"# {expr.id} is a module global: moved once where the script moves the others (an assignment inside "
+            f"{stmt.function.name}() would make it local there)"
+        )
     if beside is None:
         return None
     return f"after line {beside.after.first_line}: {beside.after.text}", beside.line, note
@@ -1063,11 +1065,11 @@ def unmoved_index(source: SourceSection | None, stmt: Statement) -> IndexMove | 
     ]
     moved = {_moved(m) for m in moves}
     name = next((n for n in dict.fromkeys(names) if n not in moved), None)
-    last = statement_at(source, f"{moves[-1].path}:{moves[-1].first_line}")
-    if name is None or last is None or in_place_move(last.node) is None:
+    beside = module_level_move(source, stmt, name) if name is not None else None
+    if name is None or beside is None:
         return None
     siblings = list(dict.fromkeys(_moved(m) for m in moves))
-    return IndexMove(name, same_move(last.node, name), last, siblings)
+    return IndexMove(name, beside.line, beside.after, siblings)
 
 
 def is_global_name(stmt: Statement, expr: ast.expr) -> bool:
@@ -1095,6 +1097,15 @@ def sliced_global(stmt: Statement, expr: ast.expr) -> str | None:
             if isinstance(whole, ast.Name) and whole.id not in local:
                 return whole.id
     return None
+
+
+def global_move(source: SourceSection | None, stmt: Statement, expr: ast.expr) -> SiblingMove | None:
+    """The module-level move that fixes `expr` where it is a module global (`adj` in pyGAT's train()) or a slice of
+    one (`x = train_x[a:b]` in TCN's step): beside the script's own module-level moves, in their words."""
+    name = sliced_global(stmt, expr)
+    if name is None and isinstance(expr, ast.Name) and is_global_name(stmt, expr):
+        name = expr.id
+    return module_level_move(source, stmt, name) if name is not None else None
 
 
 def enclosing_loop(stmt: Statement) -> ast.For | None:

@@ -147,7 +147,7 @@ def move_argument(
         return None  # moved already: the device it names is what is wrong, no edit of this line fixes that
     at_origin = _cpu_dropped(stmt, expr) or _moved_where_made(source, stmt, expr, argument, device)
     if at_origin is not None or codefix.is_global_name(stmt, expr):
-        return at_origin or _global_moved(source, stmt, expr)
+        return at_origin  # a module global is never assigned inside the function: beside the module's moves, or none
     line = _line_that_moves(stmt, expr, argument, device)
     if line is not None:
         moves = [line, *codefix.sibling_moves(stmt, expr, batch_tensors, device)]
@@ -160,11 +160,9 @@ def move_argument(
 def _moved_where_made(
     source: SourceSection | None, stmt: Statement, expr: ast.expr, argument: str | None, device: str
 ) -> Edit | None:
-    """Beside the batch's other moves, in their words; or, for the same tensor at every step, where it is made."""
-    beside = codefix.sibling_move(source, stmt, expr)
-    whole = codefix.sliced_global(stmt, expr) if beside is None else None
-    if whole is not None:
-        beside = codefix.module_level_move(source, stmt, whole)
+    """Beside the batch's other moves, in their words (the loop's, or the module level's for a module global and a
+    slice of one); or, for the same tensor at every step, where it is made."""
+    beside = codefix.sibling_move(source, stmt, expr) or codefix.global_move(source, stmt, expr)
     if beside is not None:
         return checked(insert_after(beside.after, [beside.line], "move-beside"))
     origin = codefix.loop_invariant_origin(stmt, expr)
@@ -187,15 +185,6 @@ def _cpu_dropped(stmt: Statement, expr: ast.expr) -> Edit | None:
         receiver = _segment(stmt, call.func.value, lines) or ast.unparse(call.func.value)
         changes.append((call, receiver, False))
     return checked(splice_many(stmt, changes, "drop-cpu"))
-
-
-def _global_moved(source: SourceSection | None, stmt: Statement, expr: ast.expr) -> Edit | None:
-    """A module global given to the call: moved once at module level beside the script's other moves; never
-    `x = x.to(...)` inside the function, which would make `x` local there (no edit where the module moves nothing:
-    the fix says where)."""
-    assert isinstance(expr, ast.Name)
-    beside = codefix.module_level_move(source, stmt, expr.id)
-    return checked(insert_after(beside.after, [beside.line], "move-beside")) if beside is not None else None
 
 
 def _line_that_moves(stmt: codefix.Statement, expr: ast.expr, argument: str | None, device: str) -> str | None:
