@@ -68,7 +68,8 @@ WARMUP_STEPS = 1
 
 
 # Steps after warm-up that a judgement of rung 5 (a finding, or a pass) needs: fewer are too thin to tell a wait from
-# the noise of one slow step (rules/steps.py uses the same count for its warnings).
+# the noise of one slow step, and say too little about a pipeline that prefetches a few batches ahead (rules/steps.py
+# uses the same count for its warnings).
 MIN_JUDGED_STEPS = 5
 
 

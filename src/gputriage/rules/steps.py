@@ -7,7 +7,7 @@ Fired only from measured wait, never from the loader's settings alone, and only 
   fast GPU step is often noise), critical from WAIT_SHARE_CRIT_PCT;
 - AND the mean wait per step is at least MIN_WAIT_PER_STEP_S. On `meta` (and on very fast steps) the compute costs
   next to nothing, so any collation looks like a large share; 2 ms per batch is real time on any device;
-- a warning or critical needs MIN_STEADY_STEPS steps after warm-up AND a 90% bootstrap interval of the share lying
+- a warning or critical needs MIN_JUDGED_STEPS steps after warm-up AND a 90% bootstrap interval of the share lying
   wholly above the threshold plus RUN_TO_RUN_NOISE_PCT. The bootstrap sees the noise between the steps of one run;
   runs of the same job differ more than that (the machine's load): a job with one worker on two cores sits at
   20% +- 2 from run to run (tests/scripts/loader_one_worker.py: 18% to 25% over ten runs, each with an interval about
@@ -64,14 +64,12 @@ WAIT_SHARE_WARN_PCT = 20.0
 WAIT_SHARE_CRIT_PCT = 50.0
 MIN_WAIT_PER_STEP_S = 0.002
 RUN_TO_RUN_NOISE_PCT = 5.0
-# Fewer steps than this after warm-up say too little about a pipeline that prefetches a few batches ahead.
-MIN_STEADY_STEPS = MIN_JUDGED_STEPS
 MAX_SUGGESTED_WORKERS = 8
 CPU_BOUND_SHARE = 0.5  # loading that computes at least half its time is CPU work: cores, not workers, limit it
 
 
 def _severity(interval: Interval, steps: int, under_preflight_floor: bool) -> Severity:
-    if steps < MIN_STEADY_STEPS or interval.low < WAIT_SHARE_WARN_PCT + RUN_TO_RUN_NOISE_PCT or under_preflight_floor:
+    if steps < MIN_JUDGED_STEPS or interval.low < WAIT_SHARE_WARN_PCT + RUN_TO_RUN_NOISE_PCT or under_preflight_floor:
         return Severity.INFO
     return Severity.CRITICAL if interval.low >= WAIT_SHARE_CRIT_PCT else Severity.WARNING
 
@@ -87,9 +85,9 @@ def _wait_title(wait: Part, steps: int, interval: Interval, severity: Severity, 
             f"from {duration_text(MIN_WAIT_PER_STEP_S)} a step of the loading's own work, and up to "
             f"{duration_text(stand_in_s)} of it may be the stand-in's)"
         )
-    if severity is Severity.INFO and steps < MIN_STEADY_STEPS:
+    if severity is Severity.INFO and steps < MIN_JUDGED_STEPS:
         return (
-            f"From {counted(steps, 'step')} only (a judgement needs {MIN_STEADY_STEPS}): the step waits "
+            f"From {counted(steps, 'step')} only (a judgement needs {MIN_JUDGED_STEPS}): the step waits "
             f"for the DataLoader {share} of the time (90% interval {interval.text()})"
         )
     if severity is Severity.INFO:
