@@ -477,8 +477,13 @@ def _other_vendor_fix(env: Environment, amd: str | None) -> str | None:
     """The torch build for the GPU the machine has, when it is AMD's or Intel's."""
     if amd is not None:
         return _amd_fix(env, amd)
-    intel = next((g for g in env.host.other_gpus if g.lower().startswith("intel")), None)
+    intel = _intel_gpu(env)
     return _intel_fix(env, intel) if intel is not None else None
+
+
+def _intel_gpu(env: Environment) -> str | None:
+    """The Intel GPU the report names, if any."""
+    return next((g for g in env.host.other_gpus if g.lower().startswith("intel")), None)
 
 
 def _intel_fix(env: Environment, intel: str) -> str:
@@ -509,7 +514,7 @@ def intel_xpu_unusable(run: Run) -> Iterator[Finding]:
     if seen is None:
         yield from _xpu_answers_false(run, env)
         return
-    intel = next((g for g in env.host.other_gpus if g.lower().startswith("intel")), None)
+    intel = _intel_gpu(env)
     gpu = f" ({intel})" if intel else ""
     evidence: Evidence = {"message": seen.text, "gpu": intel, "torch_version": env.torch.version}
     if seen.key == "xpu-not-compiled":
@@ -538,7 +543,7 @@ def _xpu_answers_false(run: Run, env: Environment) -> Iterator[Finding]:
     build without XPU (a torch whose version names another variant) or the XPU build with no usable Intel driver."""
     if expected_kind(run) != "xpu" or env.torch.other_accelerators.get("xpu") is not False:
         return
-    intel = next((g for g in env.host.other_gpus if g.lower().startswith("intel")), None)
+    intel = _intel_gpu(env)
     gpu, version = f" ({intel})" if intel else "", env.torch.version or ""
     evidence: Evidence = {"xpu_available": False, "gpu": intel, "torch_version": env.torch.version}
     if version and _NOT_XPU_BUILD.search(version):  # 2.5.1+cu121, +cpu, +rocm6.2, or PyPI's untagged wheel
