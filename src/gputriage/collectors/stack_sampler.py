@@ -156,8 +156,7 @@ class StackSampler:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._done = _Tally()  # the completed steps' samples: what the record holds
-        self._open = _Tally()  # the samples of the step under way, `_open_step`
-        self._open_step: int | None = None
+        self._open = _Tally()  # the samples of the step under way (its `steps` holds that one step)
         self._stand_in_start_s: float | None = None  # the stand-in's compute clock when the window began
         self._stand_in_done_at_s: float | None = None  # and when the last completed step of the samples ended
         self._stand_in_s: float | None = None
@@ -192,9 +191,9 @@ class StackSampler:
 
     def _complete_before(self, step: int) -> None:
         """The step under way completed when a later one began: its samples count. Under `_sampling`."""
-        if self._open_step is not None and step > self._open_step:
+        if self._open.steps and step > max(self._open.steps):
             self._done.merge(self._open)
-            self._open, self._open_step = _Tally(), None
+            self._open = _Tally()
             stand_in = self._state.stand_in_clock
             if stand_in is not None:  # the stand-in's compute over the same completed steps as the samples
                 self._stand_in_done_at_s = stand_in()
@@ -331,7 +330,6 @@ class StackSampler:
         weight_s = min(now[0] - last[0], 4 * self.interval_s + 0.02)
         busy = self._busy_clock is None or now[1] - last[1] >= BUSY_RATIO * max(now[0] - last[0], 1e-9)
         self._complete_before(step)
-        self._open_step = step
         self._open.steps.add(step)
         self._count(self._open, frame, phase, busy, weight_s)
 
