@@ -31,6 +31,7 @@ from gputriage.record.device import device_type
 from gputriage.record.environment import Environment
 from gputriage.rules.env_facts import (
     WSL_GPU_WINDOWS_BUILD,
+    amd_gpu,
     arch_builds,
     base_version,
     build_arch_list,
@@ -42,7 +43,7 @@ from gputriage.rules.env_facts import (
     expected_kind,
     gpu_presence,
     has_error,
-    is_amd_gpu,
+    intel_gpu,
     is_rocm,
     nvidia_devices,
     nvidia_expected,
@@ -399,7 +400,7 @@ def no_gpu_visible(run: Run) -> Iterator[Finding]:
         title = f"WSL 2 cannot reach the NVIDIA GPU here: {absence(env)}"  # a GPU may well be there, for Windows
     elif expected == "cuda" and has_error(env, "no-hip-gpu"):
         # "No HIP GPUs are available": the ROCm build's own words; its user asks about the AMD GPU, not NVIDIA's
-        amd = next((g for g in env.host.other_gpus if is_amd_gpu(g)), None)
+        amd = amd_gpu(env)
         title = f"torch's ROCm build cannot open the AMD GPU{f' ({amd})' if amd else ''}: No HIP GPUs are available"
     elif expected == "cuda":
         title = f"This machine has no NVIDIA GPU that anything could use: {absence(env)}"
@@ -436,7 +437,7 @@ def _amd_machine(env: Environment) -> bool:
     /dev/kfd and /dev/dri, and NVIDIA's container toolkit has nothing to do with it."""
     return (
         is_rocm(env)
-        or any(is_amd_gpu(g) for g in env.host.other_gpus)
+        or amd_gpu(env) is not None
         or has_error(env, "no-hip-gpu")
         or _hip_error(env)
     )
@@ -449,7 +450,7 @@ def _hip_error(env: Environment) -> bool:
 def _no_gpu_fix(env: Environment) -> str:
     if env.host.os_name == "darwin":
         return mps_fix(env)
-    amd = next((g for g in env.host.other_gpus if is_amd_gpu(g)), None)
+    amd = amd_gpu(env)
     hip_error = signature("no-hip-gpu") if has_error(env, "no-hip-gpu") else None
     if hip_error is not None:  # only a ROCm build says "No HIP GPUs": it is installed, and cannot open the GPU
         named = f"# the GPU is AMD ({amd}) and torch is a ROCm build that cannot open it:\n" if amd else ""
@@ -477,13 +478,8 @@ def _other_vendor_fix(env: Environment, amd: str | None) -> str | None:
     """The torch build for the GPU the machine has, when it is AMD's or Intel's."""
     if amd is not None:
         return _amd_fix(env, amd)
-    intel = _intel_gpu(env)
+    intel = intel_gpu(env)
     return _intel_fix(env, intel) if intel is not None else None
-
-
-def _intel_gpu(env: Environment) -> str | None:
-    """The Intel GPU the report names, if any."""
-    return next((g for g in env.host.other_gpus if g.lower().startswith("intel")), None)
 
 
 def _intel_fix(env: Environment, intel: str) -> str:
@@ -514,7 +510,7 @@ def intel_xpu_unusable(run: Run) -> Iterator[Finding]:
     if seen is None:
         yield from _xpu_answers_false(run, env)
         return
-    intel = _intel_gpu(env)
+    intel = intel_gpu(env)
     gpu = f" ({intel})" if intel else ""
     evidence: Evidence = {"message": seen.text, "gpu": intel, "torch_version": env.torch.version}
     if seen.key == "xpu-not-compiled":
@@ -543,7 +539,7 @@ def _xpu_answers_false(run: Run, env: Environment) -> Iterator[Finding]:
     build without XPU (a torch whose version names another variant) or the XPU build with no usable Intel driver."""
     if expected_kind(run) != "xpu" or env.torch.other_accelerators.get("xpu") is not False:
         return
-    intel = _intel_gpu(env)
+    intel = intel_gpu(env)
     gpu, version = f" ({intel})" if intel else "", env.torch.version or ""
     evidence: Evidence = {"xpu_available": False, "gpu": intel, "torch_version": env.torch.version}
     if version and _NOT_XPU_BUILD.search(version):  # 2.5.1+cu121, +cpu, +rocm6.2, or PyPI's untagged wheel

@@ -65,6 +65,16 @@ def is_amd_gpu(name: str) -> bool:
     return bool(_AMD_GPU.search(name))
 
 
+def amd_gpu(env: Environment) -> str | None:
+    """The AMD GPU the facts name, if any."""
+    return next((g for g in env.host.other_gpus if is_amd_gpu(g)), None)
+
+
+def intel_gpu(env: Environment) -> str | None:
+    """The Intel GPU the facts name, if any."""
+    return next((g for g in env.host.other_gpus if g.lower().startswith("intel")), None)
+
+
 def is_rocm(env: Environment) -> bool:
     return bool(env.torch.hip_version)
 

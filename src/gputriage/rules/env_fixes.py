@@ -26,6 +26,7 @@ from gputriage.rules.env_facts import (
     WSL_GPU_WINDOWS_BUILD,
     ArchBuild,
     Variant,
+    amd_gpu,
     arch_builds,
     blackwell_variant,
     cuda_variant_for,
@@ -34,7 +35,6 @@ from gputriage.rules.env_facts import (
     driver_version,
     has_error,
     install_lines,
-    is_amd_gpu,
     major_version,
     nvidia_devices,
     old_windows_for_wsl_gpu,
@@ -421,7 +421,7 @@ def absence(env: Environment) -> str:
     """What was looked at and found empty, in plain words."""
     h, d = env.host, env.driver
     text = env.source == "text"
-    amd = next((g for g in h.other_gpus if is_amd_gpu(g)), None)
+    amd = amd_gpu(env)
     said = (
         (bool(d.no_devices_reported), "nvidia-smi reports no devices"),
         (bool(h.virtual_machine), f"it is a {h.virtual_machine} virtual machine, and no GPU is passed through to it"),
