@@ -435,12 +435,7 @@ def _nvml_gpus(env: Environment) -> int | None:
 def _amd_machine(env: Environment) -> bool:
     """The GPU meant is AMD's (a ROCm build of torch, an AMD GPU named, a HIP error): a container reaches it through
     /dev/kfd and /dev/dri, and NVIDIA's container toolkit has nothing to do with it."""
-    return (
-        is_rocm(env)
-        or amd_gpu(env) is not None
-        or has_error(env, "no-hip-gpu")
-        or _hip_error(env)
-    )
+    return is_rocm(env) or amd_gpu(env) is not None or has_error(env, "no-hip-gpu") or _hip_error(env)
 
 
 def _hip_error(env: Environment) -> bool:
